@@ -1,0 +1,1 @@
+"""The ``raftmeta`` command line (DESIGN.md §8)."""

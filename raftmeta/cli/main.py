@@ -1,0 +1,78 @@
+"""Entry point of the ``raftmeta`` command.
+
+Subcommands live in their own modules and are imported only when used (``LazyGroup``), so
+``raftmeta --help`` and quick commands do not pay for pyspark, grpc or matplotlib imports.
+Register a new command group by adding one line to ``COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+from raftmeta import __version__
+from raftmeta.cli.common import EXIT_FAILED
+from raftmeta.logs import LOG_LEVELS, configure_logging
+
+# name -> "module:attribute" of a click.Command or click.Group.
+COMMANDS: dict[str, str] = {
+    "demo": "raftmeta.cli.demo:demo",
+    "records": "raftmeta.cli.records:records",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = lazy_commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands:
+            module_name, attribute = self.lazy_commands[cmd_name].split(":")
+            command = getattr(importlib.import_module(module_name), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self.lazy_commands[cmd_name]} is not a click command")
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="raftmeta")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    default="warning",
+    show_default=True,
+    envvar="RAFTMETA_LOG_LEVEL",
+    help="Least severe log level written to stderr.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "console", "json"]),
+    default="auto",
+    show_default=True,
+    envvar="RAFTMETA_LOG_FORMAT",
+    help="auto = console on a terminal, JSON lines otherwise.",
+)
+def cli(log_level: str, log_format: str) -> None:
+    """raftmeta: a KRaft-style replicated metadata log you can run, break and verify.
+
+    Exit codes: 0 ok, 1 a check failed or a request was rejected, 2 usage error.
+    Every command takes --output json for scripts.
+    """
+    configure_logging(log_level, log_format)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli(prog_name="raftmeta")
+    except KeyboardInterrupt:
+        raise SystemExit(EXIT_FAILED) from None

@@ -1,0 +1,85 @@
+"""``raftmeta records``: the metadata record types, and decoding of single records."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import click
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+
+from raftmeta.cli.common import emit_json, output_option, usage_error
+from raftmeta.v1 import records_pb2
+
+
+def record_types() -> list[dict[str, object]]:
+    """Every record type of the MetadataRecord oneof, with its fields, from the descriptors."""
+    oneof = records_pb2.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"]
+    out: list[dict[str, object]] = []
+    for field in oneof.fields:
+        message = field.message_type
+        assert message is not None, f"oneof member {field.name} is not a message"
+        fields = [
+            {
+                "name": f.name,
+                "type": f.message_type.name if f.message_type else _scalar_name(f),
+                "repeated": f.is_repeated,
+            }
+            for f in message.fields
+        ]
+        out.append({"tag": field.number, "oneof_field": field.name, "type": message.name, "fields": fields})
+    return out
+
+
+def _scalar_name(field: FieldDescriptor) -> str:
+    if field.enum_type is not None:
+        return field.enum_type.name
+    names = {v: k for k, v in vars(FieldDescriptor).items() if k.startswith("TYPE_")}
+    return names[field.type].removeprefix("TYPE_").lower()
+
+
+@click.group()
+def records() -> None:
+    """The metadata record types (proto/raftmeta/v1/records.proto)."""
+
+
+@records.command("types")
+@output_option
+def types_command(output: str) -> None:
+    """List every record type and its fields."""
+    kinds = record_types()
+    if output == "json":
+        emit_json({"record_types": kinds})
+        return
+    for kind in kinds:
+        fields = ", ".join(
+            f"{f['name']}: {'repeated ' if f['repeated'] else ''}{f['type']}"
+            for f in kind["fields"]  # type: ignore[attr-defined]
+        )
+        click.echo(f"{kind['tag']:>3}  {kind['type']:<24} {fields}")
+
+
+@records.command("decode")
+@click.argument("data")
+@click.option("--encoding", type=click.Choice(["hex", "base64"]), default="hex", show_default=True)
+@output_option
+def decode_command(data: str, encoding: str, output: str) -> None:
+    """Decode one serialized MetadataRecord given as hex or base64."""
+    try:
+        raw = bytes.fromhex(data) if encoding == "hex" else base64.b64decode(data, validate=True)
+    except (ValueError, binascii.Error) as exc:
+        raise usage_error(f"not valid {encoding}: {exc}", "DATA") from exc
+    record = records_pb2.MetadataRecord()
+    try:
+        record.ParseFromString(raw)
+    except Exception as exc:  # protobuf raises its own DecodeError
+        raise usage_error(f"not a MetadataRecord: {exc}", "DATA") from exc
+    kind = record.WhichOneof("record")
+    if kind is None:
+        raise usage_error("the record sets no record type (empty oneof)", "DATA")
+    as_dict = json_format.MessageToDict(record, preserving_proto_field_name=True)
+    if output == "json":
+        emit_json({"type": kind, "record": as_dict})
+    else:
+        click.echo(f"{kind}: {as_dict[kind]}")

@@ -1,0 +1,257 @@
+"""The record batch format: pure encode/decode, shared by the node, the consensus core,
+``raftmeta log dump``, the simulator and the Spark jobs. docs/log-format.md has the byte table.
+
+A batch is the unit of replication: the records of one client request travel as one batch, a
+follower stores the leader's batch byte for byte (same base offset, epoch, bytes and CRC), so
+committed batches are identical across nodes and can be compared by hash without decoding.
+
+Layout (big-endian, as Kafka's RecordBatch v2 starts; header 35 bytes)::
+
+    0  base_offset        int64   offset of the first record
+    8  batch_length       int32   bytes after this field (so a batch is 12 + batch_length bytes)
+    12 epoch              int32   leader epoch that appended the batch
+    16 magic              int8    format version, 1
+    17 crc                uint32  CRC32C (Castagnoli) of bytes [21, end of batch)
+    21 attributes         int16   bit 0: control batch (LeaderChangeRecord, snapshot framing)
+    23 record_count       int32   >= 1
+    27 append_timestamp   int64   ms since the Unix epoch, the leader's clock at append
+    35 records            record_count x (uint32 length, MetadataRecord bytes)
+
+The CRC covers everything after itself, so base_offset, length and epoch are not covered --
+exactly as Kafka does, so a leader could in principle re-stamp them; we never do, and the
+decoder still cross-checks length against the records it finds.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import google_crc32c
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+MAGIC = 1
+HEADER = struct.Struct(">qiibIhiq")
+HEADER_SIZE = HEADER.size  # 35
+LENGTH_PREFIX = struct.Struct(">qi")  # base_offset, batch_length: enough to find the next batch
+LOG_OVERHEAD = LENGTH_PREFIX.size  # 12: bytes before batch_length's count starts
+CRC_START = 21
+RECORD_LENGTH = struct.Struct(">I")
+ATTR_CONTROL = 0x1
+# A hard bound so a corrupt length field cannot make a reader allocate gigabytes.
+BATCH_BYTES_MAX = 64 * 1024 * 1024
+
+
+class CorruptBatchError(ValueError):
+    """A batch failed a structural or CRC check.
+
+    ``position`` is the byte position of the batch within the buffer or file being decoded;
+    ``base_offset`` is the log offset it claims (-1 when even that could not be read).
+    """
+
+    def __init__(self, reason: str, *, position: int, base_offset: int = -1) -> None:
+        where = f"at byte {position}" + (f" (base offset {base_offset})" if base_offset >= 0 else "")
+        super().__init__(f"corrupt batch {where}: {reason}")
+        self.reason = reason
+        self.position = position
+        self.base_offset = base_offset
+
+
+class TruncatedBatchError(CorruptBatchError):
+    """The buffer ends inside a batch: a torn write at the tail of a log, or a short read."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    record_count: int
+    append_timestamp_ms: int
+
+    @property
+    def size_bytes(self) -> int:
+        """Total size of the batch on disk, header included."""
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.record_count - 1
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the batch after this one starts at."""
+        return self.base_offset + self.record_count
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One decoded batch: its header and its exact bytes (header included)."""
+
+    header: BatchHeader
+    data: bytes
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def epoch(self) -> int:
+        return self.header.epoch
+
+    @property
+    def next_offset(self) -> int:
+        return self.header.next_offset
+
+    def records(self) -> list[bytes]:
+        """The serialized MetadataRecords of the batch, in offset order."""
+        return split_records(self.data, self.header)
+
+
+def crc32c(data: bytes | memoryview) -> int:
+    return int(google_crc32c.value(bytes(data)))
+
+
+def encode_batch(
+    base_offset: int,
+    epoch: int,
+    records: Sequence[bytes],
+    append_timestamp_ms: int,
+    *,
+    control: bool = False,
+) -> bytes:
+    """Frame ``records`` (serialized MetadataRecords) as one batch."""
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    if base_offset < 0 or epoch < 0:
+        raise ValueError(f"base_offset and epoch must be >= 0, got {base_offset}, {epoch}")
+    parts: list[bytes] = []
+    for record in records:
+        parts.append(RECORD_LENGTH.pack(len(record)))
+        parts.append(record)
+    body = b"".join(parts)
+    attributes = ATTR_CONTROL if control else 0
+    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    if batch_length + LOG_OVERHEAD > BATCH_BYTES_MAX:
+        raise ValueError(f"batch of {batch_length} bytes exceeds BATCH_BYTES_MAX={BATCH_BYTES_MAX}")
+    tail = struct.pack(">hiq", attributes, len(records), append_timestamp_ms) + body
+    crc = google_crc32c.value(tail)
+    return struct.pack(">qiibI", base_offset, batch_length, epoch, MAGIC, crc) + tail
+
+
+def decode_header(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
+    """Read and sanity-check the header at ``position`` (no CRC check: see :func:`check_batch`)."""
+    available = len(buf) - position
+    if available < LOG_OVERHEAD:
+        raise TruncatedBatchError(f"{available} bytes left, less than the 12-byte length prefix", position=position)
+    base_offset, batch_length = LENGTH_PREFIX.unpack_from(buf, position)
+    if batch_length < HEADER_SIZE - LOG_OVERHEAD or batch_length + LOG_OVERHEAD > BATCH_BYTES_MAX:
+        raise CorruptBatchError(f"batch_length {batch_length} out of range", position=position, base_offset=base_offset)
+    if available < HEADER_SIZE:
+        raise TruncatedBatchError(
+            f"{available} bytes left, less than the {HEADER_SIZE}-byte header",
+            position=position,
+            base_offset=base_offset,
+        )
+    header = BatchHeader(*HEADER.unpack_from(buf, position))
+    if header.magic != MAGIC:
+        raise CorruptBatchError(f"magic {header.magic}, expected {MAGIC}", position=position, base_offset=base_offset)
+    if header.record_count < 1:
+        raise CorruptBatchError(f"record_count {header.record_count} < 1", position=position, base_offset=base_offset)
+    if base_offset < 0 or header.epoch < 0:
+        raise CorruptBatchError("negative base offset or epoch", position=position, base_offset=base_offset)
+    if available < header.size_bytes:
+        raise TruncatedBatchError(
+            f"batch needs {header.size_bytes} bytes, only {available} left",
+            position=position,
+            base_offset=base_offset,
+        )
+    return header
+
+
+def check_batch(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
+    """Decode the header at ``position`` and verify the CRC; raise CorruptBatchError if bad."""
+    header = decode_header(buf, position)
+    end = position + header.size_bytes
+    actual = google_crc32c.value(bytes(buf[position + CRC_START : end]))
+    if actual != header.crc:
+        raise CorruptBatchError(
+            f"CRC32C mismatch (stored {header.crc:#010x}, computed {actual:#010x})",
+            position=position,
+            base_offset=header.base_offset,
+        )
+    return header
+
+
+def split_records(data: bytes | memoryview, header: BatchHeader, position: int = 0) -> list[bytes]:
+    """The record payloads of the batch at ``position``; checks the count and length agree."""
+    pos = position + HEADER_SIZE
+    end = position + header.size_bytes
+    out: list[bytes] = []
+    unpack = RECORD_LENGTH.unpack_from
+    for _ in range(header.record_count):
+        if pos + 4 > end:
+            raise CorruptBatchError(
+                "record length prefix runs past the batch",
+                position=position,
+                base_offset=header.base_offset,
+            )
+        (length,) = unpack(data, pos)
+        pos += 4
+        if pos + length > end:
+            raise CorruptBatchError("record runs past the batch", position=position, base_offset=header.base_offset)
+        out.append(bytes(data[pos : pos + length]))
+        pos += length
+    if pos != end:
+        raise CorruptBatchError(
+            f"{end - pos} trailing bytes after {header.record_count} records",
+            position=position,
+            base_offset=header.base_offset,
+        )
+    return out
+
+
+def iter_batches(buf: bytes | memoryview, *, verify_crc: bool = True, start_position: int = 0) -> Iterator[Batch]:
+    """Yield every batch in ``buf``; raise CorruptBatchError / TruncatedBatchError at the first bad one.
+
+    ``start_position`` is added to reported positions (the buffer's offset within its file).
+    """
+    pos = 0
+    size = len(buf)
+    while pos < size:
+        try:
+            header = check_batch(buf, pos) if verify_crc else decode_header(buf, pos)
+        except CorruptBatchError as exc:
+            exc_type = type(exc)
+            raise exc_type(exc.reason, position=exc.position + start_position, base_offset=exc.base_offset) from None
+        end = pos + header.size_bytes
+        yield Batch(header, bytes(buf[pos:end]))
+        pos = end
+
+
+def scan_valid_prefix(
+    buf: bytes | memoryview,
+) -> tuple[list[BatchHeader], int, CorruptBatchError | None]:
+    """Headers of the longest valid prefix of ``buf``, the byte length of that prefix, and the
+    error that stopped the scan (None if the whole buffer is valid). Used by recovery."""
+    headers: list[BatchHeader] = []
+    pos = 0
+    size = len(buf)
+    while pos < size:
+        try:
+            header = check_batch(buf, pos)
+        except CorruptBatchError as exc:
+            return headers, pos, exc
+        headers.append(header)
+        pos += header.size_bytes
+    return headers, pos, None

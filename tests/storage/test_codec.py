@@ -1,0 +1,121 @@
+"""The batch codec: round trips, and every kind of damage is detected and located."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raftmeta.storage import codec
+from raftmeta.storage.codec import CorruptBatchError, TruncatedBatchError
+from raftmeta.v1 import records_pb2
+
+
+def topic_record(name: str) -> bytes:
+    return records_pb2.MetadataRecord(
+        topic=records_pb2.TopicRecord(name=name, topic_id=b"\x07" * 16)
+    ).SerializeToString()
+
+
+def test_header_layout_is_35_bytes() -> None:
+    assert codec.HEADER_SIZE == 35
+    assert codec.CRC_START == 21
+
+
+def test_roundtrip_one_batch() -> None:
+    records = [topic_record("a"), topic_record("bb"), b""]
+    data = codec.encode_batch(42, 3, records, 1_700_000_000_000)
+    (batch,) = list(codec.iter_batches(data))
+    assert batch.header.base_offset == 42
+    assert batch.header.epoch == 3
+    assert batch.header.record_count == 3
+    assert batch.header.last_offset == 44
+    assert batch.header.next_offset == 45
+    assert batch.header.append_timestamp_ms == 1_700_000_000_000
+    assert not batch.header.is_control
+    assert batch.records() == records
+    assert batch.data == data
+    assert batch.header.size_bytes == len(data)
+
+
+def test_control_flag() -> None:
+    data = codec.encode_batch(0, 1, [b"x"], 0, control=True)
+    assert codec.check_batch(data).is_control
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1000), st.lists(st.binary(max_size=64), min_size=1, max_size=8)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_roundtrip_many_batches(spec: list[tuple[int, list[bytes]]]) -> None:
+    offset = 0
+    blob = b""
+    for epoch, records in spec:
+        blob += codec.encode_batch(offset, epoch, records, 5)
+        offset += len(records)
+    decoded = list(codec.iter_batches(blob))
+    assert [b.records() for b in decoded] == [r for _, r in spec]
+    assert [b.epoch for b in decoded] == [e for e, _ in spec]
+
+
+def test_every_truncation_of_the_last_batch_is_detected() -> None:
+    first = codec.encode_batch(0, 1, [topic_record("first")], 1)
+    last = codec.encode_batch(1, 1, [topic_record("second"), topic_record("third")], 2)
+    blob = first + last
+    for cut in range(len(first), len(blob)):
+        headers, valid, error = codec.scan_valid_prefix(blob[:cut])
+        assert [h.base_offset for h in headers] == [0]
+        assert valid == len(first)
+        if cut == len(first):
+            assert error is None
+        else:
+            assert isinstance(error, CorruptBatchError)
+            assert error.position == len(first)
+
+
+def test_every_single_bit_flip_is_detected() -> None:
+    data = codec.encode_batch(7, 2, [topic_record("orders"), topic_record("payments")], 99)
+    for byte in range(len(data)):
+        for bit in range(8):
+            damaged = bytearray(data)
+            damaged[byte] ^= 1 << bit
+            # A flip in base_offset or epoch is not covered by the CRC (as in Kafka); it is
+            # caught by the log's contiguity and epoch checks, or here when it makes them negative.
+            if byte < 8 or 12 <= byte < 16:
+                continue
+            with pytest.raises(CorruptBatchError):
+                codec.check_batch(bytes(damaged))
+
+
+def test_truncated_error_names_position_in_file() -> None:
+    data = codec.encode_batch(0, 0, [b"abc"], 0)
+    with pytest.raises(TruncatedBatchError) as info:
+        list(codec.iter_batches(data + data[:20], start_position=1000))
+    assert info.value.position == 1000 + len(data)
+    assert "at byte" in str(info.value)
+
+
+def test_absurd_length_is_refused_without_allocating() -> None:
+    data = bytearray(codec.encode_batch(0, 0, [b"abc"], 0))
+    data[8:12] = (2**31 - 1).to_bytes(4, "big")
+    with pytest.raises(CorruptBatchError, match="batch_length"):
+        codec.check_batch(bytes(data))
+
+
+def test_record_framing_mismatch_is_corrupt() -> None:
+    # Declare one more record than the body holds, with a valid CRC: the framing check catches it.
+    good = codec.encode_batch(0, 0, [b"abc"], 0)
+    header = codec.check_batch(good)
+    forged = codec.BatchHeader(**{**{f: getattr(header, f) for f in header.__slots__}, "record_count": 2})
+    with pytest.raises(CorruptBatchError, match="past the batch"):
+        codec.split_records(good, forged)
+
+
+def test_encode_rejects_empty_and_negative() -> None:
+    with pytest.raises(ValueError, match="at least one record"):
+        codec.encode_batch(0, 0, [], 0)
+    with pytest.raises(ValueError, match=">= 0"):
+        codec.encode_batch(-1, 0, [b"x"], 0)

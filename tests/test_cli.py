@@ -1,0 +1,81 @@
+"""The command line: every group and command has useful --help, exit codes follow DESIGN.md §8."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from raftmeta.cli.main import COMMANDS, cli
+from raftmeta.v1 import records_pb2
+
+
+def walk(group: click.Group, ctx: click.Context, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths: list[tuple[str, ...]] = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
+        paths.append((*prefix, name))
+        if isinstance(command, click.Group):
+            paths.extend(walk(command, ctx, (*prefix, name)))
+    return paths
+
+
+def all_command_paths() -> list[tuple[str, ...]]:
+    with click.Context(cli) as ctx:
+        return walk(cli, ctx)
+
+
+def test_every_registered_group_is_listed() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert name in result.output
+
+
+@pytest.mark.parametrize("path", all_command_paths(), ids=" ".join)
+def test_help_for_every_command(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage: " in result.output
+    # A help text, not just the usage line.
+    assert len(result.output.splitlines()) > 3
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["no-such-command"])
+    assert result.exit_code == 2
+
+
+def test_records_types_json() -> None:
+    result = CliRunner().invoke(cli, ["records", "types", "--output", "json"])
+    assert result.exit_code == 0, result.output
+    kinds = {k["type"] for k in json.loads(result.output)["record_types"]}
+    assert {
+        "TopicRecord",
+        "PartitionRecord",
+        "PartitionChangeRecord",
+        "LeaderChangeRecord",
+    } <= kinds
+
+
+def test_records_decode_roundtrip() -> None:
+    record = records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name="orders", topic_id=b"\x00" * 15 + b"\x01"))
+    result = CliRunner().invoke(cli, ["records", "decode", record.SerializeToString().hex(), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["type"] == "topic"
+    assert document["record"]["topic"]["name"] == "orders"
+
+
+def test_records_decode_bad_input_exits_2_and_names_the_argument() -> None:
+    result = CliRunner().invoke(cli, ["records", "decode", "zz-not-hex"])
+    assert result.exit_code == 2
+    assert "DATA" in result.output
+
+
+def test_bad_output_choice_exits_2() -> None:
+    result = CliRunner().invoke(cli, ["records", "types", "--output", "yaml"])
+    assert result.exit_code == 2

@@ -1,0 +1,142 @@
+"""The pure cores must stay free of IO, clocks and hidden randomness (DESIGN.md §2).
+
+Parses every module of the pure packages and fails on imports of IO, clock or randomness
+modules (allowed only under ``if TYPE_CHECKING:``, i.e. as types), on imports of the driver
+packages, and on calls of the IO builtins ``open``, ``print`` and ``input``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PURE_PATHS = [
+    ROOT / "raftmeta" / "raft",
+    ROOT / "raftmeta" / "controller",
+    ROOT / "placement",
+    ROOT / "raftmeta" / "storage" / "codec.py",
+]
+FORBIDDEN_MODULES = {
+    "asyncio",
+    "grpc",
+    "socket",
+    "os",
+    "time",
+    "threading",
+    "random",
+    "uuid",
+    "subprocess",
+    "multiprocessing",
+    "concurrent",
+    "selectors",
+    "select",
+    "signal",
+    "shutil",
+    "tempfile",
+    "pathlib",
+    "io",
+    "datetime",
+    "logging",
+    "structlog",
+    "secrets",
+    "urllib",
+    "http",
+    "uvloop",
+    "pyspark",
+    "click",
+    "rich",
+    "matplotlib",
+}
+# Driver packages of raftmeta the pure cores must not reach into.
+FORBIDDEN_PREFIXES = (
+    "raftmeta.server",
+    "raftmeta.client",
+    "raftmeta.jobs",
+    "raftmeta.chaos",
+    "raftmeta.bench",
+    "raftmeta.cli",
+    "raftmeta.logs",
+)
+ALLOWED_STORAGE = {"raftmeta.storage.codec", "raftmeta.storage"}
+FORBIDDEN_CALLS = {"open", "print", "input"}
+
+
+def pure_files() -> list[Path]:
+    files: list[Path] = []
+    for path in PURE_PATHS:
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files.extend(sorted(path.rglob("*.py")))
+    return files
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of nodes inside `if TYPE_CHECKING:` blocks."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
+            if name == "TYPE_CHECKING":
+                for child in node.body:
+                    inside.update(id(n) for n in ast.walk(child))
+    return inside
+
+
+def violations(path: Path, root: Path = ROOT) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_only = _type_checking_nodes(tree)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module]
+        for module in modules:
+            top = module.split(".")[0]
+            if top in FORBIDDEN_MODULES:
+                found.append(f"{path.relative_to(root)}:{node.lineno} imports {module}")
+            if module.startswith(FORBIDDEN_PREFIXES):
+                found.append(f"{path.relative_to(root)}:{node.lineno} imports driver module {module}")
+            if module.startswith("raftmeta.storage") and module not in ALLOWED_STORAGE:
+                found.append(f"{path.relative_to(root)}:{node.lineno} imports storage IO module {module}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+            found.append(f"{path.relative_to(root)}:{node.lineno} calls {node.func.id}()")
+    return found
+
+
+def test_pure_packages_exist() -> None:
+    assert (ROOT / "raftmeta" / "storage" / "codec.py").is_file()
+    assert pure_files(), "no pure modules found"
+
+
+@pytest.mark.parametrize("path", pure_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_pure_module_has_no_io_imports(path: Path) -> None:
+    assert violations(path) == []
+
+
+def test_checker_catches_forbidden_imports(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import time\n"
+        "from asyncio import sleep\n"
+        "from raftmeta.server import node\n"
+        "if TYPE_CHECKING:\n"
+        "    import random\n"
+        "def f() -> None:\n"
+        "    open('x')\n"
+    )
+    found = violations(bad, root=tmp_path)
+    assert any("imports time" in v for v in found)
+    assert any("imports asyncio" in v for v in found)
+    assert any("driver module raftmeta.server" in v for v in found)
+    assert any("calls open()" in v for v in found)
+    assert not any("random" in v for v in found), "imports under TYPE_CHECKING are types only"
