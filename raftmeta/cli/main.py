@@ -8,6 +8,7 @@ Register a new command group by adding one line to ``COMMANDS``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 import click
@@ -16,10 +17,15 @@ from raftmeta import __version__
 from raftmeta.cli.common import EXIT_FAILED
 from raftmeta.logs import LOG_LEVELS, configure_logging
 
-# name -> "module:attribute" of a click.Command or click.Group.
+# name -> "module:attribute" of a click.Command or click.Group. A command whose module is not
+# built yet is simply not listed (see LazyGroup), so a part can be registered before it lands.
 COMMANDS: dict[str, str] = {
+    "bench": "raftmeta.cli.bench:bench",
     "demo": "raftmeta.cli.demo:demo",
+    "log": "raftmeta.cli.log:log",
+    "placement": "raftmeta.cli.placement:placement",
     "records": "raftmeta.cli.records:records",
+    "sim": "raftmeta.cli.sim:sim",
 }
 
 
@@ -30,11 +36,19 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kwargs)
         self.lazy_commands = lazy_commands
 
+    def _built(self, cmd_name: str) -> bool:
+        module_name = self.lazy_commands[cmd_name].split(":")[0]
+        try:
+            return importlib.util.find_spec(module_name) is not None
+        except ModuleNotFoundError:
+            return False
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+        built = {name for name in self.lazy_commands if self._built(name)}
+        return sorted({*super().list_commands(ctx), *built})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.lazy_commands:
+        if cmd_name in self.lazy_commands and self._built(cmd_name):
             module_name, attribute = self.lazy_commands[cmd_name].split(":")
             command = getattr(importlib.import_module(module_name), attribute)
             if not isinstance(command, click.Command):
