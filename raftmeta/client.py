@@ -1,0 +1,317 @@
+"""Async and sync gRPC clients for ``ControllerService``, used by the CLI, tests, chaos and benches.
+
+What a client of a replicated controller has to get right, in one place:
+
+- **Bootstrap list.** Any node accepts calls and forwards them to the leader, so the client only
+  needs one reachable node; it sticks to the last one that answered and rotates on failure.
+- **Retries.** UNAVAILABLE (node down, no leader yet: ``NOT_CONTROLLER``), RESOURCE_EXHAUSTED
+  (a full inbox) and per-attempt deadlines are retried with capped, jittered exponential backoff
+  until the overall deadline. Anything else (INVALID_ARGUMENT, ...) is raised at once.
+- **Idempotence.** Every mutating call carries a ``request_id`` (generated if the caller gave
+  none) that stays the same across retries, so the controller answers a retry with the original
+  result: a retried CreateTopics never reports TOPIC_ALREADY_EXISTS for the topic its own earlier
+  attempt created.
+- **Honest outcomes.** When the overall deadline runs out on a mutating call after an attempt may
+  have reached the server, the outcome is unknown, and the client says so
+  (:class:`OutcomeUnknownError`) rather than calling it a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+
+from raftmeta.limits import grpc_channel_options
+from raftmeta.logs import get_logger
+from raftmeta.rpc_errors import parse_error_metadata
+from raftmeta.v1 import controller_pb2, controller_pb2_grpc
+
+T = TypeVar("T")
+log = get_logger("client")
+
+# Calls that change metadata: they get a request id and an "unknown" outcome on timeout.
+MUTATING_METHODS = frozenset({"CreateTopics", "CreatePartitions", "DeleteTopics"})
+RETRYABLE_CODES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED}
+)
+
+
+class ClientError(Exception):
+    """A call failed with a definite answer (it did not change anything, or it is not retryable)."""
+
+    def __init__(self, method: str, code: grpc.StatusCode, message: str, error_code: str = "") -> None:
+        label = f"{code.name}" + (f"/{error_code}" if error_code else "")
+        super().__init__(f"{method} failed: {label}: {message}")
+        self.method = method
+        self.code = code
+        self.details = message
+        self.error_code = error_code
+
+
+class UnavailableError(ClientError):
+    """No node could serve the call before the deadline, and the call changed nothing (a read)."""
+
+
+class OutcomeUnknownError(ClientError):
+    """A mutating call ran out of time after an attempt may have reached the controller: it may or
+    may not have been applied. Retrying with the same request id resolves it."""
+
+    def __init__(self, method: str, code: grpc.StatusCode, message: str, request_id: str) -> None:
+        super().__init__(method, code, f"{message} (outcome unknown; request_id={request_id})")
+        self.request_id = request_id
+
+
+def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
+    """``"h:p,h:p"`` or a list of ``"h:p"`` → a validated list of targets."""
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    targets = [item.strip() for item in items if item.strip()]
+    if not targets:
+        raise ValueError("bootstrap server list is empty: expected host:port[,host:port...]")
+    for target in targets:
+        host, sep, port = target.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bootstrap server {target!r} is not host:port with a port in 1..65535")
+    return targets
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long to keep trying and how to space attempts."""
+
+    deadline_s: float = 15.0
+    attempt_timeout_s: float = 5.0
+    initial_backoff_s: float = 0.05
+    max_backoff_s: float = 1.0
+    multiplier: float = 2.0
+
+    def backoff_s(self, attempt: int, rng: random.Random) -> float:
+        """Full-jitter exponential backoff for the given (0-based) failed attempt."""
+        cap = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier**attempt)
+        return rng.uniform(0.0, cap)
+
+
+ChannelFactory = Callable[[str], grpc.aio.Channel]
+
+
+def insecure_channel(target: str) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(target, options=grpc_channel_options())
+
+
+class ControllerClient:
+    """Async client. Use as ``async with ControllerClient("127.0.0.1:9093,...") as client:``."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        retry: RetryPolicy | None = None,
+        channel_factory: ChannelFactory = insecure_channel,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.targets = parse_bootstrap(bootstrap)
+        self.retry = retry or RetryPolicy()
+        self._channel_factory = channel_factory
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[str, controller_pb2_grpc.ControllerServiceStub] = {}
+        self._current = 0
+        self._rng = rng or random.Random()
+        # Attempts made by the last call, newest last: (target, status name). For tests and --verbose.
+        self.last_attempts: list[tuple[str, str]] = []
+
+    async def __aenter__(self) -> ControllerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        channels = list(self._channels.values())
+        self._channels.clear()
+        self._stubs.clear()
+        await asyncio.gather(*(channel.close(grace=None) for channel in channels))
+
+    def _stub(self, target: str) -> controller_pb2_grpc.ControllerServiceStub:
+        stub = self._stubs.get(target)
+        if stub is None:
+            channel = self._channel_factory(target)
+            self._channels[target] = channel
+            stub = controller_pb2_grpc.ControllerServiceStub(channel)
+            self._stubs[target] = stub
+        return stub
+
+    async def call(self, method: str, request: Any, *, deadline_s: float | None = None) -> Any:
+        """Call ``method`` with retries; return its response message."""
+        if method in MUTATING_METHODS and not request.request_id:
+            request.request_id = str(uuid.uuid4())
+        budget = self.retry.deadline_s if deadline_s is None else deadline_s
+        deadline = time.monotonic() + budget
+        self.last_attempts = []
+        attempt = 0
+        maybe_reached = False
+        while True:
+            target = self.targets[self._current]
+            remaining = deadline - time.monotonic()
+            timeout = max(0.001, min(self.retry.attempt_timeout_s, remaining))
+            rpc: Callable[..., Awaitable[Any]] = getattr(self._stub(target), method)
+            try:
+                response = await rpc(request, timeout=timeout)
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                details = parse_error_metadata(exc.trailing_metadata())  # type: ignore[arg-type]
+                self.last_attempts.append((target, details.error_code or code.name))
+                # UNAVAILABLE before the connection was made never reached the server; a deadline or
+                # a dropped stream may have.
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED or (
+                    code == grpc.StatusCode.UNAVAILABLE and "connect" not in (exc.details() or "").lower()
+                ):
+                    maybe_reached = True
+                if code not in RETRYABLE_CODES:
+                    raise ClientError(method, code, exc.details() or "", details.error_code) from exc
+                if time.monotonic() >= deadline:
+                    if method in MUTATING_METHODS and maybe_reached:
+                        raise OutcomeUnknownError(method, code, exc.details() or "", request.request_id) from exc
+                    raise UnavailableError(method, code, exc.details() or "", details.error_code) from exc
+                log.debug("retrying", method=method, target=target, code=code.name, attempt=attempt)
+                self._current = (self._current + 1) % len(self.targets)
+                pause = min(self.retry.backoff_s(attempt, self._rng), max(0.0, deadline - time.monotonic()))
+                await asyncio.sleep(pause)
+                attempt += 1
+                continue
+            self.last_attempts.append((target, "OK"))
+            return response
+
+    async def create_topics(
+        self, request: controller_pb2.CreateTopicsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.CreateTopicsResponse:
+        response: controller_pb2.CreateTopicsResponse = await self.call("CreateTopics", request, deadline_s=deadline_s)
+        return response
+
+    async def create_partitions(
+        self, request: controller_pb2.CreatePartitionsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.CreatePartitionsResponse:
+        response: controller_pb2.CreatePartitionsResponse = await self.call(
+            "CreatePartitions", request, deadline_s=deadline_s
+        )
+        return response
+
+    async def delete_topics(
+        self, request: controller_pb2.DeleteTopicsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.DeleteTopicsResponse:
+        response: controller_pb2.DeleteTopicsResponse = await self.call("DeleteTopics", request, deadline_s=deadline_s)
+        return response
+
+    async def describe_topics(self, topics: Sequence[str] = ()) -> controller_pb2.DescribeTopicsResponse:
+        response: controller_pb2.DescribeTopicsResponse = await self.call(
+            "DescribeTopics", controller_pb2.DescribeTopicsRequest(topics=list(topics))
+        )
+        return response
+
+    async def register_broker(
+        self, request: controller_pb2.RegisterBrokerRequest
+    ) -> controller_pb2.RegisterBrokerResponse:
+        response: controller_pb2.RegisterBrokerResponse = await self.call("RegisterBroker", request)
+        return response
+
+    async def broker_heartbeat(
+        self, request: controller_pb2.BrokerHeartbeatRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.BrokerHeartbeatResponse:
+        response: controller_pb2.BrokerHeartbeatResponse = await self.call(
+            "BrokerHeartbeat", request, deadline_s=deadline_s
+        )
+        return response
+
+    async def describe_cluster(self) -> controller_pb2.DescribeClusterResponse:
+        response: controller_pb2.DescribeClusterResponse = await self.call(
+            "DescribeCluster", controller_pb2.DescribeClusterRequest()
+        )
+        return response
+
+    async def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
+        response: controller_pb2.DescribeQuorumResponse = await self.call(
+            "DescribeQuorum", controller_pb2.DescribeQuorumRequest()
+        )
+        return response
+
+
+class SyncControllerClient:
+    """Blocking twin of :class:`ControllerClient` for scripts and the CLI.
+
+    Runs one private event loop on a daemon thread and the async client on it, so there is one
+    retry implementation, and channels are reused across calls.
+    """
+
+    def __init__(self, bootstrap: str | Sequence[str], **kwargs: Any) -> None:
+        parse_bootstrap(bootstrap)  # fail fast, in the caller's thread, on a bad list
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="raftmeta-client", daemon=True)
+        self._thread.start()
+
+        async def make() -> ControllerClient:
+            return ControllerClient(bootstrap, **kwargs)
+
+        self._client = self._run(make())
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __enter__(self) -> SyncControllerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._run(self._client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+    @property
+    def last_attempts(self) -> list[tuple[str, str]]:
+        return self._client.last_attempts
+
+    def call(self, method: str, request: Any, *, deadline_s: float | None = None) -> Any:
+        return self._run(self._client.call(method, request, deadline_s=deadline_s))
+
+    def create_topics(
+        self, request: controller_pb2.CreateTopicsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.CreateTopicsResponse:
+        return self._run(self._client.create_topics(request, deadline_s=deadline_s))
+
+    def create_partitions(
+        self, request: controller_pb2.CreatePartitionsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.CreatePartitionsResponse:
+        return self._run(self._client.create_partitions(request, deadline_s=deadline_s))
+
+    def delete_topics(
+        self, request: controller_pb2.DeleteTopicsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.DeleteTopicsResponse:
+        return self._run(self._client.delete_topics(request, deadline_s=deadline_s))
+
+    def describe_topics(self, topics: Sequence[str] = ()) -> controller_pb2.DescribeTopicsResponse:
+        return self._run(self._client.describe_topics(topics))
+
+    def register_broker(self, request: controller_pb2.RegisterBrokerRequest) -> controller_pb2.RegisterBrokerResponse:
+        return self._run(self._client.register_broker(request))
+
+    def broker_heartbeat(
+        self, request: controller_pb2.BrokerHeartbeatRequest
+    ) -> controller_pb2.BrokerHeartbeatResponse:
+        return self._run(self._client.broker_heartbeat(request))
+
+    def describe_cluster(self) -> controller_pb2.DescribeClusterResponse:
+        return self._run(self._client.describe_cluster())
+
+    def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
+        return self._run(self._client.describe_quorum())

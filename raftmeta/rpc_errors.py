@@ -1,0 +1,43 @@
+"""How request-level errors travel between server and client.
+
+A node that cannot serve a ControllerService call (no leader known within the deadline)
+aborts it with gRPC status UNAVAILABLE and trailing metadata naming the Kafka error code and
+the leader it knows of, so a client can retry elsewhere and a human reading the status sees why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+ERROR_CODE_KEY = "raftmeta-error-code"
+LEADER_ID_KEY = "raftmeta-leader-id"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorDetails:
+    """What the trailing metadata of a failed call says (empty strings / -1 when absent)."""
+
+    error_code: str = ""
+    leader_id: int = -1
+
+
+def error_metadata(error_code: str, leader_id: int = -1) -> tuple[tuple[str, str], ...]:
+    """Trailing metadata for a failed call."""
+    return ((ERROR_CODE_KEY, error_code), (LEADER_ID_KEY, str(leader_id)))
+
+
+def parse_error_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> ErrorDetails:
+    """Read :func:`error_metadata` back; tolerant of missing or foreign keys."""
+    code = ""
+    leader = -1
+    for key, value in metadata or ():
+        text = value.decode() if isinstance(value, bytes) else value
+        if key == ERROR_CODE_KEY:
+            code = text
+        elif key == LEADER_ID_KEY:
+            try:
+                leader = int(text)
+            except ValueError:
+                leader = -1
+    return ErrorDetails(code, leader)
