@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "placement": "raftmeta.cli.placement:placement",
     "records": "raftmeta.cli.records:records",
     "sim": "raftmeta.cli.sim:sim",
+    "topics": "raftmeta.cli.topics:topics",
 }
 
 
