@@ -21,6 +21,7 @@ from raftmeta.logs import LOG_LEVELS, configure_logging
 # built yet is simply not listed (see LazyGroup), so a part can be registered before it lands.
 COMMANDS: dict[str, str] = {
     "bench": "raftmeta.cli.bench:bench",
+    "brokers": "raftmeta.cli.brokers:brokers",
     "demo": "raftmeta.cli.demo:demo",
     "log": "raftmeta.cli.log:log",
     "placement": "raftmeta.cli.placement:placement",

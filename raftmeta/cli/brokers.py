@@ -1,0 +1,226 @@
+"""``raftmeta brokers fleet|register|list|fail|recover``: the simulated brokers.
+
+``fleet`` runs a fleet of simulated brokers in the foreground (``quorum up --brokers`` starts
+one); ``fail``/``recover`` stop and resume a broker's heartbeats through the fleet's control
+service, which they find from any quorum node via DescribeCluster (the brokers' FLEET endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import uuid
+from pathlib import Path
+
+import click
+import grpc
+
+from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.connect import bootstrap_options, connect
+from raftmeta.cli.topics import error_name
+from raftmeta.client import ControllerClient, RetryPolicy, parse_bootstrap
+from raftmeta.fleet import FLEET_ENDPOINT, BrokerFleet, BrokerSpec, FleetServicer, plan_fleet, start_control_server
+from raftmeta.limits import grpc_channel_options
+from raftmeta.v1 import controller_pb2, fleet_pb2, fleet_pb2_grpc
+
+
+def parse_pools(specs: tuple[str, ...]) -> dict[str, list[int]]:
+    """``("fast=0-2", "slow=3,4")`` → {"fast": [0, 1, 2], "slow": [3, 4]}."""
+    pools: dict[str, list[int]] = {}
+    for spec in specs:
+        name, sep, members = spec.partition("=")
+        if not sep or not name:
+            raise usage_error(f"{spec!r} is not NAME=IDS (e.g. fast=0-2 or fast=0,1,2)", "--pool")
+        ids: list[int] = []
+        try:
+            for part in members.split(","):
+                low, dash, high = part.partition("-")
+                ids.extend(range(int(low), int(high) + 1) if dash else [int(low)])
+        except ValueError as exc:
+            raise usage_error(f"{spec!r}: broker ids must be integers or ranges like 0-2", "--pool") from exc
+        pools[name] = ids
+    return pools
+
+
+@click.group()
+def brokers() -> None:
+    """Simulated brokers: run a fleet, register, list, fail and recover brokers."""
+
+
+@brokers.command("fleet")
+@click.option("--bootstrap-server", "bootstrap_server", required=True, envvar="RAFTMETA_BOOTSTRAP_SERVER",
+              help="host:port[,host:port...] of quorum nodes.")  # fmt: skip
+@click.option("--brokers", "count", type=click.IntRange(min=1, max=10_000), default=9, show_default=True)
+@click.option("--racks", type=click.IntRange(min=0), default=3, show_default=True, help="0 = no rack information.")
+@click.option("--pool", "pools", multiple=True, help="Broker pool NAME=IDS, e.g. fast=0-2; repeatable.")
+@click.option("--first-id", type=click.IntRange(min=0), default=0, show_default=True, help="Id of the first broker.")
+@click.option("--heartbeat-interval-ms", type=click.IntRange(min=10), default=1000, show_default=True)
+@click.option("--listen", default="127.0.0.1:0", show_default=True, help="Address of the fleet's control service.")
+@click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write {address, brokers} here as JSON once the control service listens.")  # fmt: skip
+def fleet(
+    bootstrap_server: str,
+    count: int,
+    racks: int,
+    pools: tuple[str, ...],
+    first_id: int,
+    heartbeat_interval_ms: int,
+    listen: str,
+    ready_file: Path | None,
+) -> None:
+    """Run simulated brokers that register and heartbeat until stopped (SIGTERM or Ctrl-C)."""
+    try:
+        parse_bootstrap(bootstrap_server)
+        specs = plan_fleet(count, racks, parse_pools(pools), first_id)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from exc
+    asyncio.run(_run_fleet(bootstrap_server, specs, heartbeat_interval_ms, listen, ready_file))
+
+
+async def _run_fleet(
+    bootstrap_server: str, specs: list[BrokerSpec], heartbeat_interval_ms: int, listen: str, ready_file: Path | None
+) -> None:
+    server, address = await start_control_server(listen)
+    retry = RetryPolicy(deadline_s=max(2.0, heartbeat_interval_ms / 1000), attempt_timeout_s=1.0)
+    async with ControllerClient(bootstrap_server, retry=retry) as client:
+        fleet_ = BrokerFleet(client, specs, heartbeat_interval_ms=heartbeat_interval_ms, control_address=address)
+        fleet_pb2_grpc.add_BrokerFleetServiceServicer_to_server(FleetServicer(fleet_), server)
+        await server.start()
+        fleet_.start()
+        if ready_file is not None:
+            # A few bytes once at start-up, before any other work: not worth a thread hop.
+            ready_file.write_text(json.dumps({"address": address, "brokers": [s.broker_id for s in specs]}) + "\n")  # noqa: ASYNC240
+        click.echo(f"fleet of {len(specs)} brokers running; control service at {address}", err=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await fleet_.stop()
+        await server.stop(grace=1.0)
+
+
+@brokers.command("register")
+@bootstrap_options
+@click.option("--id", "broker_id", type=click.IntRange(min=0), required=True, help="Broker id.")
+@click.option("--rack", default=None, help="Rack of the broker.")
+@click.option("--pool", default=None, help="Broker pool of the broker.")
+@output_option
+def register(
+    bootstrap_server: str, timeout: float, broker_id: int, rack: str | None, pool: str | None, output: str
+) -> None:
+    """Register one broker (it stays fenced until something heartbeats for it)."""
+    request = controller_pb2.RegisterBrokerRequest(broker_id=broker_id, incarnation_id=uuid.uuid4().bytes)
+    if rack is not None:
+        request.rack = rack
+    if pool is not None:
+        request.pool = pool
+    with connect(bootstrap_server, timeout) as client:
+        response = client.register_broker(request)
+    document = {
+        "id": broker_id,
+        "broker_epoch": response.broker_epoch,
+        "error_code": error_name(response.error_code),
+        "error_message": response.error_message,
+    }
+    if output == "json":
+        emit_json(document)
+    elif document["error_code"] == "NONE":
+        click.echo(f"Broker {broker_id} registered with epoch {response.broker_epoch}.")
+    if document["error_code"] != "NONE":
+        raise CheckFailed(f"broker {broker_id} not registered: {document['error_code']}: {response.error_message}")
+
+
+def broker_rows(response: controller_pb2.DescribeClusterResponse) -> list[dict[str, object]]:
+    return [
+        {
+            "id": b.broker_id,
+            "rack": b.rack if b.HasField("rack") else None,
+            "pool": b.pool if b.HasField("pool") else None,
+            "fenced": b.fenced,
+            "epoch": b.broker_epoch,
+        }
+        for b in sorted(response.brokers, key=lambda b: b.broker_id)
+    ]
+
+
+@brokers.command("list")
+@bootstrap_options
+@output_option
+def list_brokers(bootstrap_server: str, timeout: float, output: str) -> None:
+    """List registered brokers with rack, pool, fenced state and epoch."""
+    with connect(bootstrap_server, timeout) as client:
+        response = client.describe_cluster()
+    rows = broker_rows(response)
+    if output == "json":
+        emit_json({"cluster_id": response.cluster_id, "controller_id": response.controller_id, "brokers": rows})
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Brokers (controller {response.controller_id})")
+    for column in ("id", "rack", "pool", "fenced", "epoch"):
+        table.add_column(column, justify="right" if column in ("id", "epoch") else "left")
+    for row in rows:
+        table.add_row(*("-" if row[c] is None else str(row[c]) for c in ("id", "rack", "pool", "fenced", "epoch")))
+    Console().print(table)
+
+
+def _fleet_call(
+    bootstrap_server: str, timeout: float, method: str, broker_ids: tuple[int, ...]
+) -> fleet_pb2.FleetStatus:
+    with connect(bootstrap_server, timeout) as client:
+        cluster = client.describe_cluster()
+    addresses: set[str] = set()
+    for broker in cluster.brokers:
+        if broker.broker_id in broker_ids:
+            addresses.update(f"{e.host}:{e.port}" for e in broker.endpoints if e.name == FLEET_ENDPOINT)
+    known = {b.broker_id for b in cluster.brokers}
+    missing = sorted(set(broker_ids) - known)
+    if missing:
+        raise CheckFailed(f"brokers {missing} are not registered")
+    if len(addresses) != 1:
+        raise CheckFailed(
+            f"brokers {sorted(broker_ids)} are not all run by one simulated fleet "
+            f"(fleet endpoints found: {sorted(addresses) or 'none'})"
+        )
+    (address,) = addresses
+    with grpc.insecure_channel(address, options=grpc_channel_options()) as channel:
+        stub = fleet_pb2_grpc.BrokerFleetServiceStub(channel)
+        try:
+            status: fleet_pb2.FleetStatus = getattr(stub, method)(
+                fleet_pb2.FleetBrokerIds(broker_ids=list(broker_ids)), timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            raise CheckFailed(f"fleet at {address}: {exc.code().name}: {exc.details()}") from exc
+    return status
+
+
+def _print_fleet_result(status: fleet_pb2.FleetStatus, broker_ids: tuple[int, ...], verb: str, output: str) -> None:
+    chosen = [b for b in status.brokers if b.broker_id in broker_ids]
+    if output == "json":
+        emit_json({"brokers": [{"id": b.broker_id, "failed": b.failed, "fenced": b.fenced} for b in chosen]})
+    else:
+        for b in chosen:
+            click.echo(f"Broker {b.broker_id} {verb}.")
+
+
+@brokers.command("fail")
+@bootstrap_options
+@click.option("--id", "broker_ids", type=int, multiple=True, required=True, help="Broker to fail; repeatable.")
+@output_option
+def fail(bootstrap_server: str, timeout: float, broker_ids: tuple[int, ...], output: str) -> None:
+    """Stop a simulated broker's heartbeats: the controller fences it after its session timeout."""
+    status = _fleet_call(bootstrap_server, timeout, "FailBrokers", broker_ids)
+    _print_fleet_result(status, broker_ids, "failed: heartbeats stopped, fencing follows the session timeout", output)
+
+
+@brokers.command("recover")
+@bootstrap_options
+@click.option("--id", "broker_ids", type=int, multiple=True, required=True, help="Broker to recover; repeatable.")
+@output_option
+def recover(bootstrap_server: str, timeout: float, broker_ids: tuple[int, ...], output: str) -> None:
+    """Resume a simulated broker's heartbeats: the controller unfences it."""
+    status = _fleet_call(bootstrap_server, timeout, "RecoverBrokers", broker_ids)
+    _print_fleet_result(status, broker_ids, "recovered: heartbeats resumed", output)

@@ -1,0 +1,241 @@
+"""A fleet of simulated brokers: they register with the controller and heartbeat, nothing more.
+
+raftmeta has no data plane, but the controller's broker lifecycle is real: a broker that stops
+heartbeating is fenced after ``broker.session.timeout.ms`` and its partitions elect new leaders
+(seed 002); a broker that heartbeats again is unfenced. The fleet makes that observable:
+``FailBrokers`` stops a broker's heartbeats, ``RecoverBrokers`` resumes them. The fleet's control
+service is advertised as each broker's ``FLEET`` endpoint so the CLI can find it from any node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import grpc.aio
+
+from raftmeta.client import ClientError, ControllerClient
+from raftmeta.limits import grpc_channel_options
+from raftmeta.logs import get_logger
+from raftmeta.v1 import controller_pb2, errors_pb2, fleet_pb2, fleet_pb2_grpc
+
+FLEET_ENDPOINT = "FLEET"
+log = get_logger("fleet")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSpec:
+    broker_id: int
+    rack: str | None = None
+    pool: str | None = None
+
+
+def rack_name(index: int) -> str:
+    """rack-a, rack-b, ..., rack-z, rack-aa, ... (stable, readable names)."""
+    letters = ""
+    index += 1
+    while index:
+        index, remainder = divmod(index - 1, 26)
+        letters = chr(ord("a") + remainder) + letters
+    return f"rack-{letters}"
+
+
+def plan_fleet(
+    count: int, racks: int, pools: Mapping[str, Sequence[int]] | None = None, first_id: int = 0
+) -> list[BrokerSpec]:
+    """``count`` brokers with ids from ``first_id``; broker i sits in rack ``i mod racks`` (racks = 0:
+    no rack information); ``pools`` maps a pool name to the broker ids in it."""
+    if count < 1:
+        raise ValueError(f"--brokers must be at least 1, got {count}")
+    if racks < 0 or racks > count:
+        raise ValueError(f"--racks must be between 0 and the number of brokers ({count}), got {racks}")
+    pool_of: dict[int, str] = {}
+    ids = range(first_id, first_id + count)
+    for pool, members in (pools or {}).items():
+        for broker_id in members:
+            if broker_id not in ids:
+                raise ValueError(
+                    f"pool {pool!r} names broker {broker_id}, which is not in the fleet ({ids.start}..{ids.stop - 1})"
+                )
+            if broker_id in pool_of:
+                raise ValueError(f"broker {broker_id} is in two pools: {pool_of[broker_id]!r} and {pool!r}")
+            pool_of[broker_id] = pool
+    return [
+        BrokerSpec(broker_id=i, rack=rack_name((i - first_id) % racks) if racks else None, pool=pool_of.get(i))
+        for i in ids
+    ]
+
+
+@dataclass
+class BrokerState:
+    spec: BrokerSpec
+    incarnation_id: bytes = field(default_factory=lambda: uuid.uuid4().bytes)
+    broker_epoch: int = -1
+    fenced: bool = True
+    failed: bool = False
+    last_heartbeat_monotonic: float | None = None
+    heartbeats: int = 0
+    resumed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def to_proto(self, now: float) -> fleet_pb2.FleetBrokerState:
+        state = fleet_pb2.FleetBrokerState(
+            broker_id=self.spec.broker_id,
+            failed=self.failed,
+            broker_epoch=self.broker_epoch,
+            fenced=self.fenced,
+            last_heartbeat_ms_ago=(
+                -1 if self.last_heartbeat_monotonic is None else int((now - self.last_heartbeat_monotonic) * 1000)
+            ),
+        )
+        if self.spec.rack is not None:
+            state.rack = self.spec.rack
+        if self.spec.pool is not None:
+            state.pool = self.spec.pool
+        return state
+
+
+class BrokerFleet:
+    """Runs one registration/heartbeat loop per simulated broker."""
+
+    def __init__(
+        self,
+        client: ControllerClient,
+        specs: Sequence[BrokerSpec],
+        *,
+        heartbeat_interval_ms: int = 1000,
+        control_address: str = "",
+    ) -> None:
+        if heartbeat_interval_ms < 10:
+            raise ValueError(f"heartbeat interval must be at least 10 ms, got {heartbeat_interval_ms}")
+        self.client = client
+        self.states = {spec.broker_id: BrokerState(spec) for spec in specs}
+        for state in self.states.values():
+            state.resumed.set()
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self.control_address = control_address
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._run_broker(state)) for state in self.states.values()]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _check_ids(self, broker_ids: Sequence[int]) -> None:
+        unknown = sorted(set(broker_ids) - set(self.states))
+        if unknown:
+            raise KeyError(f"brokers {unknown} are not in this fleet (it has {sorted(self.states)})")
+
+    def fail(self, broker_ids: Sequence[int]) -> None:
+        self._check_ids(broker_ids)
+        for broker_id in broker_ids:
+            state = self.states[broker_id]
+            state.failed = True
+            state.resumed.clear()
+            log.info("broker failed (heartbeats stopped)", broker_id=broker_id)
+
+    def recover(self, broker_ids: Sequence[int]) -> None:
+        self._check_ids(broker_ids)
+        for broker_id in broker_ids:
+            state = self.states[broker_id]
+            state.failed = False
+            state.resumed.set()
+            log.info("broker recovered (heartbeats resumed)", broker_id=broker_id)
+
+    def status(self) -> fleet_pb2.FleetStatus:
+        now = time.monotonic()
+        return fleet_pb2.FleetStatus(brokers=[self.states[i].to_proto(now) for i in sorted(self.states)])
+
+    def _register_request(self, state: BrokerState) -> controller_pb2.RegisterBrokerRequest:
+        request = controller_pb2.RegisterBrokerRequest(
+            broker_id=state.spec.broker_id, incarnation_id=state.incarnation_id
+        )
+        if state.spec.rack is not None:
+            request.rack = state.spec.rack
+        if state.spec.pool is not None:
+            request.pool = state.spec.pool
+        if self.control_address:
+            host, _, port = self.control_address.rpartition(":")
+            request.endpoints.append(controller_pb2.BrokerEndpointInfo(name=FLEET_ENDPOINT, host=host, port=int(port)))
+        return request
+
+    async def _run_broker(self, state: BrokerState) -> None:
+        while True:
+            await state.resumed.wait()
+            try:
+                if state.broker_epoch < 0:
+                    await self._register(state)
+                else:
+                    await self._heartbeat(state)
+            except ClientError as exc:
+                # The quorum may be electing a leader; keep the broker's rhythm and try again.
+                log.debug("broker call failed", broker_id=state.spec.broker_id, error=str(exc))
+            await asyncio.sleep(self.heartbeat_interval_s)
+
+    async def _register(self, state: BrokerState) -> None:
+        response = await self.client.register_broker(self._register_request(state))
+        if response.error_code != errors_pb2.NONE:
+            log.warning(
+                "registration refused",
+                broker_id=state.spec.broker_id,
+                error=errors_pb2.ErrorCode.Name(response.error_code),
+                message=response.error_message,
+            )
+            return
+        state.broker_epoch = response.broker_epoch
+        log.info("broker registered", broker_id=state.spec.broker_id, broker_epoch=state.broker_epoch)
+
+    async def _heartbeat(self, state: BrokerState) -> None:
+        request = controller_pb2.BrokerHeartbeatRequest(broker_id=state.spec.broker_id, broker_epoch=state.broker_epoch)
+        response = await self.client.broker_heartbeat(request, deadline_s=max(self.heartbeat_interval_s, 0.5))
+        if response.error_code in (errors_pb2.STALE_BROKER_EPOCH, errors_pb2.BROKER_ID_NOT_REGISTERED):
+            # The controller lost or replaced our registration (e.g. after an unregister): register again.
+            state.broker_epoch = -1
+            return
+        if response.error_code != errors_pb2.NONE:
+            log.warning("heartbeat refused", broker_id=state.spec.broker_id, message=response.error_message)
+            return
+        state.fenced = response.is_fenced
+        state.heartbeats += 1
+        state.last_heartbeat_monotonic = time.monotonic()
+
+
+FleetContext = grpc.aio.ServicerContext[object, fleet_pb2.FleetStatus]
+
+
+class FleetServicer(fleet_pb2_grpc.BrokerFleetServiceServicer):
+    def __init__(self, fleet: BrokerFleet) -> None:
+        self.fleet = fleet
+
+    async def FailBrokers(self, request: fleet_pb2.FleetBrokerIds, context: FleetContext) -> fleet_pb2.FleetStatus:
+        try:
+            self.fleet.fail(list(request.broker_ids))
+        except KeyError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc.args[0]))
+        return self.fleet.status()
+
+    async def RecoverBrokers(self, request: fleet_pb2.FleetBrokerIds, context: FleetContext) -> fleet_pb2.FleetStatus:
+        try:
+            self.fleet.recover(list(request.broker_ids))
+        except KeyError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc.args[0]))
+        return self.fleet.status()
+
+    async def Status(self, request: fleet_pb2.FleetStatusRequest, context: FleetContext) -> fleet_pb2.FleetStatus:
+        return self.fleet.status()
+
+
+async def start_control_server(listen: str) -> tuple[grpc.aio.Server, str]:
+    """A grpc.aio server for the fleet's control service; returns it with its bound address."""
+    server = grpc.aio.server(options=grpc_channel_options())
+    host, _, _ = listen.rpartition(":")
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    return server, f"{host}:{port}"

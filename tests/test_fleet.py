@@ -1,0 +1,176 @@
+"""The simulated broker fleet against a fake controller: registration with racks and pools, steady
+heartbeats, fail/recover through the control service, re-registration on a stale epoch, and the
+``brokers`` CLI finding the fleet through DescribeCluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import grpc
+import grpc.aio
+import pytest
+from click.testing import CliRunner
+
+from raftmeta.cli.main import cli
+from raftmeta.client import ControllerClient, RetryPolicy
+from raftmeta.fleet import FLEET_ENDPOINT, BrokerFleet, FleetServicer, plan_fleet, rack_name, start_control_server
+from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2, fleet_pb2_grpc
+
+FAST = RetryPolicy(deadline_s=2.0, attempt_timeout_s=0.5, initial_backoff_s=0.01, max_backoff_s=0.05)
+
+
+class FakeBrokerController(controller_pb2_grpc.ControllerServiceServicer):
+    """Just enough of the controller's broker lifecycle to drive a fleet."""
+
+    def __init__(self) -> None:
+        self.registrations: dict[int, controller_pb2.RegisterBrokerRequest] = {}
+        self.epochs: dict[int, int] = {}
+        self.heartbeats: dict[int, int] = {}
+        self.next_epoch = 100
+
+    async def RegisterBroker(self, request, context):  # type: ignore[no-untyped-def]
+        self.registrations[request.broker_id] = request
+        self.next_epoch += 1
+        self.epochs[request.broker_id] = self.next_epoch
+        return controller_pb2.RegisterBrokerResponse(broker_epoch=self.next_epoch)
+
+    async def BrokerHeartbeat(self, request, context):  # type: ignore[no-untyped-def]
+        if self.epochs.get(request.broker_id) != request.broker_epoch:
+            return controller_pb2.BrokerHeartbeatResponse(error_code=errors_pb2.STALE_BROKER_EPOCH)
+        self.heartbeats[request.broker_id] = self.heartbeats.get(request.broker_id, 0) + 1
+        return controller_pb2.BrokerHeartbeatResponse(is_fenced=False)
+
+    async def DescribeCluster(self, request, context):  # type: ignore[no-untyped-def]
+        return controller_pb2.DescribeClusterResponse(
+            cluster_id="test",
+            controller_id=1,
+            brokers=[
+                controller_pb2.BrokerDescription(
+                    broker_id=r.broker_id, rack=r.rack, broker_epoch=self.epochs[r.broker_id], endpoints=r.endpoints
+                )
+                for r in self.registrations.values()
+            ],
+        )
+
+
+def test_plan_fleet_assigns_racks_round_robin_and_pools() -> None:
+    specs = plan_fleet(9, 3, {"fast": [0, 1, 2]})
+    assert [s.rack for s in specs[:4]] == ["rack-a", "rack-b", "rack-c", "rack-a"]
+    assert [s.pool for s in specs[:4]] == ["fast", "fast", "fast", None]
+    assert all(s.rack is None for s in plan_fleet(3, 0))
+    assert rack_name(25) == "rack-z"
+    assert rack_name(26) == "rack-aa"
+    with pytest.raises(ValueError, match="broker 9, which is not in the fleet"):
+        plan_fleet(9, 3, {"p": [9]})
+    with pytest.raises(ValueError, match="two pools"):
+        plan_fleet(9, 3, {"p": [1], "q": [1]})
+    with pytest.raises(ValueError, match="--racks"):
+        plan_fleet(2, 3)
+
+
+async def wait_for(predicate, timeout_s: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.asyncio
+async def test_fleet_registers_heartbeats_fails_and_recovers() -> None:
+    controller = FakeBrokerController()
+    server = grpc.aio.server()
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(controller, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    control, control_address = await start_control_server("127.0.0.1:0")
+    async with ControllerClient(f"127.0.0.1:{port}", retry=FAST) as client:
+        fleet = BrokerFleet(
+            client, plan_fleet(3, 3, {"fast": [2]}), heartbeat_interval_ms=20, control_address=control_address
+        )
+        fleet_pb2_grpc.add_BrokerFleetServiceServicer_to_server(FleetServicer(fleet), control)
+        await control.start()
+        fleet.start()
+        try:
+            await wait_for(lambda: all(controller.heartbeats.get(i, 0) >= 2 for i in range(3)))
+            registration = controller.registrations[2]
+            assert (registration.rack, registration.pool) == ("rack-c", "fast")
+            assert [(e.name, f"{e.host}:{e.port}") for e in registration.endpoints] == [
+                (FLEET_ENDPOINT, control_address)
+            ]
+
+            fleet.fail([1])
+            await asyncio.sleep(0.05)
+            frozen = controller.heartbeats[1]
+            await asyncio.sleep(0.15)
+            assert controller.heartbeats[1] == frozen, "a failed broker must not heartbeat"
+            assert controller.heartbeats[0] > 2
+            status = {b.broker_id: b for b in fleet.status().brokers}
+            assert status[1].failed and not status[0].failed
+
+            # The controller forgets broker 0's registration: the fleet registers it again.
+            controller.epochs[0] = -5
+            await wait_for(lambda: controller.epochs[0] > 100)
+
+            fleet.recover([1])
+            await wait_for(lambda: controller.heartbeats[1] > frozen)
+            with pytest.raises(KeyError, match="not in this fleet"):
+                fleet.fail([7])
+        finally:
+            await fleet.stop()
+            await control.stop(grace=None)
+            await server.stop(grace=None)
+
+
+def test_brokers_cli_fails_and_recovers_through_the_fleet_endpoint() -> None:
+    loop = asyncio.new_event_loop()
+    import threading
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    controller = FakeBrokerController()
+
+    async def setup() -> tuple[str, BrokerFleet, list[grpc.aio.Server], ControllerClient]:
+        server = grpc.aio.server()
+        controller_pb2_grpc.add_ControllerServiceServicer_to_server(controller, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        control, control_address = await start_control_server("127.0.0.1:0")
+        client = ControllerClient(f"127.0.0.1:{port}", retry=FAST)
+        fleet = BrokerFleet(client, plan_fleet(2, 2), heartbeat_interval_ms=20, control_address=control_address)
+        fleet_pb2_grpc.add_BrokerFleetServiceServicer_to_server(FleetServicer(fleet), control)
+        await control.start()
+        fleet.start()
+        await wait_for(lambda: len(controller.registrations) == 2)
+        return f"127.0.0.1:{port}", fleet, [server, control], client
+
+    address, fleet, servers, client = asyncio.run_coroutine_threadsafe(setup(), loop).result()
+    try:
+        runner = CliRunner()
+        result = runner.invoke(cli, ["brokers", "fail", "--bootstrap-server", address, "--id", "1", "-o", "json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["brokers"] == [{"id": 1, "failed": True, "fenced": False}]
+        assert fleet.states[1].failed
+        result = runner.invoke(cli, ["brokers", "recover", "--bootstrap-server", address, "--id", "1"])
+        assert result.exit_code == 0, result.output
+        assert "Broker 1 recovered" in result.stdout
+        assert not fleet.states[1].failed
+        result = runner.invoke(cli, ["brokers", "fail", "--bootstrap-server", address, "--id", "5"])
+        assert result.exit_code == 1
+        assert "brokers [5] are not registered" in result.stderr
+        result = runner.invoke(cli, ["brokers", "list", "--bootstrap-server", address, "-o", "json"])
+        assert result.exit_code == 0, result.output
+        rows = json.loads(result.stdout)["brokers"]
+        assert [(r["id"], r["rack"]) for r in rows] == [(0, "rack-a"), (1, "rack-b")]
+    finally:
+
+        async def teardown() -> None:
+            await fleet.stop()
+            await client.close()
+            for server in servers:
+                await server.stop(grace=None)
+
+        asyncio.run_coroutine_threadsafe(teardown(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
