@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from raftmeta.v1 import controller_pb2, errors_pb2, raft_pb2, records_pb2
+from raftmeta.v1 import controller_pb2, errors_pb2, fleet_pb2, raft_pb2, records_pb2
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -76,7 +76,7 @@ def test_every_metadata_record_type_roundtrips() -> None:
 
 
 def test_every_service_message_roundtrips() -> None:
-    for module in (raft_pb2, controller_pb2, records_pb2):
+    for module in (raft_pb2, controller_pb2, records_pb2, fleet_pb2):
         for name, descriptor in module.DESCRIPTOR.message_types_by_name.items():
             message_class = getattr(module, name)
             message = populate(message_class())
