@@ -1,0 +1,338 @@
+"""Do the nodes' logs agree? (DESIGN.md §9, invariants 2 and 4.)
+
+Checked at batch granularity, because followers store the leader's batches byte for byte: two
+nodes agree on a batch exactly when its digests are equal, and 10 M records are ~100 k batches.
+
+- ``batch-integrity``: every batch's CRC holds; damage below a node's high watermark fails,
+  damage above it is a torn tail that recovery would truncate (reported, not failed).
+- ``offsets-contiguous``: each node's batches follow one another with no gap or overlap, and its
+  log starts at 0 or at one of its snapshots.
+- ``epochs-non-decreasing``: along each node's log.
+- ``high-watermark-within-log``: no node claims a committed prefix its log (or snapshot) lacks.
+- ``committed-prefixes-agree``: at every committed batch, every node whose committed range covers
+  it holds it, with the same digest.
+
+Two implementations compute the same :class:`Facts`: Spark (``spark_facts``, for logs that
+outgrow a machine) and a single process (``local_facts``, the reference and the benchmark's
+baseline). ``facts_to_checks`` turns either into the report's checks, so their verdicts are
+comparable line by line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from raftmeta.jobs import layout
+from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
+from raftmeta.jobs.datasource import SOURCE_NAME, FilePartition, read_partition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class Facts:
+    """Offending items (sorted, at most EXAMPLES_MAX each) and their total counts."""
+
+    batches: int = 0
+    corrupt_committed: list[str] = field(default_factory=list)
+    corrupt_committed_total: int = 0
+    corrupt_tail: list[str] = field(default_factory=list)
+    corrupt_tail_total: int = 0
+    gaps: list[str] = field(default_factory=list)
+    gaps_total: int = 0
+    epochs_backwards: list[str] = field(default_factory=list)
+    epochs_backwards_total: int = 0
+    hw_beyond_log: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    conflicts_total: int = 0
+    missing: list[str] = field(default_factory=list)
+    missing_total: int = 0
+    committed_offset_by_node: dict[int, int] = field(default_factory=dict)
+    log_end_offset_by_node: dict[int, int] = field(default_factory=dict)
+
+
+# The wording of each offending item, shared by both implementations.
+def gap_text(node_id: int, base: int, prev_next: int, segment: str) -> str:
+    return f"node {node_id}: batch at offset {base} follows offset {prev_next - 1} ({segment})"
+
+
+def start_text(node_id: int, first: int) -> str:
+    return f"node {node_id}: log starts at offset {first}, not at 0 or a snapshot's end"
+
+
+def backwards_text(node_id: int, base: int, epoch: int, prev_epoch: int) -> str:
+    return f"node {node_id}: offset {base} has epoch {epoch} after epoch {prev_epoch}"
+
+
+def hw_text(node_id: int, hw: int, log_end: int) -> str:
+    return f"node {node_id}: high watermark {hw} but log ends at {log_end}"
+
+
+def conflict_text(base: int, copies: list[tuple[int, str]]) -> str:
+    return f"offset {base} (" + ", ".join(f"node {n}: {d[:12]}" for n, d in sorted(copies)) + ")"
+
+
+def missing_text(node_id: int, base: int, hw: int) -> str:
+    return f"node {node_id} lacks committed offset {base} (its high watermark is {hw})"
+
+
+def facts_to_checks(facts: Facts) -> list[Check]:
+    tail = (
+        " (torn tail above the high watermark, which recovery truncates: "
+        f"{listed(facts.corrupt_tail, facts.corrupt_tail_total)})"
+        if facts.corrupt_tail_total
+        else ""
+    )
+    return [
+        Check(
+            "batch-integrity",
+            facts.corrupt_committed_total == 0,
+            (
+                f"damaged committed batches: {listed(facts.corrupt_committed, facts.corrupt_committed_total)}"
+                if facts.corrupt_committed_total
+                else f"all {facts.batches} batches below the high watermarks pass CRC32C"
+            )
+            + tail,
+        ),
+        Check(
+            "offsets-contiguous",
+            facts.gaps_total == 0,
+            f"gaps or overlaps: {listed(facts.gaps, facts.gaps_total)}"
+            if facts.gaps_total
+            else "every node's batches are contiguous",
+        ),
+        Check(
+            "epochs-non-decreasing",
+            facts.epochs_backwards_total == 0,
+            f"epoch goes backwards: {listed(facts.epochs_backwards, facts.epochs_backwards_total)}"
+            if facts.epochs_backwards_total
+            else "epochs never decrease along any node's log",
+        ),
+        Check(
+            "high-watermark-within-log",
+            not facts.hw_beyond_log,
+            f"high watermark past the log: {listed(facts.hw_beyond_log)}"
+            if facts.hw_beyond_log
+            else "every node holds its whole committed prefix",
+        ),
+        Check(
+            "committed-prefixes-agree",
+            facts.conflicts_total == 0 and facts.missing_total == 0,
+            "; ".join(
+                part
+                for part in (
+                    f"different batches at the same offset: {listed(facts.conflicts, facts.conflicts_total)}"
+                    if facts.conflicts_total
+                    else "",
+                    f"committed batches missing on a node: {listed(facts.missing, facts.missing_total)}"
+                    if facts.missing_total
+                    else "",
+                )
+                if part
+            )
+            or "every committed batch is identical on every node that has committed it",
+        ),
+    ]
+
+
+def _log_starts(nodes: list[layout.NodeFiles]) -> dict[int, set[int]]:
+    """Offsets a node's log may legally start at: 0 or the end of one of its snapshots."""
+    return {n.node_id: {0, *(s.end_offset for s in n.snapshots)} for n in nodes}
+
+
+def local_facts(data_dir: str) -> Facts:
+    """The reference implementation: one process, the same decoder, the same rules."""
+    nodes = layout.discover(data_dir)
+    facts = Facts()
+    walks = [_walk_node(node) for node in nodes]
+    hw = {n.node_id: n.high_watermark for n in nodes}
+    for walk in walks:
+        facts.batches += walk.batches
+        facts.log_end_offset_by_node[walk.node_id] = walk.log_end
+        facts.committed_offset_by_node[walk.node_id] = hw[walk.node_id]
+        if hw[walk.node_id] > walk.log_end:
+            facts.hw_beyond_log.append(hw_text(walk.node_id, hw[walk.node_id], walk.log_end))
+    for name in ("gaps", "epochs_backwards", "corrupt_committed", "corrupt_tail"):
+        ordered = [text for walk in walks for text in getattr(walk, name)]
+        setattr(facts, name, ordered[:EXAMPLES_MAX])
+        setattr(facts, f"{name}_total", len(ordered))
+    # base offset -> {node: digest} of committed batches.
+    committed: dict[int, dict[int, str]] = {}
+    for walk in walks:
+        for base, digest in walk.committed.items():
+            committed.setdefault(base, {})[walk.node_id] = digest
+    conflicts: list[str] = []
+    missing: list[str] = []
+    for base in sorted(committed):
+        copies = committed[base]
+        if len(set(copies.values())) > 1:
+            conflicts.append(conflict_text(base, list(copies.items())))
+        for walk in walks:
+            if walk.node_id not in copies and walk.start <= base < hw[walk.node_id]:
+                missing.append(missing_text(walk.node_id, base, hw[walk.node_id]))
+    facts.conflicts, facts.conflicts_total = conflicts[:EXAMPLES_MAX], len(conflicts)
+    facts.missing, facts.missing_total = missing[:EXAMPLES_MAX], len(missing)
+    return facts
+
+
+@dataclass
+class _NodeWalk:
+    """What one pass over a node's batches found."""
+
+    node_id: int
+    start: int
+    log_end: int
+    batches: int = 0
+    committed: dict[int, str] = field(default_factory=dict)
+    gaps: list[str] = field(default_factory=list)
+    epochs_backwards: list[str] = field(default_factory=list)
+    corrupt_committed: list[str] = field(default_factory=list)
+    corrupt_tail: list[str] = field(default_factory=list)
+
+
+def _walk_node(node: layout.NodeFiles) -> _NodeWalk:
+    snapshot_end = node.newest_snapshot.end_offset if node.newest_snapshot else 0
+    walk = _NodeWalk(node.node_id, start=snapshot_end, log_end=snapshot_end)
+    hw = node.high_watermark
+    first: int | None = None
+    prev_next: int | None = None
+    # End of the previous batch whose header was readable (CRC good or not): where damage sits.
+    last_next = 0
+    prev_epoch = -1
+    for segment in node.segments:
+        part = FilePartition(segment.uri, node.node_id, segment.uri.rsplit("/", 1)[-1], "batches", -1)
+        for row in (r for arrow_batch in read_partition(part) for r in arrow_batch.to_pylist()):
+            walk.batches += 1
+            base = row["base_offset"]
+            if not row["crc_ok"]:
+                at = base if base is not None else last_next
+                last_next = row["next_offset"] if base is not None else last_next
+                (walk.corrupt_committed if at < hw else walk.corrupt_tail).append(
+                    f"node {node.node_id}: {row['error']}"
+                )
+                continue
+            if first is None:
+                first = base
+            elif base != prev_next:
+                assert prev_next is not None
+                walk.gaps.append(gap_text(node.node_id, base, prev_next, row["segment"]))
+            if row["epoch"] < prev_epoch:
+                walk.epochs_backwards.append(backwards_text(node.node_id, base, row["epoch"], prev_epoch))
+            prev_next, prev_epoch, last_next = row["next_offset"], row["epoch"], row["next_offset"]
+            walk.log_end = max(walk.log_end, row["next_offset"])
+            if row["next_offset"] <= hw:
+                walk.committed[base] = row["digest"]
+    if first is not None:
+        walk.start = first
+        if first != 0 and first not in {s.end_offset for s in node.snapshots}:
+            walk.gaps.insert(0, start_text(node.node_id, first))
+    return walk
+
+
+def spark_facts(spark: SparkSession, data_dir: str) -> Facts:
+    """The same facts computed by Spark over the batch-level rows of every node."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    nodes = layout.discover(data_dir)
+    starts = _log_starts(nodes)
+    hw = {n.node_id: n.high_watermark for n in nodes}
+    facts = Facts()
+    batches: DataFrame = spark.read.format(SOURCE_NAME).option("level", "batches").load(data_dir).cache()
+    hw_of = F.create_map(*[F.lit(x) for pair in hw.items() for x in pair])
+
+    per_node = (
+        batches.where("crc_ok")
+        .groupBy("node_id")
+        .agg(F.count("*").alias("n"), F.min("base_offset").alias("first"), F.max("next_offset").alias("end"))
+        .collect()
+    )
+    first_base = {r["node_id"]: r["first"] for r in per_node}
+    facts.batches = batches.count()
+    in_file_order = Window.partitionBy("node_id").orderBy("segment", "position")
+    at = F.coalesce("base_offset", F.lag("next_offset").over(in_file_order), F.lit(0))
+    damaged = batches.select(
+        "node_id", "segment", "position", "error", "crc_ok", (at < hw_of[F.col("node_id")]).alias("committed")
+    ).where("NOT crc_ok")
+    for row in damaged.orderBy("node_id", "segment", "position").collect():
+        text = f"node {row['node_id']}: {row['error']}"
+        if row["committed"]:
+            facts.corrupt_committed.append(text)
+        else:
+            facts.corrupt_tail.append(text)
+    facts.corrupt_committed_total, facts.corrupt_tail_total = len(facts.corrupt_committed), len(facts.corrupt_tail)
+    facts.corrupt_committed, facts.corrupt_tail = (
+        facts.corrupt_committed[:EXAMPLES_MAX],
+        facts.corrupt_tail[:EXAMPLES_MAX],
+    )
+
+    w = Window.partitionBy("node_id").orderBy("base_offset")
+    ordered = batches.where("crc_ok").select(
+        "node_id", "segment", "base_offset", "next_offset", "epoch", "digest",
+        F.lag("next_offset").over(w).alias("prev_next"), F.lag("epoch").over(w).alias("prev_epoch"),
+    )  # fmt: skip
+    gap_rows = ordered.where("prev_next IS NOT NULL AND prev_next != base_offset")
+    gaps = [
+        gap_text(r["node_id"], r["base_offset"], r["prev_next"], r["segment"])
+        for r in gap_rows.orderBy("node_id", "base_offset").limit(EXAMPLES_MAX).collect()
+    ]
+    gaps_total = gap_rows.count()
+    for node_id, first in sorted(first_base.items()):
+        if first not in starts[node_id]:
+            gaps.insert(0, start_text(node_id, first))
+            gaps_total += 1
+    facts.gaps, facts.gaps_total = gaps[:EXAMPLES_MAX], gaps_total
+    back_rows = ordered.where("prev_epoch IS NOT NULL AND epoch < prev_epoch")
+    facts.epochs_backwards = [
+        backwards_text(r["node_id"], r["base_offset"], r["epoch"], r["prev_epoch"])
+        for r in back_rows.orderBy("node_id", "base_offset").limit(EXAMPLES_MAX).collect()
+    ]
+    facts.epochs_backwards_total = back_rows.count()
+
+    snapshot_end = {n.node_id: n.newest_snapshot.end_offset if n.newest_snapshot else 0 for n in nodes}
+    ends = {r["node_id"]: r["end"] for r in per_node}
+    for node in nodes:
+        log_end = max(ends.get(node.node_id) or 0, snapshot_end[node.node_id])
+        facts.log_end_offset_by_node[node.node_id] = log_end
+        facts.committed_offset_by_node[node.node_id] = hw[node.node_id]
+        if hw[node.node_id] > log_end:
+            facts.hw_beyond_log.append(
+                f"node {node.node_id}: high watermark {hw[node.node_id]} but log ends at {log_end}"
+            )
+
+    committed = ordered.where(F.col("next_offset") <= hw_of[F.col("node_id")])
+    by_offset = committed.groupBy("base_offset").agg(
+        F.countDistinct("digest").alias("digests"),
+        F.sort_array(F.collect_list(F.struct("node_id", "digest"))).alias("copies"),
+        F.collect_set("node_id").alias("holders"),
+    )
+    conflict_rows = by_offset.where("digests > 1")
+    facts.conflicts = [
+        f"offset {r['base_offset']} ("
+        + ", ".join(f"node {c['node_id']}: {c['digest'][:12]}" for c in r["copies"])
+        + ")"
+        for r in conflict_rows.orderBy("base_offset").limit(EXAMPLES_MAX).collect()
+    ]
+    facts.conflicts_total = conflict_rows.count()
+    start_of = {n.node_id: first_base.get(n.node_id, snapshot_end[n.node_id]) for n in nodes}
+    expected = F.array(*[
+        F.when((F.lit(start_of[n]) <= F.col("base_offset")) & (F.col("base_offset") < F.lit(hw[n])), F.lit(n))
+        for n in sorted(hw)
+    ])  # fmt: skip
+    missing_rows = (
+        by_offset.select(
+            "base_offset",
+            F.array_except(F.filter(expected, lambda x: x.isNotNull()), F.col("holders")).alias("lacking"),
+        )
+        .where(F.size("lacking") > 0)
+        .select("base_offset", F.explode("lacking").alias("node_id"))
+    )
+    facts.missing = [
+        missing_text(r["node_id"], r["base_offset"], hw[r["node_id"]])
+        for r in missing_rows.orderBy("base_offset", "node_id").limit(EXAMPLES_MAX).collect()
+    ]
+    facts.missing_total = missing_rows.count()
+    batches.unpersist()
+    return facts
