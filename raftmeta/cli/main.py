@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "records": "raftmeta.cli.records:records",
     "sim": "raftmeta.cli.sim:sim",
     "topics": "raftmeta.cli.topics:topics",
+    "verify": "raftmeta.cli.verify:verify",
 }
 
 

@@ -31,6 +31,28 @@ def topic_batch(index: int) -> list[bytes]:
     return [r.SerializeToString() for r in records]
 
 
+def broker_registrations(count: int = 6, racks: int = 3) -> list[bytes]:
+    """Brokers 0..count-1, broker i in rack i mod racks, registered unfenced."""
+    return [
+        records_pb2.MetadataRecord(
+            register_broker=records_pb2.RegisterBrokerRecord(
+                broker_id=i, incarnation_id=bytes([i + 1]) * 16, broker_epoch=i + 1, rack=f"rack-{i % racks}"
+            )
+        ).SerializeToString()
+        for i in range(count)
+    ]
+
+
+def partition_change(index: int, partition: int, **fields: object) -> bytes:
+    change = records_pb2.PartitionChangeRecord(topic_id=index.to_bytes(16, "big"), partition_id=partition)
+    for name, value in fields.items():
+        if name in ("isr", "replicas"):
+            getattr(change, name).ids.extend(value)  # type: ignore[call-overload]
+        else:
+            setattr(change, name, value)
+    return records_pb2.MetadataRecord(partition_change=change).SerializeToString()
+
+
 def leader_change(leader: int, epoch: int) -> list[bytes]:
     record = records_pb2.MetadataRecord(
         leader_change=records_pb2.LeaderChangeRecord(leader_id=leader, leader_epoch=epoch)
@@ -51,7 +73,8 @@ def build_log(topics: int, *, epochs: int = 2) -> list[LogBatch]:
     per_epoch = max(1, topics // epochs)
     index = 0
     for epoch in range(1, epochs + 1):
-        for records, control in [(leader_change(1, epoch), True)] + [
+        registrations = [(broker_registrations(), False)] if epoch == 1 else []
+        for records, control in [(leader_change(1, epoch), True), *registrations] + [
             (topic_batch(i), False) for i in range(index, min(topics, index + per_epoch) if epoch < epochs else topics)
         ]:
             data = codec.encode_batch(offset, epoch, records, 1_700_000_000_000 + offset, control=control)
@@ -120,3 +143,19 @@ def replace_in_node(root: Path, node_id: int, base_offset: int, new: bytes | Non
             else:
                 out.append(batch.data)
         path.write_bytes(b"".join(out))
+
+
+def append_everywhere(root: Path, logs: dict[int, list[LogBatch]], records: list[bytes], epoch: int = 2) -> int:
+    """Append one committed batch to every node (as a leader would replicate it); return its offset."""
+    base = max(codec.check_batch(batches[-1].data).next_offset for batches in logs.values())
+    data = codec.encode_batch(base, epoch, records, 1_800_000_000_000)
+    for node_id, batches in logs.items():
+        if codec.check_batch(batches[-1].data).next_offset != base:
+            continue  # a lagging node does not get it
+        last_segment = segment_files(root, node_id)[-1]
+        last_segment.write_bytes(last_segment.read_bytes() + data)
+        (root / f"node-{node_id}" / HIGH_WATERMARK_FILE).write_text(
+            json.dumps({"version": 1, "high_watermark": base + len(records)})
+        )
+        logs[node_id] = [*batches, LogBatch(base, data)]
+    return base

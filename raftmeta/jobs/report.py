@@ -1,0 +1,136 @@
+"""The verify report: ``report.json`` for scripts and ``report.html`` with PNG plots for people.
+
+Plots: replicas and leaders per broker (placement's preferred leaders and the current ones), a
+rack x broker heat map of replicas, and the committed offset of every node.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+PLOT_DPI = 110
+
+
+def write_report(
+    report_dir: Path, document: dict[str, Any], brokers: dict[int, tuple[str | None, str | None, bool]]
+) -> dict[str, Path]:
+    """Write report.json, the plots and report.html; return the paths written by name."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": report_dir / "report.json", "html": report_dir / "report.html"}
+    paths["json"].write_text(json.dumps(document, indent=2) + "\n")
+    figures = document["figures"]
+    paths.update(_plots(report_dir, figures, brokers))
+    paths["html"].write_text(_html(document, {k: v.name for k, v in paths.items() if v.suffix == ".png"}))
+    return paths
+
+
+def _plots(
+    report_dir: Path, figures: dict[str, Any], brokers: dict[int, tuple[str | None, str | None, bool]]
+) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    out: dict[str, Path] = {}
+    replicas = {int(k): v for k, v in figures.get("replicas_per_broker", {}).items()}
+    preferred = {int(k): v for k, v in figures.get("preferred_leaders_per_broker", {}).items()}
+    current = {int(k): v for k, v in figures.get("leaders_per_broker", {}).items()}
+    ids = sorted(set(replicas) | set(current) | set(brokers))
+    if ids:
+        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(ids) + 2), 3.6))
+        width = 0.28
+        xs = range(len(ids))
+        ax.bar([x - width for x in xs], [replicas.get(i, 0) for i in ids], width, label="replicas")
+        ax.bar(list(xs), [preferred.get(i, 0) for i in ids], width, label="preferred leaders")
+        ax.bar([x + width for x in xs], [current.get(i, 0) for i in ids], width, label="current leaders")
+        ax.set_xticks(list(xs), [f"{i}{'*' if brokers.get(i, (None, None, False))[2] else ''}" for i in ids])
+        ax.set_xlabel("broker (* = fenced)")
+        ax.set_ylabel("count")
+        ax.set_title("Replicas and leaders per broker")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
+        fig.tight_layout()
+        out["per_broker_png"] = report_dir / "per-broker.png"
+        fig.savefig(out["per_broker_png"], dpi=PLOT_DPI)
+        plt.close(fig)
+
+        racks = sorted({brokers.get(i, (None, None, False))[0] or "(none)" for i in ids})
+        grid = [
+            [replicas.get(i, 0) if (brokers.get(i, (None, None, False))[0] or "(none)") == rack else 0 for i in ids]
+            for rack in racks
+        ]
+        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(ids) + 2), 0.6 * len(racks) + 1.8))
+        image = ax.imshow(grid, cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(ids)), [str(i) for i in ids])
+        ax.set_yticks(range(len(racks)), racks)
+        for r, row in enumerate(grid):
+            for c, value in enumerate(row):
+                if value:
+                    ax.text(c, r, str(value), ha="center", va="center", color="white", fontsize=8)
+        ax.set_xlabel("broker")
+        ax.set_title("Replicas per broker, by rack")
+        fig.colorbar(image, ax=ax)
+        fig.tight_layout()
+        out["rack_heatmap_png"] = report_dir / "rack-heatmap.png"
+        fig.savefig(out["rack_heatmap_png"], dpi=PLOT_DPI)
+        plt.close(fig)
+
+    committed = {int(k): v for k, v in figures.get("committed_offset_by_node", {}).items()}
+    log_end = {int(k): v for k, v in figures.get("log_end_offset_by_node", {}).items()}
+    if committed:
+        nodes = sorted(committed)
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.bar([str(n) for n in nodes], [log_end.get(n, 0) for n in nodes], color="lightgray", label="log end offset")
+        ax.bar([str(n) for n in nodes], [committed[n] for n in nodes], label="committed (high watermark)")
+        ax.set_xlabel("node")
+        ax.set_ylabel("offset")
+        ax.set_title("Committed offset per node")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+        fig.tight_layout()
+        out["offsets_png"] = report_dir / "committed-offsets.png"
+        fig.savefig(out["offsets_png"], dpi=PLOT_DPI)
+        plt.close(fig)
+    return out
+
+
+def _html(document: dict[str, Any], images: dict[str, str]) -> str:
+    verdict = "PASSED" if document["passed"] else "FAILED"
+    color = "#1a7f37" if document["passed"] else "#cf222e"
+    rows = "\n".join(
+        f"<tr><td>{'&#10004;' if c['passed'] else '&#10008;'}</td><td>{html.escape(c['name'])}</td>"
+        f"<td>{html.escape(c['detail'])}</td></tr>"
+        for c in document["checks"]
+    )
+    figures = document["figures"]
+    scalar = "\n".join(
+        f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
+        for k, v in figures.items()
+        if not isinstance(v, dict | list)
+    )
+    pictures = "\n".join(
+        f'<p><img src="{html.escape(name)}" alt="{html.escape(key)}"></p>' for key, name in images.items()
+    )
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>raftmeta verify: {verdict}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 70em; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; vertical-align: top; text-align: left; }}
+h1 span {{ color: {color}; }}
+</style></head><body>
+<h1>raftmeta verify: <span>{verdict}</span></h1>
+<p>Data: {html.escape(str(document.get("data_dir", "")))}</p>
+<h2>Checks</h2>
+<table><tr><th></th><th>check</th><th>detail</th></tr>
+{rows}
+</table>
+<h2>Figures</h2>
+<table>{scalar}</table>
+{pictures}
+</body></html>
+"""
