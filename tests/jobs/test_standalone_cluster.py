@@ -1,0 +1,104 @@
+"""The verify job on a real standalone Spark cluster (master + worker processes started from the
+installed pyspark, on loopback) gives the same verdict and figures as local mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.jobs.quorum_logs import append_everywhere, partition_change, write_quorum
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def spark_class() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+
+
+def wait_for_port(port: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    work = tmp_path_factory.mktemp("spark-standalone")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(work), "SPARK_WORKER_DIR": str(work)}
+    port, ui_master, ui_worker = free_port(), free_port(), free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    logs = [open(work / name, "wb") for name in ("master.log", "worker.log")]  # noqa: SIM115 - closed below
+    procs = [
+        subprocess.Popen(
+            [spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+             "--webui-port", str(ui_master)],
+            env=env, stdout=logs[0], stderr=subprocess.STDOUT, start_new_session=True,
+        ),
+    ]  # fmt: skip
+    try:
+        wait_for_port(port)
+        procs.append(
+            subprocess.Popen(
+                [spark_class(), "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                 "--cores", "2", "--memory", "1g", "--webui-port", str(ui_worker), "--work-dir", str(work)],
+                env=env, stdout=logs[1], stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        )  # fmt: skip
+        yield master_url
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for log in logs:
+            log.close()
+
+
+def run_cli_verify(data: Path, master: str) -> dict[str, object]:
+    result = subprocess.run(
+        [sys.executable, "-m", "raftmeta", "verify", "--data-dir", str(data), "--master", master, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    document: dict[str, object] = json.loads(result.stdout)
+    document.pop("report", None)
+    return document
+
+
+def test_cluster_and_local_mode_agree(standalone_master: str, tmp_path: Path) -> None:
+    data = tmp_path / "quorum"
+    logs = write_quorum(data, topics=9)
+    append_everywhere(data, logs, [partition_change(2, 1, leader=4, isr=[4, 5], leader_epoch=1, partition_epoch=1)])
+    on_cluster = run_cli_verify(data, standalone_master)
+    local = run_cli_verify(data, "local[2]")
+    assert on_cluster == local
+    assert on_cluster["passed"] is True
+    shutil.rmtree(data)
