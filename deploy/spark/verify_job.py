@@ -24,10 +24,13 @@ def main() -> int:
         "--data-dir", required=True, help="quorum data dir (local path or URI readable by every executor)"
     )
     parser.add_argument("--report-dir", type=Path, default=None)
+    parser.add_argument("--history", default=None, help="client history (JSON lines) to check")
     args = parser.parse_args()
     spark = build_session(master=None, app_name="raftmeta-verify")
     try:
-        result = run_verify(spark, args.data_dir, progress=lambda step: print(step, file=sys.stderr))
+        result = run_verify(
+            spark, args.data_dir, progress=lambda step: print(step, file=sys.stderr), history=args.history
+        )
     finally:
         spark.stop()
     if args.report_dir is not None:

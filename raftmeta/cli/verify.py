@@ -18,7 +18,9 @@ from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_err
 )
 @click.option("--spark-log-level", default="ERROR", show_default=True, help="Spark's own log level.")
 @output_option
-def verify(data_dir: str, report_dir: Path | None, master: str, spark_log_level: str, output: str) -> None:
+def verify(
+    data_dir: str, report_dir: Path | None, history: str | None, master: str, spark_log_level: str, output: str
+) -> None:
     """Replay every node's committed log with Spark and check that the quorum agreed.
 
     Exits 0 when every check passes and 1 when any fails, naming the node, offset, topic or
@@ -39,7 +41,7 @@ def verify(data_dir: str, report_dir: Path | None, master: str, spark_log_level:
 
         spark = build_session(master, log_level=spark_log_level)
         try:
-            result = run_verify(spark, data_dir, progress=status.update)
+            result = run_verify(spark, data_dir, progress=status.update, history=history)
         finally:
             spark.stop()
     paths = write_outputs(result, data_dir, report_dir) if report_dir is not None else {}

@@ -5,7 +5,9 @@
 2. State (record level, the node with the longest committed prefix: after step 1 every other
    node's committed prefix is a prefix of it): invariant 7 on every partition state, and the
    final topics, partitions and brokers.
-3. Balance figures of the final state, computed by the ``placement`` package's metrics, so they
+3. History (with ``--history``): every acknowledged create committed exactly once, nothing
+   written by failed requests, creates in real-time order (:mod:`raftmeta.jobs.history`).
+4. Balance figures of the final state, computed by the ``placement`` package's metrics, so they
    are the numbers ``raftmeta placement place`` shows for the same cluster.
 """
 
@@ -78,7 +80,9 @@ def balance_figures(state: ClusterState) -> dict[str, Any]:
     }
 
 
-def run_verify(spark: SparkSession, data_dir: str, progress: Progress = lambda _: None) -> VerifyResult:
+def run_verify(
+    spark: SparkSession, data_dir: str, progress: Progress = lambda _: None, *, history: str | None = None
+) -> VerifyResult:
     nodes = layout.discover(data_dir)
     progress(f"checking that {len(nodes)} nodes' logs agree")
     facts = spark_facts(spark, data_dir)
@@ -88,6 +92,13 @@ def run_verify(spark: SparkSession, data_dir: str, progress: Progress = lambda _
     records = spark.read.format(SOURCE_NAME).option("committed", "true").load(longest.root)
     more, state = state_checks(records)
     checks.extend(more)
+    history_figures: dict[str, Any] = {}
+    if history is not None:
+        from raftmeta.jobs.history import history_checks, read_history
+
+        progress(f"checking the client history {history} against the committed log")
+        more, history_figures = history_checks(read_history(spark, history), records.where("crc_ok"))
+        checks.extend(more)
     progress("computing balance figures")
     figures: dict[str, Any] = {
         "records": state.records,
@@ -97,6 +108,7 @@ def run_verify(spark: SparkSession, data_dir: str, progress: Progress = lambda _
         "committed_offset_by_node": {str(k): v for k, v in sorted(facts.committed_offset_by_node.items())},
         "log_end_offset_by_node": {str(k): v for k, v in sorted(facts.log_end_offset_by_node.items())},
         **balance_figures(state),
+        **history_figures,
     }
     return VerifyResult(all(c.passed for c in checks), checks, figures, state)
 

@@ -28,6 +28,10 @@ def topic_batch(index: int) -> list[bytes]:
                 )
             )
         )
+    # The controller traces each batch to its request: the RequestRecord travels in the same batch.
+    records.append(
+        records_pb2.MetadataRecord(request=records_pb2.RequestRecord(request_id=f"req-{index}", method="CreateTopics"))
+    )
     return [r.SerializeToString() for r in records]
 
 
