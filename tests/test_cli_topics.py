@@ -76,8 +76,8 @@ def test_create_with_replica_assignment_leaves_counts_unset(server: ServerThread
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--replica-assignment", "0:x"], "partition 0: '0:x' is not broker ids"),
-        (["--replica-assignment", "0:1,,2"], "partition 1 has no brokers"),
+        (["--replica-assignment", "0:x"], "partition 0: 'x' is not a broker id"),
+        (["--replica-assignment", "0:1,,2"], "partition 1: The manual partition assignment includes an empty"),
         (["--config", "novalue"], "'novalue' is not key=value"),
         (["--replica-assignment", "0:1", "--partitions", "2"], "either --replica-assignment or --partitions"),
     ],

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+import placement
 from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
 from raftmeta.cli.connect import bootstrap_options, connect
 from raftmeta.ids import uuid_to_str
@@ -35,21 +36,15 @@ def parse_configs(pairs: tuple[str, ...]) -> dict[str, str]:
 def parse_replica_assignment(text: str) -> list[controller_pb2.ReplicaAssignment]:
     """Kafka's ``--replica-assignment 0:1:2,1:2:0`` (partition i = i-th comma group) → assignments.
 
-    Only the syntax is checked here; the controller checks the rules (known brokers, no
-    duplicates, equal replica counts) and answers INVALID_REPLICA_ASSIGNMENT naming the partition.
+    Only the syntax is checked here (by the placement package's parser); the controller checks the
+    rules (known brokers, no duplicates, equal replica counts) and answers
+    INVALID_REPLICA_ASSIGNMENT naming the partition.
     """
-    assignments: list[controller_pb2.ReplicaAssignment] = []
-    for index, group in enumerate(text.split(",")):
-        if not group.strip():
-            raise usage_error(f"partition {index} has no brokers", "--replica-assignment")
-        try:
-            brokers = [int(part) for part in group.split(":")]
-        except ValueError as exc:
-            raise usage_error(
-                f"partition {index}: {group!r} is not broker ids separated by ':'", "--replica-assignment"
-            ) from exc
-        assignments.append(controller_pb2.ReplicaAssignment(partition_index=index, broker_ids=brokers))
-    return assignments
+    try:
+        partitions = placement.parse_replica_assignment(text)
+    except placement.PlacementError as exc:
+        raise usage_error(str(exc), "--replica-assignment") from exc
+    return [controller_pb2.ReplicaAssignment(partition_index=i, broker_ids=b) for i, b in enumerate(partitions)]
 
 
 def error_name(code: int) -> str:

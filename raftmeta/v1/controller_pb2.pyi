@@ -19,6 +19,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from raftmeta.v1 import errors_pb2 as _errors_pb2
 import builtins as _builtins
 import sys
@@ -30,6 +31,24 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _ElectionType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ElectionTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ElectionType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ELECTION_TYPE_PREFERRED: _ElectionType.ValueType  # 0
+    ELECTION_TYPE_UNCLEAN: _ElectionType.ValueType  # 1
+
+class ElectionType(_ElectionType, metaclass=_ElectionTypeEnumTypeWrapper):
+    """Kafka's ElectLeaders: move leadership back to the preferred replica (or, UNCLEAN, to any live
+    replica when no ISR member is live -- data loss is possible).
+    """
+
+ELECTION_TYPE_PREFERRED: ElectionType.ValueType  # 0
+ELECTION_TYPE_UNCLEAN: ElectionType.ValueType  # 1
+Global___ElectionType: _TypeAlias = ElectionType  # noqa: Y015
 
 @_typing.final
 class ReplicaAssignment(_message.Message):
@@ -194,14 +213,24 @@ class CreatableTopicResult(_message.Message):
     NUM_PARTITIONS_FIELD_NUMBER: _builtins.int
     REPLICATION_FACTOR_FIELD_NUMBER: _builtins.int
     CONFIGS_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     topic_id: _builtins.bytes
+    """Empty on error and with validate_only (no id is drawn for a dry run)."""
     error_code: _errors_pb2.ErrorCode.ValueType
     error_message: _builtins.str
     num_partitions: _builtins.int
     replication_factor: _builtins.int
     @_builtins.property
-    def configs(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def configs(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The topic's explicit configs as stored (normalised values), not Kafka's full effective list."""
+
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Advice that does not stop the creation, e.g. Kafka's warning that '.' and '_' collide in
+        metric names. Empty when there is nothing to say.
+        """
+
     def __init__(
         self,
         *,
@@ -212,10 +241,11 @@ class CreatableTopicResult(_message.Message):
         num_partitions: _builtins.int = ...,
         replication_factor: _builtins.int = ...,
         configs: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "error_code", b"error_code", "error_message", b"error_message", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor", "topic_id", b"topic_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configs", b"configs", "error_code", b"error_code", "error_message", b"error_message", "name", b"name", "num_partitions", b"num_partitions", "replication_factor", b"replication_factor", "topic_id", b"topic_id", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -249,11 +279,14 @@ class CreatePartitionsTopic(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     ASSIGNMENTS_FIELD_NUMBER: _builtins.int
     PLACER_FIELD_NUMBER: _builtins.int
+    BROKER_POOL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     count: _builtins.int
     """The new total number of partitions (grow only)."""
     placer: _builtins.str
     """Placer for the new partitions; "legacy" uses Kafka's add-partitions rule."""
+    broker_pool: _builtins.str
+    """Restrict the new partitions to brokers of this pool (seed 003). Empty = any broker."""
     @_builtins.property
     def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaAssignment]:
         """Optional manual assignment of the new partitions only, in order."""
@@ -265,10 +298,11 @@ class CreatePartitionsTopic(_message.Message):
         count: _builtins.int = ...,
         assignments: _abc.Iterable[Global___ReplicaAssignment] | None = ...,
         placer: _builtins.str = ...,
+        broker_pool: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments", "count", b"count", "name", b"name", "placer", b"placer"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments", "broker_pool", b"broker_pool", "count", b"count", "name", b"name", "placer", b"placer"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -801,6 +835,128 @@ class DescribeClusterResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeClusterResponse: _TypeAlias = DescribeClusterResponse  # noqa: Y015
+
+@_typing.final
+class TopicPartitions(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partitions: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopicPartitions: _TypeAlias = TopicPartitions  # noqa: Y015
+
+@_typing.final
+class ElectLeadersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ELECTION_TYPE_FIELD_NUMBER: _builtins.int
+    TOPIC_PARTITIONS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    election_type: Global___ElectionType.ValueType
+    timeout_ms: _builtins.int
+    request_id: _builtins.str
+    @_builtins.property
+    def topic_partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitions]:
+        """Empty = every partition of every topic."""
+
+    def __init__(
+        self,
+        *,
+        election_type: Global___ElectionType.ValueType = ...,
+        topic_partitions: _abc.Iterable[Global___TopicPartitions] | None = ...,
+        timeout_ms: _builtins.int = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["election_type", b"election_type", "request_id", b"request_id", "timeout_ms", b"timeout_ms", "topic_partitions", b"topic_partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ElectLeadersRequest: _TypeAlias = ElectLeadersRequest  # noqa: Y015
+
+@_typing.final
+class PartitionElectionResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    partition: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        partition: _builtins.int = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "partition", b"partition"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartitionElectionResult: _TypeAlias = PartitionElectionResult  # noqa: Y015
+
+@_typing.final
+class TopicElectionResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionElectionResult]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___PartitionElectionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopicElectionResult: _TypeAlias = TopicElectionResult  # noqa: Y015
+
+@_typing.final
+class ElectLeadersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicElectionResult]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___TopicElectionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ElectLeadersResponse: _TypeAlias = ElectLeadersResponse  # noqa: Y015
 
 @_typing.final
 class DescribeQuorumRequest(_message.Message):

@@ -51,6 +51,7 @@ class ControllerServiceStub:
     BrokerHeartbeat: _grpc.UnaryUnaryMultiCallable[_controller_pb2.BrokerHeartbeatRequest, _controller_pb2.BrokerHeartbeatResponse]
     DescribeCluster: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeClusterRequest, _controller_pb2.DescribeClusterResponse]
     DescribeQuorum: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeQuorumRequest, _controller_pb2.DescribeQuorumResponse]
+    ElectLeaders: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ElectLeadersRequest, _controller_pb2.ElectLeadersResponse]
 
 @_typing.type_check_only
 class ControllerServiceAsyncStub(ControllerServiceStub):
@@ -63,6 +64,7 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     BrokerHeartbeat: _aio.UnaryUnaryMultiCallable[_controller_pb2.BrokerHeartbeatRequest, _controller_pb2.BrokerHeartbeatResponse]  # type: ignore[assignment]
     DescribeCluster: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeClusterRequest, _controller_pb2.DescribeClusterResponse]  # type: ignore[assignment]
     DescribeQuorum: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeQuorumRequest, _controller_pb2.DescribeQuorumResponse]  # type: ignore[assignment]
+    ElectLeaders: _aio.UnaryUnaryMultiCallable[_controller_pb2.ElectLeadersRequest, _controller_pb2.ElectLeadersResponse]  # type: ignore[assignment]
 
 class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -120,5 +122,12 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.DescribeQuorumRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.DescribeQuorumResponse, _abc.Awaitable[_controller_pb2.DescribeQuorumResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ElectLeaders(
+        self,
+        request: _controller_pb2.ElectLeadersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ElectLeadersResponse, _abc.Awaitable[_controller_pb2.ElectLeadersResponse]]: ...
 
 def add_ControllerServiceServicer_to_server(servicer: ControllerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

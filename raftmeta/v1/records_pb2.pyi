@@ -294,7 +294,10 @@ class RegisterBrokerRecord(_message.Message):
     incarnation_id: _builtins.bytes
     """16-byte uuid per broker process start; a re-registration with the same one is idempotent."""
     broker_epoch: _builtins.int
-    """Rises with every new incarnation: the offset of this record, as Kafka does."""
+    """Rises with every new incarnation. Kafka uses this record's offset, which the handler cannot
+    know; raftmeta's controller uses 1 + the highest epoch of any registered broker (distinct
+    across brokers, rising; docs/controller.md). Replay requires it to rise per broker id.
+    """
     rack: _builtins.str
     """Absent = the broker has no rack."""
     pool: _builtins.str

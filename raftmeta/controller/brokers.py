@@ -1,0 +1,160 @@
+"""Broker lifecycle handlers: RegisterBroker, BrokerHeartbeat, DescribeCluster, and the session
+fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + heartbeat manager).
+
+- A broker registers fenced. Re-registering with the same incarnation id and the same details is
+  idempotent (no record, the same epoch). A new incarnation while the old one is unfenced (its
+  session alive) is DUPLICATE_BROKER_REGISTRATION; once the old one is fenced it replaces it.
+- **Broker epoch rule.** Kafka uses the offset of the RegisterBrokerRecord, which a handler cannot
+  know. raftmeta uses 1 + the highest epoch of any registered broker: deterministic, rising with
+  every registration, and distinct across brokers, so a stale incarnation's epoch never matches.
+  (A broker removed by UnregisterBrokerRecord takes its epoch with it; that is the one case where
+  an epoch number could be reused, for a different broker or incarnation.)
+- A heartbeat with the right epoch unfences a fenced broker (UnfenceBrokerRecord, then leaderless
+  partitions elect again), or fences an unfenced one that asks to be (``want_fence``: controlled
+  shutdown, simplified to a fence). The time of the last heartbeat is soft state the controller
+  object keeps, never logged.
+"""
+
+from __future__ import annotations
+
+from raftmeta.controller.elections import fence_records, unfence_records
+from raftmeta.controller.errors import ApiError
+from raftmeta.controller.image import MetadataImage
+from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
+
+
+def next_broker_epoch(image: MetadataImage) -> int:
+    return 1 + max((b.epoch for b in image.brokers.values()), default=0)
+
+
+def _register_error(code: int, message: str) -> ControllerResult[controller_pb2.RegisterBrokerResponse]:
+    return ControllerResult((), controller_pb2.RegisterBrokerResponse(error_code=code, error_message=message))  # type: ignore[arg-type]
+
+
+def register_broker(
+    image: MetadataImage,
+    request: controller_pb2.RegisterBrokerRequest,
+    now_ms: int,
+    ids: TopicIdSource,
+    random: RandomSource,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.RegisterBrokerResponse]:
+    del now_ms, ids, random
+    if request.cluster_id and config.cluster_id and request.cluster_id != config.cluster_id:
+        return _register_error(
+            errors_pb2.INCONSISTENT_CLUSTER_ID,
+            f"Expected cluster ID {config.cluster_id}, but got cluster ID {request.cluster_id}",
+        )
+    if request.broker_id < 0:
+        return _register_error(errors_pb2.INVALID_REQUEST, f"broker_id must be >= 0, got {request.broker_id}.")
+    if len(request.incarnation_id) != 16 or request.incarnation_id == bytes(16):
+        return _register_error(errors_pb2.INVALID_REQUEST, "incarnation_id must be 16 non-zero bytes (a uuid).")
+    rack = request.rack if request.HasField("rack") else None
+    pool = request.pool if request.HasField("pool") else None
+    endpoints = [records_pb2.BrokerEndpoint(name=e.name, host=e.host, port=e.port) for e in request.endpoints]
+    existing = image.brokers.get(request.broker_id)
+    if existing is not None:
+        if existing.incarnation_id == request.incarnation_id:
+            same = (existing.rack, existing.pool, existing.endpoints) == (
+                rack,
+                pool,
+                tuple((e.name, e.host, e.port) for e in endpoints),
+            )
+            if not same:
+                return _register_error(
+                    errors_pb2.INVALID_REQUEST,
+                    f"Broker {request.broker_id} is already registered with this incarnation id but different "
+                    "rack, pool or endpoints; a changed broker must register with a new incarnation id.",
+                )
+            return ControllerResult((), controller_pb2.RegisterBrokerResponse(broker_epoch=existing.epoch))
+        if not existing.fenced:
+            return _register_error(
+                errors_pb2.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id."
+            )
+    epoch = next_broker_epoch(image)
+    record = records_pb2.RegisterBrokerRecord(
+        broker_id=request.broker_id,
+        incarnation_id=request.incarnation_id,
+        broker_epoch=epoch,
+        rack=rack,
+        pool=pool,
+        endpoints=endpoints,
+        fenced=True,
+    )
+    return ControllerResult(
+        (records_pb2.MetadataRecord(register_broker=record),),
+        controller_pb2.RegisterBrokerResponse(broker_epoch=epoch),
+    )
+
+
+def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ApiError | None:
+    """Kafka's ``checkBrokerEpoch`` (STALE_BROKER_EPOCH with Kafka's messages)."""
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        return ApiError(errors_pb2.STALE_BROKER_EPOCH, f"No broker registration found for broker id {broker_id}")
+    if broker.epoch != broker_epoch:
+        return ApiError(
+            errors_pb2.STALE_BROKER_EPOCH, f"Expected broker epoch {broker.epoch}, but got broker epoch {broker_epoch}"
+        )
+    return None
+
+
+def broker_heartbeat(
+    image: MetadataImage,
+    request: controller_pb2.BrokerHeartbeatRequest,
+    now_ms: int,
+    ids: TopicIdSource,
+    random: RandomSource,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.BrokerHeartbeatResponse]:
+    del now_ms, ids, random
+    response = controller_pb2.BrokerHeartbeatResponse(session_timeout_ms=config.session_timeout_ms)
+    error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error is not None:
+        response.error_code = error.code  # type: ignore[assignment]
+        response.error_message = error.message
+        return ControllerResult((), response)
+    broker = image.brokers[request.broker_id]
+    records: list[records_pb2.MetadataRecord] = []
+    if request.want_fence and not broker.fenced:
+        records = fence_records(image, broker.id, config.unclean_leader_election_enable)
+    elif not request.want_fence and broker.fenced:
+        records = unfence_records(image, broker.id, config.unclean_leader_election_enable)
+    response.is_fenced = request.want_fence
+    return ControllerResult(tuple(records), response)
+
+
+def describe_cluster(
+    image: MetadataImage,
+    request: controller_pb2.DescribeClusterRequest,
+    now_ms: int = 0,
+    ids: TopicIdSource | None = None,
+    random: RandomSource | None = None,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.DescribeClusterResponse]:
+    del request, now_ms, ids, random
+    response = controller_pb2.DescribeClusterResponse(cluster_id=config.cluster_id, controller_id=config.node_id)
+    for broker in sorted(image.brokers.values(), key=lambda b: b.id):
+        response.brokers.add(
+            broker_id=broker.id,
+            rack=broker.rack,
+            pool=broker.pool,
+            fenced=broker.fenced,
+            broker_epoch=broker.epoch,
+            endpoints=[
+                controller_pb2.BrokerEndpointInfo(name=e.name, host=e.host, port=e.port) for e in broker.endpoints
+            ],
+        )
+    return ControllerResult((), response)
+
+
+def stale_brokers(
+    image: MetadataImage, last_contact_ms: dict[int, int], now_ms: int, session_timeout_ms: int
+) -> list[int]:
+    """Unfenced brokers whose last heartbeat is older than the session timeout, by id."""
+    return sorted(
+        b.id
+        for b in image.brokers.values()
+        if not b.fenced and now_ms - last_contact_ms.get(b.id, now_ms) > session_timeout_ms
+    )

@@ -1,0 +1,426 @@
+"""The controller object the node driver owns on the quorum leader.
+
+Theory of operation
+-------------------
+The controller holds the **committed image** (everything up to the high watermark) and a queue
+of **pending batches** -- records it has handed to the driver that are not yet committed. The
+**working image** is the committed image with the pending batches replayed; handlers read it, so
+a request sees the effect of every request before it (Kafka's QuorumController does the same with
+its timeline snapshots). Images are persistent values, so keeping one per pending batch is cheap
+and committing or rolling back is a pointer move.
+
+Driver contract (one asyncio task owns the controller and calls it in order):
+
+1. ``handle(method, request, now_ms[, ids, random]) -> Handled`` (the topic-id and random sources
+   default to the ones given to the constructor). Reads (DescribeTopics,
+   DescribeCluster) are answered at once from the committed image (``handled.response``).
+   Mutations return ``handled.records``: if not empty, propose them to the consensus core as one
+   batch and report its last offset with ``appended(handled.key, last_offset)``. If empty, the
+   answer is ``handled.response`` when ``handled.done``, else it is released by ``on_commit``
+   together with the pending batch it waits for (a no-op must not overtake earlier writes).
+2. ``on_commit(high_watermark)`` -> the ``Completion`` s released (key, method, response) for every
+   pending batch whose last offset is <= the high watermark, in order.
+3. ``apply_committed(records, last_offset)`` for committed batches this controller did not produce
+   (a previous leader's tail; control batches such as LeaderChangeRecord and NoOpRecord, which are
+   accepted at any time). A foreign metadata batch is only valid with nothing pending; the driver
+   must not call ``handle`` before the first batch of its own epoch is committed (KRaft's rule).
+4. ``renounce()`` on losing leadership: pending batches are dropped, the working image becomes the
+   committed image again, and every waiting request completes with NOT_CONTROLLER.
+5. ``tick(now_ms) -> Handled | None``: fences brokers whose session (``session_timeout_ms``) has run
+   out; propose and ``appended`` its records like a request's. Heartbeats (through ``handle``) keep
+   the last-contact time, which is soft state: never logged, reset by ``renounce``; a broker
+   without one gets a full session from the first tick (as Kafka's ``activate``).
+
+Idempotent retries: a mutating request with a ``request_id`` appends a RequestRecord holding its
+serialized response in the same batch; a retry whose id is in the working image's table (so
+committed *or* pending) gets that response and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import Message
+
+from raftmeta.controller import brokers, topics
+from raftmeta.controller.delta import ImageBuilder
+from raftmeta.controller.elections import fence_records
+from raftmeta.controller.errors import RequestError
+from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
+from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.controller.snapshot import image_from_records, image_to_records
+from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
+
+REQUEST_ID_MAX = 64
+# Record kinds that carry no metadata: consensus control records and snapshot framing.
+_CONTROL_KINDS = frozenset({"leader_change", "no_op", "snapshot_header", "snapshot_footer"})
+NOT_CONTROLLER_MESSAGE = "This controller lost leadership before the request was committed; retry on the new leader."
+
+Handler = Callable[..., ControllerResult[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    name: str
+    handler: Handler
+    request_type: type[Message]
+    response_type: type[Message]
+    mutating: bool
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method(
+            "CreateTopics",
+            topics.create_topics,
+            controller_pb2.CreateTopicsRequest,
+            controller_pb2.CreateTopicsResponse,
+            True,
+        ),
+        Method(
+            "CreatePartitions",
+            topics.create_partitions,
+            controller_pb2.CreatePartitionsRequest,
+            controller_pb2.CreatePartitionsResponse,
+            True,
+        ),
+        Method(
+            "DeleteTopics",
+            topics.delete_topics,
+            controller_pb2.DeleteTopicsRequest,
+            controller_pb2.DeleteTopicsResponse,
+            True,
+        ),
+        Method(
+            "ElectLeaders",
+            topics.elect_leaders,
+            controller_pb2.ElectLeadersRequest,
+            controller_pb2.ElectLeadersResponse,
+            True,
+        ),
+        Method(
+            "RegisterBroker",
+            brokers.register_broker,
+            controller_pb2.RegisterBrokerRequest,
+            controller_pb2.RegisterBrokerResponse,
+            True,
+        ),
+        Method(
+            "BrokerHeartbeat",
+            brokers.broker_heartbeat,
+            controller_pb2.BrokerHeartbeatRequest,
+            controller_pb2.BrokerHeartbeatResponse,
+            True,
+        ),
+        Method(
+            "DescribeTopics",
+            topics.describe_topics,
+            controller_pb2.DescribeTopicsRequest,
+            controller_pb2.DescribeTopicsResponse,
+            False,
+        ),
+        Method(
+            "DescribeCluster",
+            brokers.describe_cluster,
+            controller_pb2.DescribeClusterRequest,
+            controller_pb2.DescribeClusterResponse,
+            False,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """What ``handle`` / ``tick`` hand the driver.
+
+    ``records``: propose as one batch when not empty (then call ``appended(key, last_offset)``).
+    ``done``: the response is final now (``response``); otherwise ``on_commit`` releases it.
+    """
+
+    key: int
+    method: str
+    records: tuple[records_pb2.MetadataRecord, ...]
+    response: Message | None
+    done: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    key: int
+    method: str
+    response: Message | None  # None for tick's fencing batches, which answer nobody
+
+
+@dataclass(slots=True)
+class _Waiter:
+    key: int
+    method: str
+    request: Message | None
+    response: Message | None
+
+
+@dataclass(slots=True)
+class _PendingBatch:
+    key: int
+    image: MetadataImage  # the working image after this batch
+    last_offset: int | None = None
+    waiters: list[_Waiter] = field(default_factory=list)
+
+
+class Controller:
+    def __init__(
+        self,
+        image: MetadataImage | None = None,
+        *,
+        config: ControllerConfig = DEFAULT_CONFIG,
+        committed_offset: int = -1,
+        ids: TopicIdSource | None = None,
+        random: RandomSource | None = None,
+    ) -> None:
+        """``ids`` and ``random`` are the default sources for ``handle`` (the driver passes
+        ``lambda: uuid.uuid4().bytes`` and a seeded ``placement.JavaRandom``)."""
+        self.config = config
+        self.ids = ids
+        self.random = random
+        self._committed = image if image is not None else MetadataImage.empty()
+        self._committed_offset = committed_offset
+        self._pending: deque[_PendingBatch] = deque()
+        self._next_key = 1
+        # Soft state: broker id -> time of its last heartbeat (or registration), in ms.
+        self.last_contact_ms: dict[int, int] = {}
+
+    # ---- views ----------------------------------------------------------------------------------
+    @property
+    def committed_image(self) -> MetadataImage:
+        return self._committed
+
+    @property
+    def image(self) -> MetadataImage:
+        """The working image: committed + every pending batch."""
+        return self._pending[-1].image if self._pending else self._committed
+
+    @property
+    def committed_offset(self) -> int:
+        return self._committed_offset
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    # ---- requests -------------------------------------------------------------------------------
+    def handle(
+        self,
+        method: str,
+        request: Message,
+        now_ms: int,
+        ids: TopicIdSource | None = None,
+        random: RandomSource | None = None,
+    ) -> Handled:
+        """Handle one request (see the module docstring). ``ids``/``random`` override the sources
+        given to the constructor; a request that needs a missing one raises ValueError."""
+        ids = ids or self.ids or _no_ids
+        random = random or self.random or _NoRandom()
+        spec = METHODS.get(method)
+        if spec is None:
+            raise RequestError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
+        if not isinstance(request, spec.request_type):
+            raise RequestError(f"{method} takes a {spec.request_type.__name__}, got {type(request).__name__}")
+        key = self._take_key()
+        if not spec.mutating:
+            result = spec.handler(self._committed, request, now_ms, ids, random, self.config)
+            return Handled(key, method, (), result.response, True)
+        request_id: str = getattr(request, "request_id", "")
+        if len(request_id) > REQUEST_ID_MAX:
+            raise RequestError(f"request_id: at most {REQUEST_ID_MAX} characters, got {len(request_id)}")
+        if request_id:
+            entry = self.image.requests.get(request_id)
+            if entry is not None:
+                if entry.method != method:
+                    raise RequestError(f"request_id {request_id!r} was already used for {entry.method}, not {method}")
+                return self._answer(key, method, request, spec.response_type.FromString(entry.response))
+        result = spec.handler(self.image, request, now_ms, ids, random, self.config)
+        self._note_contact(method, request, result.response, now_ms)
+        records = result.records
+        if not records:
+            return self._answer(key, method, request, result.response)
+        if request_id:
+            records = (
+                *records,
+                records_pb2.MetadataRecord(
+                    request=records_pb2.RequestRecord(
+                        request_id=request_id, method=method, response=result.response.SerializeToString()
+                    )
+                ),
+            )
+        self._push(key, records, _Waiter(key, method, request, result.response))
+        return Handled(key, method, records, None, False)
+
+    def _answer(self, key: int, method: str, request: Message, response: Message) -> Handled:
+        """An answer with no records: final now, or after the last pending batch commits."""
+        if not self._pending:
+            return Handled(key, method, (), response, True)
+        self._pending[-1].waiters.append(_Waiter(key, method, request, response))
+        return Handled(key, method, (), None, False)
+
+    def _note_contact(self, method: str, request: Message, response: Message, now_ms: int) -> None:
+        """A successful heartbeat or registration renews the broker's session (soft state)."""
+        if method in ("BrokerHeartbeat", "RegisterBroker") and getattr(response, "error_code", 0) == errors_pb2.NONE:
+            self.last_contact_ms[getattr(request, "broker_id")] = now_ms  # noqa: B009
+
+    def _take_key(self) -> int:
+        key = self._next_key
+        self._next_key += 1
+        return key
+
+    def _push(self, key: int, records: Iterable[records_pb2.MetadataRecord], waiter: _Waiter) -> None:
+        builder = ImageBuilder(self.image)
+        builder.replay_all(records)
+        self._pending.append(_PendingBatch(key, builder.build(), waiters=[waiter]))
+
+    # ---- time -----------------------------------------------------------------------------------
+    def tick(self, now_ms: int) -> Handled | None:
+        """Fence every unfenced broker whose session has expired: one batch, or None."""
+        image = self.image
+        for broker_id in image.brokers:
+            self.last_contact_ms.setdefault(broker_id, now_ms)
+        stale = brokers.stale_brokers(image, self.last_contact_ms, now_ms, self.config.session_timeout_ms)
+        if not stale:
+            return None
+        records: list[records_pb2.MetadataRecord] = []
+        for broker_id in stale:
+            # Each fence sees the ones before it (Kafka fences one stale broker at a time).
+            fenced = fence_records(image, broker_id, self.config.unclean_leader_election_enable)
+            image = image.replay_all(fenced)
+            records.extend(fenced)
+        key = self._take_key()
+        self._pending.append(_PendingBatch(key, image, waiters=[_Waiter(key, "Tick", None, None)]))
+        return Handled(key, "Tick", tuple(records), None, False)
+
+    # ---- the log --------------------------------------------------------------------------------
+    def appended(self, key: int, last_offset: int) -> None:
+        """The driver appended the batch of ``key``; its last record has ``last_offset``."""
+        previous = self._committed_offset
+        for batch in self._pending:
+            if batch.key == key:
+                if batch.last_offset is not None:
+                    raise ValueError(f"batch {key} was already appended at offset {batch.last_offset}")
+                if last_offset <= previous:
+                    raise ValueError(f"batch {key}: offset {last_offset} does not follow offset {previous}")
+                batch.last_offset = last_offset
+                return
+            previous = batch.last_offset if batch.last_offset is not None else previous
+        raise KeyError(f"no pending batch with key {key}")
+
+    def on_commit(self, high_watermark: int) -> list[Completion]:
+        """Commit every pending batch whose last offset is <= ``high_watermark``; release answers."""
+        released: list[Completion] = []
+        while self._pending:
+            head = self._pending[0]
+            if head.last_offset is None or head.last_offset > high_watermark:
+                break
+            self._pending.popleft()
+            self._committed = head.image
+            self._committed_offset = head.last_offset
+            released.extend(Completion(w.key, w.method, w.response) for w in head.waiters)
+        return released
+
+    def apply_committed(self, records: Iterable[records_pb2.MetadataRecord], last_offset: int) -> None:
+        """Replay a committed batch this controller did not produce (followers use this path too).
+
+        Control batches (LeaderChangeRecord, NoOpRecord, snapshot framing) change no metadata and
+        may commit between this controller's own batches: they are accepted at any time. A batch
+        with metadata records is only valid with nothing pending -- otherwise the log holds writes
+        this controller did not make ahead of its own, and it raises.
+        """
+        records = list(records)
+        if all(r.WhichOneof("record") in _CONTROL_KINDS for r in records):
+            if not self._pending:
+                self._committed_offset = max(self._committed_offset, last_offset)
+            return
+        if self._pending:
+            raise ValueError("a foreign batch committed while this controller has pending batches: logs diverged")
+        if last_offset <= self._committed_offset:
+            raise ValueError(f"batch ending at {last_offset} does not follow committed offset {self._committed_offset}")
+        builder = ImageBuilder(self._committed)
+        builder.replay_all(records)
+        self._committed = builder.build()
+        self._committed_offset = last_offset
+
+    def renounce(self) -> list[Completion]:
+        """Leadership lost: drop pending batches; every waiting request fails with NOT_CONTROLLER."""
+        failed: list[Completion] = []
+        for batch in self._pending:
+            for waiter in batch.waiters:
+                if waiter.request is not None:
+                    failed.append(
+                        Completion(waiter.key, waiter.method, not_controller_response(waiter.method, waiter.request))
+                    )
+        self._pending.clear()
+        self.last_contact_ms.clear()
+        return failed
+
+    # ---- snapshots ------------------------------------------------------------------------------
+    def snapshot(self) -> tuple[int, list[records_pb2.MetadataRecord]]:
+        """(committed offset, the committed image as records)."""
+        return self._committed_offset, image_to_records(self._committed)
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        records: Iterable[records_pb2.MetadataRecord],
+        offset: int,
+        *,
+        config: ControllerConfig = DEFAULT_CONFIG,
+        request_table_capacity: int = REQUEST_TABLE_CAPACITY,
+    ) -> Controller:
+        """A controller whose committed image is the snapshot's (taken at ``offset``)."""
+        return cls(image_from_records(records, request_table_capacity), config=config, committed_offset=offset)
+
+
+def _no_ids() -> bytes:
+    raise ValueError("this request needs topic ids: pass ids= to Controller() or handle()")
+
+
+class _NoRandom:
+    def next_int(self, bound: int) -> int:
+        raise ValueError("this request needs a random source: pass random= to Controller() or handle()")
+
+
+def not_controller_response(method: str, request: Message) -> Message:
+    """The response a request gets when its batch is lost with leadership: NOT_CONTROLLER per item."""
+    code = errors_pb2.NOT_CONTROLLER
+    message = NOT_CONTROLLER_MESSAGE
+    if isinstance(request, controller_pb2.CreateTopicsRequest):
+        create = controller_pb2.CreateTopicsResponse()
+        for topic in request.topics:
+            create.topics.add(name=topic.name, error_code=code, error_message=message)
+        return create
+    if isinstance(request, controller_pb2.CreatePartitionsRequest):
+        grow = controller_pb2.CreatePartitionsResponse()
+        for part in request.topics:
+            grow.results.add(name=part.name, error_code=code, error_message=message)
+        return grow
+    if isinstance(request, controller_pb2.DeleteTopicsRequest):
+        delete = controller_pb2.DeleteTopicsResponse()
+        for name in request.topic_names:
+            delete.responses.add(name=name, error_code=code, error_message=message)
+        for topic_id in request.topic_ids:
+            delete.responses.add(topic_id=topic_id, error_code=code, error_message=message)
+        return delete
+    if isinstance(request, controller_pb2.ElectLeadersRequest):
+        elect = controller_pb2.ElectLeadersResponse()
+        for tp in request.topic_partitions:
+            result = elect.results.add(topic=tp.topic)
+            for pid in tp.partitions:
+                result.partitions.add(partition=pid, error_code=code, error_message=message)
+        return elect
+    if isinstance(request, controller_pb2.RegisterBrokerRequest):
+        return controller_pb2.RegisterBrokerResponse(error_code=code, error_message=message)
+    if isinstance(request, controller_pb2.BrokerHeartbeatRequest):
+        return controller_pb2.BrokerHeartbeatResponse(error_code=code, error_message=message)
+    raise RequestError(f"{method} has no NOT_CONTROLLER response")

@@ -1,0 +1,499 @@
+"""Replay: the one place where a ``MetadataRecord`` changes the metadata image.
+
+:class:`ImageBuilder` is Kafka's ``MetadataDelta``: it starts from an immutable image, replays
+records one at a time into private mutable drafts (copying a topic's partition list only the
+first time the topic is touched), and ``build()`` returns the new immutable image. Every reader
+uses it -- the controller's working image, followers applying committed batches, snapshot
+loading, ``raftmeta log dump``, the simulator and the Spark job -- so they cannot disagree.
+
+Replay refuses a record that cannot follow the image (unknown topic or partition, duplicate topic
+id or name, a change to a removed topic, an epoch that does not follow, a leader outside the ISR)
+with :class:`~raftmeta.controller.errors.ReplayError`. The builder is then unusable (its drafts may
+hold part of the record); the image it started from is untouched, so callers simply drop it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from raftmeta.controller.errors import ReplayError
+from raftmeta.controller.image import (
+    NO_LEADER,
+    TOPIC_RESOURCE,
+    BrokerRegistration,
+    Endpoint,
+    MetadataImage,
+    PartitionRegistration,
+    RequestEntry,
+    RequestTable,
+    TopicImage,
+)
+from raftmeta.controller.pmap import DELETED
+from raftmeta.v1 import records_pb2
+
+# NamedTuple's generated __new__ costs twice tuple.__new__; replay builds one per record.
+_new_tuple = tuple.__new__
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_REQUEST_ID_MAX = 64
+
+
+def _hex(topic_id: bytes) -> str:
+    return topic_id.hex()
+
+
+class _TopicDraft:
+    """A topic being changed by the builder: a private, mutable copy."""
+
+    __slots__ = ("configs", "fresh", "name", "partitions", "topic_id")
+
+    def __init__(
+        self,
+        name: str,
+        topic_id: bytes,
+        partitions: list[PartitionRegistration],
+        configs: dict[str, str],
+        fresh: bool = False,
+    ) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.configs = configs
+        # Created by this builder: its partitions enter the load counters once, in build().
+        self.fresh = fresh
+
+    def freeze(self) -> TopicImage:
+        return TopicImage(self.name, self.topic_id, tuple(self.partitions), self.configs)
+
+
+class ImageBuilder:
+    """Replays records onto an image; ``build()`` returns the result. Not thread-safe, single use."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._image = image
+        self._brokers: dict[int, BrokerRegistration] | None = None
+        self._topics: dict[bytes, Any] = {}  # topic id -> _TopicDraft | DELETED
+        self._names: dict[str, Any] = {}  # name -> topic id | DELETED
+        self._collisions: dict[str, Any] = {}
+        self._configs: dict[tuple[int, str], dict[str, str]] | None = None
+        self._replica_counts: dict[int, int] | None = None
+        self._leader_counts: dict[int, int] | None = None
+        self._partition_count = image.partition_count
+        self._requests: dict[str, Any] = {}
+        self._request_seqs: dict[int, Any] = {}
+        self._request_len = len(image.requests)
+        self._next_seq = image.requests.next_seq
+        self._oldest_seq = -1  # found lazily on first eviction
+        self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._built = False
+        self._broken = False
+        self._dispatch: dict[str, Callable[[Any], None]] = {
+            "topic": self._replay_topic,
+            "partition_change": self._replay_partition_change,
+            "remove_topic": self._replay_remove_topic,
+            "register_broker": self._replay_register_broker,
+            "unregister_broker": self._replay_unregister_broker,
+            "fence_broker": self._replay_fence_broker,
+            "unfence_broker": self._replay_unfence_broker,
+            "config": self._replay_config,
+            "request": self._replay_request,
+            "leader_change": _ignore,
+            "no_op": _ignore,
+            "snapshot_header": _ignore,
+            "snapshot_footer": _ignore,
+        }
+
+    # ---- entry points ---------------------------------------------------------------------------
+    def replay(self, record: records_pb2.MetadataRecord) -> None:
+        self.replay_all((record,))
+
+    def replay_all(self, records: Iterable[records_pb2.MetadataRecord]) -> None:
+        """Replay ``records`` in order. PartitionRecords -- most of any log -- take an inlined
+        path here (no dispatch, no method call, locals instead of attributes); every other record
+        goes through the dispatch table. The single-record ``replay`` comes here too, so there is
+        one implementation."""
+        if self._built or self._broken:
+            raise RuntimeError("ImageBuilder is single use: start a new one from the built image")
+        dispatch = self._dispatch
+        topics = self._topics
+        interned = self._interned
+        new_tuple = _new_tuple
+        no_leader = NO_LEADER
+        try:
+            for record in records:
+                kind = record.WhichOneof("record")
+                if kind != "partition":
+                    if kind is None:
+                        raise ReplayError("MetadataRecord has no record set (empty oneof)")
+                    dispatch[kind](getattr(record, kind))
+                    continue
+                rec = record.partition
+                topic_id = rec.topic_id
+                draft = topics.get(topic_id)
+                if draft is None or draft is DELETED:
+                    draft = self._draft(topic_id, "PartitionRecord")
+                pid = rec.partition_id
+                partitions = draft.partitions
+                if pid != len(partitions):
+                    raise ReplayError(
+                        f"PartitionRecord {draft.name}-{pid}: expected partition id {len(partitions)} "
+                        "(partitions are created in order, each once)"
+                    )
+                # Slicing a repeated field is ~2x faster than tuple() on it. Equal replica lists share
+                # one interned tuple per builder (a cluster has few distinct orderings: less memory,
+                # less cyclic-GC work), and a list is checked for duplicates only when first seen (only
+                # lists that passed are interned). A new partition's ISR is usually its replica list.
+                replica_list = rec.replicas[:]
+                isr_list = rec.isr[:]
+                replicas = tuple(replica_list)
+                seen = interned.get(replicas)
+                if seen is None:
+                    distinct = bool(replicas) and len(set(replicas)) == len(replicas)
+                    if distinct:
+                        interned[replicas] = replicas
+                else:
+                    replicas = seen
+                    distinct = True
+                isr = replicas if isr_list == replica_list else tuple(isr_list)
+                leader = rec.leader
+                leader_epoch = rec.leader_epoch
+                partition_epoch = rec.partition_epoch
+                removing = rec.removing_replicas
+                adding = rec.adding_replicas
+                part = new_tuple(
+                    PartitionRegistration,
+                    (
+                        replicas,
+                        isr,
+                        leader,
+                        leader_epoch,
+                        partition_epoch,
+                        tuple(removing[:]) if removing else (),
+                        tuple(adding[:]) if adding else (),
+                    ),
+                )
+                if not (
+                    distinct
+                    and (isr is replicas or (set(replicas).issuperset(isr) and len(set(isr)) == len(isr)))
+                    and (leader == no_leader or leader in isr)
+                    and leader_epoch >= 0
+                    and partition_epoch >= 0
+                ):
+                    _check_partition(part, draft.name, pid, "PartitionRecord")
+                partitions.append(part)
+                if not draft.fresh:  # a fresh topic's partitions are counted once, in build()
+                    self._partition_count += 1
+                    self._count(replicas, leader, 1)
+        except BaseException:
+            # The drafts may hold part of the failed record: this builder must never build.
+            self._broken = True
+            raise
+
+    def build(self) -> MetadataImage:
+        image = self._image
+        topics = image.topics
+        if self._built:
+            raise RuntimeError("ImageBuilder.build() was already called: the image shares its dicts")
+        if self._broken:
+            raise RuntimeError("ImageBuilder: a replay failed; drop this builder (its starting image is intact)")
+        self._built = True
+        fresh = [d for d in self._topics.values() if d is not DELETED and d.fresh]
+        if fresh:
+            counts, leaders = self._counters()
+            for draft in fresh:
+                for part in draft.partitions:
+                    for broker in part[0]:
+                        counts[broker] = counts.get(broker, 0) + 1
+                    leader = part[2]
+                    if leader != NO_LEADER:
+                        leaders[leader] = leaders.get(leader, 0) + 1
+                self._partition_count += len(draft.partitions)
+                draft.fresh = False
+        if self._topics:
+            topics = topics.evolve(
+                {tid: (d if d is DELETED else d.freeze()) for tid, d in self._topics.items()},
+            )
+        requests = image.requests
+        if self._requests or self._request_seqs:
+            requests = RequestTable(
+                by_id=requests.by_id.evolve(self._requests),
+                by_seq=requests.by_seq.evolve(self._request_seqs),
+                next_seq=self._next_seq,
+                capacity=requests.capacity,
+            )
+        return MetadataImage(
+            brokers=self._brokers if self._brokers is not None else image.brokers,
+            topics=topics,
+            topic_ids=image.topic_ids.evolve(self._names),
+            collisions=image.collisions.evolve(self._collisions),
+            configs=self._configs if self._configs is not None else image.configs,
+            replica_counts=self._replica_counts if self._replica_counts is not None else image.replica_counts,
+            leader_counts=self._leader_counts if self._leader_counts is not None else image.leader_counts,
+            partition_count=self._partition_count,
+            requests=requests,
+        )
+
+    # ---- lookups through the drafts -------------------------------------------------------------
+    def _topic_id_for(self, name: str) -> bytes | None:
+        found = self._names.get(name)
+        if found is None:
+            found = self._image.topic_ids.get(name)
+        return None if found is DELETED else found
+
+    def _draft(self, topic_id: bytes, what: str) -> _TopicDraft:
+        draft = self._topics.get(topic_id)
+        if draft is None:
+            topic: TopicImage | None = self._image.topics.get(topic_id)
+            if topic is None:
+                raise ReplayError(f"{what}: no topic with id {_hex(topic_id)} (unknown or removed)")
+            draft = _TopicDraft(topic.name, topic.topic_id, list(topic.partitions), dict(topic.configs))
+            self._topics[topic_id] = draft
+        elif draft is DELETED:
+            raise ReplayError(f"{what}: topic id {_hex(topic_id)} was removed")
+        return draft
+
+    def _brokers_mut(self) -> dict[int, BrokerRegistration]:
+        if self._brokers is None:
+            self._brokers = dict(self._image.brokers)
+        return self._brokers
+
+    def _counters(self) -> tuple[dict[int, int], dict[int, int]]:
+        """The builder's own copies of the load counters (copied on first use)."""
+        if self._replica_counts is None or self._leader_counts is None:
+            self._replica_counts = dict(self._image.replica_counts)
+            self._leader_counts = dict(self._image.leader_counts)
+        return self._replica_counts, self._leader_counts
+
+    def _count(self, replicas: Iterable[int], leader: int, sign: int) -> None:
+        """Adjust the load counters; a count that reaches zero is dropped so equal images compare
+        equal however they were built."""
+        counts, leaders = self._counters()
+        for broker in replicas:
+            value = counts.get(broker, 0) + sign
+            if value:
+                counts[broker] = value
+            else:
+                del counts[broker]
+        if leader != NO_LEADER:
+            value = leaders.get(leader, 0) + sign
+            if value:
+                leaders[leader] = value
+            else:
+                del leaders[leader]
+
+    # ---- topics and partitions ------------------------------------------------------------------
+    def _replay_topic(self, rec: records_pb2.TopicRecord) -> None:
+        name, topic_id = rec.name, rec.topic_id
+        if len(topic_id) != 16 or topic_id == bytes(16):
+            raise ReplayError(f"TopicRecord {name!r}: topic_id must be 16 non-zero bytes, got {_hex(topic_id)!r}")
+        if _LEGAL_NAME.fullmatch(name) is None or name in (".", ".."):
+            raise ReplayError(f"TopicRecord: illegal topic name {name!r}")
+        existing = self._topics.get(topic_id)
+        if existing is None:
+            existing = self._image.topics.get(topic_id)
+        if existing is not None and existing is not DELETED:
+            raise ReplayError(f"TopicRecord {name!r}: duplicate topic id {_hex(topic_id)}")
+        if self._topic_id_for(name) is not None:
+            raise ReplayError(f"TopicRecord: a topic named {name!r} already exists")
+        self._topics[topic_id] = _TopicDraft(name, topic_id, [], {}, fresh=True)
+        self._names[name] = topic_id
+        if "." in name or "_" in name:
+            key = name.replace(".", "_")
+            current = self._collisions.get(key)
+            if current is None:
+                current = self._image.collisions.get(key, ())
+            elif current is DELETED:
+                current = ()
+            self._collisions[key] = (*current, name)
+
+    def _replay_partition_change(self, rec: records_pb2.PartitionChangeRecord) -> None:
+        pid = rec.partition_id
+        draft = self._draft(rec.topic_id, "PartitionChangeRecord")
+        if not 0 <= pid < len(draft.partitions):
+            raise ReplayError(
+                f"PartitionChangeRecord {draft.name}-{pid}: no such partition (topic has {len(draft.partitions)})"
+            )
+        prev = draft.partitions[pid]
+        leader = rec.leader if rec.HasField("leader") else prev.leader
+        leader_changed = leader != prev.leader
+        expected_leader_epoch = prev.leader_epoch + (1 if leader_changed else 0)
+        if rec.partition_epoch != prev.partition_epoch + 1 or rec.leader_epoch != expected_leader_epoch:
+            raise ReplayError(
+                f"PartitionChangeRecord {draft.name}-{pid}: epochs (leader {rec.leader_epoch}, "
+                f"partition {rec.partition_epoch}) do not follow "
+                f"(leader {prev.leader_epoch}, partition {prev.partition_epoch}); expected "
+                f"(leader {expected_leader_epoch}, partition {prev.partition_epoch + 1})"
+            )
+        part = PartitionRegistration(
+            tuple(rec.replicas.ids) if rec.HasField("replicas") else prev.replicas,
+            tuple(rec.isr.ids) if rec.HasField("isr") else prev.isr,
+            leader,
+            rec.leader_epoch,
+            rec.partition_epoch,
+            tuple(rec.removing_replicas.ids) if rec.HasField("removing_replicas") else prev.removing_replicas,
+            tuple(rec.adding_replicas.ids) if rec.HasField("adding_replicas") else prev.adding_replicas,
+        )
+        _check_partition(part, draft.name, pid, "PartitionChangeRecord")
+        draft.partitions[pid] = part
+        if not draft.fresh and (part.replicas != prev.replicas or leader_changed):
+            self._count(prev.replicas, prev.leader, -1)
+            self._count(part.replicas, part.leader, 1)
+
+    def _replay_remove_topic(self, rec: records_pb2.RemoveTopicRecord) -> None:
+        draft = self._draft(rec.topic_id, "RemoveTopicRecord")
+        if not draft.fresh:
+            for part in draft.partitions:
+                self._count(part.replicas, part.leader, -1)
+            self._partition_count -= len(draft.partitions)
+        self._topics[rec.topic_id] = DELETED
+        self._names[draft.name] = DELETED
+        if "." in draft.name or "_" in draft.name:
+            key = draft.name.replace(".", "_")
+            current = self._collisions.get(key)
+            if current is None:
+                current = self._image.collisions.get(key, ())
+            elif current is DELETED:
+                current = ()
+            remaining = tuple(n for n in current if n != draft.name)
+            self._collisions[key] = remaining if remaining else DELETED
+
+    # ---- brokers --------------------------------------------------------------------------------
+    def _replay_register_broker(self, rec: records_pb2.RegisterBrokerRecord) -> None:
+        if rec.broker_id < 0:
+            raise ReplayError(f"RegisterBrokerRecord: broker id must be >= 0, got {rec.broker_id}")
+        if len(rec.incarnation_id) != 16:
+            raise ReplayError(f"RegisterBrokerRecord {rec.broker_id}: incarnation_id must be 16 bytes")
+        brokers = self._brokers_mut()
+        prev = brokers.get(rec.broker_id)
+        if prev is not None and rec.broker_epoch <= prev.epoch:
+            raise ReplayError(
+                f"RegisterBrokerRecord {rec.broker_id}: broker epoch {rec.broker_epoch} does not rise above "
+                f"the registered epoch {prev.epoch}"
+            )
+        brokers[rec.broker_id] = BrokerRegistration(
+            rec.broker_id,
+            rec.broker_epoch,
+            rec.incarnation_id,
+            rec.rack if rec.HasField("rack") else None,
+            rec.pool if rec.HasField("pool") else None,
+            rec.fenced,
+            tuple(Endpoint(e.name, e.host, e.port) for e in rec.endpoints),
+        )
+
+    def _registered(self, broker_id: int, epoch: int, what: str) -> BrokerRegistration:
+        brokers = self._brokers if self._brokers is not None else self._image.brokers
+        broker = brokers.get(broker_id)
+        if broker is None:
+            raise ReplayError(f"{what}: no broker registration found for broker id {broker_id}")
+        if broker.epoch != epoch:
+            raise ReplayError(f"{what}: broker {broker_id} is registered with epoch {broker.epoch}, not {epoch}")
+        return broker
+
+    def _replay_unregister_broker(self, rec: records_pb2.UnregisterBrokerRecord) -> None:
+        self._registered(rec.broker_id, rec.broker_epoch, "UnregisterBrokerRecord")
+        del self._brokers_mut()[rec.broker_id]
+
+    def _replay_fence_broker(self, rec: records_pb2.FenceBrokerRecord) -> None:
+        broker = self._registered(rec.broker_id, rec.broker_epoch, "FenceBrokerRecord")
+        self._brokers_mut()[rec.broker_id] = broker._replace(fenced=True)
+
+    def _replay_unfence_broker(self, rec: records_pb2.UnfenceBrokerRecord) -> None:
+        broker = self._registered(rec.broker_id, rec.broker_epoch, "UnfenceBrokerRecord")
+        self._brokers_mut()[rec.broker_id] = broker._replace(fenced=False)
+
+    # ---- configs and request ids ----------------------------------------------------------------
+    def _replay_config(self, rec: records_pb2.ConfigRecord) -> None:
+        value = rec.value if rec.HasField("value") else None
+        if rec.resource_type == TOPIC_RESOURCE:
+            topic_id = self._topic_id_for(rec.resource_name)
+            if topic_id is None:
+                raise ReplayError(f"ConfigRecord {rec.name}: no topic named {rec.resource_name!r}")
+            configs = self._draft(topic_id, "ConfigRecord").configs
+        elif rec.resource_type == records_pb2.CONFIG_RESOURCE_TYPE_BROKER:
+            if self._configs is None:
+                self._configs = {k: dict(v) for k, v in self._image.configs.items()}
+            resource = (rec.resource_type, rec.resource_name)
+            configs = self._configs.setdefault(resource, {})
+            if value is None:
+                configs.pop(rec.name, None)
+                if not configs:  # an empty resource is no resource: images must compare equal
+                    del self._configs[resource]
+                return
+        else:
+            raise ReplayError(f"ConfigRecord {rec.name}: unsupported resource type {rec.resource_type}")
+        if value is None:
+            configs.pop(rec.name, None)
+        else:
+            configs[rec.name] = value
+
+    def _request_entry(self, request_id: str) -> RequestEntry | None:
+        entry = self._requests.get(request_id)
+        if entry is None:
+            entry = self._image.requests.by_id.get(request_id)
+        return None if entry is DELETED else entry
+
+    def _replay_request(self, rec: records_pb2.RequestRecord) -> None:
+        request_id = rec.request_id
+        if not 0 < len(request_id) <= _REQUEST_ID_MAX:
+            raise ReplayError(f"RequestRecord: request_id must be 1..{_REQUEST_ID_MAX} characters")
+        if self._request_entry(request_id) is not None:
+            raise ReplayError(f"RequestRecord: request id {request_id!r} is already answered")
+        seq = self._next_seq
+        self._next_seq += 1
+        self._requests[request_id] = RequestEntry(seq, rec.method, rec.response)
+        self._request_seqs[seq] = request_id
+        self._request_len += 1
+        capacity = self._image.requests.capacity
+        while self._request_len > capacity:
+            self._evict_oldest()
+
+    def _evict_oldest(self) -> None:
+        if self._oldest_seq < 0:
+            base = self._image.requests.by_seq
+            self._oldest_seq = min(base) if base else min(self._request_seqs)
+        while True:
+            seq = self._oldest_seq
+            self._oldest_seq += 1
+            request_id = self._request_seqs.get(seq)
+            if request_id is None:
+                request_id = self._image.requests.by_seq.get(seq)
+            if request_id is None or request_id is DELETED:
+                continue
+            self._requests[request_id] = DELETED
+            self._request_seqs[seq] = DELETED
+            self._request_len -= 1
+            return
+
+
+def _ignore(_record: Any) -> None:
+    """Control and framing records (LeaderChange, NoOp, snapshot header/footer) carry no metadata."""
+
+
+def _check_partition(part: PartitionRegistration, topic: str, pid: int, kind: str) -> None:
+    """Invariant 7 of DESIGN.md §9, checked on every partition state replay produces."""
+    replicas, isr, leader = part.replicas, part.isr, part.leader
+    replica_set = set(replicas)
+    if (
+        replicas
+        and len(replica_set) == len(replicas)
+        and replica_set.issuperset(isr)
+        and len(set(isr)) == len(isr)
+        and (leader == NO_LEADER or leader in isr)
+        and part.leader_epoch >= 0
+        and part.partition_epoch >= 0
+    ):
+        return
+    what = f"{kind} {topic}-{pid}"
+    if not replicas:
+        raise ReplayError(f"{what}: a partition needs at least one replica")
+    if len(replica_set) != len(replicas):
+        raise ReplayError(f"{what}: replicas {list(replicas)} name a broker twice")
+    for broker in isr:
+        if broker not in replica_set:
+            raise ReplayError(f"{what}: ISR member {broker} is not a replica ({list(replicas)})")
+    if len(set(isr)) != len(isr):
+        raise ReplayError(f"{what}: ISR {list(isr)} names a broker twice")
+    if leader != NO_LEADER and leader not in isr:
+        raise ReplayError(f"{what}: leader {leader} is not in the ISR {list(isr)}")
+    raise ReplayError(f"{what}: epochs must be >= 0")

@@ -1,0 +1,85 @@
+"""Which partitions a broker fencing, unfencing or an election request touches, and their records.
+
+The election rules themselves are in :mod:`raftmeta.controller.partition_change`; this module
+finds the partitions to run them on (Kafka's ``generateLeaderAndIsrUpdates``) and decides the
+election type per topic (unclean only when the topic, or else the cluster default, enables it).
+
+Finding the partitions scans the image (O(partitions)); fencing and unfencing are rare events, and
+a per-broker index would cost every replayed record instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from raftmeta.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, is_true
+from raftmeta.controller.image import NO_LEADER, MetadataImage, TopicImage
+from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
+from raftmeta.v1 import records_pb2
+
+
+def unclean_enabled(image: MetadataImage, topic: TopicImage, default: bool) -> bool:
+    value = image.topic_config(topic, UNCLEAN_LEADER_ELECTION_ENABLE)
+    return default if value is None else is_true(value)
+
+
+def _changes(
+    image: MetadataImage,
+    touches: Callable[[int, tuple[int, ...]], bool],
+    is_acceptable: Callable[[int], bool],
+    remove_from_isr: int,
+    unclean_default: bool,
+) -> list[records_pb2.MetadataRecord]:
+    records: list[records_pb2.MetadataRecord] = []
+    for topic in image.topics_sorted():
+        election = Election.UNCLEAN if unclean_enabled(image, topic, unclean_default) else Election.ONLINE
+        for pid, part in enumerate(topic.partitions):
+            if not touches(part.leader, part.isr):
+                continue
+            builder = PartitionChangeBuilder(part, topic.topic_id, pid, is_acceptable, election=election)
+            if remove_from_isr != NO_LEADER:
+                builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
+            record = builder.build()
+            if record is not None:
+                records.append(record)
+    return records
+
+
+def fence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+    """Kafka's ``handleBrokerFenced``: the broker leaves every ISR and every leadership (partition
+    changes first), then a FenceBrokerRecord."""
+    broker = image.brokers[broker_id]
+
+    def acceptable(candidate: int) -> bool:
+        return candidate != broker_id and image.is_unfenced(candidate)
+
+    def touches(leader: int, isr: tuple[int, ...]) -> bool:
+        return leader == broker_id or broker_id in isr
+
+    records = _changes(image, touches, acceptable, broker_id, unclean_default)
+    records.append(
+        records_pb2.MetadataRecord(
+            fence_broker=records_pb2.FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)
+        )
+    )
+    return records
+
+
+def unfence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+    """Kafka's ``handleBrokerUnfenced``: an UnfenceBrokerRecord, then leaderless partitions elect
+    again with the returning broker acceptable (it still shows fenced in ``image``)."""
+    broker = image.brokers[broker_id]
+    records = [
+        records_pb2.MetadataRecord(
+            unfence_broker=records_pb2.UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)
+        )
+    ]
+
+    def acceptable(candidate: int) -> bool:
+        return candidate == broker_id or image.is_unfenced(candidate)
+
+    def touches(leader: int, _isr: tuple[int, ...]) -> bool:
+        return leader == NO_LEADER
+
+    records.extend(_changes(image, touches, acceptable, NO_LEADER, unclean_default))
+    return records

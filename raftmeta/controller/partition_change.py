@@ -1,0 +1,117 @@
+"""Partition leader election in one place: Kafka's ``PartitionChangeBuilder`` (without ELR).
+
+Every change to a partition -- a broker fenced or unfenced, a preferred-leader election -- is
+expressed as a *target* (ISR, replicas, election type) and turned into at most one
+``PartitionChangeRecord`` here, so the rules cannot drift apart between callers:
+
+- A **valid leader** is in the target ISR and acceptable (unfenced, and not the broker being
+  removed). ONLINE election keeps a valid current leader, else takes the first valid replica in
+  replica order. PREFERRED election takes the first replica if valid, else keeps a valid current
+  leader, else the first valid replica. UNCLEAN election (the topic's or the cluster default's
+  ``unclean.leader.election.enable``) is ONLINE, then, if no valid leader exists, the first
+  acceptable replica in replica order: the ISR becomes just that broker and the record says
+  ``unclean_election`` -- data loss is possible (seed 002).
+- With no valid leader the leader becomes -1. An empty target ISR is never written: the ISR keeps
+  its last member, so that broker can lead again when it returns (Kafka's rule without ELR).
+- The record carries the resulting epochs: leader epoch + 1 when the leader changes, partition
+  epoch + 1 on every change. ``build()`` returns None when nothing would change.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+
+from raftmeta.controller.image import NO_LEADER, PartitionRegistration
+from raftmeta.v1 import records_pb2
+
+
+class Election(enum.Enum):
+    ONLINE = "online"
+    PREFERRED = "preferred"
+    UNCLEAN = "unclean"
+
+
+class PartitionChangeBuilder:
+    def __init__(
+        self,
+        partition: PartitionRegistration,
+        topic_id: bytes,
+        partition_id: int,
+        is_acceptable_leader: Callable[[int], bool],
+        *,
+        election: Election = Election.ONLINE,
+    ) -> None:
+        self.partition = partition
+        self.topic_id = topic_id
+        self.partition_id = partition_id
+        self.is_acceptable_leader = is_acceptable_leader
+        self.election = election
+        self.target_isr: tuple[int, ...] = partition.isr
+        self.target_replicas: tuple[int, ...] = partition.replicas
+
+    def set_target_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
+        self.target_isr = tuple(isr)
+        return self
+
+    def set_target_replicas(self, replicas: Sequence[int]) -> PartitionChangeBuilder:
+        self.target_replicas = tuple(replicas)
+        return self
+
+    def set_election(self, election: Election) -> PartitionChangeBuilder:
+        self.election = election
+        return self
+
+    # ---- election -------------------------------------------------------------------------------
+    def _is_valid_leader(self, broker: int) -> bool:
+        return broker in self.target_isr and self.is_acceptable_leader(broker)
+
+    def elect_leader(self) -> tuple[int, bool]:
+        """(new leader or -1, whether the election was unclean)."""
+        current = self.partition.leader
+        replicas = self.target_replicas
+        if self.election is Election.PREFERRED:
+            if replicas and self._is_valid_leader(replicas[0]):
+                return replicas[0], False
+            if current != NO_LEADER and self._is_valid_leader(current):
+                return current, False
+            for broker in replicas[1:]:
+                if self._is_valid_leader(broker):
+                    return broker, False
+            return NO_LEADER, False
+        if current != NO_LEADER and self._is_valid_leader(current):
+            return current, False
+        for broker in replicas:
+            if self._is_valid_leader(broker):
+                return broker, False
+        if self.election is Election.UNCLEAN:
+            for broker in replicas:
+                if self.is_acceptable_leader(broker):
+                    return broker, True
+        return NO_LEADER, False
+
+    # ---- record ---------------------------------------------------------------------------------
+    def build(self) -> records_pb2.MetadataRecord | None:
+        """The one record this change needs, or None if the partition would not change."""
+        part = self.partition
+        change = records_pb2.PartitionChangeRecord(topic_id=self.topic_id, partition_id=self.partition_id)
+        leader, unclean = self.elect_leader()
+        new_isr: tuple[int, ...] | None = None
+        leader_changed = leader != part.leader
+        if leader_changed:
+            change.leader = leader
+            if unclean:
+                # The new leader was not in sync: the ISR restarts from it alone.
+                new_isr = (leader,)
+                change.unclean_election = True
+        if new_isr is None and self.target_isr and self.target_isr != part.isr:
+            new_isr = self.target_isr
+        if new_isr is not None:
+            change.isr.ids.extend(new_isr)
+        if self.target_replicas != part.replicas:
+            change.replicas.ids.extend(self.target_replicas)
+        if not (leader_changed or new_isr is not None or self.target_replicas != part.replicas):
+            return None
+        change.leader_epoch = part.leader_epoch + (1 if leader_changed else 0)
+        change.partition_epoch = part.partition_epoch + 1
+        return records_pb2.MetadataRecord(partition_change=change)

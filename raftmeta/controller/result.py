@@ -1,0 +1,66 @@
+"""What handlers take and return: ``ControllerResult``, the static ``ControllerConfig`` and the
+injected sources of topic ids and randomness."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from google.protobuf.message import Message
+
+from raftmeta.v1 import records_pb2
+
+R = TypeVar("R", bound=Message)
+
+# Returns a fresh 16-byte topic id per call: the driver wraps uuid4().bytes, tests a counter.
+TopicIdSource = Callable[[], bytes]
+
+
+class RandomSource(Protocol):
+    """``placement.RandomSource``: java.util.Random.nextInt(bound)'s contract."""
+
+    def next_int(self, bound: int) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult(Generic[R]):
+    """Kafka's ControllerResult: the records to append as one atomic batch, and the response to
+    release once that batch is committed. Empty ``records`` means nothing is written."""
+
+    records: tuple[records_pb2.MetadataRecord, ...]
+    response: R
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """Static controller settings (Kafka's names in the comments)."""
+
+    cluster_id: str = ""
+    # The node the controller runs on (reported as controller_id by DescribeCluster), -1 unknown.
+    node_id: int = -1
+    default_num_partitions: int = 1  # num.partitions
+    default_replication_factor: int = 1  # default.replication.factor
+    session_timeout_ms: int = 9000  # broker.session.timeout.ms
+    # Cluster default when neither the topic nor a cluster ConfigRecord sets it.
+    unclean_leader_election_enable: bool = False
+    # Kafka's MAX_PARTITIONS_PER_BATCH for one CreateTopics/CreatePartitions request.
+    max_partitions_per_request: int = 10_000
+    # A bound per topic (Kafka has none): CreateTopics and CreatePartitions refuse to exceed it.
+    max_partitions_per_topic: int = 10_000
+    # Placer used when a request names none.
+    default_placer: str = "striped"
+
+    def __post_init__(self) -> None:
+        for name in (
+            "default_num_partitions",
+            "default_replication_factor",
+            "session_timeout_ms",
+            "max_partitions_per_request",
+            "max_partitions_per_topic",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ControllerConfig.{name} must be >= 1, got {getattr(self, name)}")
+
+
+DEFAULT_CONFIG = ControllerConfig()

@@ -1,0 +1,558 @@
+"""Topic handlers: CreateTopics, CreatePartitions, DeleteTopics, DescribeTopics, ElectLeaders.
+
+Each is ``(image, request, now_ms, ids, random, config) -> ControllerResult`` and pure: it reads
+the image, never changes it, and returns the records a success needs plus the response. Rules and
+messages follow Kafka's ``ReplicationControlManager`` and ``ControllerApis`` (quoted where Kafka
+has a message); every per-topic failure is an error code in that topic's result and writes
+nothing for that topic. Records come in a fixed order per topic: TopicRecord, its ConfigRecords
+(by name), its PartitionRecords (by partition id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from raftmeta.controller import placement_bridge
+from raftmeta.controller.configs import validate_topic_configs
+from raftmeta.controller.errors import ApiError
+from raftmeta.controller.image import NO_LEADER, TOPIC_RESOURCE, MetadataImage, TopicImage
+from raftmeta.controller.names import (
+    COLLISION_WARNING,
+    has_collision_chars,
+    invalid_topic_reason,
+    unify_collision_chars,
+)
+from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
+from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
+
+DUPLICATE_NAME = ApiError(errors_pb2.INVALID_REQUEST, "Duplicate topic name.")
+UNKNOWN_TOPIC = ApiError(errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+ALL_FENCED = "All brokers are currently fenced or in controlled shutdown."
+# The metadata log itself (Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME): never a user topic.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+
+
+def _duplicates(names: Sequence[str]) -> set[str]:
+    seen: set[str] = set()
+    dups: set[str] = set()
+    for name in names:
+        (dups if name in seen else seen).add(name)
+    return dups
+
+
+def _partition_record(
+    topic_id: bytes, pid: int, replicas: Sequence[int], isr: Sequence[int]
+) -> records_pb2.MetadataRecord:
+    return records_pb2.MetadataRecord(
+        partition=records_pb2.PartitionRecord(
+            topic_id=topic_id,
+            partition_id=pid,
+            replicas=replicas,
+            isr=isr,
+            leader=isr[0],
+            leader_epoch=0,
+            partition_epoch=0,
+        )
+    )
+
+
+def _live(image: MetadataImage, replicas: Sequence[int]) -> list[int]:
+    return [b for b in replicas if image.is_unfenced(b)]
+
+
+def new_topic_id(image: MetadataImage, ids: TopicIdSource, taken: set[bytes]) -> bytes:
+    """A fresh topic id from the driver's source; a collision (never expected from uuid4) or a
+    malformed id is a driver bug and raises."""
+    for _ in range(3):
+        topic_id = ids()
+        if not isinstance(topic_id, bytes) or len(topic_id) != 16 or topic_id == bytes(16):
+            raise ValueError(f"topic id source returned {topic_id!r}: expected 16 non-zero bytes")
+        if topic_id not in image.topics and topic_id not in taken:
+            taken.add(topic_id)
+            return topic_id
+    raise ValueError("topic id source keeps returning ids already in use")
+
+
+# ---- CreateTopics --------------------------------------------------------------------------------
+def _requested_partitions(topic: controller_pb2.CreatableTopic, config: ControllerConfig) -> int:
+    """Kafka's count for the per-request bound (ReplicationControlManager.validateTotalNumberOfPartitions)."""
+    if topic.assignments:
+        return len(topic.assignments)
+    if not topic.HasField("num_partitions") or topic.num_partitions == -1:
+        return config.default_num_partitions
+    return max(topic.num_partitions, 0)
+
+
+def _manual_replicas(
+    image: MetadataImage, topic: controller_pb2.CreatableTopic, config: ControllerConfig
+) -> list[list[int]] | ApiError:
+    if topic.HasField("replication_factor") and topic.replication_factor != -1:
+        return ApiError(
+            errors_pb2.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        )
+    if topic.HasField("num_partitions") and topic.num_partitions != -1:
+        return ApiError(
+            errors_pb2.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    by_index: dict[int, list[int]] = {}
+    for assignment in topic.assignments:
+        if assignment.partition_index in by_index:
+            return ApiError(
+                errors_pb2.INVALID_REPLICA_ASSIGNMENT,
+                f"Found multiple manual partition assignments for partition {assignment.partition_index}",
+            )
+        by_index[assignment.partition_index] = list(assignment.broker_ids)
+    if sorted(by_index) != list(range(len(by_index))):
+        return ApiError(
+            errors_pb2.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+        )
+    if len(by_index) > config.max_partitions_per_topic:
+        return _too_many_for_topic(len(by_index), config)
+    try:
+        replicas = placement_bridge.validate_manual(
+            image, [by_index[i] for i in range(len(by_index))], replication_factor=None, first_partition=0
+        )
+    except placement_bridge.PlacementError as error:
+        return placement_bridge.to_api_error(error)
+    for pid, partition in enumerate(replicas):
+        if not _live(image, partition):
+            return ApiError(
+                errors_pb2.INVALID_REPLICA_ASSIGNMENT,
+                f"All brokers specified in the manual partition assignment for partition {pid} "
+                "are fenced or in controlled shutdown.",
+            )
+    return replicas
+
+
+def _too_many_for_topic(count: int, config: ControllerConfig) -> ApiError:
+    return ApiError(
+        errors_pb2.INVALID_PARTITIONS,
+        f"Number of partitions {count} exceeds the limit of {config.max_partitions_per_topic} partitions per topic.",
+    )
+
+
+def _placed_replicas(
+    image: MetadataImage,
+    topic: controller_pb2.CreatableTopic,
+    random: RandomSource,
+    config: ControllerConfig,
+    request_load: dict[int, tuple[int, int]],
+) -> list[list[int]] | ApiError:
+    rf = topic.replication_factor if topic.HasField("replication_factor") else -1
+    if rf < -1 or rf == 0:
+        return ApiError(
+            errors_pb2.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    count = topic.num_partitions if topic.HasField("num_partitions") else -1
+    if count < -1 or count == 0:
+        return ApiError(errors_pb2.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+    count = config.default_num_partitions if count == -1 else count
+    rf = config.default_replication_factor if rf == -1 else rf
+    if count > config.max_partitions_per_topic:
+        return _too_many_for_topic(count, config)
+    placer = topic.placer or config.default_placer
+    if placer not in placement_bridge.PLACERS:
+        return placement_bridge.unknown_placer(placer)
+    try:
+        replicas = placement_bridge.place(
+            image, placer, count, rf, random, pool=topic.broker_pool or None, extra_load=request_load
+        )
+    except placement_bridge.PlacementError as error:
+        return placement_bridge.to_api_error(error, replication_factor=rf)
+    for partition in replicas:
+        if not _live(image, partition):
+            return ApiError(
+                errors_pb2.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {ALL_FENCED}"
+            )
+    return replicas
+
+
+def create_topics(
+    image: MetadataImage,
+    request: controller_pb2.CreateTopicsRequest,
+    now_ms: int,
+    ids: TopicIdSource,
+    random: RandomSource,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.CreateTopicsResponse]:
+    """Kafka's createTopics: per-topic checks in Kafka's order (duplicate in the request, legal
+    name, '.'/'_' collision, existence, configs, assignment / replication factor / partitions,
+    placement); ``validate_only`` answers the same and writes nothing (and draws no topic ids)."""
+    del now_ms  # topic creation does not depend on time
+    response = controller_pb2.CreateTopicsResponse()
+    total = sum(_requested_partitions(t, config) for t in request.topics)
+    if total > config.max_partitions_per_request:
+        error = ApiError(
+            errors_pb2.POLICY_VIOLATION,
+            f"Excessively large number of partitions per request: {total} requested, "
+            f"the limit is {config.max_partitions_per_request}.",
+        )
+        for topic in request.topics:
+            response.topics.add(name=topic.name, error_code=error.code, error_message=error.message)
+        return ControllerResult((), response)
+
+    duplicates = _duplicates([t.name for t in request.topics])
+    records: list[records_pb2.MetadataRecord] = []
+    created: dict[str, str] = {}  # normalised name -> name, for collisions inside this request
+    request_load: dict[int, tuple[int, int]] = {}  # what earlier topics of this request add, for `balanced`
+    taken_ids: set[bytes] = set()
+    for topic in request.topics:
+        result = response.topics.add(name=topic.name)
+        outcome = _create_one(image, topic, random, config, duplicates, created, request_load)
+        if isinstance(outcome, ApiError):
+            result.error_code = outcome.code  # type: ignore[assignment]
+            result.error_message = outcome.message
+            continue
+        replicas, configs = outcome
+        created[unify_collision_chars(topic.name)] = topic.name
+        _add_load(image, request_load, replicas)
+        result.num_partitions = len(replicas)
+        result.replication_factor = len(replicas[0])
+        result.configs.update(configs)
+        if has_collision_chars(topic.name):
+            result.warnings.append(COLLISION_WARNING)
+        if request.validate_only:
+            continue
+        topic_id = new_topic_id(image, ids, taken_ids)
+        result.topic_id = topic_id
+        records.append(records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name=topic.name, topic_id=topic_id)))
+        for name, value in configs.items():
+            records.append(
+                records_pb2.MetadataRecord(
+                    config=records_pb2.ConfigRecord(
+                        resource_type=TOPIC_RESOURCE,  # type: ignore[arg-type]
+                        resource_name=topic.name,
+                        name=name,
+                        value=value,
+                    )
+                )
+            )
+        for pid, partition in enumerate(replicas):
+            records.append(_partition_record(topic_id, pid, partition, _live(image, partition)))
+    return ControllerResult(tuple(records), response)
+
+
+def _create_one(
+    image: MetadataImage,
+    topic: controller_pb2.CreatableTopic,
+    random: RandomSource,
+    config: ControllerConfig,
+    duplicates: set[str],
+    created: dict[str, str],
+    request_load: dict[int, tuple[int, int]],
+) -> tuple[list[list[int]], dict[str, str]] | ApiError:
+    name = topic.name
+    if name in duplicates:
+        return DUPLICATE_NAME
+    if name == CLUSTER_METADATA_TOPIC:
+        return ApiError(
+            errors_pb2.INVALID_REQUEST, f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited."
+        )
+    reason = invalid_topic_reason(name)
+    if reason is not None:
+        return ApiError(errors_pb2.INVALID_TOPIC_EXCEPTION, reason)
+    if has_collision_chars(name):
+        normalized = unify_collision_chars(name)
+        colliding = [n for n in image.collisions.get(normalized, ()) if n != name]
+        if normalized in created:
+            colliding.append(created[normalized])
+        if colliding:
+            return ApiError(
+                errors_pb2.INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {colliding[0]}"
+            )
+    if name in image.topic_ids:
+        return ApiError(errors_pb2.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    configs = validate_topic_configs(topic.configs)
+    if isinstance(configs, ApiError):
+        return configs
+    replicas = (
+        _manual_replicas(image, topic, config)
+        if topic.assignments
+        else _placed_replicas(image, topic, random, config, request_load)
+    )
+    if isinstance(replicas, ApiError):
+        return replicas
+    return replicas, configs
+
+
+def _add_load(image: MetadataImage, load: dict[int, tuple[int, int]], replicas: list[list[int]]) -> None:
+    for partition in replicas:
+        live = _live(image, partition)
+        for broker in partition:
+            count, leaders = load.get(broker, (0, 0))
+            load[broker] = (count + 1, leaders + (1 if live and broker == live[0] else 0))
+
+
+# ---- CreatePartitions ----------------------------------------------------------------------------
+def create_partitions(
+    image: MetadataImage,
+    request: controller_pb2.CreatePartitionsRequest,
+    now_ms: int,
+    ids: TopicIdSource,
+    random: RandomSource,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.CreatePartitionsResponse]:
+    """Kafka's createPartitions: grow only; new partitions placed (``legacy`` uses the
+    add-partitions rule) or assigned manually, validated against the topic's replication factor."""
+    del now_ms, ids
+    response = controller_pb2.CreatePartitionsResponse()
+    additional_total = 0
+    for topic in request.topics:
+        existing = image.topic_by_name(topic.name)
+        if existing is not None:
+            additional_total += max(0, topic.count - len(existing.partitions))
+    if additional_total > config.max_partitions_per_request:
+        message = (
+            f"Excessively large number of partitions per request: {additional_total} requested, "
+            f"the limit is {config.max_partitions_per_request}."
+        )
+        for topic in request.topics:
+            response.results.add(name=topic.name, error_code=errors_pb2.POLICY_VIOLATION, error_message=message)
+        return ControllerResult((), response)
+    duplicates = _duplicates([t.name for t in request.topics])
+    records: list[records_pb2.MetadataRecord] = []
+    for topic in request.topics:
+        outcome = DUPLICATE_NAME if topic.name in duplicates else _grow_one(image, topic, random, config)
+        result = response.results.add(name=topic.name)
+        if isinstance(outcome, ApiError):
+            result.error_code = outcome.code  # type: ignore[assignment]
+            result.error_message = outcome.message
+        elif not request.validate_only:
+            records.extend(outcome)
+    return ControllerResult(tuple(records), response)
+
+
+def _grow_one(
+    image: MetadataImage, request: controller_pb2.CreatePartitionsTopic, random: RandomSource, config: ControllerConfig
+) -> list[records_pb2.MetadataRecord] | ApiError:
+    topic = image.topic_by_name(request.name)
+    if topic is None:
+        return UNKNOWN_TOPIC
+    current = len(topic.partitions)
+    if request.count == current:
+        return ApiError(errors_pb2.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if request.count < current:
+        return ApiError(
+            errors_pb2.INVALID_PARTITIONS,
+            f"The topic {request.name} currently has {current} partition(s); {request.count} would not be an increase.",
+        )
+    if request.count > config.max_partitions_per_topic:
+        return _too_many_for_topic(request.count, config)
+    additional = request.count - current
+    rf = len(topic.partitions[0].replicas)
+    if request.assignments:
+        if len(request.assignments) != additional:
+            return ApiError(
+                errors_pb2.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only {len(request.assignments)} "
+                "assignment(s) were specified.",
+            )
+        indexes = [a.partition_index for a in request.assignments]
+        if any(indexes) and indexes != list(range(current, request.count)):
+            return ApiError(
+                errors_pb2.INVALID_REPLICA_ASSIGNMENT,
+                f"The assignments must be for partitions {current}..{request.count - 1} in order, got {indexes}.",
+            )
+        try:
+            replicas = placement_bridge.validate_manual(
+                image, [list(a.broker_ids) for a in request.assignments], replication_factor=rf, first_partition=current
+            )
+        except placement_bridge.PlacementError as error:
+            return placement_bridge.to_api_error(error)
+        for offset, partition in enumerate(replicas):
+            if not _live(image, partition):
+                return ApiError(
+                    errors_pb2.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition {current + offset} "
+                    "are fenced or in controlled shutdown.",
+                )
+    else:
+        placer = request.placer or config.default_placer
+        if placer not in placement_bridge.PLACERS:
+            return placement_bridge.unknown_placer(placer)
+        try:
+            replicas = placement_bridge.place(
+                image,
+                placer,
+                additional,
+                rf,
+                random,
+                pool=request.broker_pool or None,
+                existing=[p.replicas for p in topic.partitions],
+            )
+        except placement_bridge.PlacementError as error:
+            # Kafka's createPartitions lets the placer's exception through without a prefix.
+            return placement_bridge.to_api_error(error)
+    records: list[records_pb2.MetadataRecord] = []
+    for offset, partition in enumerate(replicas):
+        live = _live(image, partition)
+        if not live:
+            return ApiError(
+                errors_pb2.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {ALL_FENCED}"
+            )
+        records.append(_partition_record(topic.topic_id, current + offset, partition, live))
+    return records
+
+
+# ---- DeleteTopics --------------------------------------------------------------------------------
+def delete_topics(
+    image: MetadataImage,
+    request: controller_pb2.DeleteTopicsRequest,
+    now_ms: int,
+    ids: TopicIdSource,
+    random: RandomSource,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.DeleteTopicsResponse]:
+    """Topics by name, then by id, each answered in request order; one RemoveTopicRecord per
+    topic even when it is named both ways."""
+    del now_ms, ids, random, config
+    response = controller_pb2.DeleteTopicsResponse()
+    removing: list[bytes] = []
+    dup_names = _duplicates(list(request.topic_names))
+    for name in request.topic_names:
+        result = response.responses.add(name=name)
+        topic = image.topic_by_name(name)
+        error = DUPLICATE_NAME if name in dup_names else (UNKNOWN_TOPIC if topic is None else None)
+        if error is not None or topic is None:
+            assert error is not None
+            result.error_code = error.code  # type: ignore[assignment]
+            result.error_message = error.message
+            continue
+        result.topic_id = topic.topic_id
+        removing.append(topic.topic_id)
+    dup_ids = _duplicates([i.hex() for i in request.topic_ids])
+    for topic_id in request.topic_ids:
+        result = response.responses.add(topic_id=topic_id)
+        found: TopicImage | None = image.topics.get(topic_id)
+        if topic_id.hex() in dup_ids:
+            error = ApiError(errors_pb2.INVALID_REQUEST, "Duplicate topic id.")
+        elif len(topic_id) != 16 or topic_id == bytes(16):
+            error = ApiError(
+                errors_pb2.INVALID_REQUEST, f"Invalid topic id {topic_id.hex()!r}: expected 16 non-zero bytes."
+            )
+        elif found is None:
+            error = ApiError(errors_pb2.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+        else:
+            result.name = found.name
+            removing.append(topic_id)
+            continue
+        result.error_code = error.code  # type: ignore[assignment]
+        result.error_message = error.message
+    records = [
+        records_pb2.MetadataRecord(remove_topic=records_pb2.RemoveTopicRecord(topic_id=topic_id))
+        for topic_id in dict.fromkeys(removing)
+    ]
+    return ControllerResult(tuple(records), response)
+
+
+# ---- DescribeTopics ------------------------------------------------------------------------------
+def describe_topics(
+    image: MetadataImage,
+    request: controller_pb2.DescribeTopicsRequest,
+    now_ms: int = 0,
+    ids: TopicIdSource | None = None,
+    random: RandomSource | None = None,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.DescribeTopicsResponse]:
+    """Topics with their configs and partitions (every topic, by name, when none are named)."""
+    del now_ms, ids, random, config
+    response = controller_pb2.DescribeTopicsResponse()
+    wanted: list[TopicImage | str] = (
+        [image.topic_by_name(n) or n for n in request.topics] if request.topics else list(image.topics_sorted())
+    )
+    for item in wanted:
+        if isinstance(item, str):
+            response.topics.add(name=item, error_code=UNKNOWN_TOPIC.code, error_message=UNKNOWN_TOPIC.message)
+            continue
+        described = response.topics.add(name=item.name, topic_id=item.topic_id)
+        described.configs.update(item.configs)
+        for pid, part in enumerate(item.partitions):
+            described.partitions.add(
+                partition=pid,
+                leader=part.leader,
+                leader_epoch=part.leader_epoch,
+                partition_epoch=part.partition_epoch,
+                replicas=part.replicas,
+                isr=part.isr,
+                adding_replicas=part.adding_replicas,
+                removing_replicas=part.removing_replicas,
+            )
+    return ControllerResult((), response)
+
+
+# ---- ElectLeaders --------------------------------------------------------------------------------
+def elect_leaders(
+    image: MetadataImage,
+    request: controller_pb2.ElectLeadersRequest,
+    now_ms: int,
+    ids: TopicIdSource,
+    random: RandomSource,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.ElectLeadersResponse]:
+    """Kafka's electLeaders: PREFERRED moves leadership to the first replica when it is live and
+    in sync; UNCLEAN elects any live replica for a partition that has no leader."""
+    del now_ms, ids, random, config
+    unclean = request.election_type == controller_pb2.ELECTION_TYPE_UNCLEAN
+    response = controller_pb2.ElectLeadersResponse()
+    records: list[records_pb2.MetadataRecord] = []
+    if request.topic_partitions:
+        wanted = [(tp.topic, list(tp.partitions)) for tp in request.topic_partitions]
+    else:
+        wanted = [(t.name, list(range(len(t.partitions)))) for t in image.topics_sorted()]
+    for name, partitions in wanted:
+        topic_result = response.results.add(topic=name)
+        topic = image.topic_by_name(name)
+        for pid in partitions:
+            result = topic_result.partitions.add(partition=pid)
+            error = _elect_one(image, name, topic, pid, unclean, records)
+            result.error_code = error.code  # type: ignore[assignment]
+            result.error_message = error.message
+    return ControllerResult(tuple(records), response)
+
+
+def _elect_one(
+    image: MetadataImage,
+    name: str,
+    topic: TopicImage | None,
+    pid: int,
+    unclean: bool,
+    records: list[records_pb2.MetadataRecord],
+) -> ApiError:
+    if topic is None:
+        return ApiError(errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}")
+    if not 0 <= pid < len(topic.partitions):
+        return ApiError(errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{pid}")
+    part = topic.partitions[pid]
+    if not unclean and part.leader == part.preferred_leader:
+        return ApiError(
+            errors_pb2.ELECTION_NOT_NEEDED, f"Leader {part.leader} of {name}-{pid} is already the preferred leader."
+        )
+    if unclean and part.leader != NO_LEADER:
+        return ApiError(errors_pb2.ELECTION_NOT_NEEDED, f"{name}-{pid} already has a leader ({part.leader}).")
+    election = Election.UNCLEAN if unclean else Election.PREFERRED
+    builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, election=election)
+    record = builder.build()
+    if record is None:
+        if unclean:
+            return ApiError(
+                errors_pb2.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"No replica of {name}-{pid} is live: none can be elected."
+            )
+        return ApiError(
+            errors_pb2.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            f"The preferred leader {part.preferred_leader} of {name}-{pid} is fenced or not in the ISR.",
+        )
+    records.append(record)
+    return ApiError(errors_pb2.NONE, "")
+
+
+__all__ = [
+    "create_partitions",
+    "create_topics",
+    "delete_topics",
+    "describe_topics",
+    "elect_leaders",
+]

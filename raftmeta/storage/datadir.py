@@ -1,0 +1,189 @@
+"""One node's data dir, opened as a whole (DESIGN.md §5, docs/storage.md)::
+
+    DATA_DIR/
+      meta.properties                  cluster.id, node.id
+      quorum-state                     JSON: epoch, voted id, leader id, voters
+      high-watermark-checkpoint        JSON: the checkpointed high watermark
+      __cluster_metadata-0/
+        00000000000000000000.log       segments, named by base offset
+        00000000000000000000.index     sparse offset + epoch index of a sealed segment
+        00000000000000001234-0000000003.checkpoint   snapshots: <end offset>-<epoch>
+
+:meth:`NodeStorage.open` checks the identity, reads the quorum state, loads the newest valid
+snapshot, opens and recovers the log against the checkpointed high watermark, deletes segments
+wholly below the snapshot and prunes old snapshots. The order matters: the snapshot decides
+where the log may start, and the high watermark decides which damage is a torn write (truncate)
+and which is lost committed data (refuse, unless ``repair``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from raftmeta.logs import get_logger
+from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
+from raftmeta.storage.log import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_BYTES, SegmentLog
+from raftmeta.storage.meta_properties import MetaProperties, ensure_meta_properties
+from raftmeta.storage.quorum_state import QuorumStateData, QuorumStateFile
+from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotChunkWriter, SnapshotId, SnapshotStore
+
+LOG_DIR_NAME = "__cluster_metadata-0"
+
+
+def log_dir(data_dir: Path) -> Path:
+    return data_dir / LOG_DIR_NAME
+
+
+@dataclass
+class NodeStorage:
+    """Everything a node keeps on disk. Build with :meth:`open`; owned by the writer thread,
+    except that ``log``'s read methods may be used from any thread (see SegmentLog)."""
+
+    data_dir: Path
+    meta: MetaProperties
+    quorum_state_file: QuorumStateFile
+    quorum_state: QuorumStateData | None
+    high_watermark: HighWatermarkCheckpoint
+    log: SegmentLog
+    snapshots: SnapshotStore
+    latest_snapshot: Snapshot | None
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: Path,
+        *,
+        cluster_id: str,
+        node_id: int,
+        repair: bool = False,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        high_watermark_interval_ms: int = 1000,
+    ) -> NodeStorage:
+        """Open and recover a node's data dir (created if empty).
+
+        Raises DataDirMismatchError for another cluster's or node's dir; LogCorruptionError or
+        SnapshotError (naming file and offset) for damage below the checkpointed high watermark
+        or in the newest snapshot. With ``repair=True`` (``raftmeta node --repair-log``) such
+        damage is cut away instead, the high-watermark checkpoint is lowered to what is left,
+        and the node refetches the rest from the leader; docs/storage.md explains the risk.
+        """
+        logger = get_logger("storage.datadir", data_dir=str(data_dir))
+        meta = ensure_meta_properties(data_dir, cluster_id, node_id)
+        quorum_state_file = QuorumStateFile(data_dir)
+        quorum_state = quorum_state_file.read()
+        floor = read_high_watermark(data_dir)
+        snapshots = SnapshotStore(log_dir(data_dir))
+        log_dir(data_dir).mkdir(parents=True, exist_ok=True)
+        snapshots.remove_partial()
+        latest = snapshots.load_latest(repair=repair)
+        log = SegmentLog.open(
+            log_dir(data_dir),
+            segment_bytes=segment_bytes,
+            index_interval_bytes=index_interval_bytes,
+            recovery_floor_offset=floor,
+            snapshot_id=latest.snapshot_id if latest is not None else None,
+            repair=repair,
+        )
+        high_watermark = HighWatermarkCheckpoint(data_dir, interval_ms=high_watermark_interval_ms)
+        recovered = max(log.log_end_offset, latest.snapshot_id.offset if latest is not None else 0)
+        if repair and recovered < high_watermark.checkpointed:
+            logger.error(
+                "repairing: lowering the high-watermark checkpoint to the recovered log",
+                checkpointed=high_watermark.checkpointed,
+                recovered=recovered,
+            )
+            high_watermark.reset(recovered)
+        snapshots.prune(KEEP_SNAPSHOTS)
+        return cls(
+            data_dir=data_dir,
+            meta=meta,
+            quorum_state_file=quorum_state_file,
+            quorum_state=quorum_state,
+            high_watermark=high_watermark,
+            log=log,
+            snapshots=snapshots,
+            latest_snapshot=latest,
+        )
+
+    def write_quorum_state(self, state: QuorumStateData) -> None:
+        """Durably persist the election state; act on it only after this returns."""
+        self.quorum_state_file.write(state)
+        self.quorum_state = state
+
+    def checkpoint_high_watermark(self, high_watermark: int, now_ms: int | None = None) -> int:
+        """Lazily (every ``interval_ms`` when ``now_ms`` is given, else now) persist the high
+        watermark, clamped to the durable log end; returns the value on disk."""
+        durable = max(self.log.durable_end_offset, self._snapshot_offset())
+        if now_ms is None:
+            return self.high_watermark.write(high_watermark, durable)
+        return self.high_watermark.maybe_write(high_watermark, durable, now_ms)
+
+    def take_snapshot(
+        self,
+        snapshot_id: SnapshotId,
+        records: Iterable[bytes],
+        *,
+        last_contained_log_timestamp_ms: int,
+        append_timestamp_ms: int,
+    ) -> Snapshot:
+        """Write a snapshot of the committed image (the controller's records), then delete the
+        segments wholly below it and prune old snapshots (keep 2).
+
+        ``snapshot_id.offset`` must be within the log (a committed batch boundary) and
+        ``snapshot_id.epoch`` the epoch of the record just below it; a mismatch is a caller bug
+        (ValueError) and writes nothing.
+        """
+        offset, epoch = snapshot_id
+        if offset > self.log.log_end_offset:
+            raise ValueError(f"snapshot at {offset} is beyond the log end {self.log.log_end_offset}")
+        below = self.log.epoch_for_offset(offset - 1) if offset > 0 else -1
+        if below not in (-1, epoch):
+            raise ValueError(f"snapshot {snapshot_id} names epoch {epoch}, but offset {offset - 1} has epoch {below}")
+        self.snapshots.write(
+            snapshot_id,
+            records,
+            last_contained_log_timestamp_ms=last_contained_log_timestamp_ms,
+            append_timestamp_ms=append_timestamp_ms,
+        )
+        snapshot = self.snapshots.read(snapshot_id)  # what a restart will load: check it now
+        self.log.delete_before(offset)
+        self._set_latest(snapshot)
+        return snapshot
+
+    def receive_snapshot(self, snapshot_id: SnapshotId) -> SnapshotChunkWriter:
+        """Start receiving a snapshot from the leader (FetchSnapshot); feed it the chunks with
+        ``write_chunk(position, data)``, then call :meth:`install_snapshot` with it."""
+        return self.snapshots.chunk_writer(snapshot_id)
+
+    def install_snapshot(self, writer: SnapshotChunkWriter) -> Snapshot:
+        """Validate and rename a received snapshot, then replace the whole log by an empty log
+        starting at the snapshot's end offset (the raft core's ``install_snapshot`` contract;
+        Kafka's truncateFullyAndStartAt). A bad file raises SnapshotError and changes nothing."""
+        snapshot = writer.finish()
+        self.log.reset_to(snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch)
+        self._set_latest(snapshot)
+        return snapshot
+
+    def install_snapshot_data(self, snapshot_id: SnapshotId, data: bytes) -> Snapshot:
+        """:meth:`install_snapshot` for a snapshot received whole (the core's SnapshotImage.data)."""
+        writer = self.receive_snapshot(snapshot_id)
+        try:
+            writer.write_chunk(0, data)
+        except BaseException:
+            writer.abort()
+            raise
+        return self.install_snapshot(writer)
+
+    def _set_latest(self, snapshot: Snapshot) -> None:
+        if self.latest_snapshot is None or snapshot.snapshot_id > self.latest_snapshot.snapshot_id:
+            self.latest_snapshot = snapshot
+        self.snapshots.prune(KEEP_SNAPSHOTS)
+
+    def _snapshot_offset(self) -> int:
+        return self.latest_snapshot.snapshot_id.offset if self.latest_snapshot is not None else 0
+
+    def close(self) -> None:
+        self.log.close()

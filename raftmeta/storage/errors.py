@@ -1,0 +1,59 @@
+"""Errors raised by the storage drivers.
+
+Every error that concerns a file names it (and, for the log, the byte position and offset),
+so an operator reading a refusal to start knows exactly what to inspect or repair.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StorageError(Exception):
+    """Base class of every storage failure that is not a programming error."""
+
+
+class DataDirMismatchError(StorageError):
+    """The data dir belongs to another cluster or node (meta.properties disagrees)."""
+
+
+class InvalidFileError(StorageError):
+    """A small state file (meta.properties, quorum-state, HW checkpoint, index) is unreadable."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class LogCorruptionError(StorageError):
+    """Corrupt log data where truncating it could lose data the node already reported.
+
+    Raised by recovery when the damage sits below the checkpointed high watermark, and by
+    reads that meet a bad batch. ``path`` and ``position`` locate the bad bytes; ``offset`` is
+    the first log offset that is not intact.
+    """
+
+    def __init__(self, path: Path, position: int, offset: int, reason: str) -> None:
+        super().__init__(f"{path}: corrupt log data at byte {position} (offset {offset}): {reason}")
+        self.path = path
+        self.position = position
+        self.offset = offset
+        self.reason = reason
+
+
+class InvalidAppendError(StorageError):
+    """An append was refused (bad CRC, not contiguous, epoch going backwards); nothing was written."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read or truncation asked for an offset outside [log_start_offset, log_end_offset]."""
+
+
+class SnapshotError(StorageError):
+    """A snapshot file is corrupt, incomplete or misnamed; names the file."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"snapshot {path}: {reason}")
+        self.path = path
+        self.reason = reason

@@ -1,0 +1,90 @@
+"""The high-watermark checkpoint: each node's durable claim about its committed prefix.
+
+``DATA_DIR/high-watermark-checkpoint`` is JSON, replaced atomically::
+
+    {"version": 1, "high_watermark": 1234}
+
+The offset is exclusive, as the high watermark itself: offsets ``< high_watermark`` are
+committed and present in this node's log (or in its snapshot). Two readers rely on it:
+
+* recovery: corruption below this offset refuses to start, because the node may already have
+  reported those offsets as persisted, and quietly truncating them would break the quorum's
+  durability promise (docs/storage.md, "Recovery");
+* the Spark verify job: each node's committed prefix to compare across nodes.
+
+It is written lazily (a fsync and a rename per update would double the cost of a commit):
+:meth:`HighWatermarkCheckpoint.maybe_write` writes at most once per ``interval_ms``. The value
+written is clamped to the log's durable end, so the file never promises offsets the log could
+lose in a crash; the value a node reports outward as "persisted" must be :attr:`checkpointed`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from raftmeta.storage.errors import InvalidFileError
+from raftmeta.storage.fileio import atomic_write
+
+HIGH_WATERMARK_CHECKPOINT = "high-watermark-checkpoint"
+VERSION = 1
+
+
+def read_high_watermark(data_dir: Path) -> int:
+    """The checkpointed high watermark of a data dir; 0 if none was ever written."""
+    path = data_dir / HIGH_WATERMARK_CHECKPOINT
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return 0
+    try:
+        doc = json.loads(text)
+        value = doc["high_watermark"]
+        if doc.get("version") != VERSION:
+            raise InvalidFileError(path, f"unsupported version {doc.get('version')!r}")
+    except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as exc:
+        raise InvalidFileError(path, f"not a valid high-watermark checkpoint: {exc}") from None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidFileError(path, f"high_watermark must be a non-negative integer, got {value!r}")
+    return value
+
+
+class HighWatermarkCheckpoint:
+    """Lazily persisted high watermark. Use from one thread (the writer thread)."""
+
+    def __init__(self, data_dir: Path, *, interval_ms: int = 1000) -> None:
+        self.path = data_dir / HIGH_WATERMARK_CHECKPOINT
+        self.interval_ms = interval_ms
+        self._checkpointed = read_high_watermark(data_dir)
+        self._last_write_ms: int | None = None
+
+    @property
+    def checkpointed(self) -> int:
+        """The value on disk: what a restart will recover and enforce."""
+        return self._checkpointed
+
+    def write(self, high_watermark: int, durable_end_offset: int) -> int:
+        """Persist ``min(high_watermark, durable_end_offset)`` if it is higher than the file's.
+
+        The high watermark never goes backwards (DESIGN.md §9.5), so a lower value is ignored.
+        Returns the checkpointed value.
+        """
+        value = min(high_watermark, durable_end_offset)
+        if value > self._checkpointed:
+            atomic_write(self.path, (json.dumps({"version": VERSION, "high_watermark": value}) + "\n").encode())
+            self._checkpointed = value
+        return self._checkpointed
+
+    def maybe_write(self, high_watermark: int, durable_end_offset: int, now_ms: int) -> int:
+        """:meth:`write` if ``interval_ms`` has passed since the last write; the checkpointed value."""
+        if self._last_write_ms is not None and now_ms - self._last_write_ms < self.interval_ms:
+            return self._checkpointed
+        if min(high_watermark, durable_end_offset) > self._checkpointed:
+            self._last_write_ms = now_ms
+        return self.write(high_watermark, durable_end_offset)
+
+    def reset(self, high_watermark: int) -> None:
+        """Overwrite the checkpoint with a lower value: only for ``repair``, which knowingly gave
+        up data this node had checkpointed (docs/storage.md)."""
+        atomic_write(self.path, (json.dumps({"version": VERSION, "high_watermark": high_watermark}) + "\n").encode())
+        self._checkpointed = high_watermark

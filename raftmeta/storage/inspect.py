@@ -1,0 +1,99 @@
+"""Read-only walks over a log directory or a snapshot file, for ``raftmeta log dump`` and
+offline tools (the Spark jobs can use them too).
+
+Unlike recovery, nothing here changes a file: damage is reported (file, byte position, offset,
+reason) and the walk goes on where it safely can -- past a batch whose CRC fails but whose
+length is plausible, and on to the next segment file when a batch's length cannot be trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from raftmeta.storage import codec
+from raftmeta.storage.codec import BatchHeader, CorruptBatchError, TruncatedBatchError
+from raftmeta.storage.segment import parse_log_file_name
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    """One batch found in a file; ``crc_ok`` False means its bytes do not match its CRC."""
+
+    path: Path
+    position: int
+    header: BatchHeader
+    crc_ok: bool
+    data: bytes
+
+    def records(self) -> list[bytes]:
+        return codec.split_records(self.data, self.header)
+
+
+@dataclass(frozen=True, slots=True)
+class Corruption:
+    """Damage found at ``position`` of ``path``; ``offset`` is the offset expected there (-1 unknown).
+
+    ``torn_tail``: the last segment ends inside a batch -- a write in progress on a live node,
+    or a torn write that recovery will truncate -- rather than holding bad bytes.
+    """
+
+    path: Path
+    position: int
+    offset: int
+    reason: str
+    torn_tail: bool = False
+
+
+def segment_files(log_dir: Path) -> list[Path]:
+    """Segment files of a log directory, in offset order."""
+    found = [(parse_log_file_name(p.name), p) for p in log_dir.iterdir()] if log_dir.is_dir() else []
+    return [p for base, p in sorted((b, p) for b, p in found if b is not None)]
+
+
+def walk_file(
+    path: Path, *, first_offset: int = -1, from_offset: int = 0, last_segment: bool = False
+) -> Iterator[BatchEntry | Corruption]:
+    """Every batch of one file (a segment or a snapshot), and every piece of damage found.
+
+    ``first_offset`` is the offset the file should start at (-1: do not check contiguity).
+    Batches wholly below ``from_offset`` are skipped (but still checked for damage).
+    ``last_segment`` marks a file ending inside a batch as a torn tail rather than damage.
+    """
+    data = path.read_bytes()
+    pos = 0
+    expected = first_offset
+    while pos < len(data):
+        try:
+            header = codec.decode_header(data, pos)
+        except CorruptBatchError as exc:
+            torn = last_segment and isinstance(exc, TruncatedBatchError)
+            yield Corruption(path, pos, expected, exc.reason, torn_tail=torn)
+            return  # the length cannot be trusted: nothing after this point can be found reliably
+        end = pos + header.size_bytes
+        batch = data[pos:end]
+        crc_ok = True
+        try:
+            codec.check_batch(batch)
+        except CorruptBatchError as exc:
+            crc_ok = False
+            yield Corruption(path, pos, header.base_offset, exc.reason)
+        if expected >= 0 and header.base_offset != expected:
+            yield Corruption(path, pos, expected, f"batch starts at offset {header.base_offset}, expected {expected}")
+        if header.next_offset > from_offset:
+            yield BatchEntry(path, pos, header, crc_ok, batch)
+        expected = header.next_offset
+        pos = end
+
+
+def walk_log_dir(log_dir: Path, *, from_offset: int = 0) -> Iterator[BatchEntry | Corruption]:
+    """Every batch of every segment of ``log_dir`` from ``from_offset``, and all damage found."""
+    files = segment_files(log_dir)
+    for i, path in enumerate(files):
+        next_base = parse_log_file_name(files[i + 1].name) if i + 1 < len(files) else None
+        if next_base is not None and next_base <= from_offset:
+            continue  # wholly below the requested offset
+        base = parse_log_file_name(path.name)
+        assert base is not None
+        yield from walk_file(path, first_offset=base, from_offset=from_offset, last_segment=i == len(files) - 1)

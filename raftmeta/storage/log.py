@@ -1,0 +1,617 @@
+"""The segment log: the node's replicated log on disk (DESIGN.md §5, docs/storage.md).
+
+Theory of operation
+-------------------
+The log is a list of segments (``raftmeta.storage.segment``), each a file of whole batches
+(docs/log-format.md). Only the last segment, the *active* one, is ever written. Offsets count
+records, as in Kafka: a batch of n records starting at b covers offsets b..b+n-1.
+
+Durability is explicit. :meth:`SegmentLog.append` writes to the file but promises nothing;
+:meth:`SegmentLog.flush` fsyncs and returns :attr:`durable_end_offset`, the end of the prefix
+that survives a crash. A driver does group commit by appending every batch that queued up and
+then flushing once. Rolling to a new segment fsyncs the old one first, so every segment but the
+active one is durable, and recovery only rescans the active segment.
+
+Threading contract
+------------------
+One *writer* thread calls the mutating methods (``append``, ``append_batch``, ``flush``,
+``truncate_to``, ``delete_before``, ``reset_to``, ``close``); they must not run concurrently
+with each other. Any number of other threads may call the read methods (``read``,
+``iter_batches``, the offset/epoch properties, ``epoch_end_offset``) at the same time: a lock
+guards the segment list, the indexes and the end offsets, and is never held across an fsync, so
+readers do not wait for the disk. Readers see only whole batches whose bytes are in the file
+(an append publishes its batches after the write), but may see batches that are not yet
+durable: pass ``upto_offset=log.durable_end_offset`` (or the high watermark) to avoid that.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from raftmeta.logs import get_logger
+from raftmeta.storage import codec
+from raftmeta.storage.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
+from raftmeta.storage.epoch_index import EpochIndex
+from raftmeta.storage.errors import (
+    InvalidAppendError,
+    InvalidFileError,
+    LogCorruptionError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from raftmeta.storage.fileio import fsync_dir
+from raftmeta.storage.segment import PEEK, PEEK_SIZE, ScanError, Segment, parse_log_file_name
+
+DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+# Smallest read a fetch issues, so a walk over small batches does not become one pread each.
+READ_BLOCK_MIN_BYTES = 4096
+ITER_READ_BYTES = 1024 * 1024
+REPAIR_HINT = (
+    "refusing to start: truncating here would drop data this node may have reported as persisted. "
+    "Restore the file, or start with --repair-log to truncate here and refetch from the leader "
+    "(docs/storage.md, Recovery)"
+)
+
+
+class SegmentLog:
+    """An append-only, fsync-explicit log of batches in segment files. Use :meth:`open`."""
+
+    def __init__(self, directory: Path, *, segment_bytes: int, index_interval_bytes: int) -> None:
+        if segment_bytes < 1024:
+            raise ValueError(f"segment_bytes must be >= 1024, got {segment_bytes}")
+        if index_interval_bytes < 1:
+            raise ValueError(f"index_interval_bytes must be >= 1, got {index_interval_bytes}")
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._epochs = EpochIndex()
+        self._end = 0
+        self._durable_end = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._log = get_logger("storage.log", log_dir=str(directory))
+
+    # -- opening and recovery -----------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        recovery_floor_offset: int = 0,
+        snapshot_id: tuple[int, int] | None = None,
+        repair: bool = False,
+    ) -> SegmentLog:
+        """Open (creating if needed) the log in ``directory`` and recover it.
+
+        ``recovery_floor_offset`` is the checkpointed high watermark: corruption below it is
+        refused with :class:`LogCorruptionError` (naming file, byte position and offset) unless
+        ``repair`` is true, in which case the log is truncated there and the node must refetch
+        the rest from the leader. Damage at or above it (a torn write) is truncated and logged.
+
+        ``snapshot_id`` is ``(end_offset, epoch)`` of the newest valid snapshot: segments wholly
+        below it are deleted, and a log that does not reach it (or starts above it) is restarted
+        empty at its end offset.
+        """
+        log = cls(directory, segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes)
+        try:
+            log._recover(recovery_floor_offset, snapshot_id, repair)
+        except BaseException:
+            for seg in log._segments:  # a refusal to start must not leak file descriptors
+                seg.close()
+            raise
+        return log
+
+    def _recover(self, floor: int, snapshot_id: tuple[int, int] | None, repair: bool) -> None:
+        started = time.perf_counter()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for stale in sorted(self.directory.glob("*.tmp")):
+            self._log.info("removing an unfinished temporary file", file=str(stale))
+            stale.unlink()
+        bases = sorted(b for b in (parse_log_file_name(p.name) for p in self.directory.iterdir()) if b is not None)
+        segments = [
+            Segment.open_existing(self.directory, b, index_interval_bytes=self.index_interval_bytes) for b in bases
+        ]
+        self._segments = segments
+        scanned_bytes = 0
+        min_epoch = 0
+        i = 0
+        while i < len(segments):
+            seg = segments[i]
+            last = i == len(segments) - 1
+            if i > 0 and seg.base_offset != segments[i - 1].next_offset:
+                prev = segments[i - 1]
+                reason = (
+                    f"the next segment file {seg.path.name} starts at offset {seg.base_offset}, not {prev.next_offset}"
+                )
+                self._cut(i - 1, ScanError(prev.size, prev.next_offset, reason, False), floor, repair)
+                break
+            error: ScanError | None = None
+            try:
+                seg.load_index()
+                if last:
+                    # A clean close wrote the active segment's index; it goes stale with the next
+                    # append, so remove it (durably) before anything is written.
+                    seg.remove_index()
+                    fsync_dir(self.directory)
+            except InvalidFileError as exc:
+                if not last or exc.reason != "missing":
+                    self._log.warning(
+                        "segment index unusable, rebuilding it by a scan", file=str(exc.path), reason=exc.reason
+                    )
+                scanned_bytes += seg.file_size()
+                error = seg.scan(min_epoch)
+                if error is None and not last:
+                    seg.fsync()
+                    seg.write_index()
+            if error is not None:
+                self._cut(i, error, floor, repair)
+                break
+            min_epoch = seg.last_epoch if seg.last_epoch is not None else min_epoch
+            i += 1
+        self._segments = [s for s in segments if s.fd >= 0]
+        if not self._segments:
+            base = snapshot_id[0] if snapshot_id is not None else 0
+            self._segments = [Segment.create(self.directory, base, index_interval_bytes=self.index_interval_bytes)]
+            fsync_dir(self.directory)
+        self._rebuild_offsets()
+        if snapshot_id is not None:
+            self._attach_snapshot(snapshot_id)
+        elif self.log_start_offset > 0:
+            message = (
+                f"{self.directory}: the log starts at offset {self.log_start_offset} but no snapshot covers "
+                "the offsets below it"
+            )
+            if not repair:
+                raise StorageError(message + "; start with --repair-log to discard the log and refetch it")
+            self._log.error("repairing: discarding a log with no snapshot below it", reason=message)
+            self.reset_to(0, 0)
+        covered = max(self._end, snapshot_id[0] if snapshot_id is not None else 0)
+        if covered < floor:
+            active = self._segments[-1]
+            reason = f"the log ends at offset {self._end}, below the checkpointed high watermark {floor}"
+            if not repair:
+                raise LogCorruptionError(active.path, active.size, self._end, f"{reason}; {REPAIR_HINT}")
+            self._log.error("repairing: log ends below the checkpointed high watermark", reason=reason)
+        # Whatever survived the crash may still sit only in the page cache (a process crash):
+        # one fsync makes "everything recovered is durable" true before anything is reported.
+        self._segments[-1].fsync()
+        self._durable_end = self._end
+        self._log.info(
+            "log opened",
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self._end,
+            segments=len(self._segments),
+            scanned_bytes=scanned_bytes,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+
+    def _cut(self, index: int, error: ScanError, floor: int, repair: bool) -> None:
+        """Truncate the log at a bad batch of segment ``index`` found by recovery; drop later segments."""
+        seg = self._segments[index]
+        later = self._segments[index + 1 :]
+        dropped = seg.file_size() - error.position + sum(s.file_size() for s in later)
+        fields = {
+            "file": str(seg.path),
+            "position": error.position,
+            "offset": error.offset,
+            "bytes_dropped": dropped,
+            "reason": error.reason,
+        }
+        if error.offset < floor:
+            if not repair:
+                raise LogCorruptionError(
+                    seg.path,
+                    error.position,
+                    error.offset,
+                    f"{error.reason}, below the checkpointed high watermark {floor}; {REPAIR_HINT}",
+                )
+            self._log.error(
+                "repairing: truncating corrupt data below the high watermark", high_watermark=floor, **fields
+            )
+        elif error.truncated:
+            self._log.warning("truncating a torn write at the log tail", **fields)
+        else:
+            self._log.warning("truncating a corrupt batch at the log tail", **fields)
+        for s in reversed(later):
+            s.delete()
+        seg.remove_index()
+        # The scan left the in-memory index covering exactly the valid prefix.
+        seg.truncate(error.position, error.offset)
+        seg.fsync()
+        fsync_dir(self.directory)
+
+    def _rebuild_offsets(self) -> None:
+        self._bases = [s.base_offset for s in self._segments]
+        self._end = self._segments[-1].next_offset
+        self._epochs.clear()
+        try:
+            for seg in self._segments:
+                for epoch, start in seg.epochs:
+                    self._epochs.assign(epoch, start)
+        except ValueError as exc:
+            raise StorageError(f"{self.directory}: segment epochs are inconsistent: {exc}") from None
+
+    def _attach_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+        offset, epoch = snapshot_id
+        self._epochs.floor = (offset, epoch)
+        if self._end < offset or self.log_start_offset > offset:
+            self._log.info(
+                "the log does not continue the snapshot; restarting it empty after the snapshot",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self._end,
+                snapshot_offset=offset,
+                snapshot_epoch=epoch,
+            )
+            self.reset_to(offset, epoch)
+        else:
+            self.delete_before(offset)
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still held in a segment (at or below the newest snapshot's offset)."""
+        with self._lock:
+            return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (LEO); includes not-yet-durable batches."""
+        return self._end
+
+    @property
+    def durable_end_offset(self) -> int:
+        """End of the prefix that has been fsynced and survives a crash."""
+        return self._durable_end
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the last batch (of the snapshot for an empty log; 0 for nothing at all)."""
+        with self._lock:
+            return self._epochs.last_epoch
+
+    def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """``(largest epoch <= epoch, its end offset)``, or ``(-1, -1)`` if the log knows none.
+
+        As Kafka's LeaderEpochFileCache.endOffsetFor: the end offset of the latest epoch is the
+        log end offset; epochs below the log start are answered from the snapshot floor.
+        """
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self._end)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """Epoch of the batch holding ``offset`` (-1 if unknown)."""
+        with self._lock:
+            return self._epochs.epoch_for_offset(offset)
+
+    def segment_files(self) -> list[Path]:
+        with self._lock:
+            return [s.path for s in self._segments]
+
+    # -- writing (the writer thread) ----------------------------------------------------------
+
+    def append(self, data: bytes) -> int:
+        """Append one or more whole, already-framed batches (e.g. the leader's bytes from a Fetch).
+
+        Validates every batch first (CRC, base offset == log end offset, epochs non-decreasing)
+        and writes nothing if any fails (InvalidAppendError). Returns the new log end offset.
+        Not durable until :meth:`flush`.
+        """
+        self._check_open()
+        headers = self._validate(data)
+        active = self._segments[-1]
+        if active.size > 0 and active.size + len(data) > self.segment_bytes:
+            active = self._roll()
+        start = active.size
+        try:
+            active.write_at_end(data)
+        except OSError:
+            # Leave no half-written batch behind for a later fsync to make durable.
+            with self._lock:
+                active.truncate(start, active.next_offset)
+            raise
+        with self._lock:
+            pos = start
+            for h in headers:
+                size = h.size_bytes
+                active.note_batch(h.base_offset, h.epoch, h.next_offset, pos, size)
+                self._epochs.assign(h.epoch, h.base_offset)
+                pos += size
+            self._end = headers[-1].next_offset
+        return self._end
+
+    def append_batch(
+        self,
+        epoch: int,
+        records: Sequence[bytes],
+        append_timestamp_ms: int,
+        *,
+        control: bool = False,
+    ) -> BatchHeader:
+        """Frame ``records`` as one batch at the log end offset in ``epoch`` and append it."""
+        data = codec.encode_batch(self._end, epoch, records, append_timestamp_ms, control=control)
+        self.append(data)
+        return codec.decode_header(data)
+
+    def _validate(self, data: bytes) -> list[BatchHeader]:
+        if not data:
+            raise InvalidAppendError("refused: nothing to append")
+        expected = self._end
+        last_epoch = self._epochs.last_epoch
+        headers: list[BatchHeader] = []
+        pos = 0
+        while pos < len(data):
+            try:
+                h = codec.check_batch(data, pos)
+            except CorruptBatchError as exc:
+                raise InvalidAppendError(f"refused: {exc}") from None
+            if h.base_offset != expected:
+                raise InvalidAppendError(
+                    f"refused: batch at byte {pos} starts at offset {h.base_offset}, the log ends at {expected}"
+                )
+            if h.epoch < last_epoch:
+                raise InvalidAppendError(
+                    f"refused: batch at offset {h.base_offset} has epoch {h.epoch}, the log is at epoch {last_epoch}"
+                )
+            headers.append(h)
+            pos += h.size_bytes
+            expected = h.next_offset
+            last_epoch = h.epoch
+        return headers
+
+    def _roll(self) -> Segment:
+        """Seal the active segment (fsync, persist its index) and start a new one at the end."""
+        old = self._segments[-1]
+        old.fsync()
+        self._durable_end = max(self._durable_end, old.next_offset)
+        new = Segment.create(self.directory, old.next_offset, index_interval_bytes=self.index_interval_bytes)
+        # atomic_write fsyncs the directory, which also makes the new segment's entry durable.
+        old.write_index()
+        with self._lock:
+            self._segments.append(new)
+            self._bases.append(new.base_offset)
+        return new
+
+    def flush(self) -> int:
+        """fsync everything appended so far; return the new durable end offset (group commit)."""
+        self._check_open()
+        end = self._end
+        if end != self._durable_end:
+            self._segments[-1].fsync()
+            self._durable_end = end
+        return end
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at or after ``offset`` (divergence with the leader).
+
+        If ``offset`` falls inside a batch, the whole batch goes: returns the real new log end
+        offset (<= ``offset``). Durable on return. Truncating below the high watermark is the
+        caller's bug: committed data is never truncated (DESIGN.md §9.3).
+        """
+        self._check_open()
+        if offset >= self._end:
+            return self._end
+        doomed: list[Segment] = []
+        with self._lock:
+            if offset < self._segments[0].base_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot truncate to {offset}, below the log start {self._segments[0].base_offset}"
+                )
+            i = bisect.bisect_right(self._bases, offset) - 1
+            seg = self._segments[i]
+            pos = seg.find_position(offset)
+            new_end = seg.peek_header(pos).base_offset
+            doomed = self._segments[i + 1 :]
+            if new_end == seg.base_offset and i > 0:
+                doomed.insert(0, seg)
+                i -= 1
+                seg = self._segments[i]
+            else:
+                seg.truncate(pos, new_end)
+            seg.remove_index()  # it is the active segment (again): its index lives in memory
+            del self._segments[i + 1 :]
+            del self._bases[i + 1 :]
+            self._epochs.truncate_from_end(new_end)
+            self._end = new_end
+        for s in reversed(doomed):
+            s.delete()
+        seg.fsync()
+        fsync_dir(self.directory)
+        self._durable_end = new_end
+        self._log.info("log truncated", requested_offset=offset, log_end_offset=new_end, segments_deleted=len(doomed))
+        return new_end
+
+    def delete_before(self, offset: int) -> int:
+        """Delete every segment wholly below ``offset`` (a snapshot's end offset); new log start.
+
+        The log keeps the epoch of the record just below ``offset`` as its floor, so divergence
+        checks still answer for it. ``offset`` must not exceed the log end offset: a follower
+        that installs a snapshot beyond its log calls :meth:`reset_to` instead.
+        """
+        self._check_open()
+        if offset > self._end:
+            raise OffsetOutOfRangeError(f"cannot delete below {offset}: beyond the log end {self._end}; use reset_to")
+        active = self._segments[-1]
+        if active.size > 0 and active.next_offset <= offset:
+            self._roll()  # the active segment is wholly below too: seal it so it can go
+        with self._lock:
+            if offset > 0 and (self._epochs.floor is None or self._epochs.floor[0] < offset):
+                self._epochs.floor = (offset, self._epochs.epoch_for_offset(offset - 1))
+            k = 0
+            while k < len(self._segments) - 1 and self._segments[k].next_offset <= offset:
+                k += 1
+            doomed = self._segments[:k]
+            del self._segments[:k]
+            del self._bases[:k]
+            start = self._segments[0].base_offset
+            self._epochs.truncate_from_start(start)
+        for s in doomed:
+            s.delete()
+        if doomed:
+            fsync_dir(self.directory)
+            self._log.info("deleted segments below a snapshot", snapshot_offset=offset, segments_deleted=len(doomed))
+        return start
+
+    def reset_to(self, offset: int, epoch: int) -> None:
+        """Discard the whole log and restart it empty at ``offset`` after a snapshot of ``epoch``.
+
+        For a follower that installed a snapshot its log does not reach (KRaft's
+        truncateToLatestSnapshot). Durable on return.
+        """
+        self._check_open()
+        with self._lock:
+            doomed = self._segments
+            for s in reversed(doomed):
+                s.delete()
+            self._segments = [Segment.create(self.directory, offset, index_interval_bytes=self.index_interval_bytes)]
+            self._bases = [offset]
+            self._epochs.clear()
+            self._epochs.floor = (offset, epoch)
+            self._end = offset
+        fsync_dir(self.directory)
+        self._durable_end = offset
+        self._log.info("log reset after a snapshot", offset=offset, epoch=epoch, segments_deleted=len(doomed))
+
+    def close(self) -> None:
+        """Flush, persist the active segment's index (a fast next open), close the files."""
+        if self._closed:
+            return
+        self.flush()
+        with self._lock:
+            self._segments[-1].write_index()
+            for s in self._segments:
+                s.close()
+            self._closed = True
+
+    def __enter__(self) -> SegmentLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"{self.directory}: the log is closed")
+
+    # -- reading (any thread) -----------------------------------------------------------------
+
+    def read(
+        self,
+        from_offset: int,
+        max_bytes: int,
+        *,
+        upto_offset: int | None = None,
+        verify_crc: bool = True,
+    ) -> bytes:
+        """Whole batches from the one holding ``from_offset``, at most ``max_bytes`` in total,
+        except that the first batch is always returned whole (as Kafka's Fetch).
+
+        Only batches that end at or below ``upto_offset`` (default: the log end offset) are
+        returned. ``b""`` when ``from_offset`` is that limit or beyond it (but within the log).
+        Raises OffsetOutOfRangeError outside ``[log_start_offset, log_end_offset]`` and
+        LogCorruptionError (file, byte, offset) on a bad batch when ``verify_crc``.
+        """
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        with self._lock:
+            self._check_open()
+            end = self._end
+            start = self._segments[0].base_offset
+            if from_offset < start or from_offset > end:
+                raise OffsetOutOfRangeError(f"offset {from_offset} is outside the log [{start}, {end}]")
+            limit = end if upto_offset is None else min(end, upto_offset)
+            if from_offset >= limit:
+                return b""
+            i = bisect.bisect_right(self._bases, from_offset) - 1
+            try:
+                pos = self._segments[i].find_position(from_offset)
+            except CorruptBatchError as exc:
+                raise LogCorruptionError(self._segments[i].path, exc.position, from_offset, exc.reason) from None
+            parts: list[bytes | memoryview] = []
+            taken = 0
+            while i < len(self._segments):
+                stop, taken = self._collect(self._segments[i], pos, max_bytes, taken, limit, parts, verify_crc)
+                if stop:
+                    break
+                i += 1
+                pos = 0
+            return parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts)
+
+    def _collect(
+        self,
+        seg: Segment,
+        pos: int,
+        max_bytes: int,
+        taken: int,
+        limit: int,
+        parts: list[bytes | memoryview],
+        verify: bool,
+    ) -> tuple[bool, int]:
+        """Add whole batches of ``seg`` from ``pos`` to ``parts``; (stop reading, bytes taken)."""
+        block = b""
+        block_pos = pos
+        run_start = 0  # start (in block) of the batches taken from this block so far
+        value = codec.crc32c
+        expected = -1  # contiguity inside the segment: base_offset is not covered by the CRC
+        try:
+            while pos < seg.size:
+                rel = pos - block_pos
+                if rel + PEEK_SIZE > len(block):
+                    _flush_run(parts, block, run_start, rel)
+                    block_pos, rel, run_start = pos, 0, 0
+                    block = seg.read(pos, min(max(max_bytes - taken, READ_BLOCK_MIN_BYTES), seg.size - pos))
+                base, length, _epoch, magic, crc, _attrs, count = PEEK.unpack_from(block, rel)
+                size = LOG_OVERHEAD + length
+                if size < codec.HEADER_SIZE:  # damaged length: never walk backwards or in place
+                    raise CorruptBatchError(f"batch_length {length} out of range", position=pos, base_offset=base)
+                if base + count > limit or (taken > 0 and taken + size > max_bytes):
+                    return True, taken
+                if rel + size > len(block):
+                    _flush_run(parts, block, run_start, rel)
+                    block_pos, rel, run_start = pos, 0, 0
+                    block = seg.read(pos, min(max(size, max_bytes - taken), seg.size - pos))
+                    if len(block) < size:
+                        raise CorruptBatchError(f"batch of {size} bytes runs past the segment end", position=pos)
+                if verify:
+                    if magic != codec.MAGIC or value(block[rel + codec.CRC_START : rel + size]) != crc:
+                        raise CorruptBatchError("CRC32C mismatch or bad magic", position=pos, base_offset=base)
+                    if expected >= 0 and base != expected:
+                        raise CorruptBatchError(
+                            f"base offset {base}, expected {expected}", position=pos, base_offset=base
+                        )
+                    expected = base + count
+                taken += size
+                pos += size
+            return False, taken
+        except CorruptBatchError as exc:
+            raise LogCorruptionError(seg.path, exc.position, exc.base_offset, exc.reason) from None
+        finally:
+            _flush_run(parts, block, run_start, pos - block_pos)
+
+    def iter_batches(self, from_offset: int, *, upto_offset: int | None = None) -> Iterator[Batch]:
+        """Every batch from the one holding ``from_offset`` (CRC-checked), for replay and scans."""
+        offset = from_offset
+        while True:
+            data = self.read(offset, ITER_READ_BYTES, upto_offset=upto_offset)
+            if not data:
+                return
+            batch: Batch | None = None
+            for batch in codec.iter_batches(data, verify_crc=False):
+                yield batch
+            assert batch is not None
+            offset = batch.next_offset
+
+
+def _flush_run(parts: list[bytes | memoryview], block: bytes, start: int, end: int) -> None:
+    if end > start:
+        parts.append(block if start == 0 and end == len(block) else memoryview(block)[start:end])

@@ -1,0 +1,358 @@
+"""Snapshots: the metadata image at an offset, framed as batches (KIP-630, DESIGN.md §4).
+
+A snapshot is ``__cluster_metadata-0/<20-digit end offset>-<10-digit epoch>.checkpoint``
+(Kafka's naming). The end offset is exclusive: the snapshot holds the effect of every record
+below it, and the record just below it has ``epoch``. The file is a sequence of batches in the
+log's format (docs/log-format.md), all with that epoch and offsets counting from 0:
+
+1. a control batch holding exactly one ``SnapshotHeaderRecord``;
+2. data batches holding the image's ``MetadataRecord``s, as the controller serialized them;
+3. a control batch holding exactly one ``SnapshotFooterRecord``.
+
+Every batch has its CRC32C; the header and footer prove the file is complete. Files are written
+under ``<name>.part``, fsynced, renamed and the directory fsynced, so a name ending in
+``.checkpoint`` is always a whole snapshot unless the disk damaged it later -- which
+:func:`read_snapshot` detects. Storage never looks inside the image's records.
+
+For FetchSnapshot, :class:`SnapshotReader` serves raw byte ranges and
+:class:`SnapshotChunkWriter` receives them into ``.part`` and validates before renaming.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from raftmeta.logs import get_logger
+from raftmeta.storage import codec
+from raftmeta.storage.codec import CorruptBatchError
+from raftmeta.storage.errors import SnapshotError
+from raftmeta.storage.fileio import fsync_dir, pread_exact, pwrite_all, write_all
+from raftmeta.v1 import records_pb2
+
+SNAPSHOT_SUFFIX = ".checkpoint"
+PART_SUFFIX = ".part"
+CORRUPT_SUFFIX = ".corrupt"
+SNAPSHOT_VERSION = 1
+DEFAULT_BATCH_RECORDS = 1000
+DEFAULT_BATCH_BYTES = 1024 * 1024
+KEEP_SNAPSHOTS = 2
+_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+class SnapshotId(NamedTuple):
+    """``(end_offset, epoch)``: the snapshot covers offsets below ``offset``; the last had ``epoch``."""
+
+    offset: int
+    epoch: int
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.offset:020d}-{self.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_name(name: str) -> SnapshotId | None:
+    match = _NAME.match(name)
+    if match is None:
+        return None
+    return SnapshotId(int(match.group(1)), int(match.group(2)))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A validated snapshot: its id, header and the image's serialized MetadataRecords."""
+
+    snapshot_id: SnapshotId
+    path: Path
+    last_contained_log_timestamp_ms: int
+    records: list[bytes]
+    size_bytes: int
+
+
+def _control(message: records_pb2.MetadataRecord) -> list[bytes]:
+    return [message.SerializeToString()]
+
+
+def encode_snapshot(
+    snapshot_id: SnapshotId,
+    records: Iterable[bytes],
+    *,
+    last_contained_log_timestamp_ms: int,
+    append_timestamp_ms: int,
+    batch_records: int = DEFAULT_BATCH_RECORDS,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> Iterator[bytes]:
+    """The snapshot file's batches, in order (header, data batches, footer)."""
+    epoch = snapshot_id.epoch
+    header = records_pb2.MetadataRecord(
+        snapshot_header=records_pb2.SnapshotHeaderRecord(
+            version=SNAPSHOT_VERSION, last_contained_log_timestamp_ms=last_contained_log_timestamp_ms
+        )
+    )
+    yield codec.encode_batch(0, epoch, _control(header), append_timestamp_ms, control=True)
+    offset = 1
+    pending: list[bytes] = []
+    pending_bytes = 0
+    for record in records:
+        pending.append(record)
+        pending_bytes += len(record) + 4
+        if len(pending) >= batch_records or pending_bytes >= batch_bytes:
+            yield codec.encode_batch(offset, epoch, pending, append_timestamp_ms)
+            offset += len(pending)
+            pending, pending_bytes = [], 0
+    if pending:
+        yield codec.encode_batch(offset, epoch, pending, append_timestamp_ms)
+        offset += len(pending)
+    footer = records_pb2.MetadataRecord(snapshot_footer=records_pb2.SnapshotFooterRecord(version=SNAPSHOT_VERSION))
+    yield codec.encode_batch(offset, epoch, _control(footer), append_timestamp_ms, control=True)
+
+
+def decode_snapshot(path: Path, data: bytes, snapshot_id: SnapshotId) -> Snapshot:
+    """Validate a whole snapshot file's bytes; raise SnapshotError naming what is wrong."""
+    try:
+        batches = list(codec.iter_batches(data))
+    except CorruptBatchError as exc:
+        raise SnapshotError(path, str(exc)) from None
+    if len(batches) < 2:
+        raise SnapshotError(path, f"{len(batches)} batches: a snapshot has at least a header and a footer")
+    expected = 0
+    for batch in batches:
+        if batch.base_offset != expected:
+            raise SnapshotError(path, f"batch at offset {batch.base_offset}, expected {expected}")
+        if batch.epoch != snapshot_id.epoch:
+            raise SnapshotError(
+                path, f"batch at offset {batch.base_offset} has epoch {batch.epoch}, not {snapshot_id.epoch}"
+            )
+        expected = batch.next_offset
+    first, last = batches[0], batches[-1]
+    header = _single_control(path, first, "snapshot_header")
+    _single_control(path, last, "snapshot_footer")
+    if header.snapshot_header.version != SNAPSHOT_VERSION:
+        raise SnapshotError(path, f"unsupported snapshot version {header.snapshot_header.version}")
+    records: list[bytes] = []
+    for batch in batches[1:-1]:
+        if batch.header.is_control:
+            raise SnapshotError(path, f"unexpected control batch at offset {batch.base_offset}")
+        try:
+            records.extend(batch.records())
+        except CorruptBatchError as exc:
+            raise SnapshotError(path, str(exc)) from None
+    return Snapshot(
+        snapshot_id=snapshot_id,
+        path=path,
+        last_contained_log_timestamp_ms=header.snapshot_header.last_contained_log_timestamp_ms,
+        records=records,
+        size_bytes=len(data),
+    )
+
+
+def _single_control(path: Path, batch: codec.Batch, kind: str) -> records_pb2.MetadataRecord:
+    where = f"batch at offset {batch.base_offset}"
+    if not batch.header.is_control or batch.header.record_count != 1:
+        raise SnapshotError(path, f"{where} should be a control batch holding one {kind}")
+    message = records_pb2.MetadataRecord()
+    try:
+        message.ParseFromString(batch.records()[0])
+    except Exception as exc:  # protobuf's DecodeError
+        raise SnapshotError(path, f"{where}: not a MetadataRecord: {exc}") from None
+    if message.WhichOneof("record") != kind:
+        raise SnapshotError(path, f"{where} holds {message.WhichOneof('record')}, expected {kind}")
+    return message
+
+
+def read_snapshot(path: Path) -> Snapshot:
+    snapshot_id = parse_snapshot_name(path.name)
+    if snapshot_id is None:
+        raise SnapshotError(path, "not named <20-digit offset>-<10-digit epoch>.checkpoint")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SnapshotError(path, "missing") from None
+    return decode_snapshot(path, data, snapshot_id)
+
+
+class SnapshotReader:
+    """Raw byte ranges of one snapshot file, for FetchSnapshot (the receiver validates)."""
+
+    def __init__(self, path: Path) -> None:
+        snapshot_id = parse_snapshot_name(path.name)
+        if snapshot_id is None:
+            raise SnapshotError(path, "not a snapshot file name")
+        self.snapshot_id = snapshot_id
+        self.path = path
+        self._fd = os.open(path, os.O_RDONLY)
+        self.size_bytes = os.fstat(self._fd).st_size
+
+    def read_chunk(self, position: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` from ``position``; ``b""`` at the end."""
+        if position < 0 or position > self.size_bytes or max_bytes < 1:
+            raise ValueError(f"position {position} outside [0, {self.size_bytes}] or max_bytes {max_bytes} < 1")
+        return pread_exact(self._fd, min(max_bytes, self.size_bytes - position), position)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> SnapshotReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SnapshotChunkWriter:
+    """Receives a snapshot in chunks (FetchSnapshot) into ``<name>.part``.
+
+    Chunks must arrive in order (``position`` equal to the bytes received so far).
+    :meth:`finish` fsyncs, validates the whole file and renames it into place; on a bad file it
+    deletes the part and raises SnapshotError, so the caller can fetch again.
+    """
+
+    def __init__(self, directory: Path, snapshot_id: SnapshotId) -> None:
+        self.snapshot_id = snapshot_id
+        self.path = directory / snapshot_id.file_name
+        self.part_path = directory / (snapshot_id.file_name + PART_SUFFIX)
+        self._fd = os.open(self.part_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.received_bytes = 0
+
+    def write_chunk(self, position: int, data: bytes) -> int:
+        if self._fd < 0:
+            raise SnapshotError(self.part_path, "writer is closed")
+        if position != self.received_bytes:
+            raise SnapshotError(self.part_path, f"chunk at byte {position}, expected byte {self.received_bytes}")
+        pwrite_all(self._fd, data, position)
+        self.received_bytes += len(data)
+        return self.received_bytes
+
+    def finish(self) -> Snapshot:
+        if self._fd < 0:
+            raise SnapshotError(self.part_path, "writer is closed")
+        try:
+            os.fsync(self._fd)
+            data = pread_exact(self._fd, self.received_bytes, 0)
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+        try:
+            snapshot = decode_snapshot(self.path, data, self.snapshot_id)
+        except SnapshotError:
+            self.part_path.unlink(missing_ok=True)
+            raise
+        os.replace(self.part_path, self.path)
+        fsync_dir(self.path.parent)
+        return snapshot
+
+    def abort(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.part_path.unlink(missing_ok=True)
+
+
+class SnapshotStore:
+    """The snapshots of one log directory: list, write, load the newest valid one, prune."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._log = get_logger("storage.snapshot", log_dir=str(directory))
+
+    def path(self, snapshot_id: SnapshotId) -> Path:
+        return self.directory / snapshot_id.file_name
+
+    def ids(self) -> list[SnapshotId]:
+        """Snapshot ids present, oldest first (``.part`` and ``.corrupt`` files excluded)."""
+        if not self.directory.is_dir():
+            return []
+        found = (parse_snapshot_name(p.name) for p in self.directory.iterdir())
+        return sorted(s for s in found if s is not None)
+
+    def latest_id(self) -> SnapshotId | None:
+        ids = self.ids()
+        return ids[-1] if ids else None
+
+    def remove_partial(self) -> None:
+        """Delete ``.part`` files left by a crash during a write or a transfer."""
+        for part in sorted(self.directory.glob(f"*{SNAPSHOT_SUFFIX}{PART_SUFFIX}")):
+            self._log.info("removing an unfinished snapshot", file=str(part))
+            part.unlink()
+
+    def write(
+        self,
+        snapshot_id: SnapshotId,
+        records: Iterable[bytes],
+        *,
+        last_contained_log_timestamp_ms: int,
+        append_timestamp_ms: int,
+        batch_records: int = DEFAULT_BATCH_RECORDS,
+    ) -> Path:
+        """Write a snapshot atomically (``.part``, fsync, rename, fsync dir); returns its path."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.path(snapshot_id)
+        if path.exists():
+            raise SnapshotError(path, "already exists")
+        part = path.with_name(path.name + PART_SUFFIX)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for batch in encode_snapshot(
+                snapshot_id,
+                records,
+                last_contained_log_timestamp_ms=last_contained_log_timestamp_ms,
+                append_timestamp_ms=append_timestamp_ms,
+                batch_records=batch_records,
+            ):
+                write_all(fd, batch)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            part.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.replace(part, path)
+        fsync_dir(self.directory)
+        self._log.info("snapshot written", file=str(path), offset=snapshot_id.offset, epoch=snapshot_id.epoch)
+        return path
+
+    def read(self, snapshot_id: SnapshotId) -> Snapshot:
+        return read_snapshot(self.path(snapshot_id))
+
+    def load_latest(self, *, repair: bool = False) -> Snapshot | None:
+        """The newest snapshot, validated. A damaged one is refused (SnapshotError) unless
+        ``repair``: then it is renamed to ``.corrupt`` (kept for inspection) and the next
+        newest is tried."""
+        for snapshot_id in reversed(self.ids()):
+            try:
+                return self.read(snapshot_id)
+            except SnapshotError as exc:
+                if not repair:
+                    raise SnapshotError(
+                        exc.path, f"{exc.reason}; refusing to start (start with --repair-log to set it aside)"
+                    ) from None
+                aside = exc.path.with_name(exc.path.name + CORRUPT_SUFFIX)
+                self._log.error("repairing: setting a corrupt snapshot aside", file=str(exc.path), reason=exc.reason)
+                os.replace(exc.path, aside)
+                fsync_dir(self.directory)
+        return None
+
+    def reader(self, snapshot_id: SnapshotId) -> SnapshotReader:
+        return SnapshotReader(self.path(snapshot_id))
+
+    def chunk_writer(self, snapshot_id: SnapshotId) -> SnapshotChunkWriter:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return SnapshotChunkWriter(self.directory, snapshot_id)
+
+    def prune(self, keep: int = KEEP_SNAPSHOTS) -> list[SnapshotId]:
+        """Delete all but the ``keep`` newest snapshots; returns the deleted ids."""
+        if keep < 1:
+            raise ValueError("keep at least one snapshot")
+        doomed = self.ids()[:-keep]
+        for snapshot_id in doomed:
+            self.path(snapshot_id).unlink(missing_ok=True)
+        if doomed:
+            fsync_dir(self.directory)
+            self._log.info("pruned old snapshots", deleted=[s.file_name for s in doomed])
+        return doomed

@@ -1,0 +1,293 @@
+"""The controller object: pending batches, commit, renounce, idempotent retries, snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement.rng import JavaRandom
+from raftmeta.controller import Controller, ControllerConfig, MetadataImage, RequestError, image_to_records
+from raftmeta.v1 import controller_pb2, errors_pb2
+from tests.controller.helpers import CounterIds, incarnation
+
+
+class Driver:
+    """A minimal node driver: appends every batch at the next offsets, commits on demand."""
+
+    def __init__(self, controller: Controller | None = None) -> None:
+        self.controller = controller or Controller()
+        self.ids = CounterIds()
+        self.random = JavaRandom(3)
+        self.offset = self.controller.committed_offset
+        self.now_ms = 0
+
+    def send(self, method: str, request: object) -> object:
+        handled = self.controller.handle(method, request, self.now_ms, self.ids, self.random)  # type: ignore[arg-type]
+        if handled.records:
+            self.offset += len(handled.records)
+            self.controller.appended(handled.key, self.offset)
+        return handled
+
+    def commit(self) -> list[object]:
+        return list(self.controller.on_commit(self.offset))
+
+    def brokers(self, *ids: int) -> None:
+        for broker_id in ids:
+            self.send(
+                "RegisterBroker",
+                controller_pb2.RegisterBrokerRequest(broker_id=broker_id, incarnation_id=incarnation(broker_id)),
+            )
+            self.commit()
+            epoch = self.controller.image.brokers[broker_id].epoch
+            self.send("BrokerHeartbeat", controller_pb2.BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=epoch))
+            self.commit()
+
+
+def create(name: str, partitions: int = 1, rf: int = 1, request_id: str = "") -> controller_pb2.CreateTopicsRequest:
+    return controller_pb2.CreateTopicsRequest(
+        topics=[controller_pb2.CreatableTopic(name=name, num_partitions=partitions, replication_factor=rf)],
+        request_id=request_id,
+    )
+
+
+def test_responses_are_released_on_commit_and_reads_see_only_committed_state() -> None:
+    driver = Driver()
+    driver.brokers(1, 2)
+    first = driver.send("CreateTopics", create("a", 2, 2))
+    assert not first.done and first.response is None  # type: ignore[attr-defined]
+    second = driver.send("CreateTopics", create("b"))
+    assert driver.controller.pending_count == 2
+    assert driver.controller.image.topic_by_name("b") is not None
+    assert driver.controller.committed_image.topic_by_name("a") is None
+    described = driver.send("DescribeTopics", controller_pb2.DescribeTopicsRequest())
+    assert described.done and list(described.response.topics) == []  # type: ignore[attr-defined]
+    # Commit only the first batch.
+    first_last = driver.offset - len(second.records)  # type: ignore[attr-defined]
+    released = driver.controller.on_commit(first_last)
+    assert [c.key for c in released] == [first.key]  # type: ignore[attr-defined]
+    assert released[0].response.topics[0].error_code == errors_pb2.NONE  # type: ignore[union-attr]
+    assert driver.controller.committed_image.topic_by_name("a") is not None
+    assert driver.controller.committed_image.topic_by_name("b") is None
+    released = driver.commit()
+    assert [c.key for c in released] == [second.key]  # type: ignore[attr-defined]
+    assert driver.controller.committed_image == driver.controller.image
+
+
+def test_a_rejected_request_waits_for_earlier_pending_writes() -> None:
+    driver = Driver()
+    driver.brokers(1)
+    write = driver.send("CreateTopics", create("a"))
+    rejected = driver.send("CreateTopics", create("a"))
+    assert rejected.records == () and not rejected.done  # type: ignore[attr-defined]
+    released = driver.commit()
+    assert [c.key for c in released] == [write.key, rejected.key]  # type: ignore[attr-defined]
+    assert released[1].response.topics[0].error_code == errors_pb2.TOPIC_ALREADY_EXISTS  # type: ignore[union-attr]
+    idle = driver.send("CreateTopics", create("a"))
+    assert idle.done  # type: ignore[attr-defined]
+
+
+def test_renounce_restores_the_committed_image_and_fails_pending_with_not_controller() -> None:
+    driver = Driver()
+    driver.brokers(1, 2)
+    committed = driver.controller.committed_image
+    a = driver.send("CreateTopics", create("a", 3, 2))
+    waiting = driver.send("CreateTopics", create("a"))
+    grow = driver.send(
+        "CreatePartitions",
+        controller_pb2.CreatePartitionsRequest(topics=[controller_pb2.CreatePartitionsTopic(name="a", count=4)]),
+    )
+    assert driver.controller.image.topic_by_name("a") is not None
+    failed = driver.controller.renounce()
+    assert [c.key for c in failed] == [a.key, waiting.key, grow.key]  # type: ignore[attr-defined]
+    for completion in failed:
+        item = completion.response.topics[0] if completion.method == "CreateTopics" else completion.response.results[0]  # type: ignore[union-attr]
+        assert item.error_code == errors_pb2.NOT_CONTROLLER
+    assert driver.controller.image is committed
+    assert driver.controller.pending_count == 0
+    assert driver.controller.on_commit(10_000) == []
+
+
+def test_idempotent_retry_pending_committed_and_across_a_snapshot() -> None:
+    driver = Driver()
+    driver.brokers(1, 2, 3)
+    first = driver.send("CreateTopics", create("orders", 3, 3, request_id="req-1"))
+    assert first.records[-1].WhichOneof("record") == "request"  # type: ignore[attr-defined]
+    # Retry while the original is pending: same answer, nothing written, released with it.
+    retry_pending = driver.send("CreateTopics", create("orders", 3, 3, request_id="req-1"))
+    assert retry_pending.records == ()  # type: ignore[attr-defined]
+    released = driver.commit()
+    assert released[0].response == released[1].response
+    assert released[0].response.topics[0].error_code == errors_pb2.NONE  # type: ignore[union-attr]
+    original = released[0].response
+    # Retry after commit: still the original answer, not TOPIC_ALREADY_EXISTS.
+    retry_committed = driver.send("CreateTopics", create("orders", 3, 3, request_id="req-1"))
+    assert retry_committed.done and retry_committed.response == original  # type: ignore[attr-defined]
+    # Without the id the same request is a new one.
+    fresh = driver.send("CreateTopics", create("orders", 3, 3))
+    assert fresh.done and fresh.response.topics[0].error_code == errors_pb2.TOPIC_ALREADY_EXISTS  # type: ignore[attr-defined]
+    # Across a snapshot and a failover: the new leader gives the same answer.
+    offset, records = driver.controller.snapshot()
+    successor = Controller.from_snapshot(records, offset)
+    assert successor.committed_image == driver.controller.committed_image
+    again = Driver(successor).send("CreateTopics", create("orders", 3, 3, request_id="req-1"))
+    assert again.done and again.response == original  # type: ignore[attr-defined]
+    with pytest.raises(RequestError, match="already used for CreateTopics"):
+        successor.handle(
+            "DeleteTopics",
+            controller_pb2.DeleteTopicsRequest(topic_names=["orders"], request_id="req-1"),
+            0,
+            CounterIds(),
+            JavaRandom(1),
+        )
+
+
+def test_request_table_is_bounded_and_evicts_the_oldest_deterministically() -> None:
+    controller = Controller(MetadataImage.empty(request_table_capacity=3))
+    driver = Driver(controller)
+    driver.brokers(1)
+    for i in range(5):
+        driver.send("CreateTopics", create(f"t{i}", request_id=f"r{i}"))
+    driver.commit()
+    table = controller.committed_image.requests
+    assert [rid for rid, _ in table.in_order()] == ["r2", "r3", "r4"]
+    # r0 was evicted: a retry is evaluated afresh (and the topic now exists).
+    retry = driver.send("CreateTopics", create("t0", request_id="r0"))
+    assert retry.response.topics[0].error_code == errors_pb2.TOPIC_ALREADY_EXISTS  # type: ignore[attr-defined]
+    rebuilt = Controller.from_snapshot(image_to_records(controller.committed_image), 0, request_table_capacity=3)
+    assert rebuilt.committed_image.requests == table
+
+
+def test_request_level_errors() -> None:
+    controller = Controller()
+    ids, random = CounterIds(), JavaRandom(1)
+    with pytest.raises(RequestError, match="unknown method"):
+        controller.handle("Nope", controller_pb2.DescribeTopicsRequest(), 0, ids, random)
+    with pytest.raises(RequestError, match="takes a CreateTopicsRequest"):
+        controller.handle("CreateTopics", controller_pb2.DescribeTopicsRequest(), 0, ids, random)
+    with pytest.raises(RequestError, match="request_id: at most 64"):
+        controller.handle("CreateTopics", create("x", request_id="r" * 65), 0, ids, random)
+
+
+def test_offsets_must_rise_and_foreign_batches_apply_only_without_pending() -> None:
+    driver = Driver()
+    driver.brokers(1)
+    handled = driver.controller.handle("CreateTopics", create("a"), 0, driver.ids, driver.random)
+    with pytest.raises(ValueError, match="does not follow"):
+        driver.controller.appended(handled.key, driver.controller.committed_offset)
+    with pytest.raises(KeyError):
+        driver.controller.appended(999, 10_000)
+    with pytest.raises(ValueError, match="pending"):
+        driver.controller.apply_committed(handled.records, 10_000)
+    driver.controller.renounce()
+    other = Driver()
+    other.brokers(1)
+    created = other.send("CreateTopics", create("from-elsewhere"))
+    other.commit()
+    driver.controller.apply_committed(created.records, 10_000)  # type: ignore[attr-defined]
+    assert driver.controller.committed_image.topic_by_name("from-elsewhere") is not None
+    assert driver.controller.committed_offset == 10_000
+
+
+def test_handlers_see_pending_state() -> None:
+    driver = Driver(Controller(config=ControllerConfig()))
+    driver.brokers(1, 2)
+    driver.send("CreateTopics", create("a", 1, 2))
+    grow = driver.send(
+        "CreatePartitions",
+        controller_pb2.CreatePartitionsRequest(topics=[controller_pb2.CreatePartitionsTopic(name="a", count=3)]),
+    )
+    assert len(grow.records) == 2  # type: ignore[attr-defined]
+    driver.commit()
+    assert len(driver.controller.committed_image.topic_by_name("a").partitions) == 3  # type: ignore[union-attr]
+
+
+def test_not_controller_response_for_every_write_method() -> None:
+    from raftmeta.controller import METHODS, not_controller_response
+
+    requests = {
+        "CreateTopics": create("a"),
+        "CreatePartitions": controller_pb2.CreatePartitionsRequest(
+            topics=[controller_pb2.CreatePartitionsTopic(name="a")]
+        ),
+        "DeleteTopics": controller_pb2.DeleteTopicsRequest(topic_names=["a"], topic_ids=[b"\x01" * 16]),
+        "ElectLeaders": controller_pb2.ElectLeadersRequest(
+            topic_partitions=[controller_pb2.TopicPartitions(topic="a", partitions=[0, 1])]
+        ),
+        "RegisterBroker": controller_pb2.RegisterBrokerRequest(broker_id=1),
+        "BrokerHeartbeat": controller_pb2.BrokerHeartbeatRequest(broker_id=1),
+    }
+    assert set(requests) == {name for name, spec in METHODS.items() if spec.mutating}
+    for method, request in requests.items():
+        response = not_controller_response(method, request)
+        assert isinstance(response, METHODS[method].response_type)
+        text = str(response)
+        assert "NOT_CONTROLLER" in text
+        assert "SUCCESS" not in text
+    with pytest.raises(RequestError):
+        not_controller_response("DescribeTopics", controller_pb2.DescribeTopicsRequest())
+
+
+def test_snapshot_round_trip_of_a_rich_image() -> None:
+    driver = Driver(Controller(config=ControllerConfig(cluster_id="c")))
+    driver.send(
+        "RegisterBroker",
+        controller_pb2.RegisterBrokerRequest(
+            broker_id=7,
+            incarnation_id=incarnation(7),
+            rack="r",
+            pool="p",
+            endpoints=[controller_pb2.BrokerEndpointInfo(name="PLAINTEXT", host="h", port=9092)],
+        ),
+    )
+    driver.commit()
+    driver.brokers(1, 2, 3)
+    driver.send(
+        "CreateTopics",
+        controller_pb2.CreateTopicsRequest(
+            topics=[
+                controller_pb2.CreatableTopic(
+                    name="x.y", num_partitions=4, replication_factor=3, configs={"cleanup.policy": "compact"}
+                )
+            ],
+            request_id="abc",
+        ),
+    )
+    driver.send("BrokerHeartbeat", controller_pb2.BrokerHeartbeatRequest(broker_id=2, broker_epoch=3, want_fence=True))
+    driver.commit()
+    image = driver.controller.committed_image
+    assert image.brokers[2].fenced and image.brokers[7].endpoints[0].port == 9092
+    offset, records = driver.controller.snapshot()
+    assert offset == driver.offset
+    rebuilt = Controller.from_snapshot(records, offset).committed_image
+    assert rebuilt == image
+    assert image_to_records(rebuilt) == records
+    assert rebuilt.collisions["x_y"] == ("x.y",)
+
+
+def test_sources_can_be_given_once_to_the_constructor() -> None:
+    controller = Controller(ids=CounterIds(), random=JavaRandom(5))
+    driver = Driver(controller)
+    driver.brokers(1)
+    handled = controller.handle("CreateTopics", create("a"), 0)
+    assert handled.records[0].topic.topic_id == (1).to_bytes(16, "big")
+    bare = Controller(controller.committed_image)
+    with pytest.raises(ValueError, match="needs topic ids"):
+        bare.handle("CreateTopics", create("b"), 0, random=JavaRandom(1))
+    with pytest.raises(ValueError, match="needs a random source"):
+        bare.handle("CreateTopics", create("b"), 0, ids=CounterIds())
+    assert bare.handle("DescribeCluster", controller_pb2.DescribeClusterRequest(), 0).done
+
+
+def test_control_batches_may_commit_between_own_batches() -> None:
+    from raftmeta.v1 import records_pb2
+
+    driver = Driver()
+    driver.brokers(1)
+    driver.send("CreateTopics", create("a"))
+    no_op = [records_pb2.MetadataRecord(no_op=records_pb2.NoOpRecord())]
+    driver.controller.apply_committed(no_op, driver.offset + 1)  # accepted while a batch is pending
+    assert driver.controller.pending_count == 1
+    driver.commit()
+    before = driver.controller.committed_image
+    driver.controller.apply_committed(no_op, driver.offset + 5)
+    assert driver.controller.committed_offset == driver.offset + 5
+    assert driver.controller.committed_image is before

@@ -1,0 +1,292 @@
+"""CreatePartitions, DeleteTopics, DescribeTopics and ElectLeaders."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftmeta.controller import NO_LEADER, ControllerConfig
+from raftmeta.controller.topics import create_partitions, delete_topics, describe_topics, elect_leaders
+from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
+from tests.controller.helpers import Context
+
+
+@pytest.fixture
+def ctx() -> Context:
+    context = Context()
+    context.add_brokers([1, 2, 3, 4])
+    context.create_ok("t", 2, 2)
+    return context
+
+
+def grow(
+    ctx: Context, name: str, count: int, assignments: list[list[int]] | None = None, **kw: object
+) -> tuple[str, str]:
+    result = ctx.run(
+        create_partitions,
+        controller_pb2.CreatePartitionsRequest(
+            topics=[
+                controller_pb2.CreatePartitionsTopic(
+                    name=name,
+                    count=count,
+                    assignments=[controller_pb2.ReplicaAssignment(broker_ids=a) for a in assignments or []],
+                    **kw,  # type: ignore[arg-type]
+                )
+            ]
+        ),
+    )
+    (item,) = result.response.results
+    return errors_pb2.ErrorCode.Name(item.error_code), item.error_message
+
+
+def test_create_partitions_grows_with_the_topics_replication_factor(ctx: Context) -> None:
+    assert grow(ctx, "t", 5) == ("NONE", "")
+    t = ctx.image.topic_by_name("t")
+    assert t is not None
+    assert len(t.partitions) == 5
+    assert all(len(p.replicas) == 2 and p.isr == p.replicas for p in t.partitions)
+
+
+def test_create_partitions_manual(ctx: Context) -> None:
+    assert grow(ctx, "t", 4, [[4, 3], [1, 2]]) == ("NONE", "")
+    assert [ctx.partition("t", i)[0] for i in (2, 3)] == [(4, 3), (1, 2)]
+
+
+def test_create_partitions_legacy_add_partitions_rule(ctx: Context) -> None:
+    assert grow(ctx, "t", 4, placer="legacy") == ("NONE", "")
+    assert len(ctx.image.topic_by_name("t").partitions) == 4  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "assignments", "expected"),
+    [
+        ("nope", 3, None, ("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")),
+        ("t", 2, None, ("INVALID_PARTITIONS", "Topic already has 2 partition(s).")),
+        ("t", 1, None, ("INVALID_PARTITIONS", "The topic t currently has 2 partition(s); 1 would not be an increase.")),
+        (
+            "t",
+            4,
+            [[1, 2]],
+            (
+                "INVALID_REPLICA_ASSIGNMENT",
+                "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.",
+            ),
+        ),
+        (
+            "t",
+            3,
+            [[1]],
+            (
+                "INVALID_REPLICA_ASSIGNMENT",
+                "partition 2: The manual partition assignment includes a partition with 1 replica(s), but this is "
+                "not consistent with previous partitions, which have 2 replica(s).",
+            ),
+        ),
+        (
+            "t",
+            3,
+            [[1, 7]],
+            (
+                "INVALID_REPLICA_ASSIGNMENT",
+                "partition 2: The manual partition assignment includes broker 7, but no such broker is registered.",
+            ),
+        ),
+    ],
+)
+def test_create_partitions_rules(
+    ctx: Context, name: str, count: int, assignments: list[list[int]] | None, expected: tuple[str, str]
+) -> None:
+    before = ctx.image
+    assert grow(ctx, name, count, assignments) == expected
+    assert ctx.image == before
+
+
+def test_create_partitions_bounds() -> None:
+    ctx = Context(ControllerConfig(max_partitions_per_topic=4, max_partitions_per_request=5))
+    ctx.add_brokers([1])
+    ctx.create_ok("t", 1, 1)
+    assert grow(ctx, "t", 5) == (
+        "INVALID_PARTITIONS",
+        "Number of partitions 5 exceeds the limit of 4 partitions per topic.",
+    )
+    ctx.create_ok("u", 1, 1)
+    result = ctx.call(
+        create_partitions,
+        controller_pb2.CreatePartitionsRequest(
+            topics=[
+                controller_pb2.CreatePartitionsTopic(name="t", count=4),
+                controller_pb2.CreatePartitionsTopic(name="u", count=4),
+            ]
+        ),
+    )
+    assert [r.error_code for r in result.response.results] == [errors_pb2.POLICY_VIOLATION] * 2
+    assert result.records == ()
+
+
+def test_create_partitions_validate_only_and_duplicates(ctx: Context) -> None:
+    result = ctx.call(
+        create_partitions,
+        controller_pb2.CreatePartitionsRequest(
+            topics=[controller_pb2.CreatePartitionsTopic(name="t", count=3)], validate_only=True
+        ),
+    )
+    assert result.records == ()
+    assert result.response.results[0].error_code == errors_pb2.NONE
+    dup = ctx.call(
+        create_partitions,
+        controller_pb2.CreatePartitionsRequest(
+            topics=[
+                controller_pb2.CreatePartitionsTopic(name="t", count=3),
+                controller_pb2.CreatePartitionsTopic(name="t", count=4),
+            ]
+        ),
+    )
+    assert [(r.error_code, r.error_message) for r in dup.response.results] == [
+        (errors_pb2.INVALID_REQUEST, "Duplicate topic name.")
+    ] * 2
+
+
+def test_delete_topics_by_name_and_id(ctx: Context) -> None:
+    u = ctx.create_ok("u", 1, 1)
+    result = ctx.run(
+        delete_topics,
+        controller_pb2.DeleteTopicsRequest(topic_names=["t", "missing"], topic_ids=[u, b"\x09" * 16, b"short"]),
+    )
+    codes = [(errors_pb2.ErrorCode.Name(r.error_code), r.name) for r in result.response.responses]
+    assert codes == [
+        ("NONE", "t"),
+        ("UNKNOWN_TOPIC_OR_PARTITION", "missing"),
+        ("NONE", "u"),
+        ("UNKNOWN_TOPIC_ID", ""),
+        ("INVALID_REQUEST", ""),
+    ]
+    assert [r.WhichOneof("record") for r in result.records] == ["remove_topic", "remove_topic"]
+    assert len(ctx.image.topics) == 0
+    assert ctx.image.partition_count == 0
+    assert all(v == 0 for v in ctx.image.replica_counts.values())
+
+
+def test_delete_the_same_topic_by_name_and_id_writes_one_record(ctx: Context) -> None:
+    tid = ctx.image.topic_ids["t"]
+    result = ctx.run(delete_topics, controller_pb2.DeleteTopicsRequest(topic_names=["t"], topic_ids=[tid]))
+    assert [r.error_code for r in result.response.responses] == [errors_pb2.NONE, errors_pb2.NONE]
+    assert len(result.records) == 1
+
+
+def test_deleted_name_can_be_reused(ctx: Context) -> None:
+    ctx.run(delete_topics, controller_pb2.DeleteTopicsRequest(topic_names=["t"]))
+    new_id = ctx.create_ok("t", 1, 1)
+    assert ctx.image.topic_ids["t"] == new_id
+
+
+def test_describe_topics(ctx: Context) -> None:
+    ctx.create_ok("a", 1, 1, {"retention.ms": "5"})
+    everything = ctx.call(describe_topics, controller_pb2.DescribeTopicsRequest()).response
+    assert [t.name for t in everything.topics] == ["a", "t"]
+    assert dict(everything.topics[0].configs) == {"retention.ms": "5"}
+    named = ctx.call(describe_topics, controller_pb2.DescribeTopicsRequest(topics=["t", "zz"])).response
+    assert [(t.name, t.error_code) for t in named.topics] == [
+        ("t", errors_pb2.NONE),
+        ("zz", errors_pb2.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    p0 = named.topics[0].partitions[0]
+    stored = ctx.partition("t", 0)
+    assert (p0.partition, p0.leader, list(p0.replicas), list(p0.isr)) == (
+        0,
+        stored.leader,
+        list(stored.replicas),
+        list(stored.isr),
+    )
+
+
+def _elect(ctx: Context, unclean: bool = False, **parts: list[int]) -> list[tuple[str, int, str]]:
+    request = controller_pb2.ElectLeadersRequest(
+        election_type=controller_pb2.ELECTION_TYPE_UNCLEAN if unclean else controller_pb2.ELECTION_TYPE_PREFERRED,
+        topic_partitions=[controller_pb2.TopicPartitions(topic=t, partitions=p) for t, p in parts.items()],
+    )
+    result = ctx.run(elect_leaders, request)
+    return [
+        (r.topic, p.partition, errors_pb2.ErrorCode.Name(p.error_code))
+        for r in result.response.results
+        for p in r.partitions
+    ]
+
+
+def test_preferred_leader_election_on_request() -> None:
+    ctx = Context()
+    ctx.add_brokers([1, 2, 3])
+    ctx.create(
+        controller_pb2.CreatableTopic(
+            name="p", assignments=[controller_pb2.ReplicaAssignment(partition_index=0, broker_ids=[1, 2, 3])]
+        )
+    )
+    assert _elect(ctx, p=[0]) == [("p", 0, "ELECTION_NOT_NEEDED")]
+    ctx.fence(1)
+    assert ctx.partition("p", 0).leader == 2
+    assert _elect(ctx, p=[0]) == [("p", 0, "ELIGIBLE_LEADERS_NOT_AVAILABLE")]
+    # Broker 1 is back but not yet in the ISR (the simulated broker never re-joins by itself).
+    ctx.heartbeat(1)
+    assert _elect(ctx, p=[0]) == [("p", 0, "ELIGIBLE_LEADERS_NOT_AVAILABLE")]
+    tid = ctx.image.topic_ids["p"]
+    ctx.replay(
+        [
+            records_pb2.MetadataRecord(
+                partition_change=records_pb2.PartitionChangeRecord(
+                    topic_id=tid,
+                    partition_id=0,
+                    isr=records_pb2.BrokerIdList(ids=[2, 3, 1]),
+                    leader_epoch=1,
+                    partition_epoch=2,
+                )
+            )
+        ]
+    )
+    assert _elect(ctx, p=[0, 5], q=[0]) == [
+        ("p", 0, "NONE"),
+        ("p", 5, "UNKNOWN_TOPIC_OR_PARTITION"),
+        ("q", 0, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ]
+    assert ctx.partition("p", 0)[2:5] == (1, 2, 3)
+
+
+def test_unclean_election_on_request() -> None:
+    ctx = Context()
+    ctx.add_brokers([1, 2])
+    ctx.create(
+        controller_pb2.CreatableTopic(
+            name="u", assignments=[controller_pb2.ReplicaAssignment(partition_index=0, broker_ids=[1, 2])]
+        )
+    )
+    assert _elect(ctx, unclean=True, u=[0]) == [("u", 0, "ELECTION_NOT_NEEDED")]
+    ctx.fence(1)
+    ctx.fence(2)
+    assert ctx.partition("u", 0)[:3] == ((1, 2), (2,), NO_LEADER)
+    assert _elect(ctx, unclean=True, u=[0]) == [("u", 0, "ELIGIBLE_LEADERS_NOT_AVAILABLE")]
+    # Broker 1 returns; clean election cannot use it (not in the ISR), an unclean one can.
+    ctx.heartbeat(1)
+    assert ctx.partition("u", 0).leader == NO_LEADER
+    assert _elect(ctx, unclean=True, u=[0]) == [("u", 0, "NONE")]
+    assert ctx.partition("u", 0)[:3] == ((1, 2), (1,), 1)
+    assert ctx.log[-1].partition_change.unclean_election
+
+
+def test_elect_all_partitions_when_none_named() -> None:
+    ctx = Context()
+    ctx.add_brokers([1, 2])
+    ctx.create_ok("a", 2, 2)
+    result = ctx.call(elect_leaders, controller_pb2.ElectLeadersRequest())
+    assert [(r.topic, len(r.partitions)) for r in result.response.results] == [("a", 2)]
+    assert all(p.error_code == errors_pb2.ELECTION_NOT_NEEDED for p in result.response.results[0].partitions)
+
+
+@pytest.mark.parametrize("placer", ["striped", "legacy", "balanced"])
+def test_create_partitions_with_every_placer_stays_in_the_pool(placer: str) -> None:
+    ctx = Context()
+    ctx.add_brokers([1, 2, 3], pool="gold")
+    ctx.add_brokers([4, 5, 6], pool="silver")
+    ctx.create_ok("g", 2, 2, broker_pool="gold")
+    assert grow(ctx, "g", 6, placer=placer, broker_pool="gold") == ("NONE", "")
+    g = ctx.image.topic_by_name("g")
+    assert g is not None
+    assert len(g.partitions) == 6
+    assert {b for p in g.partitions for b in p.replicas} <= {1, 2, 3}
+    assert all(len(p.replicas) == 2 for p in g.partitions)

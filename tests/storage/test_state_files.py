@@ -1,0 +1,114 @@
+"""meta.properties, quorum-state and the high-watermark checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from raftmeta.storage.errors import DataDirMismatchError, InvalidFileError
+from raftmeta.storage.fileio import atomic_write
+from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, HighWatermarkCheckpoint, read_high_watermark
+from raftmeta.storage.meta_properties import ensure_meta_properties, read_meta_properties
+from raftmeta.storage.quorum_state import QuorumStateData, QuorumStateFile
+
+
+def test_meta_properties_created_then_checked(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    assert read_meta_properties(data_dir) is None
+    meta = ensure_meta_properties(data_dir, "cluster-A", 1)
+    assert (meta.cluster_id, meta.node_id) == ("cluster-A", 1)
+    text = (data_dir / "meta.properties").read_text()
+    assert "cluster.id=cluster-A" in text and "node.id=1" in text and "version=1" in text
+    assert ensure_meta_properties(data_dir, "cluster-A", 1) == meta
+
+
+def test_meta_properties_refuses_another_cluster_or_node(tmp_path: Path) -> None:
+    ensure_meta_properties(tmp_path, "cluster-A", 1)
+    with pytest.raises(DataDirMismatchError, match=r"belongs to cluster 'cluster-A', not 'cluster-B'"):
+        ensure_meta_properties(tmp_path, "cluster-B", 1)
+    with pytest.raises(DataDirMismatchError, match="belongs to node 1, not node 2"):
+        ensure_meta_properties(tmp_path, "cluster-A", 2)
+
+
+def test_meta_properties_damage_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=x\nnode.id=one\n")
+    with pytest.raises(InvalidFileError, match=r"node\.id is not an integer"):
+        read_meta_properties(tmp_path)
+    (tmp_path / "meta.properties").write_text("version=1\nnode.id=1\n")
+    with pytest.raises(InvalidFileError, match=r"missing cluster\.id"):
+        read_meta_properties(tmp_path)
+
+
+def test_quorum_state_round_trip(tmp_path: Path) -> None:
+    qs = QuorumStateFile(tmp_path)
+    assert qs.read() is None
+    state = QuorumStateData(epoch=5, voted_id=2, leader_id=-1, voters=(1, 2, 3))
+    qs.write(state)
+    assert qs.read() == state
+    doc = json.loads((tmp_path / "quorum-state").read_text())
+    assert doc == {"data_version": 0, "epoch": 5, "voted_id": 2, "leader_id": -1, "voters": [1, 2, 3]}
+    newer = QuorumStateData(epoch=6, leader_id=3, voters=(1, 2, 3))
+    qs.write(newer)
+    assert QuorumStateFile(tmp_path).read() == newer
+    assert not (tmp_path / "quorum-state.tmp").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        '{"data_version": 0, "epoch": 1, "voted_id": 2, "voters": []}',
+        '{"data_version": 9, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": []}',
+        '{"data_version": 0, "epoch": -1, "voted_id": 2, "leader_id": 1, "voters": []}',
+        '{"data_version": 0, "epoch": "1", "voted_id": 2, "leader_id": 1, "voters": []}',
+        '{"data_version": 0, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": ["a"]}',
+        "[]",
+    ],
+)
+def test_quorum_state_damage_is_refused(tmp_path: Path, content: str) -> None:
+    (tmp_path / "quorum-state").write_text(content)
+    with pytest.raises(InvalidFileError, match="quorum-state"):
+        QuorumStateFile(tmp_path).read()
+
+
+def test_atomic_write_leaves_old_or_new(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    atomic_write(target, b"old")
+    # a crash after writing the temp file but before the rename leaves the old content
+    (tmp_path / "f.tmp").write_bytes(b"half-writ")
+    assert target.read_bytes() == b"old"
+    atomic_write(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert not (tmp_path / "f.tmp").exists()
+
+
+def test_high_watermark_is_monotonic_and_clamped(tmp_path: Path) -> None:
+    hw = HighWatermarkCheckpoint(tmp_path)
+    assert hw.checkpointed == 0
+    assert hw.write(100, durable_end_offset=40) == 40, "never above what the log can recover"
+    assert hw.write(30, durable_end_offset=200) == 40, "never backwards"
+    assert hw.write(150, durable_end_offset=200) == 150
+    assert read_high_watermark(tmp_path) == 150
+    assert HighWatermarkCheckpoint(tmp_path).checkpointed == 150
+    hw.reset(20)
+    assert read_high_watermark(tmp_path) == 20
+
+
+def test_high_watermark_is_written_lazily(tmp_path: Path) -> None:
+    hw = HighWatermarkCheckpoint(tmp_path, interval_ms=1000)
+    assert hw.maybe_write(10, 10, now_ms=0) == 10
+    assert hw.maybe_write(20, 20, now_ms=500) == 10, "within the interval: not written"
+    assert read_high_watermark(tmp_path) == 10
+    assert hw.maybe_write(30, 30, now_ms=1000) == 30
+    assert read_high_watermark(tmp_path) == 30
+
+
+@pytest.mark.parametrize(
+    "content", ["", "{}", '{"version": 1, "high_watermark": -4}', '{"version": 2, "high_watermark": 4}']
+)
+def test_high_watermark_damage_is_refused(tmp_path: Path, content: str) -> None:
+    (tmp_path / HIGH_WATERMARK_CHECKPOINT).write_text(content)
+    with pytest.raises(InvalidFileError, match=HIGH_WATERMARK_CHECKPOINT):
+        read_high_watermark(tmp_path)
