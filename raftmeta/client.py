@@ -174,7 +174,9 @@ class ControllerClient:
                     code == grpc.StatusCode.UNAVAILABLE and "connect" not in (exc.details() or "").lower()
                 ):
                     maybe_reached = True
-                if code not in RETRYABLE_CODES:
+                # RESOURCE_EXHAUSTED also means "message larger than the limit": retrying cannot help.
+                too_large = code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (exc.details() or "")
+                if code not in RETRYABLE_CODES or too_large:
                     raise ClientError(method, code, exc.details() or "", details.error_code) from exc
                 if time.monotonic() >= deadline:
                     if method in MUTATING_METHODS and maybe_reached:

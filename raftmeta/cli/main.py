@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "brokers": "raftmeta.cli.brokers:brokers",
     "demo": "raftmeta.cli.demo:demo",
     "log": "raftmeta.cli.log:log",
+    "node": "raftmeta.cli.node:node",
+    "quorum": "raftmeta.cli.quorum:quorum",
     "placement": "raftmeta.cli.placement:placement",
     "records": "raftmeta.cli.records:records",
     "sim": "raftmeta.cli.sim:sim",

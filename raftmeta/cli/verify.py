@@ -16,6 +16,12 @@ from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_err
 @click.option(
     "--master", default="local[*]", show_default=True, help="Spark master, e.g. local[2] or spark://host:7077."
 )
+@click.option(
+    "--history",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A client history (JSON lines) to check against the committed log.",
+)
 @click.option("--spark-log-level", default="ERROR", show_default=True, help="Spark's own log level.")
 @output_option
 def verify(

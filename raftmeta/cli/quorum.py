@@ -1,0 +1,217 @@
+"""``raftmeta quorum up|down|status|kill|restart|pause|resume``: a local quorum of real processes."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import click
+
+from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.connect import bootstrap_options, connect
+
+DATA_DIR = click.option(
+    "--data-dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="The quorum's directory."
+)
+NODE = click.option("--node", "node_id", type=click.IntRange(min=0), required=True, help="Node id.")
+
+
+@click.group()
+def quorum() -> None:
+    """Run a local quorum of node processes on loopback and act on its nodes."""
+
+
+@quorum.command("up")
+@DATA_DIR
+@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True, help="Number of voters.")
+@click.option("--brokers", type=click.IntRange(min=0), default=0, show_default=True, help="Simulated brokers to run.")
+@click.option("--racks", type=click.IntRange(min=0), default=3, show_default=True, help="Racks of the brokers.")
+@click.option("--pool", "pools", multiple=True, help="Broker pool NAME=IDS for the fleet, e.g. fast=0-2.")
+@click.option("--snapshot-interval-records", type=click.IntRange(min=1), default=None, help="Passed to every node.")
+@click.option("--session-timeout-ms", type=click.IntRange(min=10), default=None, help="Broker session timeout.")
+@click.option("--heartbeat-interval-ms", type=click.IntRange(min=10), default=1000, show_default=True)
+@click.option("--detach", is_flag=True, help="Return once a leader is elected (and brokers registered).")
+@output_option
+def up(
+    data_dir: Path,
+    nodes: int,
+    brokers: int,
+    racks: int,
+    pools: tuple[str, ...],
+    snapshot_interval_records: int | None,
+    session_timeout_ms: int | None,
+    heartbeat_interval_ms: int,
+    detach: bool,
+    output: str,
+) -> None:
+    """Start the quorum; in the foreground unless --detach (Ctrl-C stops it)."""
+    from raftmeta import local_quorum
+
+    if brokers and racks > brokers:
+        raise usage_error(f"--racks ({racks}) cannot exceed --brokers ({brokers})", "--racks")
+    node_args: list[str] = []
+    if snapshot_interval_records is not None:
+        node_args += ["--snapshot-interval-records", str(snapshot_interval_records)]
+    if session_timeout_ms is not None:
+        node_args += ["--session-timeout-ms", str(session_timeout_ms)]
+    try:
+        started = local_quorum.up(
+            data_dir,
+            nodes=nodes,
+            brokers=brokers,
+            racks=racks if brokers else 0,
+            pools=list(pools),
+            node_args=node_args,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+        )
+    except (RuntimeError, TimeoutError, ValueError) as exc:
+        raise CheckFailed(str(exc)) from exc
+    document = {
+        "bootstrap_server": started.bootstrap_server,
+        "cluster_id": started.cluster_id,
+        "nodes": [{"id": n.id, "pid": n.pid, "address": n.address, "data_dir": n.data_dir} for n in started.nodes],
+        "brokers_pid": started.brokers_pid,
+    }
+    if output == "json":
+        emit_json(document)
+    else:
+        click.echo(f"quorum of {nodes} nodes up; bootstrap server {started.bootstrap_server}")
+        for n in started.nodes:
+            click.echo(f"  node {n.id}: pid {n.pid} at {n.address}, data {n.data_dir}, log {n.log}")
+        if started.brokers_pid:
+            click.echo(f"  {brokers} simulated brokers in {racks} racks: pid {started.brokers_pid}")
+    if detach:
+        return
+    click.echo("running; Ctrl-C stops the quorum", err=True)
+    try:
+        while any(local_quorum.alive(n.pid) for n in started.nodes):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    local_quorum.down(local_quorum.LocalQuorum.load(data_dir))
+
+
+@quorum.command("down")
+@DATA_DIR
+@output_option
+def down(data_dir: Path, output: str) -> None:
+    """Stop every process of the quorum (SIGTERM, then SIGKILL after 10 s)."""
+    from raftmeta import local_quorum
+
+    try:
+        stopped = local_quorum.down(local_quorum.LocalQuorum.load(data_dir))
+    except FileNotFoundError as exc:
+        raise usage_error(str(exc), "--data-dir") from exc
+    if output == "json":
+        emit_json({"stopped_pids": stopped})
+    else:
+        click.echo(f"stopped {len(stopped)} processes")
+
+
+def _act(data_dir: Path, node_id: int, sig: signal.Signals, verb: str, output: str) -> None:
+    from raftmeta import local_quorum
+
+    try:
+        q = local_quorum.LocalQuorum.load(data_dir)
+        pid = local_quorum.signal_node(q, node_id, sig)
+    except FileNotFoundError as exc:
+        raise usage_error(str(exc), "--data-dir") from exc
+    except KeyError as exc:
+        raise usage_error(str(exc.args[0]), "--node") from exc
+    except ProcessLookupError as exc:
+        raise CheckFailed(str(exc)) from exc
+    if output == "json":
+        emit_json({"node": node_id, "pid": pid, "action": verb})
+    else:
+        click.echo(f"node {node_id} (pid {pid}) {verb}")
+
+
+@quorum.command("kill")
+@DATA_DIR
+@NODE
+@output_option
+def kill(data_dir: Path, node_id: int, output: str) -> None:
+    """SIGKILL a node: a crash, losing whatever it had not fsynced."""
+    _act(data_dir, node_id, signal.SIGKILL, "killed", output)
+
+
+@quorum.command("pause")
+@DATA_DIR
+@NODE
+@output_option
+def pause(data_dir: Path, node_id: int, output: str) -> None:
+    """SIGSTOP a node: it stops answering, as a long GC pause or a hung disk would."""
+    _act(data_dir, node_id, signal.SIGSTOP, "paused", output)
+
+
+@quorum.command("resume")
+@DATA_DIR
+@NODE
+@output_option
+def resume(data_dir: Path, node_id: int, output: str) -> None:
+    """SIGCONT a paused node."""
+    _act(data_dir, node_id, signal.SIGCONT, "resumed", output)
+
+
+@quorum.command("restart")
+@DATA_DIR
+@NODE
+@output_option
+def restart(data_dir: Path, node_id: int, output: str) -> None:
+    """Start a stopped or killed node again, with the same command line and data dir."""
+    from raftmeta import local_quorum
+
+    try:
+        node = local_quorum.restart(local_quorum.LocalQuorum.load(data_dir), node_id)
+    except FileNotFoundError as exc:
+        raise usage_error(str(exc), "--data-dir") from exc
+    except KeyError as exc:
+        raise usage_error(str(exc.args[0]), "--node") from exc
+    except RuntimeError as exc:
+        raise CheckFailed(str(exc)) from exc
+    if output == "json":
+        emit_json({"node": node_id, "pid": node.pid, "action": "restarted"})
+    else:
+        click.echo(f"node {node_id} restarted (pid {node.pid})")
+
+
+@quorum.command("status")
+@bootstrap_options
+@output_option
+def status(bootstrap_server: str, timeout: float, output: str) -> None:
+    """The quorum as its leader sees it (kafka-metadata-quorum describe --status/--replication)."""
+    with connect(bootstrap_server, timeout) as client:
+        answer = client.describe_quorum()
+    voters = [
+        {"id": v.replica_id, "log_end_offset": v.log_end_offset, "lag": v.lag, "last_fetch_ms_ago": v.last_fetch_ms_ago}
+        for v in answer.voters
+    ]
+    observers = [
+        {"id": o.replica_id, "log_end_offset": o.log_end_offset, "lag": o.lag, "last_fetch_ms_ago": o.last_fetch_ms_ago}
+        for o in answer.observers
+    ]
+    document = {
+        "cluster_id": answer.cluster_id,
+        "leader_id": answer.leader_id,
+        "leader_epoch": answer.leader_epoch,
+        "high_watermark": answer.high_watermark,
+        "voters": voters,
+        "observers": observers,
+    }
+    if output == "json":
+        emit_json(document)
+        return
+    click.echo(f"ClusterId:              {answer.cluster_id}")
+    click.echo(f"LeaderId:               {answer.leader_id}")
+    click.echo(f"LeaderEpoch:            {answer.leader_epoch}")
+    click.echo(f"HighWatermark:          {answer.high_watermark}")
+    click.echo(f"CurrentVoters:          [{','.join(str(v['id']) for v in voters)}]")
+    click.echo(f"CurrentObservers:       [{','.join(str(o['id']) for o in observers)}]")
+    click.echo("")
+    click.echo(f"{'NodeId':<8}{'LogEndOffset':>14}{'Lag':>8}{'LastFetchMsAgo':>16}  Status")
+    for v in voters:
+        role = "Leader" if v["id"] == answer.leader_id else "Follower"
+        click.echo(f"{v['id']:<8}{v['log_end_offset']:>14}{v['lag']:>8}{v['last_fetch_ms_ago']:>16}  {role}")
+    for o in observers:
+        click.echo(f"{o['id']:<8}{o['log_end_offset']:>14}{o['lag']:>8}{o['last_fetch_ms_ago']:>16}  Observer")

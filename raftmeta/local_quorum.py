@@ -1,0 +1,253 @@
+"""A local quorum of real node processes on loopback (``raftmeta quorum up|down|kill|...``).
+
+``DIR/quorum.json`` records everything needed to act on the quorum later from another process:
+each node's id, pid, address, data dir, log file and exact command line (so ``restart`` starts
+the very same node), plus the broker fleet's pid. Processes start in their own sessions so they
+outlive a detached ``quorum up``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
+from raftmeta.server.config import format_voters
+
+QUORUM_FILE = "quorum.json"
+
+
+@dataclass
+class NodeProcess:
+    id: int
+    pid: int
+    address: str
+    data_dir: str
+    log: str
+    argv: list[str]
+
+
+@dataclass
+class LocalQuorum:
+    data_dir: str
+    cluster_id: str
+    bootstrap_server: str
+    nodes: list[NodeProcess]
+    brokers_pid: int | None = None
+    brokers_argv: list[str] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.data_dir) / QUORUM_FILE
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+    def to_json(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["nodes"] = [
+            {"id": n.id, "pid": n.pid, "address": n.address, "data_dir": n.data_dir, "log": n.log, "argv": n.argv}
+            for n in self.nodes
+        ]
+        return document
+
+    @classmethod
+    def load(cls, data_dir: Path) -> LocalQuorum:
+        path = data_dir / QUORUM_FILE
+        try:
+            document = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path} not found: no quorum was started in {data_dir}") from None
+        nodes = [NodeProcess(**n) for n in document.pop("nodes")]
+        return cls(nodes=nodes, **document)
+
+    def node(self, node_id: int) -> NodeProcess:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(f"node {node_id} is not in this quorum (nodes {[n.id for n in self.nodes]})")
+
+
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's form (22 characters of base64url)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# Children this process started: kept so they are reaped (poll) rather than left as zombies, and
+# so dropping a handle does not warn that a deliberately detached process is still running.
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    child = _children.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited child not yet reaped) still answers kill(0): check its state.
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.split(") ", 1)[1][0] != "Z"
+    return True
+
+
+def _spawn(argv: list[str], log_path: Path) -> int:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    _children[process.pid] = process
+    return process.pid
+
+
+def up(
+    data_dir: Path,
+    *,
+    nodes: int = 3,
+    brokers: int = 0,
+    racks: int = 0,
+    pools: list[str] | None = None,
+    node_args: list[str] | None = None,
+    heartbeat_interval_ms: int = 1000,
+    timeout_s: float = 30.0,
+) -> LocalQuorum:
+    """Start ``nodes`` node processes (and a broker fleet); return once a leader is elected and
+    the brokers have registered."""
+    if not 1 <= nodes <= 9:
+        raise ValueError(f"--nodes must be between 1 and 9, got {nodes}")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    existing = data_dir / QUORUM_FILE
+    if existing.exists():
+        previous = LocalQuorum.load(data_dir)
+        running = [n.id for n in previous.nodes if alive(n.pid)]
+        if running:
+            raise RuntimeError(
+                f"nodes {running} of the quorum in {data_dir} are still running: `raftmeta quorum down` first"
+            )
+        cluster_id = previous.cluster_id
+    else:
+        cluster_id = new_cluster_id()
+    ports = free_ports(nodes)
+    voters = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports)}
+    processes: list[NodeProcess] = []
+    for node_id, address in voters.items():
+        node_dir = data_dir / f"node-{node_id}"
+        argv = [
+            sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "node",
+            "--node-id", str(node_id), "--listen", address, "--voters", format_voters(voters),
+            "--data-dir", str(node_dir), "--cluster-id", cluster_id, *(node_args or []),
+        ]  # fmt: skip
+        log_path = data_dir / "logs" / f"node-{node_id}.log"
+        processes.append(NodeProcess(node_id, _spawn(argv, log_path), address, str(node_dir), str(log_path), argv))
+    quorum = LocalQuorum(str(data_dir), cluster_id, ",".join(voters.values()), processes)
+    quorum.save()
+    wait_for_leader(quorum, timeout_s)
+    if brokers:
+        fleet_argv = [
+            sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "brokers", "fleet",
+            "--bootstrap-server", quorum.bootstrap_server, "--brokers", str(brokers), "--racks", str(racks),
+            "--heartbeat-interval-ms", str(heartbeat_interval_ms),
+            *(arg for pool in (pools or []) for arg in ("--pool", pool)),
+        ]  # fmt: skip
+        quorum.brokers_pid = _spawn(fleet_argv, data_dir / "logs" / "brokers.log")
+        quorum.brokers_argv = fleet_argv
+        quorum.save()
+        wait_for_brokers(quorum, brokers, timeout_s)
+    return quorum
+
+
+def wait_for_leader(quorum: LocalQuorum, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    with SyncControllerClient(quorum.bootstrap_server, retry=RetryPolicy(deadline_s=2, attempt_timeout_s=1)) as client:
+        while time.monotonic() < deadline:
+            dead = [n.id for n in quorum.nodes if not alive(n.pid)]
+            if len(dead) == len(quorum.nodes):
+                raise RuntimeError(f"every node exited; see the logs in {Path(quorum.data_dir) / 'logs'}")
+            try:
+                answer = client.describe_quorum()
+                if answer.leader_id >= 0:
+                    return answer.leader_id
+            except ClientError:
+                pass
+            time.sleep(0.1)
+    raise TimeoutError(f"no leader elected within {timeout_s} s; see the logs in {Path(quorum.data_dir) / 'logs'}")
+
+
+def wait_for_brokers(quorum: LocalQuorum, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    with SyncControllerClient(quorum.bootstrap_server, retry=RetryPolicy(deadline_s=2, attempt_timeout_s=1)) as client:
+        while time.monotonic() < deadline:
+            if not alive(quorum.brokers_pid):
+                raise RuntimeError(f"the broker fleet exited; see {Path(quorum.data_dir) / 'logs' / 'brokers.log'}")
+            with contextlib.suppress(ClientError):
+                cluster = client.describe_cluster()
+                if sum(1 for b in cluster.brokers if not b.fenced) >= count:
+                    return
+            time.sleep(0.2)
+    raise TimeoutError(f"{count} brokers did not register and unfence within {timeout_s} s")
+
+
+def signal_node(quorum: LocalQuorum, node_id: int, sig: signal.Signals) -> int:
+    node = quorum.node(node_id)
+    if not alive(node.pid):
+        raise ProcessLookupError(f"node {node_id} (pid {node.pid}) is not running")
+    os.kill(node.pid, sig)
+    return node.pid
+
+
+def restart(quorum: LocalQuorum, node_id: int) -> NodeProcess:
+    node = quorum.node(node_id)
+    if alive(node.pid):
+        raise RuntimeError(f"node {node_id} (pid {node.pid}) is still running: kill it first")
+    node.pid = _spawn(node.argv, Path(node.log))
+    quorum.save()
+    return node
+
+
+def down(quorum: LocalQuorum, timeout_s: float = 10.0) -> list[int]:
+    """SIGTERM every process (SIGCONT first, in case it is paused), SIGKILL what is left."""
+    candidates = [quorum.brokers_pid, *(n.pid for n in quorum.nodes)]
+    pids = [p for p in candidates if p is not None and alive(p)]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    return pids

@@ -1,0 +1,67 @@
+"""A node's configuration: identity, the static voter set, timeouts and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raftmeta.controller.result import ControllerConfig
+
+
+def parse_voters(text: str) -> dict[int, str]:
+    """Kafka's controller.quorum.voters format ``1@host:port,2@host:port`` → {id: "host:port"}."""
+    voters: dict[int, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        node, at, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not at or not node.strip().isdigit():
+            raise ValueError(f"voter {item!r} is not ID@HOST:PORT (e.g. 1@127.0.0.1:9093)")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"voter {item!r}: {address!r} is not HOST:PORT with a port in 1..65535")
+        node_id = int(node)
+        if node_id in voters:
+            raise ValueError(f"voter id {node_id} appears twice")
+        voters[node_id] = address
+    if not voters:
+        raise ValueError("the voter list is empty: expected ID@HOST:PORT[,ID@HOST:PORT...]")
+    return voters
+
+
+def format_voters(voters: dict[int, str]) -> str:
+    return ",".join(f"{node_id}@{address}" for node_id, address in sorted(voters.items()))
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    node_id: int
+    listen: str
+    voters: dict[int, str]
+    data_dir: Path
+    cluster_id: str
+    repair_log: bool = False
+    # Consensus timeouts (Kafka's controller.quorum.* defaults).
+    fetch_timeout_ms: int = 2000
+    election_timeout_ms: int = 1000
+    election_backoff_max_ms: int = 1000
+    fetch_max_wait_ms: int = 500
+    request_timeout_ms: int = 1000
+    # Take a snapshot of the metadata image after this many committed records.
+    snapshot_interval_records: int = 10_000
+    # How often the leader's controller looks for broker sessions that timed out.
+    tick_interval_ms: int = 250
+    # Bounds: queued inputs of the node task and admin requests waiting for a commit.
+    inbox_max: int = 10_000
+    pending_requests_max: int = 4096
+    # How long a non-leader waits for a leader to appear before answering NOT_CONTROLLER.
+    forward_wait_ms: int = 5000
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+
+    def __post_init__(self) -> None:
+        if self.node_id < 0:
+            raise ValueError(f"--node-id must be >= 0, got {self.node_id}")
+        if self.snapshot_interval_records < 1:
+            raise ValueError("--snapshot-interval-records must be >= 1")
+        if not self.cluster_id:
+            raise ValueError("a cluster id is required")

@@ -1,0 +1,168 @@
+"""gRPC servicers: RaftService feeds the node's inbox; ControllerService runs on the leader and is
+forwarded to it from any other node (seed 004).
+
+Forwarding is one hop: a forwarded call carries ``raftmeta-forwarded`` metadata, and a node that
+receives one but is not the leader answers UNAVAILABLE/NOT_CONTROLLER instead of forwarding
+again (no loops while leadership moves); the client retries with the same request id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import grpc.aio
+from google.protobuf.message import Message
+
+from raftmeta.controller.errors import RequestError
+from raftmeta.limits import grpc_channel_options
+from raftmeta.logs import get_logger
+from raftmeta.rpc_errors import error_metadata
+from raftmeta.server.node import Node, NotControllerError, OverloadedError
+from raftmeta.v1 import controller_pb2, controller_pb2_grpc, raft_pb2, raft_pb2_grpc
+
+FORWARDED_KEY = "raftmeta-forwarded"
+DEFAULT_DEADLINE_S = 30.0
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _remaining(context: Context) -> float:
+    remaining = context.time_remaining()
+    return DEFAULT_DEADLINE_S if remaining is None else max(0.0, remaining)
+
+
+class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    async def _ask(self, source: int, request: Message, context: Context) -> Any:
+        future = self.node.submit_raft(source, request)
+        try:
+            return await asyncio.wait_for(future, _remaining(context))
+        except TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the node did not answer in time")
+        except NotControllerError:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the node is shutting down")
+
+    async def Vote(self, request: raft_pb2.VoteRequest, context: Context) -> raft_pb2.VoteResponse:
+        response: raft_pb2.VoteResponse = await self._ask(request.candidate_id, request, context)
+        return response
+
+    async def BeginQuorumEpoch(
+        self, request: raft_pb2.BeginQuorumEpochRequest, context: Context
+    ) -> raft_pb2.BeginQuorumEpochResponse:
+        response: raft_pb2.BeginQuorumEpochResponse = await self._ask(request.leader_id, request, context)
+        return response
+
+    async def EndQuorumEpoch(
+        self, request: raft_pb2.EndQuorumEpochRequest, context: Context
+    ) -> raft_pb2.EndQuorumEpochResponse:
+        response: raft_pb2.EndQuorumEpochResponse = await self._ask(request.leader_id, request, context)
+        return response
+
+    async def Fetch(self, request: raft_pb2.FetchRequest, context: Context) -> raft_pb2.FetchResponse:
+        response: raft_pb2.FetchResponse = await self._ask(request.replica_id, request, context)
+        return response
+
+    async def FetchSnapshot(
+        self, request: raft_pb2.FetchSnapshotRequest, context: Context
+    ) -> AsyncIterator[raft_pb2.FetchSnapshotResponse]:
+        response: raft_pb2.FetchSnapshotResponse = await self._ask(request.replica_id, request, context)
+        yield response
+
+
+class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._stubs: dict[int, controller_pb2_grpc.ControllerServiceStub] = {}
+        self._channels: list[grpc.aio.Channel] = []
+        self._log = get_logger("controller-service", node_id=node.node_id)
+
+    def _stub(self, leader_id: int) -> controller_pb2_grpc.ControllerServiceStub:
+        stub = self._stubs.get(leader_id)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(self.node.config.voters[leader_id], options=grpc_channel_options())
+            self._channels.append(channel)
+            stub = controller_pb2_grpc.ControllerServiceStub(channel)
+            self._stubs[leader_id] = stub
+        return stub
+
+    async def close(self) -> None:
+        await asyncio.gather(*(channel.close(grace=None) for channel in self._channels))
+
+    async def _serve(self, method: str, request: Message, context: Context) -> Any:
+        node = self.node
+        deadline = time.monotonic() + _remaining(context)
+        forwarded = any(key == FORWARDED_KEY for key, _ in context.invocation_metadata() or ())
+        wait_until = time.monotonic() + node.config.forward_wait_ms / 1000
+        while True:
+            if node.is_leader:
+                try:
+                    if method == "DescribeQuorum":
+                        return node.describe_quorum()
+                    future = node.submit_admin(method, request)
+                    return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
+                except OverloadedError as exc:
+                    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+                except RequestError as exc:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                except TimeoutError:
+                    await context.abort(
+                        grpc.StatusCode.DEADLINE_EXCEEDED,
+                        f"{method} was not committed before the deadline; its outcome is unknown: "
+                        "retry with the same request_id",
+                    )
+                except NotControllerError:
+                    pass  # leadership moved while the request waited: look for the new leader
+            leader = node.core.leader_id
+            if leader >= 0 and leader != node.node_id and leader in node.config.voters and not forwarded:
+                return await self._forward(leader, method, request, context, deadline)
+            now = time.monotonic()
+            if forwarded or now >= min(deadline, wait_until):
+                context.set_trailing_metadata(error_metadata("NOT_CONTROLLER", leader))
+                await context.abort(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"NOT_CONTROLLER: node {node.node_id} is not the controller and knows no leader to forward to",
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(node.leader_changed.wait(), min(deadline, wait_until) - now)
+
+    async def _forward(self, leader: int, method: str, request: Message, context: Context, deadline: float) -> Any:
+        rpc = getattr(self._stub(leader), method)
+        try:
+            return await rpc(request, timeout=max(0.001, deadline - time.monotonic()), metadata=((FORWARDED_KEY, "1"),))
+        except grpc.aio.AioRpcError as exc:
+            trailing: Any = exc.trailing_metadata() or ()
+            context.set_trailing_metadata(tuple((k, v) for k, v in trailing if isinstance(v, str)))
+            await context.abort(exc.code(), exc.details() or f"forwarding to leader {leader} failed")
+
+    async def CreateTopics(self, request: controller_pb2.CreateTopicsRequest, context: Context) -> Any:
+        return await self._serve("CreateTopics", request, context)
+
+    async def CreatePartitions(self, request: controller_pb2.CreatePartitionsRequest, context: Context) -> Any:
+        return await self._serve("CreatePartitions", request, context)
+
+    async def DeleteTopics(self, request: controller_pb2.DeleteTopicsRequest, context: Context) -> Any:
+        return await self._serve("DeleteTopics", request, context)
+
+    async def ElectLeaders(self, request: controller_pb2.ElectLeadersRequest, context: Context) -> Any:
+        return await self._serve("ElectLeaders", request, context)
+
+    async def DescribeTopics(self, request: controller_pb2.DescribeTopicsRequest, context: Context) -> Any:
+        return await self._serve("DescribeTopics", request, context)
+
+    async def RegisterBroker(self, request: controller_pb2.RegisterBrokerRequest, context: Context) -> Any:
+        return await self._serve("RegisterBroker", request, context)
+
+    async def BrokerHeartbeat(self, request: controller_pb2.BrokerHeartbeatRequest, context: Context) -> Any:
+        return await self._serve("BrokerHeartbeat", request, context)
+
+    async def DescribeCluster(self, request: controller_pb2.DescribeClusterRequest, context: Context) -> Any:
+        return await self._serve("DescribeCluster", request, context)
+
+    async def DescribeQuorum(self, request: controller_pb2.DescribeQuorumRequest, context: Context) -> Any:
+        return await self._serve("DescribeQuorum", request, context)
