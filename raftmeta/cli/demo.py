@@ -1,99 +1,110 @@
 """``raftmeta demo``: the guided tour behind ``make demo``.
 
-The full tour (DESIGN.md §1, issue "node") launches a 3-node quorum with 9 simulated brokers in
-3 racks, creates topics through gRPC, fails and recovers a broker, and replays every node's log
-with Spark. Each step runs only if the part it needs exists; steps whose parts are not built yet
-are listed as such, plainly -- the demo never pretends they ran.
+Launches a local 3-node quorum with 9 simulated brokers in 3 racks, creates topics through gRPC
+(striped, balanced, a manual assignment, one in a broker pool, and an invalid request), fails a
+broker and watches leadership move (seed 002), recovers it, shows the topics and the quorum, then
+replays all three nodes' logs with Spark and prints the report's path. Every step prints the
+command it runs, so a newcomer can repeat any of them by hand. The quorum is always stopped.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import time
+from pathlib import Path
 
 import click
 
 from raftmeta.cli.common import EXIT_FAILED
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
+SESSION_TIMEOUT_MS = 4000
 
 
-@dataclass(frozen=True)
-class Step:
-    title: str
-    # Module whose presence means the step's part is built.
-    needs: str
-    # The raftmeta command line the step runs (arguments after "raftmeta").
-    argv: tuple[str, ...]
+class StepFailed(Exception):
+    pass
 
 
-STEPS: tuple[Step, ...] = (
-    Step("The metadata record types the log carries", "raftmeta.cli.records", ("records", "types")),
-    Step(
-        "Preview placement: 12 partitions, RF 3, on 9 brokers in 3 racks (Kafka's striped placer)",
-        "raftmeta.cli.placement",
-        (
-            "placement",
-            "place",
-            "--brokers",
-            "0:rack-a,1:rack-a,2:rack-a,3:rack-b,4:rack-b,5:rack-b,6:rack-c,7:rack-c,8:rack-c",
-            "--partitions",
-            "12",
-            "--replication-factor",
-            "3",
-            "--seed",
-            "0",
-        ),
-    ),
-    Step(
-        "Simulate 20 seeded 3-voter clusters under faults and check the Raft invariants",
-        "raftmeta.sim",
-        ("sim", "--seeds", "20", "--voters", "3"),
-    ),
-    Step(
-        "Launch a local 3-node quorum with 9 simulated brokers in 3 racks",
-        "raftmeta.server",
-        ("quorum", "up"),
-    ),
-    Step("Replay every node's log with Spark and verify", "raftmeta.jobs", ("verify",)),
-)
-
-
-def _available(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def _run(argv: tuple[str, ...]) -> int:
-    return subprocess.call([sys.executable, "-m", "raftmeta", *argv])
+def run(title: str, *argv: str, expect_failure: bool = False, capture: bool = False) -> str:
+    click.secho(f"\n== {title}", bold=True)
+    click.secho(f"$ raftmeta {' '.join(argv)}", fg="cyan")
+    result = subprocess.run([sys.executable, "-m", "raftmeta", *argv], text=True, capture_output=capture, check=False)
+    if capture:
+        click.echo(result.stdout, nl=False)
+        if result.stderr:
+            click.echo(result.stderr, nl=False, err=True)
+    failed = result.returncode != 0
+    if failed and not expect_failure:
+        raise StepFailed(f"`raftmeta {' '.join(argv)}` exited with {result.returncode}")
+    if expect_failure and not failed:
+        raise StepFailed(f"`raftmeta {' '.join(argv)}` was expected to be rejected but succeeded")
+    return result.stdout if capture else ""
 
 
 @click.command()
-def demo() -> None:
-    """Walk through what raftmeta can do today, step by step."""
-    ran: list[str] = []
-    missing: list[str] = []
-    runner: Callable[[tuple[str, ...]], int] = _run
-    for number, step in enumerate(STEPS, start=1):
-        click.secho(f"\n== Step {number}: {step.title}", bold=True)
-        if not _available(step.needs):
-            click.secho(f"   not built yet (needs {step.needs}); skipped", fg="yellow")
-            missing.append(step.title)
-            continue
-        click.echo(f"   $ raftmeta {' '.join(step.argv)}")
-        code = runner(step.argv)
-        if code != 0:
-            click.secho(f"   step failed with exit code {code}", fg="red")
-            raise SystemExit(EXIT_FAILED)
-        ran.append(step.title)
-    click.secho(f"\nDemo ran {len(ran)} of {len(STEPS)} steps.", bold=True)
-    if missing:
-        click.secho("Not built yet, so not shown:", fg="yellow")
-        for title in missing:
-            click.echo(f"  - {title}")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-data"), show_default=True
+)
+@click.option("--keep", is_flag=True, help="Keep the quorum running at the end (stop it with `raftmeta quorum down`).")
+def demo(data_dir: Path, keep: bool) -> None:
+    """Run a 3-node quorum, create topics, break a broker, and verify every log with Spark."""
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+    report_dir = data_dir / "report"
+    started = time.monotonic()
+    try:
+        up = run(
+            "Launch a local 3-node quorum with 9 simulated brokers in 3 racks (brokers 0-2 form pool 'fast')",
+            "quorum", "up", "--data-dir", str(data_dir), "--nodes", "3", "--brokers", "9", "--racks", "3",
+            "--pool", "fast=0-2", "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--heartbeat-interval-ms", "500",
+            "--detach", "--output", "json", capture=True,
+        )  # fmt: skip
+        bootstrap = json.loads(up)["bootstrap_server"]
+        via = ["--bootstrap-server", bootstrap]
+        run("Registered brokers, with racks and pools", "brokers", "list", *via)
+        run("Create a topic with KRaft's striped placer (the default)", "topics", "create", *via,
+            "--topic", "orders", "--partitions", "6", "--replication-factor", "3")  # fmt: skip
+        run("Create a topic with raftmeta's balanced placer (leaders within ±1 per broker)",
+            "topics", "create", *via, "--topic", "payments", "--partitions", "9", "--replication-factor", "3",
+            "--placer", "balanced")  # fmt: skip
+        run("Create a topic with a manual replica assignment", "topics", "create", *via,
+            "--topic", "audit", "--replica-assignment", "3:4:5,4:5:3,5:3:4")  # fmt: skip
+        run("Create a topic inside broker pool 'fast' (seed 003's resource isolation)",
+            "topics", "create", *via, "--topic", "latency-critical", "--partitions", "3", "--replication-factor", "3",
+            "--broker-pool", "fast")  # fmt: skip
+        run("An invalid request is refused, naming the field and the rule (and nothing is written)",
+            "topics", "create", *via, "--topic", "bad name!", "--partitions", "0", "--replication-factor", "3",
+            expect_failure=True)  # fmt: skip
+        described = run("Where the leaders of 'orders' are", "topics", "describe", *via, "--topic", "orders",
+                        "--output", "json", capture=True)  # fmt: skip
+        victim = str(json.loads(described)["topics"][0]["partitions"][0]["leader"])
+        run(f"Fail broker {victim}, the leader of orders-0: its heartbeats stop",
+            "brokers", "fail", *via, "--id", victim)  # fmt: skip
+        wait_s = SESSION_TIMEOUT_MS / 1000 + 2
+        click.echo(f"   waiting {wait_s:.0f} s for its session to time out and the controller to fence it ...")
+        time.sleep(wait_s)
+        run(f"Partitions led by broker {victim} moved to the next ISR member; it left every ISR (seed 002)",
+            "topics", "describe", *via, "--topic", "orders")  # fmt: skip
+        run(f"Recover broker {victim}: heartbeats resume and the controller unfences it",
+            "brokers", "recover", *via, "--id", victim)  # fmt: skip
+        time.sleep(2)
+        run("Brokers after the recovery", "brokers", "list", *via)
+        run("The quorum as its leader sees it (kafka-metadata-quorum describe)", "quorum", "status", *via)
+        run("Stop the quorum (its logs stay on disk)", "quorum", "down", "--data-dir", str(data_dir))
+        run("Replay all three nodes' logs with Spark and verify them", "verify", "--data-dir", str(data_dir),
+            "--report-dir", str(report_dir))  # fmt: skip
+    except StepFailed as exc:
+        click.secho(f"\ndemo failed: {exc}", fg="red", err=True)
+        logs = data_dir / "logs"
+        if logs.exists():
+            click.secho(f"node and broker logs are in {logs}", err=True)
+        raise SystemExit(EXIT_FAILED) from None
+    finally:
+        if not keep and (data_dir / "quorum.json").exists():
+            subprocess.run([sys.executable, "-m", "raftmeta", "quorum", "down", "--data-dir", str(data_dir)],
+                           capture_output=True, check=False)  # fmt: skip
+    click.secho(f"\nDemo finished in {time.monotonic() - started:.0f} s.", bold=True)
+    click.echo(f"Report: {(report_dir / 'report.html').resolve()}")
+    click.echo(f"Inspect a node's log: raftmeta log dump --data-dir {data_dir / 'node-1'}")
