@@ -29,6 +29,8 @@ from raftmeta.cli.common import CheckFailed, usage_error
 @click.option("--election-timeout-ms", type=click.IntRange(min=10), default=1000, show_default=True)
 @click.option("--session-timeout-ms", type=click.IntRange(min=10), default=9000, show_default=True,
               help="broker.session.timeout.ms: a broker silent this long is fenced.")  # fmt: skip
+@click.option("--unsafe-ack-before-commit", is_flag=True, hidden=True, help="TEST ONLY: acknowledge before commit.")
+@click.option("--unsafe-skip-fsync", is_flag=True, hidden=True, help="TEST ONLY: never fsync the log.")
 def node(
     node_id: int,
     listen: str,
@@ -40,6 +42,8 @@ def node(
     fetch_timeout_ms: int,
     election_timeout_ms: int,
     session_timeout_ms: int,
+    unsafe_ack_before_commit: bool,
+    unsafe_skip_fsync: bool,
 ) -> None:
     """Run one quorum node (voter) in the foreground."""
     from dataclasses import replace
@@ -72,6 +76,8 @@ def node(
         snapshot_interval_records=snapshot_interval_records,
         fetch_timeout_ms=fetch_timeout_ms,
         election_timeout_ms=election_timeout_ms,
+        unsafe_ack_before_commit=unsafe_ack_before_commit,
+        unsafe_skip_fsync=unsafe_skip_fsync,
     )
     config = replace(config, controller=ControllerConfig(session_timeout_ms=session_timeout_ms))
     try:

@@ -57,6 +57,10 @@ class NodeConfig:
     # How long a non-leader waits for a leader to appear before answering NOT_CONTROLLER.
     forward_wait_ms: int = 5000
     controller: ControllerConfig = field(default_factory=ControllerConfig)
+    # Deliberate bugs, for proving that the chaos checker catches lost acknowledged writes. Never
+    # set outside tests: each one breaks durability (DESIGN.md §9, invariant 6).
+    unsafe_ack_before_commit: bool = False  # answer admin requests as soon as they are proposed
+    unsafe_skip_fsync: bool = False  # report appends as durable without fsyncing them
 
     def __post_init__(self) -> None:
         if self.node_id < 0:

@@ -56,6 +56,10 @@ class DiskWriter:
 
         return await self._run(work)
 
+    async def unflushed_end(self) -> int:
+        """The log end, as if it were durable: only for the test-only ``unsafe_skip_fsync`` mode."""
+        return await self._run(lambda: self.storage.log.log_end_offset)
+
     async def checkpoint_high_watermark(self, high_watermark: int) -> int:
         now_ms = int(time.monotonic() * 1000)
         return await self._run(lambda: self.storage.checkpoint_high_watermark(high_watermark, now_ms))

@@ -32,6 +32,7 @@ from google.protobuf.message import Message
 
 from placement import JavaRandom
 from raftmeta.controller import Controller
+from raftmeta.controller.controller import METHODS
 from raftmeta.controller.errors import RequestError
 from raftmeta.logs import get_logger
 from raftmeta.raft import (
@@ -55,6 +56,7 @@ from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.snapshot import Snapshot
 from raftmeta.v1 import controller_pb2, records_pb2
 
+METHOD_RESPONSES: dict[str, type[Message]] = {name: m.response_type for name, m in METHODS.items()}
 # How many queued inputs the task handles before it asks the core for a Ready (batching).
 DRAIN_MAX = 512
 
@@ -318,8 +320,20 @@ class Node:
             return
         if handled.done:
             item.reply.set_result(handled.response)
+        elif self.config.unsafe_ack_before_commit and handled.records:
+            # Test-only bug: the answer the commit would release, released before the commit.
+            item.reply.set_result(self._uncommitted_answer(item))
         else:
             self._waiting[handled.key] = item.reply
+
+    def _uncommitted_answer(self, item: AdminInput) -> Message:
+        """The response stored in the pending batch's RequestRecord (unsafe_ack_before_commit only)."""
+        request_id: str = getattr(item.request, "request_id", "")
+        entry = self.controller.image.requests.get(request_id) if request_id else None
+        if entry is None:
+            raise NotControllerError(self.core.leader_id)
+        response: Message = METHOD_RESPONSES[item.method].FromString(entry.response)
+        return response
 
     def _propose(self, now: int, key: int, records: tuple[records_pb2.MetadataRecord, ...]) -> bool:
         try:
@@ -436,7 +450,7 @@ class Node:
             await self._flush_wanted.wait()
             self._flush_wanted.clear()
             seq = self._flush_seq
-            durable = await self.disk.flush()
+            durable = await (self.disk.unflushed_end() if self.config.unsafe_skip_fsync else self.disk.flush())
             self.inbox.put_nowait(Flushed(durable, seq))
 
     async def _tick_loop(self) -> None:
