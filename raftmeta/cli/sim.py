@@ -1,0 +1,98 @@
+"""``raftmeta sim``: run the deterministic consensus simulator over many seeds.
+
+Exit 1 on any invariant violation, printing the seed, the invariant and the exact command that
+replays it with a trace.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_error
+from raftmeta.sim.cluster import RunResult
+from raftmeta.sim.params import FAULT_KINDS
+from raftmeta.sim.runner import BUGS, parse_faults, run_seeds
+
+
+@click.command("sim")
+@click.option("--seeds", "seed_count", type=click.IntRange(min=1), default=None, help="Number of seeds to run [100].")
+@click.option("--seed", "first_seed", type=click.IntRange(min=0), default=None, help="First seed (alone: run only it).")
+@click.option("--steps", type=click.IntRange(min=1), default=3000, show_default=True, help="Events in the fault phase.")
+@click.option("--voters", type=click.IntRange(1, 5), default=None, help="Voters (1-5); default: the seed picks.")
+@click.option(
+    "--faults",
+    "faults_text",
+    default="all",
+    show_default=True,
+    help=f"all | none | comma-separated subset of: {', '.join(FAULT_KINDS)}.",
+)
+@click.option("--trace", is_flag=True, help="Print one line per event (to stderr with --output json).")
+@click.option("--bug", type=click.Choice(BUGS), default=None, hidden=True, help="Plant a known bug (tests only).")
+@output_option
+def sim(
+    seed_count: int | None,
+    first_seed: int | None,
+    steps: int,
+    voters: int | None,
+    faults_text: str,
+    trace: bool,
+    bug: str | None,
+    output: str,
+) -> None:
+    """Simulate quorums under seeded faults and check the consensus invariants.
+
+    Each seed picks the cluster (unless --voters), the fault mix and rates; phase 1 runs
+    --steps events with faults, phase 2 heals and requires progress. Invariants (DESIGN.md §9,
+    1-6) are checked after every event and at the end.
+    """
+    try:
+        kinds = parse_faults(faults_text)
+    except ValueError as exc:
+        raise usage_error(str(exc), "--faults") from None
+    start = first_seed if first_seed is not None else 0
+    count = seed_count if seed_count is not None else (1 if first_seed is not None else 100)
+    as_json = output == "json"
+    trace_out = sys.stderr if as_json else sys.stdout
+
+    def write_trace(line: str) -> None:
+        trace_out.write(line + "\n")
+
+    def report(result: RunResult, command: str) -> None:
+        if as_json:
+            return
+        p = result.params
+        status = "ok" if result.violation is None else f"VIOLATION {result.violation.invariant}"
+        click.echo(
+            f"seed {result.seed}: voters={p.voters} observers={p.observers} faults={','.join(sorted(p.faults)) or '-'} "
+            f"events={result.events} elections={result.elections} commits={result.commits} "
+            f"acked={result.acknowledged} liveness={result.liveness_ms}ms {status}"
+        )
+        if result.violation is not None:
+            click.echo(f"  seed {result.seed} violates {result.violation.invariant}: {result.violation.detail}")
+            click.echo(f"  reproduce: {command}")
+
+    summary = run_seeds(
+        range(start, start + count),
+        steps=steps,
+        voters=voters,
+        kinds=kinds,
+        bug=bug,
+        trace=write_trace if trace else None,
+        on_result=report,
+    )
+    if as_json:
+        emit_json(summary.to_json())
+    else:
+        faults = ", ".join(f"{k}={v}" for k, v in sorted(summary.faults.items())) or "none"
+        click.echo(
+            f"total: runs={summary.runs} events={summary.events} elections={summary.elections} "
+            f"commits={summary.commits} acked={summary.acknowledged} violations={len(summary.violations)} "
+            f"events/s={summary.events_per_s:,.0f} ({summary.seconds:.1f} s)"
+        )
+        click.echo(f"faults: {faults}")
+        for v in summary.violations:
+            click.echo(f"FAILED seed {v['seed']} ({v['invariant']}): {v['detail']}\n  reproduce: {v['command']}")
+    if summary.violations:
+        raise SystemExit(EXIT_FAILED)

@@ -1,0 +1,80 @@
+"""Pure KRaft-style consensus (KIP-595 Raft with pull replication, KIP-996 pre-vote, KIP-630
+snapshots): no sockets, disk, clock, threads or hidden randomness. See docs/consensus.md.
+
+How the core sees the log
+-------------------------
+The core keeps an in-memory view of the log (:class:`~raftmeta.raft.log.LogView`): the
+batches above the oldest retained snapshot (base offset, epoch, next offset, exact bytes) and
+an epoch index. It answers Fetches from it, validates fetch offsets against it and tells the driver
+what to write; the driver's segment log is the durable copy of the same batches. We chose this
+over etcd's injected Storage because the driver's writer thread appends asynchronously (the
+core would otherwise read a log that lags its own decisions), because Fetch answers are then
+a slice of memory, and because the metadata log above a snapshot is small. On start the driver
+passes what it recovered (quorum state, batches above the snapshot, snapshot, HW checkpoint).
+
+The driver contract (persist -> fsync -> send -> apply -> advance)
+-------------------------------------------------------------------
+One task owns a :class:`RaftCore`. On every input -- ``step(now_ms, envelope)``,
+``propose(now_ms, records)``, ``on_log_flushed(...)``, ``on_snapshot_created(...)``,
+``transfer_leadership``/``resign``, or a timer -- it calls ``deadline = core.poll(now_ms)``
+and ``ready = core.take_ready()``, then performs the Ready in this order:
+
+1. ``quorum_state``: write it atomically and fsync (temp file, fsync, rename, fsync dir)
+   before anything below -- the messages may carry a vote or an epoch that relies on it.
+2. ``install_snapshot``: write and fsync the snapshot, replace the log by an empty log that
+   starts at its end offset, reload the state machine from it.
+3. ``truncate_to`` then ``append``: write the batches byte for byte (no fsync needed yet).
+4. ``messages``: send each envelope to ``destination``. A response carries the correlation id
+   of its request: complete the pending RPC with that id. A request of ours gets a fresh id;
+   step its response back in with the same id. Drop failed requests silently (the core
+   retries by itself). No message depends on unflushed log data: the core holds those (a
+   follower's next Fetch, whose fetch offset claims durability) until step 5 reports.
+5. ``flush``: fsync the log (group commit: one fsync may cover many Readies), then call
+   ``on_log_flushed(now_ms, durable_end_offset, ready.seq)`` with the seq of the last Ready
+   whose writes the fsync covered. The leader counts itself toward the high watermark only
+   through this report.
+6. ``committed``: apply these batches to the state machine, in order; release the client
+   responses of proposals whose (base offset, epoch) is committed. ``soft_state`` tells when
+   the role or leader changed (fail pending proposals on leadership loss).
+7. Advance: sleep until ``deadline`` or the next input, whichever comes first.
+
+A Ready must be fully performed before the next one (the sequence numbers say which is which).
+"""
+
+from raftmeta.raft.config import Faults, RaftConfig
+from raftmeta.raft.core import RaftCore
+from raftmeta.raft.log import Entry, LogView, Validation, ValidationResult
+from raftmeta.raft.ready import Ready
+from raftmeta.raft.types import (
+    NO_LEADER,
+    NO_VOTE,
+    Envelope,
+    NotLeaderError,
+    ProposalLimitError,
+    QuorumStateData,
+    RandomSource,
+    Role,
+    SnapshotImage,
+    SoftState,
+)
+
+__all__ = [
+    "NO_LEADER",
+    "NO_VOTE",
+    "Entry",
+    "Envelope",
+    "Faults",
+    "LogView",
+    "NotLeaderError",
+    "ProposalLimitError",
+    "QuorumStateData",
+    "RaftConfig",
+    "RaftCore",
+    "RandomSource",
+    "Ready",
+    "Role",
+    "SnapshotImage",
+    "SoftState",
+    "Validation",
+    "ValidationResult",
+]

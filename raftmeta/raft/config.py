@@ -1,0 +1,74 @@
+"""Configuration of one consensus core: identity, the static voter set, timeouts and limits.
+
+Defaults follow Kafka's controller.quorum.* settings (election timeout 1 s, fetch timeout 2 s,
+election backoff max 1 s). ``Faults`` are test-only switches that plant known bugs so tests
+can prove the simulator catches them; production code never sets them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """Deliberate bugs, for tests of the simulator only (each one breaks a DESIGN.md §9 invariant)."""
+
+    # Count log entries that are not yet fsynced toward the majority: the leader counts its LEO
+    # instead of its durable end, and followers fetch (acknowledge) before their fsync.
+    ack_unpersisted: bool = False
+    # Grant a vote to a second candidate in an epoch where this node already voted.
+    double_vote: bool = False
+    # Advance the high watermark over entries of an older epoch without proof that they are the
+    # leader's: a leader counts replicas of an older epoch's entries (Raft paper figure 8: it
+    # does not wait for its own LeaderChangeRecord to reach a majority), and a follower takes
+    # the leader's HW while its log still holds an older epoch's diverging tail.
+    hw_from_old_epoch: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.ack_unpersisted or self.double_vote or self.hw_from_old_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    node_id: int
+    voters: tuple[int, ...]
+    cluster_id: str = ""
+    # A follower that has no successful Fetch for this long starts a pre-vote; a leader that
+    # has not heard Fetches from a majority for 1.5 x this long resigns (check quorum).
+    fetch_timeout_ms: int = 2000
+    # Base election timeout; the effective one is base + uniform[0, base) (injected randomness).
+    election_timeout_ms: int = 1000
+    # Upper bound of the randomized backoff after a lost pre-vote or election.
+    election_backoff_max_ms: int = 1000
+    # Long poll: how long the leader may park a Fetch that has nothing new.
+    fetch_max_wait_ms: int = 500
+    fetch_max_bytes: int = 1 << 20
+    # An unanswered request is considered lost after this long and retried.
+    request_timeout_ms: int = 1000
+    # Retry interval of BeginQuorumEpoch / EndQuorumEpoch to voters that have not acknowledged.
+    retry_backoff_ms: int = 100
+    snapshot_chunk_bytes: int = 1 << 20
+    # Snapshots kept for FetchSnapshot; the in-memory log starts at the oldest one, so a follower
+    # that finishes downloading an older snapshot can still fetch the batches after it.
+    snapshots_retained: int = 2
+    # Bound on batches appended by this leader and not yet committed.
+    max_uncommitted_batches: int = 1024
+    faults: Faults = field(default_factory=Faults)
+
+    def __post_init__(self) -> None:
+        assert self.voters, "a quorum needs at least one voter"
+        assert len(set(self.voters)) == len(self.voters), f"duplicate voter ids {self.voters}"
+        assert all(v >= 0 for v in self.voters), "node ids are >= 0"
+        assert self.node_id >= 0
+        assert self.fetch_timeout_ms > 0 and self.election_timeout_ms > 0 and self.election_backoff_max_ms > 0
+        assert self.fetch_max_bytes > 0 and self.snapshot_chunk_bytes > 0 and self.snapshots_retained >= 1
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1

@@ -1,0 +1,996 @@
+"""RaftCore: one node's consensus state machine (KIP-595 / KIP-996 / KIP-630), pure.
+
+Inputs: :meth:`step` (an inbound message), :meth:`propose` (a client batch), :meth:`poll`
+(timers), :meth:`on_log_flushed` (the driver's fsync finished), :meth:`on_snapshot_created`
+(the state machine wrote a snapshot), :meth:`transfer_leadership` / :meth:`resign`.
+Output: :meth:`take_ready` (a :class:`~raftmeta.raft.ready.Ready`), and ``poll`` returns the
+absolute time (ms) at which the core next needs attention.
+
+Layout follows etcd-io/raft: one shared epoch check (``_observe_epoch``), then one handler
+per message type; ``become_*`` for transitions, ``maybe_*`` for conditional actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from raftmeta.raft.config import RaftConfig
+from raftmeta.raft.log import Entry, LogView, Validation
+from raftmeta.raft.quorum import VoteResult, VoteTally, majority_offset, majority_time
+from raftmeta.raft.ready import Ready
+from raftmeta.raft.state import (
+    ElectionState,
+    EpochState,
+    FollowerState,
+    LeaderState,
+    ParkedFetch,
+    ReplicaState,
+    ResignedState,
+    SnapshotDownload,
+    UnattachedState,
+    check_transition,
+)
+from raftmeta.raft.types import (
+    NO_LEADER,
+    NO_VOTE,
+    Envelope,
+    NotLeaderError,
+    ProposalLimitError,
+    QuorumStateData,
+    RaftMessage,
+    RandomSource,
+    Role,
+    SnapshotImage,
+    SoftState,
+)
+from raftmeta.storage.codec import encode_batch, iter_batches
+from raftmeta.v1 import errors_pb2, raft_pb2, records_pb2
+
+NONE = errors_pb2.NONE
+NOT_LEADER = errors_pb2.NOT_LEADER_OR_FOLLOWER
+FENCED = errors_pb2.FENCED_LEADER_EPOCH
+UNKNOWN_EPOCH = errors_pb2.UNKNOWN_LEADER_EPOCH
+BAD_CLUSTER = errors_pb2.INCONSISTENT_CLUSTER_ID
+NEVER = 1 << 62
+
+
+class RaftCore:
+    """One node. Not thread-safe: one driver task owns it (see the package docstring)."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        random: RandomSource,
+        now_ms: int,
+        *,
+        quorum_state: QuorumStateData | None = None,
+        entries: Iterable[Entry] = (),
+        snapshot: SnapshotImage | None = None,
+        high_watermark: int = 0,
+        first_correlation_id: int = 1,
+    ) -> None:
+        """Start from what the driver recovered from disk: the quorum state file, the log's
+        batches, the latest snapshot and the high-watermark checkpoint. Batches below the
+        snapshot are ignored; a log that ends below the snapshot (a lost tail) must be reset by
+        the driver to start at the snapshot's end (Kafka's truncateToLatestSnapshot)."""
+        self.config = config
+        self.node_id = config.node_id
+        self.voters = config.voters
+        self.is_voter = config.is_voter
+        self._random = random
+        self._faults = config.faults
+        start = (snapshot.end_offset, snapshot.epoch) if snapshot else (0, 0)
+        # Batches below the snapshot may still be on disk (retention): the snapshot covers them.
+        self.log = LogView(start[0], start[1], (e for e in entries if e.base_offset >= start[0]))
+        # Retained snapshots, oldest first: FetchSnapshot serves any of them, so a follower can
+        # finish downloading one while a newer one is taken; the log starts at the oldest.
+        self.snapshots: list[SnapshotImage] = [snapshot] if snapshot else []
+        # Everything the driver recovered is on disk.
+        self.durable_end_offset = self.log.end_offset
+        self.high_watermark = max(start[0], min(high_watermark, self.log.end_offset))
+        # Committed batches below this offset were handed to the driver (or are in the snapshot).
+        self.applied_offset = start[0]
+        # A restarted driver passes a fresh base (e.g. incarnation << 32) so that answers to
+        # requests of an earlier incarnation can never match a new request.
+        self._next_correlation_id = first_correlation_id
+        self._ready = Ready()
+        self._next_seq = 1
+        # (ready seq, offset) of truncations not yet covered by a flush report.
+        self._unflushed_truncations: list[tuple[int, int]] = []
+        persisted = quorum_state or QuorumStateData(0)
+        self._persisted = persisted
+        self.state: EpochState = self._initial_state(persisted, now_ms)
+        self._soft = SoftState(self.state.role, self.state.epoch, self.state.leader_id)
+        self._ready.soft_state = self._soft
+        self._emit_committed()
+        self._handlers: dict[type, Callable[[int, Envelope, Any], None]] = {
+            raft_pb2.VoteRequest: self._handle_vote_request,
+            raft_pb2.VoteResponse: self._handle_vote_response,
+            raft_pb2.BeginQuorumEpochRequest: self._handle_begin_quorum_epoch_request,
+            raft_pb2.BeginQuorumEpochResponse: self._handle_begin_quorum_epoch_response,
+            raft_pb2.EndQuorumEpochRequest: self._handle_end_quorum_epoch_request,
+            raft_pb2.EndQuorumEpochResponse: self._handle_end_quorum_epoch_response,
+            raft_pb2.FetchRequest: self._handle_fetch_request,
+            raft_pb2.FetchResponse: self._handle_fetch_response,
+            raft_pb2.FetchSnapshotRequest: self._handle_fetch_snapshot_request,
+            raft_pb2.FetchSnapshotResponse: self._handle_fetch_snapshot_response,
+        }
+
+    def _initial_state(self, persisted: QuorumStateData, now_ms: int) -> EpochState:
+        epoch, leader, voted = persisted.epoch, persisted.leader_id, persisted.voted_id
+        if leader == self.node_id:
+            # Kafka restarts a former leader as resigned: it may not lead that epoch again
+            # (its unflushed tail may be gone) and must not vote in it a second time.
+            return ResignedState(
+                Role.RESIGNED, epoch, leader, voted, election_deadline_ms=now_ms + self._election_timeout()
+            )
+        if leader != NO_LEADER:
+            role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
+            return FollowerState(role, epoch, leader, voted, fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms)
+        deadline = now_ms + self._election_timeout() if self.is_voter else now_ms
+        return UnattachedState(Role.UNATTACHED, epoch, NO_LEADER, voted, deadline_ms=deadline)
+
+    # -- read-only views ---------------------------------------------------------------------------
+    @property
+    def role(self) -> Role:
+        return self.state.role
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return self.state.leader_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.end_offset
+
+    def replica_end_offsets(self) -> dict[int, int]:
+        """Leader only: each fetcher's persisted end offset (``quorum status``)."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            return {}
+        out = {rid: r.end_offset for rid, r in state.replicas.items()}
+        out.update({rid: r.end_offset for rid, r in state.observers.items()})
+        out[self.node_id] = self.durable_end_offset
+        return out
+
+    # -- inputs ------------------------------------------------------------------------------------
+    def step(self, now_ms: int, envelope: Envelope) -> None:
+        """Handle one inbound message addressed to this node."""
+        assert envelope.destination == self.node_id, f"message for {envelope.destination} stepped into {self.node_id}"
+        self._handlers[type(envelope.message)](now_ms, envelope, envelope.message)
+
+    def propose(self, now_ms: int, records: Sequence[bytes]) -> Entry:
+        """Frame ``records`` as one batch in the leader's epoch and append it. The batch is
+        committed when a Ready's ``committed`` holds an entry with the same base offset and
+        epoch. Raises NotLeaderError (also while resigned) or ProposalLimitError."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            raise NotLeaderError(state.leader_id if state.role is not Role.RESIGNED else NO_LEADER, state.epoch)
+        log = self.log
+        uncommitted = len(log) - log.index_of(max(self.high_watermark, log.start_offset))
+        if uncommitted >= self.config.max_uncommitted_batches:
+            raise ProposalLimitError(f"{uncommitted} uncommitted batches (limit {self.config.max_uncommitted_batches})")
+        base = log.end_offset
+        data = encode_batch(base, state.epoch, records, now_ms)
+        entry = Entry(base, state.epoch, base + len(records), data)
+        self._append(entry)
+        self._release_parked(now_ms)
+        return entry
+
+    def poll(self, now_ms: int) -> int:
+        """Fire the timers that are due; return the absolute time the core next needs a poll."""
+        state = self.state
+        role = state.role
+        if role is Role.LEADER:
+            assert isinstance(state, LeaderState)
+            return self._poll_leader(now_ms, state)
+        if role is Role.FOLLOWER or role is Role.OBSERVER:
+            assert isinstance(state, FollowerState)
+            return self._poll_follower(now_ms, state)
+        if role is Role.PROSPECTIVE or role is Role.CANDIDATE:
+            assert isinstance(state, ElectionState)
+            if now_ms >= state.deadline_ms:
+                self._become_prospective(now_ms)
+                return self.poll(now_ms)
+            return state.deadline_ms
+        if role is Role.RESIGNED:
+            assert isinstance(state, ResignedState)
+            if now_ms >= state.election_deadline_ms:
+                self._become_prospective(now_ms)
+                return self.poll(now_ms)
+            if state.unacknowledged and now_ms >= state.retry_ms:
+                self._send_end_quorum_epoch(now_ms, state, sorted(state.unacknowledged))
+            return min(state.election_deadline_ms, state.retry_ms if state.unacknowledged else NEVER)
+        assert isinstance(state, UnattachedState)
+        if now_ms >= state.deadline_ms:
+            if self.is_voter:
+                self._become_prospective(now_ms)
+                return self.poll(now_ms)
+            # An observer asks a random voter who leads (the answer carries the leader).
+            voter = self.voters[self._random.next_int(len(self.voters))]
+            self._send(voter, self._fetch_request(0))
+            state.deadline_ms = now_ms + self.config.request_timeout_ms
+        return state.deadline_ms
+
+    def on_log_flushed(self, now_ms: int, offset: int, ready_seq: int) -> None:
+        """The driver fsynced the log: every batch appended by Readies up to ``ready_seq``
+        (inclusive) and below ``offset`` is durable."""
+        cap = offset
+        kept: list[tuple[int, int]] = []
+        for seq, truncated in self._unflushed_truncations:
+            if seq > ready_seq:
+                cap = min(cap, truncated)  # a later truncation: the flush did not cover its successors
+                kept.append((seq, truncated))
+        self._unflushed_truncations = kept
+        cap = min(cap, self.log.end_offset)
+        if cap <= self.durable_end_offset:
+            return
+        self.durable_end_offset = cap
+        state = self.state
+        if isinstance(state, LeaderState):
+            self._maybe_advance_high_watermark(now_ms, state)
+        elif isinstance(state, FollowerState):
+            self._maybe_send_fetch(now_ms, state)
+
+    @property
+    def snapshot(self) -> SnapshotImage | None:
+        """The latest snapshot (None before the first)."""
+        return self.snapshots[-1] if self.snapshots else None
+
+    def on_snapshot_created(self, now_ms: int, image: SnapshotImage) -> None:
+        """The state machine wrote a snapshot of the committed prefix below ``image.end_offset``.
+        The core keeps the last ``snapshots_retained`` ones and drops the batches below the
+        oldest of them from memory; ``log.start_offset`` says where the driver may delete."""
+        del now_ms
+        assert image.end_offset <= self.high_watermark, "a snapshot may only cover committed batches"
+        latest = self.snapshot
+        if latest is not None and image.end_offset <= latest.end_offset:
+            return
+        before = self.log.entry_before(image.end_offset)
+        assert before is not None and before.epoch == image.epoch, "snapshot epoch differs from the log's"
+        self.snapshots.append(image)
+        del self.snapshots[: -self.config.snapshots_retained]
+        oldest = self.snapshots[0]
+        if oldest.end_offset > self.log.start_offset:
+            self.log.trim_prefix(oldest.end_offset, oldest.epoch)
+
+    def transfer_leadership(self, now_ms: int, to: int) -> None:
+        """Resign in favour of ``to`` (KIP-595's EndQuorumEpoch with preferred successors)."""
+        assert to in self.voters and to != self.node_id, f"cannot transfer leadership to {to}"
+        state = self.state
+        if not isinstance(state, LeaderState):
+            raise NotLeaderError(state.leader_id, state.epoch)
+        others = [v for v in self._ranked_successors(state) if v != to]
+        self._become_resigned(now_ms, (to, *others))
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful shutdown of a leader: hand over to the voters with the longest logs."""
+        state = self.state
+        if isinstance(state, LeaderState):
+            self._become_resigned(now_ms, self._ranked_successors(state))
+
+    def take_ready(self) -> Ready:
+        """Everything to do since the last call; the driver performs it in field order."""
+        ready = self._ready
+        ready.seq = self._next_seq
+        self._next_seq += 1
+        self._ready = Ready()
+        return ready
+
+    # -- outputs -----------------------------------------------------------------------------------
+    def _send(self, destination: int, message: RaftMessage) -> int:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id += 1
+        self._ready.messages.append(Envelope(self.node_id, destination, correlation_id, message))
+        return correlation_id
+
+    def _reply(self, request: Envelope, message: RaftMessage) -> None:
+        self._ready.messages.append(Envelope(self.node_id, request.source, request.correlation_id, message))
+
+    def _persist(self) -> None:
+        state = self.state
+        current = QuorumStateData(state.epoch, state.leader_id, state.voted_id)
+        if current != self._persisted:
+            self._persisted = current
+            self._ready.quorum_state = current
+
+    def _append(self, entry: Entry) -> None:
+        self.log.append(entry)
+        self._ready.append.append(entry)
+        self._ready.flush = True
+
+    def _truncate(self, offset: int) -> None:
+        end = self.log.truncate_to(offset)
+        ready = self._ready
+        kept = [e for e in ready.append if e.next_offset <= end]
+        if len(kept) == len(ready.append) and ready.append:
+            return  # nothing this Ready appends is removed: the disk has not seen the cut part
+        ready.append = kept
+        if not kept:
+            ready.truncate_to = end if ready.truncate_to is None else min(ready.truncate_to, end)
+        self.durable_end_offset = min(self.durable_end_offset, end)
+        self._unflushed_truncations.append((self._next_seq, end))
+
+    def _emit_committed(self) -> None:
+        end = min(self.high_watermark, self.log.end_offset)
+        if end > self.applied_offset:
+            self._ready.committed.extend(self.log.slice(max(self.applied_offset, self.log.start_offset), end))
+            self.applied_offset = end
+
+    def _set_high_watermark(self, value: int) -> None:
+        if value > self.high_watermark:
+            self.high_watermark = value
+            self._emit_committed()
+
+    # -- timers ------------------------------------------------------------------------------------
+    def _election_timeout(self) -> int:
+        base = self.config.election_timeout_ms
+        return base + self._random.next_int(base)
+
+    def _backoff(self) -> int:
+        return 1 + self._random.next_int(self.config.election_backoff_max_ms)
+
+    def _poll_leader(self, now_ms: int, state: LeaderState) -> int:
+        deadline = NEVER
+        if state.parked:
+            for replica_id, parked in list(state.parked.items()):
+                if now_ms >= parked.deadline_ms:
+                    del state.parked[replica_id]
+                    self._answer_fetch(now_ms, state, parked.envelope)
+                else:
+                    deadline = min(deadline, parked.deadline_ms)
+        fetch_timeout = self.config.fetch_timeout_ms
+        replicas = state.replicas
+        # Check quorum: resign if a majority of voters has not fetched within 1.5 x fetch timeout.
+        heard = [now_ms]
+        silent: list[int] = []
+        quiet_at = NEVER  # when the next voter would become silent
+        for voter, replica in replicas.items():
+            last = replica.last_fetch_ms
+            heard.append(last)
+            if not replica.acknowledged or now_ms - last >= fetch_timeout:
+                silent.append(voter)
+            elif last + fetch_timeout < quiet_at:
+                quiet_at = last + fetch_timeout
+        check_deadline = majority_time(heard, len(self.voters)) + (3 * fetch_timeout) // 2
+        if now_ms >= check_deadline:
+            self._become_resigned(now_ms, self._ranked_successors(state))
+            return self.poll(now_ms)
+        deadline = min(deadline, check_deadline)
+        # BeginQuorumEpoch again to voters that never acknowledged or stopped fetching: a voter
+        # that gave up on us (prospective) learns that we are alive from us, not from hearsay.
+        if silent:
+            if now_ms >= state.begin_retry_ms:
+                self._send_begin_quorum_epoch(now_ms, state, silent)
+            return min(deadline, state.begin_retry_ms, quiet_at)
+        return min(deadline, quiet_at)
+
+    def _poll_follower(self, now_ms: int, state: FollowerState) -> int:
+        if state.in_flight >= 0 and now_ms >= state.in_flight_deadline_ms:
+            state.in_flight = -1  # lost: ask again
+        if now_ms >= state.fetch_deadline_ms:
+            if self.is_voter:
+                self._become_prospective(now_ms)
+            else:
+                self._become_unattached(now_ms, state.epoch)
+            return self.poll(now_ms)
+        self._maybe_send_fetch(now_ms, state)
+        deadline = state.fetch_deadline_ms
+        if state.in_flight >= 0:
+            deadline = min(deadline, state.in_flight_deadline_ms)
+        elif state.retry_ms > now_ms:
+            deadline = min(deadline, state.retry_ms)
+        return deadline
+
+    # -- transitions -------------------------------------------------------------------------------
+    def _transition(self, now_ms: int, new: EpochState) -> None:
+        old = self.state
+        check_transition(old, new, self.is_voter)
+        if isinstance(old, LeaderState) and old.parked:
+            parked = list(old.parked.values())
+            old.parked.clear()
+            self.state = new
+            for p in parked:
+                self._reply(p.envelope, self._fetch_error(NOT_LEADER))
+        self.state = new
+        self._persist()
+        soft = SoftState(new.role, new.epoch, new.leader_id)
+        if soft != self._soft:
+            self._soft = soft
+            self._ready.soft_state = soft
+
+    def _become_unattached(self, now_ms: int, epoch: int) -> None:
+        deadline = now_ms + self._election_timeout() if self.is_voter else now_ms
+        self._transition(now_ms, UnattachedState(Role.UNATTACHED, epoch, NO_LEADER, NO_VOTE, deadline_ms=deadline))
+
+    def _become_follower(self, now_ms: int, epoch: int, leader_id: int, *, heard_from_leader: bool = True) -> None:
+        old = self.state
+        voted = old.voted_id if epoch == old.epoch else NO_VOTE
+        role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
+        new = FollowerState(
+            role,
+            epoch,
+            leader_id,
+            voted,
+            fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms,
+            last_fetch_ok_ms=now_ms if heard_from_leader else -NEVER,
+        )
+        self._transition(now_ms, new)
+        self._maybe_send_fetch(now_ms, new)
+
+    def _become_prospective(self, now_ms: int) -> None:
+        """Start a pre-vote round (KIP-996): no epoch bump, nothing persisted."""
+        old = self.state
+        tally = VoteTally(self.voters)
+        tally.record(self.node_id, True)
+        new = ElectionState(
+            Role.PROSPECTIVE,
+            old.epoch,
+            old.leader_id,
+            old.voted_id,
+            tally=tally,
+            deadline_ms=now_ms + self._election_timeout(),
+        )
+        self._transition(now_ms, new)
+        if tally.result() is VoteResult.WON:
+            self._become_candidate(now_ms)
+            return
+        request = self._vote_request(old.epoch + 1, pre_vote=True)
+        for voter in self.voters:
+            if voter != self.node_id:
+                new.requests.add(self._send(voter, request))
+
+    def _become_candidate(self, now_ms: int) -> None:
+        epoch = self.state.epoch + 1
+        tally = VoteTally(self.voters)
+        tally.record(self.node_id, True)
+        new = ElectionState(
+            Role.CANDIDATE, epoch, NO_LEADER, self.node_id, tally=tally, deadline_ms=now_ms + self._election_timeout()
+        )
+        self._transition(now_ms, new)  # persists the vote for itself before any request leaves
+        if tally.result() is VoteResult.WON:
+            self._become_leader(now_ms)
+            return
+        request = self._vote_request(epoch, pre_vote=False)
+        for voter in self.voters:
+            if voter != self.node_id:
+                new.requests.add(self._send(voter, request))
+
+    def _become_leader(self, now_ms: int) -> None:
+        old = self.state
+        assert isinstance(old, ElectionState)
+        epoch = old.epoch
+        granting = tuple(sorted(old.tally.granted))
+        replicas = {v: ReplicaState(last_fetch_ms=now_ms) for v in self.voters if v != self.node_id}
+        start = self.log.end_offset
+        new = LeaderState(
+            Role.LEADER,
+            epoch,
+            self.node_id,
+            old.voted_id,
+            epoch_start_offset=start,
+            granting_voters=granting,
+            replicas=replicas,
+        )
+        self._transition(now_ms, new)
+        # KIP-595: the first batch of every epoch is the leader's LeaderChangeRecord; the high
+        # watermark only moves once it is committed (so never onto an older epoch's entry alone).
+        change = records_pb2.LeaderChangeRecord(
+            leader_id=self.node_id,
+            leader_epoch=epoch,
+            voters=[records_pb2.Voter(voter_id=v) for v in self.voters],
+            granting_voters=[records_pb2.Voter(voter_id=v) for v in granting],
+        )
+        record = records_pb2.MetadataRecord(leader_change=change).SerializeToString()
+        data = encode_batch(start, epoch, [record], now_ms, control=True)
+        self._append(Entry(start, epoch, start + 1, data))
+        self._send_begin_quorum_epoch(now_ms, new, list(replicas))
+        self._maybe_advance_high_watermark(now_ms, new)
+
+    def _become_resigned(self, now_ms: int, preferred: tuple[int, ...]) -> None:
+        old = self.state
+        new = ResignedState(
+            Role.RESIGNED,
+            old.epoch,
+            old.leader_id,
+            old.voted_id,
+            preferred_successors=preferred,
+            election_deadline_ms=now_ms + self._election_timeout(),
+        )
+        self._transition(now_ms, new)
+        self._send_end_quorum_epoch(now_ms, new, {v for v in self.voters if v != self.node_id})
+
+    def _ranked_successors(self, state: LeaderState) -> tuple[int, ...]:
+        ranked = sorted(state.replicas.items(), key=lambda item: (-item[1].end_offset, item[0]))
+        return tuple(v for v, _ in ranked)
+
+    def _observe_epoch(self, now_ms: int, epoch: int, leader_id: int) -> bool:
+        """The shared epoch check: learn a higher epoch (and its leader) from any message, or
+        the leader of our own epoch when we do not know it. True if the role changed."""
+        state = self.state
+        if epoch > state.epoch:
+            if leader_id not in (NO_LEADER, self.node_id):
+                self._become_follower(now_ms, epoch, leader_id, heard_from_leader=False)
+            else:
+                self._become_unattached(now_ms, epoch)
+            return True
+        if (
+            epoch == state.epoch
+            and leader_id not in (NO_LEADER, self.node_id)
+            and state.leader_id == NO_LEADER
+            and state.role in (Role.UNATTACHED, Role.CANDIDATE)
+        ):
+            # Second-hand news: follow, but do not defend this leader against pre-votes until it
+            # answers a fetch. A prospective ignores such news (it has just given up on that
+            # leader; following it again on hearsay would livelock): the leader's periodic
+            # BeginQuorumEpoch brings it back if the leader is alive.
+            self._become_follower(now_ms, epoch, leader_id, heard_from_leader=False)
+            return True
+        return False
+
+    # -- Vote ------------------------------------------------------------------------------------------
+    def _vote_request(self, candidate_epoch: int, *, pre_vote: bool) -> raft_pb2.VoteRequest:
+        return raft_pb2.VoteRequest(
+            cluster_id=self.config.cluster_id,
+            candidate_id=self.node_id,
+            candidate_epoch=candidate_epoch,
+            last_offset_epoch=self.log.last_epoch,
+            last_offset=self.log.end_offset,
+            pre_vote=pre_vote,
+        )
+
+    def _log_is_up_to_date(self, request: raft_pb2.VoteRequest) -> bool:
+        """Raft §5.4.1: grant only to a log at least as up to date (last epoch, then length)."""
+        log = self.log
+        return (request.last_offset_epoch, request.last_offset) >= (log.last_epoch, log.end_offset)
+
+    def _handle_vote_request(self, now_ms: int, envelope: Envelope, request: raft_pb2.VoteRequest) -> None:
+        if request.cluster_id != self.config.cluster_id:
+            self._reply(envelope, self._vote_response(request, False, BAD_CLUSTER))
+            return
+        if request.pre_vote:
+            # The prospective's own epoch is real (persisted): learn it, as from any message.
+            sender_epoch = request.candidate_epoch - 1
+            if sender_epoch > self.state.epoch and self.is_voter:
+                self._become_unattached(now_ms, sender_epoch)
+            granted = self._can_grant_pre_vote(now_ms, request)
+        else:
+            # Observers take no part in elections: they learn epochs from the leader's answers.
+            if request.candidate_epoch > self.state.epoch and self.is_voter:
+                self._become_unattached(now_ms, request.candidate_epoch)
+            granted = self._maybe_grant_vote(now_ms, request)
+        self._reply(envelope, self._vote_response(request, granted, NONE))
+
+    def _vote_response(self, request: raft_pb2.VoteRequest, granted: bool, error: int) -> raft_pb2.VoteResponse:
+        state = self.state
+        return raft_pb2.VoteResponse(
+            error_code=error,  # type: ignore[arg-type]
+            leader_id=state.leader_id if state.role is not Role.RESIGNED else NO_LEADER,
+            leader_epoch=state.epoch,
+            vote_granted=granted,
+            pre_vote=request.pre_vote,
+            voter_id=self.node_id,
+        )
+
+    def _can_grant_pre_vote(self, now_ms: int, request: raft_pb2.VoteRequest) -> bool:
+        state = self.state
+        if not self.is_voter or request.candidate_id not in self.voters:
+            return False
+        if request.candidate_epoch <= state.epoch:
+            return False  # the prospective is behind: its candidacy would be fenced anyway
+        if state.role is Role.LEADER:
+            return False
+        if (
+            isinstance(state, FollowerState)
+            and state.leader_alive
+            and now_ms - state.last_fetch_ok_ms < self.config.fetch_timeout_ms
+        ):
+            return False  # KIP-996: a follower that hears its leader rejects pre-votes
+        return self._log_is_up_to_date(request)
+
+    def _maybe_grant_vote(self, now_ms: int, request: raft_pb2.VoteRequest) -> bool:
+        state = self.state
+        candidate = request.candidate_id
+        if request.candidate_epoch != state.epoch or not self.is_voter or candidate not in self.voters:
+            return False
+        if state.role is Role.FOLLOWER:
+            return state.voted_id == candidate  # a duplicate of the request we granted
+        if state.role not in (Role.UNATTACHED, Role.PROSPECTIVE) or state.leader_id != NO_LEADER:
+            return False
+        if state.voted_id not in (NO_VOTE, candidate) and not self._faults.double_vote:
+            return False  # one vote per epoch
+        if not self._log_is_up_to_date(request):
+            return False
+        if state.voted_id != candidate:
+            state.voted_id = candidate
+            self._persist()  # the vote is durable before the response leaves (Ready order)
+            if isinstance(state, UnattachedState):
+                state.deadline_ms = now_ms + self._election_timeout()
+        return True
+
+    def _handle_vote_response(self, now_ms: int, envelope: Envelope, response: raft_pb2.VoteResponse) -> None:
+        if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id):
+            return
+        state = self.state
+        if not isinstance(state, ElectionState) or envelope.correlation_id not in state.requests:
+            return  # an answer to an older round
+        if response.error_code != NONE:
+            return
+        expect = Role.PROSPECTIVE if response.pre_vote else Role.CANDIDATE
+        if state.role is not expect:
+            return
+        result = state.tally.record(envelope.source, response.vote_granted)
+        if result is VoteResult.WON:
+            if state.role is Role.PROSPECTIVE:
+                self._become_candidate(now_ms)
+            else:
+                self._become_leader(now_ms)
+        elif result is VoteResult.LOST and not state.lost:
+            state.lost = True
+            state.deadline_ms = now_ms + self._backoff()
+
+    # -- BeginQuorumEpoch / EndQuorumEpoch --------------------------------------------------------------
+    def _send_begin_quorum_epoch(self, now_ms: int, state: LeaderState, voters: Iterable[int]) -> None:
+        request = raft_pb2.BeginQuorumEpochRequest(
+            cluster_id=self.config.cluster_id, leader_id=self.node_id, leader_epoch=state.epoch
+        )
+        for voter in voters:
+            self._send(voter, request)
+        state.begin_retry_ms = now_ms + self.config.request_timeout_ms
+
+    def _handle_begin_quorum_epoch_request(
+        self, now_ms: int, envelope: Envelope, request: raft_pb2.BeginQuorumEpochRequest
+    ) -> None:
+        state = self.state
+        error = NONE
+        if request.cluster_id != self.config.cluster_id:
+            error = BAD_CLUSTER
+        elif request.leader_epoch < state.epoch:
+            error = FENCED
+        elif request.leader_epoch > state.epoch or state.role in (
+            Role.UNATTACHED,
+            Role.PROSPECTIVE,
+            Role.CANDIDATE,
+        ):
+            self._become_follower(now_ms, request.leader_epoch, request.leader_id)
+        elif isinstance(state, FollowerState) and state.leader_id == request.leader_id:
+            state.leader_alive = True
+        else:
+            error = FENCED  # a second leader in our epoch: refuse it (invariant 1 makes this unreachable)
+        state = self.state
+        self._reply(
+            envelope,
+            raft_pb2.BeginQuorumEpochResponse(
+                error_code=error,
+                leader_id=state.leader_id,
+                leader_epoch=state.epoch,
+                voter_id=self.node_id,
+            ),
+        )
+
+    def _handle_begin_quorum_epoch_response(
+        self, now_ms: int, envelope: Envelope, response: raft_pb2.BeginQuorumEpochResponse
+    ) -> None:
+        if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id):
+            return
+        state = self.state
+        if isinstance(state, LeaderState) and response.error_code == NONE and response.leader_epoch == state.epoch:
+            replica = state.replicas.get(envelope.source)
+            if replica is not None:
+                replica.acknowledged = True
+
+    def _send_end_quorum_epoch(self, now_ms: int, state: ResignedState, voters: Iterable[int]) -> None:
+        request = raft_pb2.EndQuorumEpochRequest(
+            cluster_id=self.config.cluster_id,
+            leader_id=self.node_id,
+            leader_epoch=state.epoch,
+            preferred_successors=list(state.preferred_successors),
+        )
+        for voter in voters:
+            self._send(voter, request)
+            state.unacknowledged.add(voter)
+        state.retry_ms = now_ms + self.config.request_timeout_ms
+
+    def _successor_delay_ms(self, position: int) -> int:
+        """Kafka's strict exponential backoff by rank: the best successor starts at once."""
+        if position == 0:
+            return 0
+        return min(self.config.election_backoff_max_ms, self.config.retry_backoff_ms << (position - 1))
+
+    def _handle_end_quorum_epoch_request(
+        self, now_ms: int, envelope: Envelope, request: raft_pb2.EndQuorumEpochRequest
+    ) -> None:
+        error = NONE
+        if request.cluster_id != self.config.cluster_id:
+            error = BAD_CLUSTER
+        elif request.leader_epoch < self.state.epoch:
+            error = FENCED
+        else:
+            if request.leader_epoch > self.state.epoch:
+                self._become_follower(now_ms, request.leader_epoch, request.leader_id)
+            state = self.state
+            if isinstance(state, FollowerState) and state.leader_id == request.leader_id:
+                state.leader_alive = False
+                successors = list(request.preferred_successors)
+                if self.node_id in successors:
+                    delay = self._successor_delay_ms(successors.index(self.node_id))
+                else:
+                    delay = self._election_timeout()
+                state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + delay)
+        state = self.state
+        self._reply(
+            envelope,
+            raft_pb2.EndQuorumEpochResponse(
+                error_code=error,
+                leader_id=state.leader_id,
+                leader_epoch=state.epoch,
+                voter_id=self.node_id,
+            ),
+        )
+
+    def _handle_end_quorum_epoch_response(
+        self, now_ms: int, envelope: Envelope, response: raft_pb2.EndQuorumEpochResponse
+    ) -> None:
+        if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id):
+            return
+        state = self.state
+        if isinstance(state, ResignedState):
+            state.unacknowledged.discard(envelope.source)
+
+    # -- Fetch (leader side) ----------------------------------------------------------------------------
+    def _fetch_error(self, error: int) -> raft_pb2.FetchResponse:
+        state = self.state
+        return raft_pb2.FetchResponse(
+            error_code=error,  # type: ignore[arg-type]
+            leader_id=state.leader_id if state.role is not Role.RESIGNED else NO_LEADER,
+            leader_epoch=state.epoch,
+            high_watermark=self.high_watermark,
+            log_start_offset=self.log.start_offset,
+        )
+
+    def _handle_fetch_request(self, now_ms: int, envelope: Envelope, request: raft_pb2.FetchRequest) -> None:
+        state = self.state
+        if request.cluster_id != self.config.cluster_id:
+            self._reply(envelope, self._fetch_error(BAD_CLUSTER))
+            return
+        if not isinstance(state, LeaderState):
+            error = UNKNOWN_EPOCH if request.replica_epoch > state.epoch else NOT_LEADER
+            self._reply(envelope, self._fetch_error(error))
+            return
+        if request.replica_epoch != state.epoch:
+            self._reply(envelope, self._fetch_error(FENCED if request.replica_epoch < state.epoch else UNKNOWN_EPOCH))
+            return
+        replica_id = request.replica_id
+        is_voter = replica_id in state.replicas
+        replica = state.replicas[replica_id] if is_voter else state.observers.setdefault(replica_id, ReplicaState())
+        replica.last_fetch_ms = now_ms
+        replica.acknowledged = True
+        previous = state.parked.pop(replica_id, None)
+        if previous is not None:
+            self._answer_fetch(now_ms, state, previous.envelope)  # superseded by this fetch
+        validation = self.log.validate_offset_and_epoch(request.fetch_offset, request.last_fetched_epoch)
+        if validation.kind is Validation.DIVERGING:
+            response = self._fetch_error(NONE)
+            response.diverging_epoch.epoch = validation.epoch
+            response.diverging_epoch.end_offset = validation.offset
+            self._reply(envelope, response)
+            return
+        if validation.kind is Validation.SNAPSHOT:
+            assert self.snapshot is not None, "the log starts above 0 only after a snapshot"
+            response = self._fetch_error(NONE)
+            response.snapshot_id.end_offset = self.snapshot.end_offset
+            response.snapshot_id.epoch = self.snapshot.epoch
+            self._reply(envelope, response)
+            return
+        replica.end_offset = request.fetch_offset
+        if is_voter:
+            self._maybe_advance_high_watermark(now_ms, state)
+        if (
+            request.fetch_offset < self.log.end_offset
+            or replica.hw_sent < self.high_watermark
+            or request.max_wait_ms <= 0
+        ):
+            self._answer_fetch(now_ms, state, envelope)
+        else:
+            # Long poll: nothing new; answer when data arrives, the HW moves or max wait passes.
+            state.parked[replica_id] = ParkedFetch(envelope, now_ms + request.max_wait_ms)
+
+    def _answer_fetch(self, now_ms: int, state: LeaderState, envelope: Envelope) -> None:
+        request = envelope.message
+        assert isinstance(request, raft_pb2.FetchRequest)
+        entries = self.log.read(request.fetch_offset, min(request.max_bytes, self.config.fetch_max_bytes))
+        response = self._fetch_error(NONE)
+        if entries:
+            response.records = entries[0].data if len(entries) == 1 else b"".join(e.data for e in entries)
+        replica = state.replicas.get(request.replica_id) or state.observers.get(request.replica_id)
+        if replica is not None:
+            replica.hw_sent = self.high_watermark
+        self._reply(envelope, response)
+
+    def _release_parked(self, now_ms: int) -> None:
+        state = self.state
+        if isinstance(state, LeaderState) and state.parked:
+            parked = list(state.parked.values())
+            state.parked.clear()
+            for p in parked:
+                self._answer_fetch(now_ms, state, p.envelope)
+
+    def _maybe_advance_high_watermark(self, now_ms: int, state: LeaderState) -> None:
+        own = self.log.end_offset if self._faults.ack_unpersisted else self.durable_end_offset
+        offsets = [own, *(r.end_offset for r in state.replicas.values())]
+        candidate = majority_offset(offsets, len(self.voters))
+        if candidate <= self.high_watermark:
+            return
+        if candidate <= state.epoch_start_offset and not self._faults.hw_from_old_epoch:
+            return  # Raft §5.4.2 / figure 8: never commit an older epoch's entry by counting replicas
+        self._set_high_watermark(candidate)
+        self._release_parked(now_ms)
+
+    # -- Fetch (follower side) --------------------------------------------------------------------------
+    def _fetch_request(self, max_wait_ms: int) -> raft_pb2.FetchRequest:
+        log = self.log
+        return raft_pb2.FetchRequest(
+            cluster_id=self.config.cluster_id,
+            replica_id=self.node_id,
+            replica_epoch=self.state.epoch,
+            fetch_offset=log.end_offset,
+            last_fetched_epoch=log.last_epoch,
+            max_wait_ms=max_wait_ms,
+            max_bytes=self.config.fetch_max_bytes,
+            log_start_offset=log.start_offset,
+        )
+
+    def _maybe_send_fetch(self, now_ms: int, state: FollowerState) -> None:
+        if state.in_flight >= 0 or now_ms < state.retry_ms or self.state is not state:
+            return
+        config = self.config
+        if state.snapshot is not None:
+            download = state.snapshot
+            request: RaftMessage = raft_pb2.FetchSnapshotRequest(
+                cluster_id=config.cluster_id,
+                replica_id=self.node_id,
+                replica_epoch=state.epoch,
+                snapshot_id=raft_pb2.SnapshotId(end_offset=download.end_offset, epoch=download.epoch),
+                position=len(download.buffer),
+                max_bytes=config.snapshot_chunk_bytes,
+            )
+            state.in_flight = self._send(state.leader_id, request)
+            state.in_flight_deadline_ms = now_ms + config.request_timeout_ms
+            return
+        if self.durable_end_offset < self.log.end_offset and not self._faults.ack_unpersisted:
+            return  # the fetch offset claims durability: wait for on_log_flushed
+        state.in_flight = self._send(state.leader_id, self._fetch_request(config.fetch_max_wait_ms))
+        state.in_flight_deadline_ms = now_ms + config.fetch_max_wait_ms + config.request_timeout_ms
+
+    def _handle_fetch_response(self, now_ms: int, envelope: Envelope, response: raft_pb2.FetchResponse) -> None:
+        if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id):
+            return
+        state = self.state
+        if not isinstance(state, FollowerState) or envelope.correlation_id != state.in_flight:
+            return  # stale, duplicated or not ours any more
+        state.in_flight = -1
+        if response.error_code != NONE or envelope.source != state.leader_id:
+            if response.error_code == NOT_LEADER and envelope.source == state.leader_id:
+                state.leader_alive = False  # it resigned: do not defend it against pre-votes
+            state.retry_ms = now_ms + self.config.retry_backoff_ms
+            return
+        state.last_fetch_ok_ms = now_ms
+        state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
+        state.leader_alive = True
+        if response.HasField("diverging_epoch"):
+            if self._faults.hw_from_old_epoch:
+                # Planted bug: take the leader's HW over our unvalidated older-epoch tail.
+                self._set_high_watermark(min(response.high_watermark, self.log.end_offset))
+            self._truncate(self._divergence_point(response.diverging_epoch))
+        elif response.HasField("snapshot_id"):
+            state.snapshot = SnapshotDownload(response.snapshot_id.end_offset, response.snapshot_id.epoch)
+        else:
+            self._append_fetched(response.records)
+            self._set_high_watermark(min(response.high_watermark, self.log.end_offset))
+        self._maybe_send_fetch(now_ms, state)
+
+    def _divergence_point(self, diverging: raft_pb2.DivergingEpoch) -> int:
+        """Where to truncate after a DIVERGING answer (Kafka's truncateToEndOffset): the end of
+        the leader's epoch as our own log has it -- our last batches may be of a later epoch the
+        leader never saw, so its end offset alone can lie inside or beyond them."""
+        local = self.log.end_offset_for_epoch(diverging.epoch)
+        if local is None:
+            return self.log.start_offset
+        if local.epoch == diverging.epoch:
+            return min(local.offset, diverging.end_offset)
+        return local.offset
+
+    def _append_fetched(self, records: bytes) -> None:
+        if not records:
+            return
+        log = self.log
+        for batch in iter_batches(records):
+            if batch.base_offset != log.end_offset or batch.epoch < log.last_epoch:
+                break  # not contiguous with our log: a stale answer; the next fetch sorts it out
+            self._append(Entry.from_batch(batch))
+
+    # -- FetchSnapshot ----------------------------------------------------------------------------------
+    def _handle_fetch_snapshot_request(
+        self, now_ms: int, envelope: Envelope, request: raft_pb2.FetchSnapshotRequest
+    ) -> None:
+        state = self.state
+        error = NONE
+        wanted = (request.snapshot_id.end_offset, request.snapshot_id.epoch)
+        snapshot = next((i for i in self.snapshots if (i.end_offset, i.epoch) == wanted), None)
+        if request.cluster_id != self.config.cluster_id:
+            error = BAD_CLUSTER
+        elif not isinstance(state, LeaderState):
+            error = UNKNOWN_EPOCH if request.replica_epoch > state.epoch else NOT_LEADER
+        elif request.replica_epoch != state.epoch:
+            error = FENCED if request.replica_epoch < state.epoch else UNKNOWN_EPOCH
+        elif snapshot is None:
+            error = errors_pb2.SNAPSHOT_NOT_FOUND
+        elif not 0 <= request.position <= len(snapshot.data):
+            error = errors_pb2.POSITION_OUT_OF_RANGE
+        response = raft_pb2.FetchSnapshotResponse(
+            error_code=error,
+            leader_id=state.leader_id if state.role is not Role.RESIGNED else NO_LEADER,
+            leader_epoch=state.epoch,
+        )
+        if error == NONE:
+            assert isinstance(state, LeaderState) and snapshot is not None
+            replica = state.replicas.get(request.replica_id)
+            if replica is not None:
+                replica.last_fetch_ms = now_ms  # a voter downloading a snapshot is alive
+            size = min(request.max_bytes, self.config.snapshot_chunk_bytes)
+            response.snapshot_id.end_offset = snapshot.end_offset
+            response.snapshot_id.epoch = snapshot.epoch
+            response.size = len(snapshot.data)
+            response.position = request.position
+            response.unaligned_records = snapshot.data[request.position : request.position + max(size, 1)]
+        self._reply(envelope, response)
+
+    def _handle_fetch_snapshot_response(
+        self, now_ms: int, envelope: Envelope, response: raft_pb2.FetchSnapshotResponse
+    ) -> None:
+        if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id):
+            return
+        state = self.state
+        if not isinstance(state, FollowerState) or envelope.correlation_id != state.in_flight:
+            return
+        state.in_flight = -1
+        download = state.snapshot
+        if download is None:
+            return
+        if (
+            response.error_code != NONE
+            or response.snapshot_id.end_offset != download.end_offset
+            or response.snapshot_id.epoch != download.epoch
+            or response.position != len(download.buffer)
+        ):
+            state.snapshot = None  # start over with a Fetch: the leader may have a newer snapshot
+            state.retry_ms = now_ms + self.config.retry_backoff_ms
+            return
+        state.last_fetch_ok_ms = now_ms
+        state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
+        download.buffer += response.unaligned_records
+        if len(download.buffer) >= response.size:
+            state.snapshot = None
+            self._install_snapshot(SnapshotImage(download.end_offset, download.epoch, bytes(download.buffer)))
+        self._maybe_send_fetch(now_ms, state)
+
+    def _install_snapshot(self, image: SnapshotImage) -> None:
+        # A follower asks for a snapshot only when its fetch offset is below the leader's log
+        # start, so the snapshot covers everything it had (and had committed).
+        assert image.end_offset >= self.applied_offset, "a snapshot would roll back applied batches"
+        self.log.reset(image.end_offset, image.epoch)
+        self.snapshots = [image]
+        ready = self._ready
+        ready.install_snapshot = image
+        ready.append = []
+        ready.truncate_to = None
+        ready.committed = []  # the snapshot covers everything this node had committed
+        self._unflushed_truncations.append((self._next_seq, image.end_offset))
+        self.durable_end_offset = image.end_offset
+        self.high_watermark = max(self.high_watermark, image.end_offset)
+        self.applied_offset = image.end_offset

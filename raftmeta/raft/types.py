@@ -1,0 +1,101 @@
+"""Small value types shared by the consensus core: roles, the persisted quorum state, message
+envelopes, the injected random source and the core's errors."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from raftmeta.v1 import raft_pb2
+
+NO_LEADER = -1
+NO_VOTE = -1
+
+RaftMessage: TypeAlias = (
+    raft_pb2.VoteRequest
+    | raft_pb2.VoteResponse
+    | raft_pb2.BeginQuorumEpochRequest
+    | raft_pb2.BeginQuorumEpochResponse
+    | raft_pb2.EndQuorumEpochRequest
+    | raft_pb2.EndQuorumEpochResponse
+    | raft_pb2.FetchRequest
+    | raft_pb2.FetchResponse
+    | raft_pb2.FetchSnapshotRequest
+    | raft_pb2.FetchSnapshotResponse
+)
+
+
+class Role(enum.Enum):
+    """The seven roles of a node (KIP-595 + KIP-996). OBSERVER is a non-voter following a leader;
+    a non-voter that knows no leader is UNATTACHED."""
+
+    UNATTACHED = "unattached"
+    PROSPECTIVE = "prospective"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    RESIGNED = "resigned"
+    OBSERVER = "observer"
+
+
+class RandomSource(Protocol):
+    """The injected randomness (election jitter, backoff, observer bootstrap choice)."""
+
+    def next_int(self, bound: int) -> int:
+        """A uniformly distributed int in [0, bound); bound >= 1."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumStateData:
+    """What must survive a crash (DESIGN.md §4): written atomically and fsynced before any
+    message of the same Ready is sent."""
+
+    epoch: int
+    leader_id: int = NO_LEADER
+    voted_id: int = NO_VOTE
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One message between nodes. Requests get a correlation id from their sender; the
+    response to a request carries the same correlation id (the driver maps it to the pending
+    gRPC call). ``source``/``destination`` are node ids."""
+
+    source: int
+    destination: int
+    correlation_id: int
+    message: RaftMessage
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotImage:
+    """A snapshot: every record below ``end_offset``; ``epoch`` is the epoch of the last of
+    them. ``data`` is the snapshot file's bytes (opaque to the core, which only chunks it)."""
+
+    end_offset: int
+    epoch: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SoftState:
+    """Volatile facts a driver reacts to (fail pending proposals when the leader changes)."""
+
+    role: Role
+    epoch: int
+    leader_id: int
+
+
+class NotLeaderError(Exception):
+    """A proposal reached a node that is not the leader (or a leader that is resigning)."""
+
+    def __init__(self, leader_id: int, epoch: int) -> None:
+        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+class ProposalLimitError(Exception):
+    """Too many uncommitted batches: back off (a defined limit, not an unbounded queue)."""

@@ -1,0 +1,601 @@
+"""One simulated run: N raft cores in one process, a virtual clock, a seeded network and disks,
+an event queue ordered by (time, id) -- Kafka's RaftEventSimulationTest, TigerBeetle's VOPR.
+
+Phase 1 runs ``steps`` events with the seed's faults (crashes that lose unflushed data,
+restarts, partitions of five shapes, paused nodes, slow disks, message loss, duplication and
+reordering, leadership transfers) under a stream of client proposals. Phase 2 heals (all but
+a minority of crashed voters come back, the network is whole) and requires, within a virtual
+time budget, a leader and the commit of a fresh proposal on every running voter (liveness).
+Invariants are checked after every event (checker.py); committed data at the end.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from raftmeta.raft import (
+    Entry,
+    Envelope,
+    Faults,
+    NotLeaderError,
+    ProposalLimitError,
+    RaftConfig,
+    RaftCore,
+    Ready,
+    Role,
+    SnapshotImage,
+)
+from raftmeta.sim.checker import Checker, InvariantViolation
+from raftmeta.sim.disk import SimDisk
+from raftmeta.sim.params import PARTITION_KINDS, SimParams
+from raftmeta.sim.rng import SeededRandom
+from raftmeta.v1 import raft_pb2
+
+# Event kinds (small ints: compared often).
+DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART = range(7)
+KIND_NAMES = ("deliver", "timer", "flush", "propose", "fault", "heal", "restart")
+NEVER = 1 << 62
+REQUEST_TYPES = (
+    raft_pb2.VoteRequest,
+    raft_pb2.BeginQuorumEpochRequest,
+    raft_pb2.EndQuorumEpochRequest,
+    raft_pb2.FetchRequest,
+    raft_pb2.FetchSnapshotRequest,
+)
+
+
+@dataclass(slots=True)
+class SimNode:
+    node_id: int
+    disk: SimDisk
+    core: RaftCore | None = None
+    incarnation: int = 0
+    # The core's next deadline, and the earliest queued timer event that is still current.
+    deadline: int = NEVER
+    timer_at: int = NEVER
+    timer_generation: int = 0
+    flush_pending: bool = False
+    last_ready_seq: int = 0
+    last_hw: int = 0
+    paused_until: int = 0
+    slow_until: int = 0
+    # The state machine: committed batches applied, for snapshots.
+    applied: list[bytes] = field(default_factory=list)
+    applied_offset: int = 0
+    snapshot_batches: int = 0
+    # base offset of an in-flight proposal on this node -> (epoch, proposal ids)
+    pending: dict[int, tuple[int, list[int]]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunResult:
+    seed: int
+    params: SimParams
+    events: int = 0
+    elections: int = 0
+    commits: int = 0
+    acknowledged: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    violation: InvariantViolation | None = None
+    virtual_ms: int = 0
+    liveness_ms: int = -1
+    snapshots_taken: int = 0
+    snapshots_installed: int = 0
+
+
+class Simulation:
+    def __init__(
+        self,
+        params: SimParams,
+        *,
+        core_faults: Faults | None = None,
+        trace: Callable[[str], None] | None = None,
+    ) -> None:
+        self.params = params
+        self.rng = SeededRandom(params.seed)
+        self.trace = trace
+        self.now = 0
+        self._queue: list[tuple[int, int, int, Any]] = []
+        self._next_id = 0
+        self.voters = tuple(range(1, params.voters + 1))
+        self.observers = tuple(range(params.voters + 1, params.voters + 1 + params.observers))
+        self.node_ids = self.voters + self.observers
+        self.core_faults = core_faults or Faults()
+        self.nodes = {n: SimNode(n, SimDisk()) for n in self.node_ids}
+        self.checker = Checker()
+        self.result = RunResult(params.seed, params)
+        self.partitions: dict[int, set[tuple[int, int]]] = {}
+        self.blocked: set[tuple[int, int]] = set()
+        self._next_partition = 0
+        self.next_proposal_id = 1
+        self.acknowledged: set[int] = set()
+        self.rejected: set[int] = set()
+        self.healed = False
+        self.probe: tuple[int, int] | None = None  # (proposal id, next offset) of the liveness probe
+        self.probe_offset = -1
+
+    # -- event queue -------------------------------------------------------------------------------
+    def _push(self, at: int, kind: int, payload: Any) -> None:
+        self._next_id += 1
+        heapq.heappush(self._queue, (at, self._next_id, kind, payload))
+
+    def _trace(self, text: str) -> None:
+        if self.trace is not None:
+            self.trace(f"{self.now:>8} {text}")
+
+    # -- nodes -------------------------------------------------------------------------------------
+    def _config(self, node_id: int) -> RaftConfig:
+        return RaftConfig(
+            node_id=node_id,
+            voters=self.voters,
+            cluster_id="sim",
+            fetch_max_bytes=self.params.fetch_max_bytes,
+            election_timeout_ms=self.params.election_timeout_ms,
+            fetch_timeout_ms=self.params.fetch_timeout_ms,
+            election_backoff_max_ms=self.params.election_timeout_ms,
+            fetch_max_wait_ms=min(500, self.params.fetch_timeout_ms // 4),
+            request_timeout_ms=min(1000, self.params.fetch_timeout_ms // 2),
+            max_uncommitted_batches=self.params.max_uncommitted_batches,
+            snapshot_chunk_bytes=32 * 1024,
+            faults=self.core_faults,
+        )
+
+    def _start(self, node: SimNode) -> None:
+        node.incarnation += 1
+        disk = node.disk
+        disk.recover()
+        node.core = RaftCore(
+            self._config(node.node_id),
+            self.rng,
+            self.now,
+            quorum_state=disk.quorum_state,
+            entries=list(disk.entries),
+            snapshot=disk.snapshot,
+            first_correlation_id=node.incarnation << 32,
+        )
+        node.timer_at = NEVER
+        node.deadline = NEVER
+        node.flush_pending = False
+        node.last_ready_seq = 0
+        node.last_hw = node.core.high_watermark
+        node.pending.clear()
+        # The state machine restarts from the snapshot.
+        if disk.snapshot is not None:
+            node.applied = [e.data for e in self.checker.on_commit_snapshot(node.node_id, disk.snapshot.data)]
+            node.applied_offset = disk.snapshot.end_offset
+        else:
+            node.applied = []
+            node.applied_offset = 0
+        node.snapshot_batches = 0
+        self._drive(node)
+
+    def _crash(self, node: SimNode) -> None:
+        assert node.core is not None
+        lost = node.disk.crash(self.rng, self.params.keep_unflushed_on_crash)
+        node.core = None
+        node.pending.clear()
+        node.timer_generation += 1
+        node.timer_at = NEVER
+        self._trace(f"crash n{node.node_id} lost={lost}")
+
+    def _drive(self, node: SimNode) -> None:
+        """Poll the core, perform its Ready (the driver contract), check invariants, re-arm the timer."""
+        core = node.core
+        assert core is not None
+        deadline = core.poll(self.now)
+        ready = core.take_ready()
+        self._perform(node, core, ready)
+        node.deadline = deadline
+        if deadline < node.timer_at:
+            # An earlier wake-up: queue it; the later one left in the queue becomes stale.
+            node.timer_generation += 1
+            node.timer_at = deadline
+            self._push(deadline, TIMER, (node.node_id, node.timer_generation))
+        hw = core.high_watermark
+        if hw != node.last_hw:
+            if hw < node.last_hw:
+                raise InvariantViolation("5-hw-monotonic", f"node {node.node_id} HW {node.last_hw} -> {hw}")
+            if core.role is Role.LEADER:
+                self._check_majority_persisted(node, core, hw)
+            node.last_hw = hw
+
+    def _check_majority_persisted(self, node: SimNode, core: RaftCore, hw: int) -> None:
+        if hw <= core.log.start_offset:
+            return
+        entry = core.log.entry_before(hw)
+        assert entry is not None
+        holders = sum(1 for v in self.voters if self.nodes[v].disk.durably_holds(entry))
+        self.checker.check_majority_persisted(node.node_id, entry, holders, len(self.voters))
+        self.checker.on_leader_commit(core.epoch, hw, entry)
+
+    def _perform(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
+        checker = self.checker
+        disk = node.disk
+        node_id = node.node_id
+        node.last_ready_seq = ready.seq
+        if ready.soft_state is not None:
+            soft = ready.soft_state
+            self._trace(f"n{node_id} {soft.role.value} epoch={soft.epoch} leader={soft.leader_id}")
+            if soft.role is Role.LEADER:
+                self.result.elections += 1
+                checker.on_leader(node_id, soft.epoch)
+                checker.check_leader_has_committed(node_id, core)
+            if node.pending and soft.role is not Role.LEADER:
+                node.pending.clear()  # indeterminate: neither acknowledged nor rejected
+        if ready.quorum_state is not None:
+            disk.quorum_state = ready.quorum_state  # atomic + fsynced before anything else
+        if ready.install_snapshot is not None:
+            image = ready.install_snapshot
+            disk.install(image)
+            node.applied = [e.data for e in checker.on_commit_snapshot(node_id, image.data)]
+            node.applied_offset = image.end_offset
+            self.result.snapshots_installed += 1
+            self._trace(f"n{node_id} install snapshot end={image.end_offset}")
+        if ready.truncate_to is not None:
+            checker.on_truncate(node_id, ready.truncate_to, node.last_hw)
+            disk.truncate_to(ready.truncate_to)
+            self._trace(f"n{node_id} truncate to {ready.truncate_to}")
+        for entry in ready.append:
+            checker.on_append(node_id, disk.last_entry(), entry)
+            disk.append(entry)
+        for envelope in ready.messages:
+            self._send(envelope)
+        if ready.flush and not node.flush_pending:
+            node.flush_pending = True
+            latency = self.params.slow_disk_latency_ms if node.slow_until > self.now else self.params.disk_latency_ms
+            self._push(self.now + latency, FLUSH, (node_id, node.incarnation))
+        if ready.committed:
+            self._apply(node, core, ready.committed)
+
+    def _apply(self, node: SimNode, core: RaftCore, entries: list[Entry]) -> None:
+        checker = self.checker
+        for entry in entries:
+            if entry.base_offset != node.applied_offset:
+                raise InvariantViolation(
+                    "4-committed-prefixes-identical",
+                    f"node {node.node_id} applies {entry.base_offset} after {node.applied_offset}",
+                )
+            checker.on_commit(node.node_id, entry)
+            node.applied.append(entry.data)
+            node.applied_offset = entry.next_offset
+            pending = node.pending.pop(entry.base_offset, None)
+            if pending is not None and pending[0] == entry.epoch:
+                self.acknowledged.update(pending[1])
+                self.result.acknowledged += len(pending[1])
+                if self.healed and self.probe is None:
+                    self.probe = (pending[1][0], entry.next_offset)
+        self.result.commits = len(checker.committed)
+        every = self.params.snapshot_every_batches
+        if every:
+            node.snapshot_batches += len(entries)
+            if node.snapshot_batches >= every:
+                node.snapshot_batches = 0
+                self._take_snapshot(node, core)
+
+    def _take_snapshot(self, node: SimNode, core: RaftCore) -> None:
+        end = node.applied_offset
+        entry = core.log.entry_before(end) if end > core.log.start_offset else None
+        if entry is None:
+            return
+        image = SnapshotImage(end, entry.epoch, b"".join(node.applied))
+        core.on_snapshot_created(self.now, image)
+        node.disk.trim(image, core.log.start_offset)
+        self.result.snapshots_taken += 1
+        self._trace(f"n{node.node_id} snapshot end={end}")
+
+    # -- network -----------------------------------------------------------------------------------
+    def _send(self, envelope: Envelope) -> None:
+        params = self.params
+        rng = self.rng
+        if (envelope.source, envelope.destination) in self.blocked or (
+            params.drop_rate and rng.random() < params.drop_rate
+        ):
+            return
+        copies = 2 if params.duplicate_rate and rng.random() < params.duplicate_rate else 1
+        for _ in range(copies):
+            delay = params.latency_min_ms + (
+                rng.next_int(params.latency_jitter_ms + 1) if params.latency_jitter_ms else 0
+            )
+            self._push(self.now + delay, DELIVER, envelope)
+
+    def _deliver(self, node: SimNode, envelope: Envelope) -> None:
+        assert node.core is not None
+        if self.trace is not None:
+            self._trace(f"n{envelope.source}->n{envelope.destination} {describe_message(envelope)}")
+        node.core.step(self.now, envelope)
+        self._drive(node)
+
+    # -- client ------------------------------------------------------------------------------------
+    def _propose(self) -> None:
+        params = self.params
+        rng = self.rng
+        up = [n for n in self.nodes.values() if n.core is not None and n.paused_until <= self.now]
+        if up:
+            leaders = [n for n in up if n.core is not None and n.core.role is Role.LEADER]
+            if leaders and rng.random() < 0.9:
+                node = max(leaders, key=lambda n: n.core.epoch if n.core else -1)
+            else:
+                node = up[rng.next_int(len(up))]
+            core = node.core
+            assert core is not None
+            count = 1 + rng.next_int(params.records_per_proposal_max)
+            ids = list(range(self.next_proposal_id, self.next_proposal_id + count))
+            self.next_proposal_id += count
+            records = [b"c" + pid.to_bytes(8, "big") + b"x" * rng.next_int(40) for pid in ids]
+            try:
+                entry = core.propose(self.now, records)
+            except (NotLeaderError, ProposalLimitError) as error:
+                self.rejected.update(ids)
+                self._trace(f"n{node.node_id} propose {ids[0]}..{ids[-1]} rejected: {error}")
+            else:
+                node.pending[entry.base_offset] = (entry.epoch, ids)
+                self._trace(f"n{node.node_id} propose {ids[0]}..{ids[-1]} at {entry.base_offset}")
+            self._drive(node)
+        # Phase 2 checks progress, not throughput: a slow trickle lets laggards catch up.
+        interval = params.proposal_interval_ms if not self.healed else max(params.proposal_interval_ms, 250)
+        self._push(self.now + 1 + rng.next_int(2 * interval), PROPOSE, None)
+
+    # -- faults ------------------------------------------------------------------------------------
+    def _fault(self) -> None:
+        params = self.params
+        rng = self.rng
+        kinds = sorted(params.faults & {"kill", "partition", "pause", "slow_disk", "transfer"})
+        if kinds:
+            kind = kinds[rng.next_int(len(kinds))]
+            self._inject(kind)
+        self._push(self.now + 1 + rng.next_int(2 * params.fault_interval_ms), FAULT, None)
+
+    def _count(self, kind: str) -> None:
+        self.result.faults[kind] = self.result.faults.get(kind, 0) + 1
+
+    def _inject(self, kind: str) -> None:
+        rng = self.rng
+        params = self.params
+        duration = 1 + rng.next_int(params.fault_duration_max_ms)
+        ids = self.node_ids
+        if kind == "kill":
+            up = [n for n in self.nodes.values() if n.core is not None]
+            if not up:
+                return
+            node = up[rng.next_int(len(up))]
+            self._crash(node)
+            self._push(self.now + 1 + rng.next_int(params.downtime_max_ms), RESTART, node.node_id)
+        elif kind == "partition":
+            shape = PARTITION_KINDS[rng.next_int(len(PARTITION_KINDS))]
+            links = self._partition_links(shape)
+            if not links:
+                return
+            self._next_partition += 1
+            self.partitions[self._next_partition] = links
+            self._recompute_blocked()
+            self._push(self.now + duration, HEAL, self._next_partition)
+            self._trace(f"partition {shape} {sorted(links)}")
+            kind = f"partition_{shape}"
+        elif kind == "pause":
+            node = self.nodes[ids[rng.next_int(len(ids))]]
+            node.paused_until = max(node.paused_until, self.now + duration)
+            self._trace(f"pause n{node.node_id} until {node.paused_until}")
+        elif kind == "slow_disk":
+            node = self.nodes[ids[rng.next_int(len(ids))]]
+            node.slow_until = self.now + duration
+            self._trace(f"slow disk n{node.node_id} until {node.slow_until}")
+        elif kind == "transfer":
+            leaders = [
+                n
+                for n in self.nodes.values()
+                if n.core is not None and n.core.role is Role.LEADER and n.paused_until <= self.now
+            ]
+            if not leaders or len(self.voters) == 1:
+                return
+            node = leaders[0]
+            assert node.core is not None
+            if rng.random() < 0.5:
+                target = rng.choice([v for v in self.voters if v != node.node_id])
+                node.core.transfer_leadership(self.now, target)
+                self._trace(f"n{node.node_id} transfer to n{target}")
+            else:
+                node.core.resign(self.now)
+                self._trace(f"n{node.node_id} resign")
+            self._drive(node)
+        self._count(kind)
+
+    def _partition_links(self, shape: str) -> set[tuple[int, int]]:
+        rng = self.rng
+        ids = list(self.node_ids)
+        if len(ids) < 2:
+            return set()
+
+        def cut(a: list[int], b: list[int]) -> set[tuple[int, int]]:
+            return {(x, y) for x in a for y in b} | {(y, x) for x in a for y in b}
+
+        if shape == "one_way":
+            a, b = rng.sample(ids, 2)
+            return {(a, b)}
+        if shape == "isolate_leader":
+            leaders = [n.node_id for n in self.nodes.values() if n.core is not None and n.core.role is Role.LEADER]
+            target = leaders[0] if leaders else rng.choice(ids)
+            return cut([target], [i for i in ids if i != target])
+        if shape == "minority":
+            size = 1 + rng.next_int(max(1, (len(self.voters) - 1) // 2))
+            minority = rng.sample(list(self.voters), min(size, len(self.voters)))
+            minority += [o for o in self.observers if rng.random() < 0.5]
+            return cut(minority, [i for i in ids if i not in minority])
+        if shape == "bridge" and len(ids) >= 3:
+            bridge = rng.choice(ids)
+            rest = [i for i in ids if i != bridge]
+            rng.shuffle(rest)
+            half = len(rest) // 2
+            return cut(rest[:half], rest[half:])
+        # symmetric: a random split
+        shuffled = ids[:]
+        rng.shuffle(shuffled)
+        k = 1 + rng.next_int(len(ids) - 1)
+        return cut(shuffled[:k], shuffled[k:])
+
+    def _recompute_blocked(self) -> None:
+        self.blocked = set().union(*self.partitions.values()) if self.partitions else set()
+
+    def _heal_all(self) -> None:
+        """Phase 2: the network is whole, pauses and slow disks end, crashed voters come back
+        except a minority the seed leaves down."""
+        self.healed = True
+        self.partitions.clear()
+        self._recompute_blocked()
+        self.params = _healed(self.params)
+        down = [n for n in self.nodes.values() if n.core is None]
+        keep_down = {n.node_id for n in down if n.node_id in self.voters}
+        keep_down = set(sorted(keep_down)[: self.params.left_down])
+        for node in self.nodes.values():
+            node.paused_until = 0
+            node.slow_until = 0
+            if node.core is None and node.node_id not in keep_down:
+                self._start(node)
+        self._trace(f"heal: all links up; left down {sorted(keep_down)}")
+
+    # -- main loop ---------------------------------------------------------------------------------
+    def run(self, steps: int) -> RunResult:
+        result = self.result
+        try:
+            for node in self.nodes.values():
+                self._start(node)
+            self._push(1, PROPOSE, None)
+            if self.params.faults:
+                self._push(self.params.fault_interval_ms, FAULT, None)
+            self._loop(steps)
+            self._heal_all()
+            heal_at = self.now
+            deadline = heal_at + self.params.liveness_budget_ms
+            self._loop(steps * 4 + 200_000, until_ms=deadline, stop=self._converged)
+            if not self._converged():
+                raise InvariantViolation(
+                    "liveness",
+                    f"no leader committing on every running voter {self.params.liveness_budget_ms} ms after healing "
+                    f"(leaders: {self._leader_summary()})",
+                )
+            result.liveness_ms = self.now - heal_at
+            cores = {n.node_id: n.core for n in self.nodes.values() if n.core is not None}
+            self.checker.check_final(cores, self.acknowledged, self.rejected)
+        except InvariantViolation as violation:
+            result.violation = violation
+            self._trace(f"VIOLATION {violation}")
+        except AssertionError as error:
+            result.violation = InvariantViolation("assertion", str(error) or repr(error))
+            self._trace(f"VIOLATION assertion {error}")
+        result.virtual_ms = self.now
+        return result
+
+    def _leader_summary(self) -> str:
+        return ", ".join(
+            f"n{n.node_id}:{n.core.role.value}@{n.core.epoch} hw={n.core.high_watermark}"
+            for n in self.nodes.values()
+            if n.core is not None
+        )
+
+    def _converged(self) -> bool:
+        if self.probe is None:
+            return False
+        end = self.probe[1]
+        return all(
+            n.applied_offset >= end for n in self.nodes.values() if n.core is not None and n.node_id in self.voters
+        )
+
+    def _loop(self, max_events: int, until_ms: int | None = None, stop: Callable[[], bool] | None = None) -> None:
+        """Process up to ``max_events`` events. Only events that do something count: stale
+        timers, deferred deliveries and messages to crashed nodes are skipped uncounted."""
+        queue = self._queue
+        nodes = self.nodes
+        result = self.result
+        pop = heapq.heappop
+        processed = 0
+        while processed < max_events and queue:
+            at, _id, kind, payload = queue[0]
+            if until_ms is not None and at > until_ms:
+                return
+            pop(queue)
+            self.now = at
+            if kind == DELIVER:
+                node = nodes[payload.destination]
+                if node.paused_until > at:
+                    self._push(node.paused_until, DELIVER, payload)
+                    continue
+                if node.core is None or (payload.source, payload.destination) in self.blocked:
+                    continue
+                self._deliver(node, payload)
+            elif kind == TIMER:
+                node_id, generation = payload
+                node = nodes[node_id]
+                if node.core is None or generation != node.timer_generation:
+                    continue  # superseded by an earlier timer, or the node crashed
+                wake = max(node.deadline, node.paused_until)
+                if wake > at:  # the deadline moved later, or the node is paused: sleep on
+                    node.timer_at = wake
+                    self._push(wake, TIMER, payload)
+                    continue
+                node.timer_at = NEVER
+                self._drive(node)
+            elif kind == FLUSH:
+                node_id, incarnation = payload
+                node = nodes[node_id]
+                if node.core is None or node.incarnation != incarnation:
+                    continue
+                if node.paused_until > at:
+                    self._push(node.paused_until, FLUSH, payload)
+                    continue
+                node.flush_pending = False
+                offset = node.disk.flush()
+                if self.trace is not None:
+                    self._trace(f"n{node_id} fsync durable={offset}")
+                node.core.on_log_flushed(at, offset, node.last_ready_seq)
+                self._drive(node)
+            elif kind == PROPOSE:
+                self._propose()
+            elif kind == FAULT:
+                if self.healed:
+                    continue
+                self._fault()
+            elif kind == HEAL:
+                if self.partitions.pop(payload, None) is None:
+                    continue
+                self._recompute_blocked()
+                self._trace("partition healed")
+            elif kind == RESTART:
+                node = nodes[payload]
+                if node.core is not None or self.healed:
+                    continue
+                self._start(node)
+                self._trace(f"restart n{payload}")
+                self._count("restart")
+            processed += 1
+            result.events += 1
+            if stop is not None and stop():
+                return
+
+
+def _healed(params: SimParams) -> SimParams:
+    from dataclasses import replace
+
+    return replace(params, drop_rate=0.0)
+
+
+def describe_message(envelope: Envelope) -> str:
+    m = envelope.message
+    name = type(m).__name__
+    if isinstance(m, raft_pb2.VoteRequest):
+        return (
+            f"{name}{'(pre)' if m.pre_vote else ''} e={m.candidate_epoch} last=({m.last_offset_epoch},{m.last_offset})"
+        )
+    if isinstance(m, raft_pb2.VoteResponse):
+        return f"{name}{'(pre)' if m.pre_vote else ''} granted={m.vote_granted} e={m.leader_epoch}"
+    if isinstance(m, raft_pb2.FetchRequest):
+        return f"{name} off={m.fetch_offset} last_e={m.last_fetched_epoch} e={m.replica_epoch}"
+    if isinstance(m, raft_pb2.FetchResponse):
+        extra = ""
+        if m.HasField("diverging_epoch"):
+            extra = f" diverging=({m.diverging_epoch.epoch},{m.diverging_epoch.end_offset})"
+        elif m.HasField("snapshot_id"):
+            extra = f" snapshot={m.snapshot_id.end_offset}"
+        return f"{name} err={m.error_code} e={m.leader_epoch} hw={m.high_watermark} bytes={len(m.records)}{extra}"
+    return f"{name} e={getattr(m, 'leader_epoch', getattr(m, 'replica_epoch', '?'))}"

@@ -1,0 +1,81 @@
+"""Swarm testing: the seed picks the cluster and the fault mix, not only the event order
+(TigerBeetle's VOPR). Each run enables a random subset of the allowed fault kinds with random
+rates, so rare combinations are tried across seeds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from raftmeta.sim.rng import SeededRandom
+
+FAULT_KINDS = ("kill", "partition", "pause", "slow_disk", "drop", "duplicate", "reorder", "transfer")
+PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
+
+
+@dataclass(frozen=True, slots=True)
+class SimParams:
+    seed: int
+    voters: int
+    observers: int
+    faults: frozenset[str]
+    drop_rate: float
+    duplicate_rate: float
+    latency_min_ms: int
+    latency_jitter_ms: int
+    fault_interval_ms: int
+    downtime_max_ms: int
+    disk_latency_ms: int
+    slow_disk_latency_ms: int
+    proposal_interval_ms: int
+    records_per_proposal_max: int
+    snapshot_every_batches: int
+    fetch_max_bytes: int
+    # On a crash, keep a random part of the unflushed tail (a disk may have written some of it).
+    keep_unflushed_on_crash: bool
+    # Voters left crashed in the liveness phase (always a minority).
+    left_down: int
+    # Kafka's defaults (1 s / 2 s) or short ones that make elections race each other.
+    election_timeout_ms: int
+    fetch_timeout_ms: int
+    # The leader's backpressure: few batches in flight (DESIGN.md §2b); also bounds the backlog
+    # a healed cluster must replicate before the liveness check can pass.
+    max_uncommitted_batches: int
+    fault_duration_max_ms: int = 4000
+    liveness_budget_ms: int = 60_000
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]) -> SimParams:
+    rng = SeededRandom(seed ^ 0x5EED)
+    n = voters if voters is not None else rng.choice((1, 2, 3, 3, 3, 4, 5, 5))
+    enabled = frozenset(k for k in sorted(allowed_faults) if rng.random() < 0.6)
+    if allowed_faults and not enabled:
+        enabled = frozenset({rng.choice(sorted(allowed_faults))})
+    reorder = "reorder" in enabled
+    election_ms = rng.choice((50, 100, 300, 1000, 1000))
+    latency_min = rng.randint(1, 5)
+    latency_jitter = rng.randint(5, 60) if reorder else rng.randint(0, 2)
+    return SimParams(
+        seed=seed,
+        voters=n,
+        observers=rng.choice((0, 0, 1, 2)),
+        faults=enabled,
+        drop_rate=rng.uniform(0.01, 0.2) if "drop" in enabled else 0.0,
+        duplicate_rate=rng.uniform(0.01, 0.1) if "duplicate" in enabled else 0.0,
+        latency_min_ms=latency_min,
+        latency_jitter_ms=latency_jitter,
+        fault_interval_ms=rng.randint(200, 3000),
+        downtime_max_ms=rng.randint(200, 6000),
+        disk_latency_ms=rng.randint(0, 5),
+        slow_disk_latency_ms=rng.randint(30, 600),
+        proposal_interval_ms=rng.randint(2, 150),
+        records_per_proposal_max=rng.randint(1, 4),
+        snapshot_every_batches=rng.choice((0, 0, 20, 50, 200)),
+        fetch_max_bytes=rng.choice((1, 256, 4096, 1 << 20)),
+        keep_unflushed_on_crash=rng.random() < 0.5,
+        left_down=rng.randint(0, (n - 1) // 2) if "kill" in enabled else 0,
+        election_timeout_ms=election_ms,
+        # A fetch timeout must exceed a long-poll round trip, or followers give up on a live leader.
+        max_uncommitted_batches=rng.choice((16, 64, 256)),
+        fetch_timeout_ms=max(2 * election_ms, 6 * (latency_min + latency_jitter)),
+    )

@@ -1,0 +1,134 @@
+"""Run many seeds and sum them up (the engine of ``raftmeta sim`` and of the sim tests)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from raftmeta.raft import Faults
+from raftmeta.sim.cluster import RunResult, Simulation
+from raftmeta.sim.params import FAULT_KINDS, draw_params
+
+BUGS = ("ack_unpersisted", "double_vote", "hw_from_old_epoch")
+
+
+def parse_faults(text: str) -> frozenset[str]:
+    """``all`` | ``none`` | a comma-separated subset of FAULT_KINDS; ValueError otherwise."""
+    if text == "all":
+        return frozenset(FAULT_KINDS)
+    if text == "none":
+        return frozenset()
+    kinds = frozenset(k.strip() for k in text.split(",") if k.strip())
+    unknown = sorted(kinds - set(FAULT_KINDS))
+    if unknown or not kinds:
+        raise ValueError(f"unknown fault kinds {unknown}; choose from {', '.join(FAULT_KINDS)}, all or none")
+    return kinds
+
+
+def faults_arg(kinds: frozenset[str]) -> str:
+    if kinds == frozenset(FAULT_KINDS):
+        return "all"
+    return ",".join(sorted(kinds)) if kinds else "none"
+
+
+def repro_command(seed: int, steps: int, voters: int | None, kinds: frozenset[str], bug: str | None) -> str:
+    parts = ["raftmeta sim", f"--seed {seed}", f"--steps {steps}"]
+    if voters is not None:
+        parts.append(f"--voters {voters}")
+    parts.append(f"--faults {faults_arg(kinds)}")
+    if bug:
+        parts.append(f"--bug {bug}")
+    parts.append("--trace")
+    return " ".join(parts)
+
+
+@dataclass(slots=True)
+class Summary:
+    runs: int = 0
+    events: int = 0
+    elections: int = 0
+    commits: int = 0
+    acknowledged: int = 0
+    snapshots_installed: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else 0.0
+
+    def add(self, result: RunResult, command: str) -> None:
+        self.runs += 1
+        self.events += result.events
+        self.elections += result.elections
+        self.commits += result.commits
+        self.acknowledged += result.acknowledged
+        self.snapshots_installed += result.snapshots_installed
+        for kind, count in result.faults.items():
+            self.faults[kind] = self.faults.get(kind, 0) + count
+        if result.violation is not None:
+            self.violations.append(
+                {
+                    "seed": result.seed,
+                    "invariant": result.violation.invariant,
+                    "detail": result.violation.detail,
+                    "command": command,
+                }
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "events": self.events,
+            "elections": self.elections,
+            "commits": self.commits,
+            "acknowledged": self.acknowledged,
+            "snapshots_installed": self.snapshots_installed,
+            "faults": dict(sorted(self.faults.items())),
+            "violations": self.violations,
+            "events_per_s": round(self.events_per_s),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def run_one(
+    seed: int,
+    *,
+    steps: int,
+    voters: int | None,
+    kinds: frozenset[str],
+    bug: str | None = None,
+    trace: Callable[[str], None] | None = None,
+) -> RunResult:
+    assert bug is None or bug in BUGS, f"unknown bug switch {bug}"
+    params = draw_params(seed, voters=voters, allowed_faults=kinds)
+    core_faults = Faults(**{bug: True}) if bug else Faults()
+    return Simulation(params, core_faults=core_faults, trace=trace).run(steps)
+
+
+def run_seeds(
+    seeds: Iterable[int],
+    *,
+    steps: int,
+    voters: int | None,
+    kinds: frozenset[str],
+    bug: str | None = None,
+    trace: Callable[[str], None] | None = None,
+    on_result: Callable[[RunResult, str], None] | None = None,
+    stop_on_violation: bool = False,
+) -> Summary:
+    summary = Summary()
+    started = time.perf_counter()
+    for seed in seeds:
+        result = run_one(seed, steps=steps, voters=voters, kinds=kinds, bug=bug, trace=trace)
+        command = repro_command(seed, steps, voters, kinds, bug)
+        summary.add(result, command)
+        if on_result is not None:
+            on_result(result, command)
+        if stop_on_violation and result.violation is not None:
+            break
+    summary.seconds = time.perf_counter() - started
+    return summary

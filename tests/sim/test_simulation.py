@@ -1,0 +1,122 @@
+"""The simulator's CI budget (>= 300 seeds with 3 and with 5 voters), its determinism, its
+fault coverage, the CLI contract -- and proof that it catches planted bugs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from raftmeta.cli.main import cli
+from raftmeta.sim import BUGS, FAULT_KINDS, draw_params, run_one, run_seeds
+from raftmeta.sim.runner import parse_faults
+
+ALL = frozenset(FAULT_KINDS)
+CI_SEEDS = 300
+STEPS = 3000
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("voters", [3, 5])
+def test_ci_seed_budget_finds_no_violation(voters: int) -> None:
+    summary = run_seeds(range(CI_SEEDS), steps=STEPS, voters=voters, kinds=ALL)
+    assert summary.runs == CI_SEEDS
+    assert summary.violations == [], summary.violations[:3]
+    # The runs did real work: elections, commits, faults of every kind.
+    assert summary.elections >= CI_SEEDS
+    assert summary.commits > 50 * CI_SEEDS
+    for kind in ("kill", "restart", "pause", "slow_disk", "transfer"):
+        assert summary.faults.get(kind, 0) > 0, kind
+    shapes = {k for k in summary.faults if k.startswith("partition_")}
+    assert shapes == {f"partition_{s}" for s in ("symmetric", "one_way", "isolate_leader", "minority", "bridge")}
+    assert summary.snapshots_installed > 0
+
+
+@pytest.mark.sim
+def test_swarm_cluster_sizes_one_to_five_voters_with_observers() -> None:
+    seeds = range(1000, 1150)
+    sizes = {(draw_params(s, voters=None, allowed_faults=ALL).voters) for s in seeds}
+    assert sizes == {1, 2, 3, 4, 5}
+    assert {draw_params(s, voters=None, allowed_faults=ALL).observers for s in seeds} == {0, 1, 2}
+    summary = run_seeds(seeds, steps=STEPS, voters=None, kinds=ALL)
+    assert summary.violations == [], summary.violations[:3]
+
+
+@pytest.mark.sim
+def test_without_faults_every_run_converges_quickly() -> None:
+    for seed in range(20):
+        result = run_one(seed, steps=2000, voters=3, kinds=frozenset())
+        assert result.violation is None
+        assert result.faults == {}
+        assert 0 <= result.liveness_ms < 5_000
+
+
+@pytest.mark.sim
+def test_a_seed_replays_exactly() -> None:
+    traces: list[list[str]] = [[], []]
+    results = [run_one(42, steps=STEPS, voters=5, kinds=ALL, trace=t.append) for t in traces]
+    assert traces[0] == traces[1]
+    assert len(traces[0]) > 100
+    assert results[0].events == results[1].events
+    assert results[0].commits == results[1].commits
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("bug", BUGS)
+def test_planted_bugs_are_caught(bug: str) -> None:
+    """Each test-only fault switch in the core makes the simulator report a violation, within
+    the first seeds of the CI budget; the printed command reproduces it through the CLI."""
+    summary = run_seeds(range(CI_SEEDS), steps=STEPS, voters=3, kinds=ALL, bug=bug, stop_on_violation=True)
+    assert summary.violations, f"{bug} went unnoticed in {summary.runs} seeds"
+    violation = summary.violations[0]
+    assert violation["seed"] < 100, f"{bug} needed {violation['seed'] + 1} seeds"
+    args = violation["command"].split()[1:]
+    assert args[:2] == ["sim", "--seed"] and "--trace" in args
+    args.remove("--trace")
+    outcome = CliRunner().invoke(cli, [*args, "--output", "json"])
+    assert outcome.exit_code == 1, outcome.output
+    document = json.loads(outcome.output)
+    assert document["violations"][0]["invariant"] == violation["invariant"]
+    assert document["violations"][0]["seed"] == violation["seed"]
+
+
+@pytest.mark.sim
+def test_cli_json_document_and_exit_code() -> None:
+    outcome = CliRunner().invoke(cli, ["sim", "--seeds", "3", "--voters", "3", "--steps", "1000", "--output", "json"])
+    assert outcome.exit_code == 0, outcome.output
+    document = json.loads(outcome.output)
+    for key in ("runs", "events", "elections", "commits", "faults", "violations", "events_per_s"):
+        assert key in document
+    assert document["runs"] == 3 and document["violations"] == []
+    assert document["events"] > 0 and document["events_per_s"] > 0
+
+
+@pytest.mark.sim
+def test_cli_text_and_trace() -> None:
+    outcome = CliRunner().invoke(cli, ["sim", "--seed", "7", "--steps", "500", "--voters", "3", "--trace"])
+    assert outcome.exit_code == 0, outcome.output
+    lines = outcome.output.splitlines()
+    assert any(" leader epoch=" in line for line in lines)
+    assert lines[-2].startswith("total: runs=1 ")
+
+
+def test_cli_rejects_unknown_fault_kinds() -> None:
+    outcome = CliRunner().invoke(cli, ["sim", "--faults", "kill,meteor"])
+    assert outcome.exit_code == 2
+    assert "meteor" in outcome.output
+
+
+def test_parse_faults() -> None:
+    assert parse_faults("all") == ALL
+    assert parse_faults("none") == frozenset()
+    assert parse_faults("kill, partition") == {"kill", "partition"}
+    with pytest.raises(ValueError, match="unknown fault kinds"):
+        parse_faults("flood")
+
+
+@pytest.mark.slow
+def test_soak_ten_thousand_seeds() -> None:
+    """The documented soak (also: ``raftmeta sim --seeds 10000``)."""
+    summary = run_seeds(range(100_000, 110_000), steps=STEPS, voters=None, kinds=ALL)
+    assert summary.violations == [], summary.violations[:3]
