@@ -39,7 +39,9 @@ T = TypeVar("T")
 log = get_logger("client")
 
 # Calls that change metadata: they get a request id and an "unknown" outcome on timeout.
-MUTATING_METHODS = frozenset({"CreateTopics", "CreatePartitions", "DeleteTopics"})
+MUTATING_METHODS = frozenset(
+    {"CreateTopics", "CreatePartitions", "DeleteTopics", "ElectLeaders", "AlterPartitionReassignments"}
+)
 RETRYABLE_CODES = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED}
 )
@@ -243,6 +245,26 @@ class ControllerClient:
         )
         return response
 
+    async def alter_partition_reassignments(
+        self, request: controller_pb2.AlterPartitionReassignmentsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.AlterPartitionReassignmentsResponse:
+        # Mutating: a request id makes retries idempotent (the controller answers a retry with the
+        # original result instead of starting, or cancelling, a move twice).
+        if not request.request_id:
+            request.request_id = str(uuid.uuid4())
+        response: controller_pb2.AlterPartitionReassignmentsResponse = await self.call(
+            "AlterPartitionReassignments", request, deadline_s=deadline_s
+        )
+        return response
+
+    async def list_partition_reassignments(
+        self, request: controller_pb2.ListPartitionReassignmentsRequest | None = None
+    ) -> controller_pb2.ListPartitionReassignmentsResponse:
+        response: controller_pb2.ListPartitionReassignmentsResponse = await self.call(
+            "ListPartitionReassignments", request or controller_pb2.ListPartitionReassignmentsRequest()
+        )
+        return response
+
 
 class SyncControllerClient:
     """Blocking twin of :class:`ControllerClient` for scripts and the CLI.
@@ -317,3 +339,13 @@ class SyncControllerClient:
 
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
         return self._run(self._client.describe_quorum())
+
+    def alter_partition_reassignments(
+        self, request: controller_pb2.AlterPartitionReassignmentsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.AlterPartitionReassignmentsResponse:
+        return self._run(self._client.alter_partition_reassignments(request, deadline_s=deadline_s))
+
+    def list_partition_reassignments(
+        self, request: controller_pb2.ListPartitionReassignmentsRequest | None = None
+    ) -> controller_pb2.ListPartitionReassignmentsResponse:
+        return self._run(self._client.list_partition_reassignments(request))

@@ -5,6 +5,12 @@ heartbeating is fenced after ``broker.session.timeout.ms`` and its partitions el
 (seed 002); a broker that heartbeats again is unfenced. The fleet makes that observable:
 ``FailBrokers`` stops a broker's heartbeats, ``RecoverBrokers`` resumes them. The fleet's control
 service is advertised as each broker's ``FLEET`` endpoint so the CLI can find it from any node.
+
+Reassignment catch-up (KIP-455 without a data plane): each heartbeat answer lists the partitions
+the broker is adding (``adding_replicas``). The broker notes when it first heard of each, "copies"
+it for ``catch_up_delay_ms``, and then reports it in ``caught_up_replicas`` on every heartbeat
+until the controller stops listing it (it joined the ISR, or the move was cancelled). A failed
+broker copies nothing: the delay restarts when it is told again after it recovers.
 """
 
 from __future__ import annotations
@@ -80,6 +86,9 @@ class BrokerState:
     last_heartbeat_monotonic: float | None = None
     heartbeats: int = 0
     resumed: asyncio.Event = field(default_factory=asyncio.Event)
+    # (topic id, partition) -> monotonic time the controller first listed it as being added here.
+    adding_since: dict[tuple[bytes, int], float] = field(default_factory=dict)
+    caught_up_reported: int = 0
 
     def to_proto(self, now: float) -> fleet_pb2.FleetBrokerState:
         state = fleet_pb2.FleetBrokerState(
@@ -108,9 +117,13 @@ class BrokerFleet:
         *,
         heartbeat_interval_ms: int = 1000,
         control_address: str = "",
+        catch_up_delay_ms: int = 0,
     ) -> None:
         if heartbeat_interval_ms < 10:
             raise ValueError(f"heartbeat interval must be at least 10 ms, got {heartbeat_interval_ms}")
+        if catch_up_delay_ms < 0:
+            raise ValueError(f"catch-up delay must not be negative, got {catch_up_delay_ms}")
+        self.catch_up_delay_s = catch_up_delay_ms / 1000
         self.client = client
         self.states = {spec.broker_id: BrokerState(spec) for spec in specs}
         for state in self.states.values():
@@ -138,6 +151,7 @@ class BrokerFleet:
             state = self.states[broker_id]
             state.failed = True
             state.resumed.clear()
+            state.adding_since.clear()  # a crashed broker's copies start over
             log.info("broker failed (heartbeats stopped)", broker_id=broker_id)
 
     def recover(self, broker_ids: Sequence[int]) -> None:
@@ -193,6 +207,10 @@ class BrokerFleet:
 
     async def _heartbeat(self, state: BrokerState) -> None:
         request = controller_pb2.BrokerHeartbeatRequest(broker_id=state.spec.broker_id, broker_epoch=state.broker_epoch)
+        now = time.monotonic()
+        for (topic_id, partition_id), since in sorted(state.adding_since.items()):
+            if now - since >= self.catch_up_delay_s:
+                request.caught_up_replicas.add(topic_id=topic_id, partition_id=partition_id)
         response = await self.client.broker_heartbeat(request, deadline_s=max(self.heartbeat_interval_s, 0.5))
         if response.error_code in (errors_pb2.STALE_BROKER_EPOCH, errors_pb2.BROKER_ID_NOT_REGISTERED):
             # The controller lost or replaced our registration (e.g. after an unregister): register again.
@@ -204,6 +222,10 @@ class BrokerFleet:
         state.fenced = response.is_fenced
         state.heartbeats += 1
         state.last_heartbeat_monotonic = time.monotonic()
+        state.caught_up_reported += len(request.caught_up_replicas)
+        # What the controller still lists is still being copied; anything else is done or cancelled.
+        listed = {(bytes(a.topic_id), a.partition_id) for a in response.adding_replicas}
+        state.adding_since = {key: state.adding_since.get(key, now) for key in listed}
 
 
 FleetContext = grpc.aio.ServicerContext[object, fleet_pb2.FleetStatus]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from pathlib import Path
 
 import grpc
 import grpc.aio
@@ -16,6 +18,7 @@ from raftmeta.cli.main import cli
 from raftmeta.client import ControllerClient, RetryPolicy
 from raftmeta.fleet import FLEET_ENDPOINT, BrokerFleet, FleetServicer, plan_fleet, rack_name, start_control_server
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2, fleet_pb2_grpc
+from tests.controller.grpc_controller import ControllerServer
 
 FAST = RetryPolicy(deadline_s=2.0, attempt_timeout_s=0.5, initial_backoff_s=0.01, max_backoff_s=0.05)
 
@@ -174,3 +177,73 @@ def test_brokers_cli_fails_and_recovers_through_the_fleet_endpoint() -> None:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+def test_fleet_catches_up_after_its_delay_and_a_throttled_execute_finishes(tmp_path: Path) -> None:
+    """A real controller behind gRPC, the real fleet (catch-up delay 150 ms) and ``reassign execute
+    --throttle-moves``: three waves of three copies, each started once the previous completes."""
+    server = ControllerServer()
+    loop = server.loop
+
+    async def start_fleet() -> tuple[BrokerFleet, ControllerClient]:
+        client = ControllerClient(server.address, retry=FAST)
+        fleet = BrokerFleet(client, plan_fleet(6, 3), heartbeat_interval_ms=20, catch_up_delay_ms=150)
+        fleet.start()
+        return fleet, client
+
+    fleet, client = asyncio.run_coroutine_threadsafe(start_fleet(), loop).result()
+    try:
+        deadline = time.monotonic() + 10
+        while not all(server.servicer.controller.committed_image.is_unfenced(b) for b in range(6)):
+            assert time.monotonic() < deadline, "the fleet did not register"
+            time.sleep(0.02)
+        assignments = [
+            controller_pb2.ReplicaAssignment(partition_index=i, broker_ids=r)
+            for i, r in enumerate([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+        ]
+        created = server.run(
+            "CreateTopics",
+            controller_pb2.CreateTopicsRequest(
+                topics=[controller_pb2.CreatableTopic(name="orders", assignments=assignments)]
+            ),
+        )
+        assert created.topics[0].error_code == errors_pb2.NONE
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {
+                    "version": 1,
+                    "partitions": [
+                        {"topic": "orders", "partition": p, "replicas": r}
+                        for p, r in enumerate([[3, 4, 5], [4, 5, 3], [5, 3, 4]])
+                    ],
+                }
+            )
+        )
+        started = time.monotonic()
+        result = CliRunner().invoke(
+            cli,
+            ["reassign", "execute", "--bootstrap-server", server.address, "--plan", str(plan),
+             "--throttle-moves", "3", "--wait-timeout", "20"],
+        )  # fmt: skip
+        elapsed = time.monotonic() - started
+        assert result.exit_code == 0, result.output
+        assert [line.split(":")[0] for line in result.stdout.splitlines()] == ["Wave 1/3", "Wave 2/3", "Wave 3/3"]
+        assert elapsed >= 3 * 0.15, "each wave waits for the brokers' catch-up delay"
+        topic = server.servicer.controller.committed_image.topic_by_name("orders")
+        assert topic is not None
+        assert [(p.replicas, p.isr) for p in topic.partitions] == [
+            ((3, 4, 5), (3, 4, 5)),
+            ((4, 5, 3), (4, 5, 3)),
+            ((5, 3, 4), (5, 3, 4)),
+        ]
+        assert sum(state.caught_up_reported for state in fleet.states.values()) >= 9
+        assert all(not state.adding_since for state in fleet.states.values())
+    finally:
+
+        async def teardown() -> None:
+            await fleet.stop()
+            await client.close()
+
+        asyncio.run_coroutine_threadsafe(teardown(), loop).result()
+        server.stop()

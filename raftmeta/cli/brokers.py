@@ -56,6 +56,8 @@ def brokers() -> None:
 @click.option("--pool", "pools", multiple=True, help="Broker pool NAME=IDS, e.g. fast=0-2; repeatable.")
 @click.option("--first-id", type=click.IntRange(min=0), default=0, show_default=True, help="Id of the first broker.")
 @click.option("--heartbeat-interval-ms", type=click.IntRange(min=10), default=1000, show_default=True)
+@click.option("--catch-up-delay-ms", type=click.IntRange(min=0), default=2000, show_default=True,
+              help="How long a broker takes to copy a partition it is told to add (reassignment).")  # fmt: skip
 @click.option("--listen", default="127.0.0.1:0", show_default=True, help="Address of the fleet's control service.")
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write {address, brokers} here as JSON once the control service listens.")  # fmt: skip
@@ -66,6 +68,7 @@ def fleet(
     pools: tuple[str, ...],
     first_id: int,
     heartbeat_interval_ms: int,
+    catch_up_delay_ms: int,
     listen: str,
     ready_file: Path | None,
 ) -> None:
@@ -75,16 +78,27 @@ def fleet(
         specs = plan_fleet(count, racks, parse_pools(pools), first_id)
     except ValueError as exc:
         raise usage_error(str(exc)) from exc
-    asyncio.run(_run_fleet(bootstrap_server, specs, heartbeat_interval_ms, listen, ready_file))
+    asyncio.run(_run_fleet(bootstrap_server, specs, heartbeat_interval_ms, listen, ready_file, catch_up_delay_ms))
 
 
 async def _run_fleet(
-    bootstrap_server: str, specs: list[BrokerSpec], heartbeat_interval_ms: int, listen: str, ready_file: Path | None
+    bootstrap_server: str,
+    specs: list[BrokerSpec],
+    heartbeat_interval_ms: int,
+    listen: str,
+    ready_file: Path | None,
+    catch_up_delay_ms: int = 2000,
 ) -> None:
     server, address = await start_control_server(listen)
     retry = RetryPolicy(deadline_s=max(2.0, heartbeat_interval_ms / 1000), attempt_timeout_s=1.0)
     async with ControllerClient(bootstrap_server, retry=retry) as client:
-        fleet_ = BrokerFleet(client, specs, heartbeat_interval_ms=heartbeat_interval_ms, control_address=address)
+        fleet_ = BrokerFleet(
+            client,
+            specs,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            control_address=address,
+            catch_up_delay_ms=catch_up_delay_ms,
+        )
         fleet_pb2_grpc.add_BrokerFleetServiceServicer_to_server(FleetServicer(fleet_), server)
         await server.start()
         fleet_.start()

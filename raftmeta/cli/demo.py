@@ -3,7 +3,8 @@
 Launches a local 3-node quorum with 9 simulated brokers in 3 racks, creates topics through gRPC
 (striped, balanced, a manual assignment, one in a broker pool, and an invalid request), fails a
 broker and watches leadership move (seed 002), recovers it, shows the topics and the quorum, then
-replays all three nodes' logs with Spark and prints the report's path. Every step prints the
+retires broker 8 by moving every replica off it (a reassignment plan, executed), replays all
+three nodes' logs with Spark and prints the report's path. Every step prints the
 command it runs, so a newcomer can repeat any of them by hand. The quorum is always stopped.
 """
 
@@ -91,6 +92,19 @@ def demo(data_dir: Path, keep: bool) -> None:
             "brokers", "recover", *via, "--id", victim)  # fmt: skip
         time.sleep(2)
         run("Brokers after the recovery", "brokers", "list", *via)
+        plan = data_dir / "retire-broker-8.json"
+        run("Retire broker 8: plan moving every replica off it (balance before and after, fewest moves)",
+            "reassign", "generate", *via, "--exclude-brokers", "8", "--plan-file", str(plan))  # fmt: skip
+        run("Execute the plan: new replicas catch up through their brokers' heartbeats, then the old ones leave",
+            "reassign", "execute", *via, "--plan", str(plan), "--throttle-moves", "6")  # fmt: skip
+        deadline = time.monotonic() + 60
+        while subprocess.run([sys.executable, "-m", "raftmeta", "reassign", "verify", *via, "--plan", str(plan)],
+                             capture_output=True, check=False).returncode != 0:  # fmt: skip
+            if time.monotonic() > deadline:
+                raise StepFailed("the reassignment did not complete within 60 s")
+            time.sleep(1)
+        run("Every move is complete", "reassign", "verify", *via, "--plan", str(plan))
+        run("No replica is left on broker 8", "topics", "describe", *via, "--topic", "orders")
         run("The quorum as its leader sees it (kafka-metadata-quorum describe)", "quorum", "status", *via)
         run("Stop the quorum (its logs stay on disk)", "quorum", "down", "--data-dir", str(data_dir))
         run("Replay all three nodes' logs with Spark and verify them", "verify", "--data-dir", str(data_dir),

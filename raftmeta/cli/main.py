@@ -22,11 +22,13 @@ from raftmeta.logs import LOG_LEVELS, configure_logging
 COMMANDS: dict[str, str] = {
     "bench": "raftmeta.cli.bench:bench",
     "brokers": "raftmeta.cli.brokers:brokers",
+    "chaos": "raftmeta.cli.chaos:chaos",
     "demo": "raftmeta.cli.demo:demo",
     "log": "raftmeta.cli.log:log",
     "node": "raftmeta.cli.node:node",
     "quorum": "raftmeta.cli.quorum:quorum",
     "placement": "raftmeta.cli.placement:placement",
+    "reassign": "raftmeta.cli.reassign:reassign",
     "records": "raftmeta.cli.records:records",
     "sim": "raftmeta.cli.sim:sim",
     "topics": "raftmeta.cli.topics:topics",

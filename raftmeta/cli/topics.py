@@ -159,7 +159,8 @@ def format_describe(topics_doc: list[dict[str, Any]]) -> str:
             lines.append(f"Error describing topic {topic['name']}: {topic['error_code']}: {topic['error_message']}")
             continue
         parts = topic["partitions"]
-        rf = len(parts[0]["replicas"]) if parts else 0
+        # During a reassignment the replicas include the ones being added: the factor excludes them.
+        rf = len(parts[0]["replicas"]) - len(parts[0]["adding_replicas"]) if parts else 0
         configs = ",".join(f"{k}={v}" for k, v in topic["configs"].items())
         lines.append(
             f"Topic: {topic['name']}\tTopicId: {topic['topic_id']}\tPartitionCount: {len(parts)}\t"

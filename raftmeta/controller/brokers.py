@@ -13,6 +13,11 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
   partitions elect again), or fences an unfenced one that asks to be (``want_fence``: controlled
   shutdown, simplified to a fence). The time of the last heartbeat is soft state the controller
   object keeps, never logged.
+- Reassignment catch-up (:mod:`raftmeta.controller.reassign`): a heartbeat that does not ask to be
+  fenced may report ``caught_up_replicas``; each that still applies adds the broker to that
+  partition's ISR (and may complete the move), after the unfence records of the same heartbeat.
+  Every successful answer lists the partitions the broker is still adding (``adding_replicas``),
+  as of the image after this heartbeat's records.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 from raftmeta.controller.elections import fence_records, unfence_records
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
+from raftmeta.controller.reassign import adding_replicas_of, caught_up_records
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
@@ -122,6 +128,13 @@ def broker_heartbeat(
     elif not request.want_fence and broker.fenced:
         records = unfence_records(image, broker.id, config.unclean_leader_election_enable)
     response.is_fenced = request.want_fence
+    if not request.want_fence and (request.caught_up_replicas or image.reassigning):
+        after = image.replay_all(records) if records else image
+        caught_up = caught_up_records(after, broker.id, request.caught_up_replicas)
+        if caught_up:
+            records.extend(caught_up)
+            after = after.replay_all(caught_up)
+        response.adding_replicas.extend(adding_replicas_of(after, broker.id))
     return ControllerResult(tuple(records), response)
 
 

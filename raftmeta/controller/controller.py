@@ -12,8 +12,8 @@ and committing or rolling back is a pointer move.
 Driver contract (one asyncio task owns the controller and calls it in order):
 
 1. ``handle(method, request, now_ms[, ids, random]) -> Handled`` (the topic-id and random sources
-   default to the ones given to the constructor). Reads (DescribeTopics,
-   DescribeCluster) are answered at once from the committed image (``handled.response``).
+   default to the ones given to the constructor). Reads (DescribeTopics, DescribeCluster,
+   ListPartitionReassignments) are answered at once from the committed image (``handled.response``).
    Mutations return ``handled.records``: if not empty, propose them to the consensus core as one
    batch and report its last offset with ``appended(handled.key, last_offset)``. If empty, the
    answer is ``handled.response`` when ``handled.done``, else it is released by ``on_commit``
@@ -45,7 +45,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from raftmeta.controller import brokers, topics
+from raftmeta.controller import brokers, reassign, topics
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.elections import fence_records
 from raftmeta.controller.errors import RequestError
@@ -103,6 +103,13 @@ METHODS: dict[str, Method] = {
             True,
         ),
         Method(
+            "AlterPartitionReassignments",
+            reassign.alter_partition_reassignments,
+            controller_pb2.AlterPartitionReassignmentsRequest,
+            controller_pb2.AlterPartitionReassignmentsResponse,
+            True,
+        ),
+        Method(
             "RegisterBroker",
             brokers.register_broker,
             controller_pb2.RegisterBrokerRequest,
@@ -121,6 +128,13 @@ METHODS: dict[str, Method] = {
             topics.describe_topics,
             controller_pb2.DescribeTopicsRequest,
             controller_pb2.DescribeTopicsResponse,
+            False,
+        ),
+        Method(
+            "ListPartitionReassignments",
+            reassign.list_partition_reassignments,
+            controller_pb2.ListPartitionReassignmentsRequest,
+            controller_pb2.ListPartitionReassignmentsResponse,
             False,
         ),
         Method(
@@ -419,6 +433,15 @@ def not_controller_response(method: str, request: Message) -> Message:
             for pid in tp.partitions:
                 result.partitions.add(partition=pid, error_code=code, error_message=message)
         return elect
+    if isinstance(request, controller_pb2.AlterPartitionReassignmentsRequest):
+        alter = controller_pb2.AlterPartitionReassignmentsResponse()
+        for reassigned in request.topics:
+            topic_result = alter.results.add(name=reassigned.name)
+            for partition in reassigned.partitions:
+                topic_result.partitions.add(
+                    partition_index=partition.partition_index, error_code=code, error_message=message
+                )
+        return alter
     if isinstance(request, controller_pb2.RegisterBrokerRequest):
         return controller_pb2.RegisterBrokerResponse(error_code=code, error_message=message)
     if isinstance(request, controller_pb2.BrokerHeartbeatRequest):

@@ -46,7 +46,7 @@ def _hex(topic_id: bytes) -> str:
 class _TopicDraft:
     """A topic being changed by the builder: a private, mutable copy."""
 
-    __slots__ = ("configs", "fresh", "name", "partitions", "topic_id")
+    __slots__ = ("configs", "fresh", "name", "partitions", "pool", "topic_id")
 
     def __init__(
         self,
@@ -55,8 +55,10 @@ class _TopicDraft:
         partitions: list[PartitionRegistration],
         configs: dict[str, str],
         fresh: bool = False,
+        pool: str | None = None,
     ) -> None:
         self.name = name
+        self.pool = pool
         self.topic_id = topic_id
         self.partitions = partitions
         self.configs = configs
@@ -64,7 +66,7 @@ class _TopicDraft:
         self.fresh = fresh
 
     def freeze(self) -> TopicImage:
-        return TopicImage(self.name, self.topic_id, tuple(self.partitions), self.configs)
+        return TopicImage(self.name, self.topic_id, tuple(self.partitions), self.configs, self.pool)
 
 
 class ImageBuilder:
@@ -80,6 +82,7 @@ class ImageBuilder:
         self._replica_counts: dict[int, int] | None = None
         self._leader_counts: dict[int, int] | None = None
         self._partition_count = image.partition_count
+        self._reassigning: dict[tuple[bytes, int], Any] = {}  # (topic id, partition) -> True | DELETED
         self._requests: dict[str, Any] = {}
         self._request_seqs: dict[int, Any] = {}
         self._request_len = len(image.requests)
@@ -179,8 +182,11 @@ class ImageBuilder:
                     and (leader == no_leader or leader in isr)
                     and leader_epoch >= 0
                     and partition_epoch >= 0
+                    and not (removing or adding)  # a moving partition gets the full check
                 ):
                     _check_partition(part, draft.name, pid, "PartitionRecord")
+                if removing or adding:
+                    self._reassigning[(topic_id, pid)] = True
                 partitions.append(part)
                 if not draft.fresh:  # a fresh topic's partitions are counted once, in build()
                     self._partition_count += 1
@@ -232,6 +238,7 @@ class ImageBuilder:
             leader_counts=self._leader_counts if self._leader_counts is not None else image.leader_counts,
             partition_count=self._partition_count,
             requests=requests,
+            reassigning=image.reassigning.evolve(self._reassigning),
         )
 
     # ---- lookups through the drafts -------------------------------------------------------------
@@ -247,7 +254,9 @@ class ImageBuilder:
             topic: TopicImage | None = self._image.topics.get(topic_id)
             if topic is None:
                 raise ReplayError(f"{what}: no topic with id {_hex(topic_id)} (unknown or removed)")
-            draft = _TopicDraft(topic.name, topic.topic_id, list(topic.partitions), dict(topic.configs))
+            draft = _TopicDraft(
+                topic.name, topic.topic_id, list(topic.partitions), dict(topic.configs), pool=topic.pool
+            )
             self._topics[topic_id] = draft
         elif draft is DELETED:
             raise ReplayError(f"{what}: topic id {_hex(topic_id)} was removed")
@@ -296,7 +305,8 @@ class ImageBuilder:
             raise ReplayError(f"TopicRecord {name!r}: duplicate topic id {_hex(topic_id)}")
         if self._topic_id_for(name) is not None:
             raise ReplayError(f"TopicRecord: a topic named {name!r} already exists")
-        self._topics[topic_id] = _TopicDraft(name, topic_id, [], {}, fresh=True)
+        pool = rec.broker_pool if rec.HasField("broker_pool") else None
+        self._topics[topic_id] = _TopicDraft(name, topic_id, [], {}, fresh=True, pool=pool)
         self._names[name] = topic_id
         if "." in name or "_" in name:
             key = name.replace(".", "_")
@@ -336,6 +346,10 @@ class ImageBuilder:
         )
         _check_partition(part, draft.name, pid, "PartitionChangeRecord")
         draft.partitions[pid] = part
+        if part.adding_replicas or part.removing_replicas:
+            self._reassigning[(rec.topic_id, pid)] = True
+        elif prev.adding_replicas or prev.removing_replicas:
+            self._reassigning[(rec.topic_id, pid)] = DELETED
         if not draft.fresh and (part.replicas != prev.replicas or leader_changed):
             self._count(prev.replicas, prev.leader, -1)
             self._count(part.replicas, part.leader, 1)
@@ -346,6 +360,9 @@ class ImageBuilder:
             for part in draft.partitions:
                 self._count(part.replicas, part.leader, -1)
             self._partition_count -= len(draft.partitions)
+        for pid, part in enumerate(draft.partitions):
+            if part.adding_replicas or part.removing_replicas:
+                self._reassigning[(rec.topic_id, pid)] = DELETED
         self._topics[rec.topic_id] = DELETED
         self._names[draft.name] = DELETED
         if "." in draft.name or "_" in draft.name:
@@ -473,6 +490,7 @@ def _ignore(_record: Any) -> None:
 def _check_partition(part: PartitionRegistration, topic: str, pid: int, kind: str) -> None:
     """Invariant 7 of DESIGN.md §9, checked on every partition state replay produces."""
     replicas, isr, leader = part.replicas, part.isr, part.leader
+    adding, removing = part.adding_replicas, part.removing_replicas
     replica_set = set(replicas)
     if (
         replicas
@@ -482,9 +500,15 @@ def _check_partition(part: PartitionRegistration, topic: str, pid: int, kind: st
         and (leader == NO_LEADER or leader in isr)
         and part.leader_epoch >= 0
         and part.partition_epoch >= 0
+        and _reassignment_ok(replica_set, adding, removing)
     ):
         return
     what = f"{kind} {topic}-{pid}"
+    if not _reassignment_ok(replica_set, adding, removing):
+        raise ReplayError(
+            f"{what}: adding {list(adding)} and removing {list(removing)} replicas must be distinct replicas of "
+            f"{list(replicas)}, neither list naming a broker twice, and leave at least one replica"
+        )
     if not replicas:
         raise ReplayError(f"{what}: a partition needs at least one replica")
     if len(replica_set) != len(replicas):
@@ -497,3 +521,16 @@ def _check_partition(part: PartitionRegistration, topic: str, pid: int, kind: st
     if leader != NO_LEADER and leader not in isr:
         raise ReplayError(f"{what}: leader {leader} is not in the ISR {list(isr)}")
     raise ReplayError(f"{what}: epochs must be >= 0")
+
+
+def _reassignment_ok(replica_set: set[int], adding: tuple[int, ...], removing: tuple[int, ...]) -> bool:
+    """KIP-455's shape: adding and removing are disjoint subsets of the replicas (each broker once),
+    and the target (replicas - removing) is not empty."""
+    if not adding and not removing:
+        return True
+    moving = set(adding) | set(removing)
+    return (
+        len(moving) == len(adding) + len(removing)
+        and replica_set.issuperset(moving)
+        and len(replica_set) > len(removing)
+    )

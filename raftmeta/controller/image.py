@@ -67,6 +67,8 @@ class TopicImage(NamedTuple):
     partitions: tuple[PartitionRegistration, ...]
     # Explicitly set topic configs (name -> value); never mutated.
     configs: Mapping[str, str]
+    # The broker pool the topic was created in (None = any broker).
+    pool: str | None = None
 
 
 class RequestEntry(NamedTuple):
@@ -132,6 +134,9 @@ class MetadataImage:
     leader_counts: Mapping[int, int] = field(default_factory=dict)
     partition_count: int = 0
     requests: RequestTable = field(default_factory=RequestTable)
+    # Derived index of the partitions with a reassignment in progress (adding or removing
+    # replicas), so heartbeats and ListPartitionReassignments never scan every partition.
+    reassigning: PMap[tuple[bytes, int], bool] = field(default_factory=PMap)
 
     @staticmethod
     def empty(request_table_capacity: int = REQUEST_TABLE_CAPACITY) -> MetadataImage:
@@ -179,6 +184,15 @@ class MetadataImage:
         """A topic's effective explicit config: the topic's own value, else the cluster default."""
         value = topic.configs.get(name)
         return value if value is not None else self.cluster_config(name)
+
+    def reassignments(self) -> list[tuple[TopicImage, int, PartitionRegistration]]:
+        """Every partition with a reassignment in progress, by topic name then partition id."""
+        found = []
+        for topic_id, pid in self.reassigning:
+            topic: TopicImage = self.topics[topic_id]
+            found.append((topic, pid, topic.partitions[pid]))
+        found.sort(key=lambda item: (item[0].name, item[1]))
+        return found
 
     def topics_sorted(self) -> list[TopicImage]:
         return sorted((topic for _, topic in self.topics.iter_items()), key=lambda t: t.name)

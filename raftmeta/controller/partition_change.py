@@ -15,6 +15,12 @@ expressed as a *target* (ISR, replicas, election type) and turned into at most o
   its last member, so that broker can lead again when it returns (Kafka's rule without ELR).
 - The record carries the resulting epochs: leader epoch + 1 when the leader changes, partition
   epoch + 1 on every change. ``build()`` returns None when nothing would change.
+- **Reassignment** (KIP-455, Kafka's ``completeReassignmentIfNeeded``): while a partition has
+  adding or removing replicas, every build checks whether the move can complete -- every adding
+  replica is in the target ISR and the ISR keeps a member once the removing replicas leave it. If
+  so, the same record sets replicas = target (replicas - removing), drops the removing replicas
+  from the ISR (which then follows the new replica order) and clears adding/removing; a removed
+  leader is then no longer valid, so the election picks the first in-sync target replica.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ class PartitionChangeBuilder:
         self.election = election
         self.target_isr: tuple[int, ...] = partition.isr
         self.target_replicas: tuple[int, ...] = partition.replicas
+        self.target_adding: tuple[int, ...] = partition.adding_replicas
+        self.target_removing: tuple[int, ...] = partition.removing_replicas
 
     def set_target_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
         self.target_isr = tuple(isr)
@@ -58,9 +66,35 @@ class PartitionChangeBuilder:
         self.target_replicas = tuple(replicas)
         return self
 
+    def set_target_adding(self, adding: Sequence[int]) -> PartitionChangeBuilder:
+        self.target_adding = tuple(adding)
+        return self
+
+    def set_target_removing(self, removing: Sequence[int]) -> PartitionChangeBuilder:
+        self.target_removing = tuple(removing)
+        return self
+
     def set_election(self, election: Election) -> PartitionChangeBuilder:
         self.election = election
         return self
+
+    # ---- reassignment ---------------------------------------------------------------------------
+    def _complete_reassignment_if_needed(self) -> None:
+        """Kafka's ``PartitionReassignmentReplicas.maybeCompleteReassignment`` on the targets."""
+        adding, removing = self.target_adding, self.target_removing
+        if not adding and not removing:
+            return
+        if not set(adding).issubset(self.target_isr):
+            return
+        remaining_isr = tuple(b for b in self.target_isr if b not in removing)
+        if not remaining_isr:  # completing would leave no in-sync replica: wait
+            return
+        self.target_replicas = tuple(b for b in self.target_replicas if b not in removing)
+        # A finished move reads like a new partition: the ISR in the order of the new replicas.
+        in_sync = set(remaining_isr)
+        self.target_isr = tuple(b for b in self.target_replicas if b in in_sync)
+        self.target_adding = ()
+        self.target_removing = ()
 
     # ---- election -------------------------------------------------------------------------------
     def _is_valid_leader(self, broker: int) -> bool:
@@ -95,6 +129,7 @@ class PartitionChangeBuilder:
         """The one record this change needs, or None if the partition would not change."""
         part = self.partition
         change = records_pb2.PartitionChangeRecord(topic_id=self.topic_id, partition_id=self.partition_id)
+        self._complete_reassignment_if_needed()
         leader, unclean = self.elect_leader()
         new_isr: tuple[int, ...] | None = None
         leader_changed = leader != part.leader
@@ -110,7 +145,22 @@ class PartitionChangeBuilder:
             change.isr.ids.extend(new_isr)
         if self.target_replicas != part.replicas:
             change.replicas.ids.extend(self.target_replicas)
-        if not (leader_changed or new_isr is not None or self.target_replicas != part.replicas):
+        # Present-but-empty lists are meaningful: they end a reassignment.
+        adding_changed = self.target_adding != part.adding_replicas
+        removing_changed = self.target_removing != part.removing_replicas
+        if adding_changed:
+            change.adding_replicas.SetInParent()
+            change.adding_replicas.ids.extend(self.target_adding)
+        if removing_changed:
+            change.removing_replicas.SetInParent()
+            change.removing_replicas.ids.extend(self.target_removing)
+        if not (
+            leader_changed
+            or new_isr is not None
+            or self.target_replicas != part.replicas
+            or adding_changed
+            or removing_changed
+        ):
             return None
         change.leader_epoch = part.leader_epoch + (1 if leader_changed else 0)
         change.partition_epoch = part.partition_epoch + 1

@@ -38,7 +38,10 @@ def image_to_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
         for name in sorted(configs):
             out.append(_config(resource_type, resource_name, name, configs[name]))
     for topic in image.topics_sorted():
-        out.append(records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name=topic.name, topic_id=topic.topic_id)))
+        topic_record = records_pb2.TopicRecord(name=topic.name, topic_id=topic.topic_id)
+        if topic.pool is not None:
+            topic_record.broker_pool = topic.pool
+        out.append(records_pb2.MetadataRecord(topic=topic_record))
         for name in sorted(topic.configs):
             out.append(_config(TOPIC_RESOURCE, topic.name, name, topic.configs[name]))
         for pid, part in enumerate(topic.partitions):

@@ -219,7 +219,10 @@ def create_topics(
             continue
         topic_id = new_topic_id(image, ids, taken_ids)
         result.topic_id = topic_id
-        records.append(records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name=topic.name, topic_id=topic_id)))
+        topic_record = records_pb2.TopicRecord(name=topic.name, topic_id=topic_id)
+        if topic.broker_pool:
+            topic_record.broker_pool = topic.broker_pool
+        records.append(records_pb2.MetadataRecord(topic=topic_record))
         for name, value in configs.items():
             records.append(
                 records_pb2.MetadataRecord(
@@ -343,7 +346,8 @@ def _grow_one(
     if request.count > config.max_partitions_per_topic:
         return _too_many_for_topic(request.count, config)
     additional = request.count - current
-    rf = len(topic.partitions[0].replicas)
+    # An ongoing reassignment lists its adding replicas among the replicas: they are not the factor.
+    rf = len(topic.partitions[0].replicas) - len(topic.partitions[0].adding_replicas)
     if request.assignments:
         if len(request.assignments) != additional:
             return ApiError(
@@ -381,7 +385,8 @@ def _grow_one(
                 additional,
                 rf,
                 random,
-                pool=request.broker_pool or None,
+                # A topic created in a pool grows in that pool unless the request names another.
+                pool=request.broker_pool or topic.pool,
                 existing=[p.replicas for p in topic.partitions],
             )
         except placement_bridge.PlacementError as error:

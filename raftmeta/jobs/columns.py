@@ -160,7 +160,13 @@ def record_fields(record: records_pb2.MetadataRecord) -> dict[str, object]:
     kind = record.WhichOneof("record")
     out: dict[str, object] = {"record_type": kind}
     if kind == "topic":
-        out.update(topic_id=uuid_to_str(record.topic.topic_id), topic_name=record.topic.name)
+        t = record.topic
+        # For a topic row, ``pool`` is the pool it was created in (its replicas must stay there).
+        out.update(
+            topic_id=uuid_to_str(t.topic_id),
+            topic_name=t.name,
+            pool=t.broker_pool if t.HasField("broker_pool") else None,
+        )
     elif kind == "partition":
         p = record.partition
         out.update(

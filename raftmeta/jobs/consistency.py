@@ -59,7 +59,7 @@ def gap_text(node_id: int, base: int, prev_next: int, segment: str) -> str:
 
 
 def start_text(node_id: int, first: int) -> str:
-    return f"node {node_id}: log starts at offset {first}, not at 0 or a snapshot's end"
+    return f"node {node_id}: log starts at offset {first}, past its newest snapshot's end (or it has none)"
 
 
 def backwards_text(node_id: int, base: int, epoch: int, prev_epoch: int) -> str:
@@ -137,9 +137,11 @@ def facts_to_checks(facts: Facts) -> list[Check]:
     ]
 
 
-def _log_starts(nodes: list[layout.NodeFiles]) -> dict[int, set[int]]:
-    """Offsets a node's log may legally start at: 0 or the end of one of its snapshots."""
-    return {n.node_id: {0, *(s.end_offset for s in n.snapshots)} for n in nodes}
+def log_start_is_legal(first: int, snapshot_ends: list[int]) -> bool:
+    """A log starts at 0, or anywhere up to its newest snapshot's end: storage deletes only whole
+    segments below a snapshot, so the first kept segment may begin below it (even below the older
+    of the two snapshots it keeps); the snapshot covers every offset before its end."""
+    return first == 0 or first <= max(snapshot_ends, default=-1)
 
 
 def local_facts(data_dir: str) -> Facts:
@@ -226,7 +228,7 @@ def _walk_node(node: layout.NodeFiles) -> _NodeWalk:
                 walk.committed[base] = row["digest"]
     if first is not None:
         walk.start = first
-        if first != 0 and first not in {s.end_offset for s in node.snapshots}:
+        if not log_start_is_legal(first, [s.end_offset for s in node.snapshots]):
             walk.gaps.insert(0, start_text(node.node_id, first))
     return walk
 
@@ -237,7 +239,7 @@ def spark_facts(spark: SparkSession, data_dir: str) -> Facts:
     from pyspark.sql import functions as F
 
     nodes = layout.discover(data_dir)
-    starts = _log_starts(nodes)
+    snapshot_ends = {n.node_id: [s.end_offset for s in n.snapshots] for n in nodes}
     hw = {n.node_id: n.high_watermark for n in nodes}
     facts = Facts()
     batches: DataFrame = spark.read.format(SOURCE_NAME).option("level", "batches").load(data_dir).cache()
@@ -280,7 +282,7 @@ def spark_facts(spark: SparkSession, data_dir: str) -> Facts:
     ]
     gaps_total = gap_rows.count()
     for node_id, first in sorted(first_base.items()):
-        if first not in starts[node_id]:
+        if not log_start_is_legal(first, snapshot_ends[node_id]):
             gaps.insert(0, start_text(node_id, first))
             gaps_total += 1
     facts.gaps, facts.gaps_total = gaps[:EXAMPLES_MAX], gaps_total

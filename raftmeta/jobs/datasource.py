@@ -9,7 +9,9 @@ Options (strings, as Spark passes them):
 - ``level``: ``records`` (default; one row per metadata record) or ``batches`` (one row per
   batch with its digest: the cheap way to compare nodes, since followers store the leader's
   batches byte for byte).
-- ``snapshots``: ``true`` reads the nodes' snapshot files instead of their segments.
+- ``snapshots``: ``true`` reads the nodes' snapshot files instead of their segments (offsets are
+  then positions within the snapshot, from 0); ``newest_snapshot``: ``true`` reads only each
+  node's newest snapshot.
 - ``committed``: ``true`` keeps only rows below each node's checkpointed high watermark.
 """
 
@@ -48,14 +50,21 @@ def _flag(options: dict[str, str], key: str) -> bool:
     return value == "true"
 
 
-def plan_partitions(data_dir: str, *, level: str, snapshots: bool, committed: bool) -> list[FilePartition]:
+def plan_partitions(
+    data_dir: str, *, level: str, snapshots: bool, committed: bool, newest_snapshot: bool = False
+) -> list[FilePartition]:
     """The files to read, one partition each (driver side)."""
     if level not in ("records", "batches"):
         raise ValueError(f"option 'level' must be records or batches, got {level!r}")
     parts: list[FilePartition] = []
     for node in layout.discover(data_dir):
-        hw = node.high_watermark if committed else -1
-        files: Sequence[layout.SegmentFile | layout.SnapshotFile] = node.snapshots if snapshots else node.segments
+        # A snapshot holds only committed data; its offsets are positions in the file, not log offsets.
+        hw = node.high_watermark if committed and not (snapshots or newest_snapshot) else -1
+        files: Sequence[layout.SegmentFile | layout.SnapshotFile]
+        if newest_snapshot:
+            files = [node.newest_snapshot] if node.newest_snapshot else []
+        else:
+            files = node.snapshots if snapshots else node.segments
         for f in files:
             parts.append(FilePartition(f.uri, node.node_id, f.uri.rsplit("/", 1)[-1], level, hw))
     return parts
@@ -111,6 +120,7 @@ class RaftmetaReader(DataSourceReader):
             level=self.options.get("level", "records"),
             snapshots=_flag(self.options, "snapshots"),
             committed=_flag(self.options, "committed"),
+            newest_snapshot=_flag(self.options, "newest_snapshot"),
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -56,7 +56,7 @@ def partition_states(records: DataFrame) -> DataFrame:
     return filled.select("*", F.lag("leader").over(w).alias("prev_leader"))
 
 
-def _violation_rules(registered_at: Column) -> list[tuple[str, Column]]:
+def _violation_rules(registered_at: Column, pool_of: Column) -> list[tuple[str, Column]]:
     """(rule, condition that is true when the state breaks it)."""
     from pyspark.sql import functions as F
 
@@ -71,6 +71,10 @@ def _violation_rules(registered_at: Column) -> list[tuple[str, Column]]:
             F.size(replicas) - F.size(adding) != F.size(F.col("created_replicas")),
         ),
         ("ISR not a subset of the replicas", F.size(F.array_except(isr, replicas)) > 0),
+        # The controller never writes an empty ISR (it keeps the last member when none is live), and a
+        # reassignment completes only while an in-sync replica stays: an empty ISR means a change --
+        # typically a move dropping its removing replicas too early -- lost the last in-sync copy.
+        ("ISR empty: the partition lost its last in-sync replica", F.size(isr) == 0),
         ("leader outside the ISR", (F.col("leader") != -1) & ~F.array_contains(isr, F.col("leader"))),
         (
             "partition epoch did not rise by one",
@@ -87,8 +91,14 @@ def _violation_rules(registered_at: Column) -> list[tuple[str, Column]]:
             & (F.col("leader_epoch") <= F.col("prev_leader_epoch")),
         ),
         (
+            "replica outside the topic's broker pool",
+            F.col("topic_pool").isNotNull()
+            & F.exists(replicas, lambda b: pool_of[b].isNull() | (pool_of[b] != F.col("topic_pool"))),
+        ),
+        (
+            # <= because a snapshot's records all stand at the offset just below its end.
             "replica not a registered broker",
-            ~F.forall(replicas, lambda b: registered_at[b].isNotNull() & (registered_at[b] < F.col("offset"))),
+            ~F.forall(replicas, lambda b: registered_at[b].isNotNull() & (registered_at[b] <= F.col("offset"))),
         ),
     ]
 
@@ -99,15 +109,29 @@ def state_checks(records: DataFrame) -> tuple[list[Check], ClusterState]:
 
     records = records.where("crc_ok").cache()
     topics = records.where("record_type = 'topic'").select(
-        "topic_id", "topic_name", F.col("offset").alias("created_at")
+        "topic_id", "topic_name", F.col("offset").alias("created_at"), F.col("pool").alias("topic_pool")
     )
     removed = records.where("record_type = 'remove_topic'").select("topic_id", F.col("offset").alias("removed_at"))
     registrations = (
         records.where("record_type = 'register_broker'").groupBy("broker_id").agg(F.min("offset").alias("at"))
     )
     registered = {r["broker_id"]: r["at"] for r in registrations.collect()}
+    # A broker's pool is set by its (latest) registration.
+    pools = (
+        records.where("record_type = 'register_broker' AND pool IS NOT NULL")
+        .groupBy("broker_id")
+        .agg(F.max_by("pool", "offset").alias("pool"))
+        .collect()
+    )
+    pool_of = (
+        F.create_map(*[F.lit(x) for r in pools for x in (r["broker_id"], r["pool"])])
+        if pools
+        else F.create_map().cast("map<int,string>")
+    )
     registered_at = (
-        F.create_map(*[F.lit(x) for pair in registered.items() for x in pair]) if registered else F.create_map()
+        F.create_map(*[F.lit(x) for pair in registered.items() for x in pair])
+        if registered
+        else F.create_map().cast("map<int,bigint>")
     )
 
     states = partition_states(records).join(topics, "topic_id", "left").cache()
@@ -122,7 +146,7 @@ def state_checks(records: DataFrame) -> tuple[list[Check], ClusterState]:
             "every partition belongs to a topic created before it",
         )
     )
-    rules = _violation_rules(registered_at)
+    rules = _violation_rules(registered_at, pool_of)
     broken = F.filter(
         F.array(*[F.when(cond, F.lit(name)) for name, cond in rules]),
         lambda x: x.isNotNull(),
@@ -136,8 +160,9 @@ def state_checks(records: DataFrame) -> tuple[list[Check], ClusterState]:
                 f"{r['topic_name'] or r['topic_id']}-{r['partition_id']} at offset {r['offset']}: "
                 f"{', '.join(r['broken'])} (replicas {r['replicas']}, isr {r['isr']}, leader {r['leader']})"
             ),
-            "every partition state along the log has distinct registered replicas, the topic's replication "
-            "factor, ISR within replicas, leader in ISR or -1, and rising epochs",
+            "every partition state along the log has distinct registered replicas (in the topic's pool, if it "
+            "has one), the topic's replication factor, a non-empty ISR within replicas, leader in ISR or -1, and "
+            "rising epochs",
         )
     )
 
@@ -187,3 +212,83 @@ def _check(name: str, offending: DataFrame, describe: Any, ok_detail: str) -> Ch
         return Check(name, True, ok_detail)
     rows = offending.orderBy("offset").limit(EXAMPLES_MAX).collect()
     return Check(name, False, listed([describe(r) for r in rows], total))
+
+
+SNAPSHOT_FRAMING = ("snapshot_header", "snapshot_footer")
+PARTITION_FIELDS = ("replicas", "isr", "leader", "leader_epoch", "partition_epoch")
+
+
+def replay_records(spark: Any, source: str, node_root: str, snapshot_end: int | None) -> DataFrame:
+    """The records to replay one node: its newest snapshot (as of the offset just below the
+    snapshot's end) followed by its committed log from the snapshot's end on. Without a snapshot,
+    just the committed log. Segments below a snapshot may have been deleted, so a replay from the
+    log alone would miss everything created before it."""
+    from pyspark.sql import functions as F
+
+    log = spark.read.format(source).option("committed", "true").load(node_root)
+    if snapshot_end is None:
+        return log  # type: ignore[no-any-return]
+    base = (
+        spark.read.format(source)
+        .option("newest_snapshot", "true")
+        .load(node_root)
+        .where(~F.col("record_type").isin(*SNAPSHOT_FRAMING))
+        .withColumn("offset", F.lit(snapshot_end - 1).cast("long"))
+        # Batches inside a snapshot file are not the log's batches: nothing may be joined on them
+        # (the history job traces a record to its request through the batch it was written in).
+        .withColumn("batch_base_offset", F.lit(None).cast("long"))
+    )
+    return base.unionByName(log.where(F.col("offset") >= snapshot_end))  # type: ignore[no-any-return]
+
+
+def partitions_as_of(records: DataFrame, end_offset: int) -> DataFrame:
+    """Every live partition's state after the records below ``end_offset``."""
+    from pyspark.sql import functions as F
+
+    before = records.where(F.col("offset") < end_offset)
+    removed = before.where("record_type = 'remove_topic'").select("topic_id")
+    return (
+        partition_states(before)
+        .groupBy("topic_id", "partition_id")
+        .agg(F.max_by(F.struct(*PARTITION_FIELDS), F.col("offset")).alias("s"))
+        .select("topic_id", "partition_id", "s.*")
+        .join(removed, "topic_id", "left_anti")
+    )
+
+
+def snapshot_check(spark: Any, source: str, nodes: list[Any], replayed: DataFrame, replay_base: int) -> Check:
+    """Each node's newest snapshot equals the replayed partition state at the snapshot's offset."""
+    compared: list[str] = []
+    problems: list[str] = []
+    for node in nodes:
+        snapshot = node.newest_snapshot
+        if snapshot is None:
+            continue
+        if snapshot.end_offset < replay_base:
+            compared.append(f"node {node.node_id}: snapshot at {snapshot.end_offset} predates the replay base")
+            continue
+        rows = (
+            spark.read.format(source)
+            .option("newest_snapshot", "true")
+            .load(node.root)
+            .where("record_type = 'partition'")
+            .select("topic_id", "partition_id", *PARTITION_FIELDS)
+        )
+        expected = partitions_as_of(replayed, snapshot.end_offset).select("topic_id", "partition_id", *PARTITION_FIELDS)
+        extra = rows.exceptAll(expected)
+        missing = expected.exceptAll(rows)
+        differences = extra.count() + missing.count()
+        if differences:
+            example = (extra.limit(1).collect() or missing.limit(1).collect())[0]
+            where = f"topic id {example['topic_id']} partition {example['partition_id']}"
+            problems.append(
+                f"node {node.node_id}: snapshot at offset {snapshot.end_offset} differs from the replayed log in "
+                f"{differences} partition states, e.g. {where}"
+            )
+        else:
+            compared.append(f"node {node.node_id} at offset {snapshot.end_offset}")
+    if problems:
+        return Check("snapshots-match-log", False, listed(problems))
+    if not compared:
+        return Check("snapshots-match-log", True, "no node has taken a snapshot yet")
+    return Check("snapshots-match-log", True, "newest snapshots equal the replayed log: " + "; ".join(compared))

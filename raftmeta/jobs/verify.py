@@ -22,7 +22,7 @@ from raftmeta.jobs import layout
 from raftmeta.jobs.checks import Check
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.datasource import SOURCE_NAME
-from raftmeta.jobs.state import ClusterState, state_checks
+from raftmeta.jobs.state import ClusterState, replay_records, snapshot_check, state_checks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,9 +89,12 @@ def run_verify(
     checks = facts_to_checks(facts)
     longest = max(nodes, key=lambda n: (n.high_watermark, -n.node_id))
     progress(f"replaying node {longest.node_id}'s committed log (high watermark {longest.high_watermark})")
-    records = spark.read.format(SOURCE_NAME).option("committed", "true").load(longest.root)
+    base = longest.newest_snapshot.end_offset if longest.newest_snapshot else None
+    records = replay_records(spark, SOURCE_NAME, longest.root, base).cache()
     more, state = state_checks(records)
     checks.extend(more)
+    progress("comparing every node's newest snapshot with the replayed log")
+    checks.append(snapshot_check(spark, SOURCE_NAME, nodes, records, base or 0))
     history_figures: dict[str, Any] = {}
     if history is not None:
         from raftmeta.jobs.history import history_checks, read_history
@@ -105,6 +108,7 @@ def run_verify(
         "nodes": len(nodes),
         "batches": facts.batches,
         "replayed_node": longest.node_id,
+        "replay_base_offset": base or 0,
         "committed_offset_by_node": {str(k): v for k, v in sorted(facts.committed_offset_by_node.items())},
         "log_end_offset_by_node": {str(k): v for k, v in sorted(facts.log_end_offset_by_node.items())},
         **balance_figures(state),

@@ -698,26 +698,60 @@ class RegisterBrokerResponse(_message.Message):
 Global___RegisterBrokerResponse: _TypeAlias = RegisterBrokerResponse  # noqa: Y015
 
 @_typing.final
+class TopicIdPartition(_message.Message):
+    """One partition by topic id (heartbeats name partitions by id: a name can be reused after a delete)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    PARTITION_ID_FIELD_NUMBER: _builtins.int
+    topic_id: _builtins.bytes
+    partition_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic_id: _builtins.bytes = ...,
+        partition_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partition_id", b"partition_id", "topic_id", b"topic_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopicIdPartition: _TypeAlias = TopicIdPartition  # noqa: Y015
+
+@_typing.final
 class BrokerHeartbeatRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     BROKER_ID_FIELD_NUMBER: _builtins.int
     BROKER_EPOCH_FIELD_NUMBER: _builtins.int
     WANT_FENCE_FIELD_NUMBER: _builtins.int
+    CAUGHT_UP_REPLICAS_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     broker_epoch: _builtins.int
     want_fence: _builtins.bool
     """The broker asks to be fenced (controlled shutdown)."""
+    @_builtins.property
+    def caught_up_replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicIdPartition]:
+        """Reassignment (KIP-455) without a data plane: partitions this broker was told to add
+        (BrokerHeartbeatResponse.adding_replicas) whose copy has caught up with the leader. The
+        controller adds the broker to each one's ISR and, once every adding replica is in sync,
+        completes the move. A report for a partition the broker is not adding is ignored.
+        """
+
     def __init__(
         self,
         *,
         broker_id: _builtins.int = ...,
         broker_epoch: _builtins.int = ...,
         want_fence: _builtins.bool = ...,
+        caught_up_replicas: _abc.Iterable[Global___TopicIdPartition] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "want_fence", b"want_fence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "caught_up_replicas", b"caught_up_replicas", "want_fence", b"want_fence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -731,11 +765,18 @@ class BrokerHeartbeatResponse(_message.Message):
     ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
     IS_FENCED_FIELD_NUMBER: _builtins.int
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    ADDING_REPLICAS_FIELD_NUMBER: _builtins.int
     error_code: _errors_pb2.ErrorCode.ValueType
     error_message: _builtins.str
     is_fenced: _builtins.bool
     session_timeout_ms: _builtins.int
     """The controller's session timeout, so the broker can pick its heartbeat interval."""
+    @_builtins.property
+    def adding_replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicIdPartition]:
+        """Partitions being reassigned onto this broker whose ISR it has not joined yet (as of this
+        heartbeat's records): the broker copies them and reports each in caught_up_replicas.
+        """
+
     def __init__(
         self,
         *,
@@ -743,10 +784,11 @@ class BrokerHeartbeatResponse(_message.Message):
         error_message: _builtins.str = ...,
         is_fenced: _builtins.bool = ...,
         session_timeout_ms: _builtins.int = ...,
+        adding_replicas: _abc.Iterable[Global___TopicIdPartition] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "is_fenced", b"is_fenced", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "error_code", b"error_code", "error_message", b"error_message", "is_fenced", b"is_fenced", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1044,3 +1086,276 @@ class DescribeQuorumResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeQuorumResponse: _TypeAlias = DescribeQuorumResponse  # noqa: Y015
+
+@_typing.final
+class ReassignablePartition(_message.Message):
+    """---- Partition reassignment (Kafka's AlterPartitionReassignments / ListPartitionReassignments, KIP-455).
+
+    A reassignment gives a partition a target replica list. The controller writes a
+    PartitionChangeRecord with replicas = target + (current replicas not in the target),
+    adding_replicas = target - current and removing_replicas = current - target (Kafka's order).
+    The adding replicas copy the partition (simulated: BrokerHeartbeat), join the ISR one record at
+    a time, and the record in which the last one joins also completes the move: replicas = target,
+    the removed replicas leave the ISR, and a removed leader is replaced by the first in-sync
+    target replica. The replication factor never changes (DESIGN.md §9 invariant 7).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    CANCEL_FIELD_NUMBER: _builtins.int
+    partition_index: _builtins.int
+    cancel: _builtins.bool
+    """Cancel the partition's ongoing reassignment (Kafka's null target): the adding replicas are
+    dropped and the original replicas restored.
+    """
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The target replicas, preferred leader first. Must be empty when cancel is set."""
+
+    def __init__(
+        self,
+        *,
+        partition_index: _builtins.int = ...,
+        replicas: _abc.Iterable[_builtins.int] | None = ...,
+        cancel: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel", b"cancel", "partition_index", b"partition_index", "replicas", b"replicas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReassignablePartition: _TypeAlias = ReassignablePartition  # noqa: Y015
+
+@_typing.final
+class ReassignableTopic(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReassignablePartition]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___ReassignablePartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReassignableTopic: _TypeAlias = ReassignableTopic  # noqa: Y015
+
+@_typing.final
+class AlterPartitionReassignmentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    timeout_ms: _builtins.int
+    request_id: _builtins.str
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReassignableTopic]: ...
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___ReassignableTopic] | None = ...,
+        timeout_ms: _builtins.int = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "timeout_ms", b"timeout_ms", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionReassignmentsRequest: _TypeAlias = AlterPartitionReassignmentsRequest  # noqa: Y015
+
+@_typing.final
+class ReassignablePartitionResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    partition_index: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        partition_index: _builtins.int = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "partition_index", b"partition_index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReassignablePartitionResult: _TypeAlias = ReassignablePartitionResult  # noqa: Y015
+
+@_typing.final
+class ReassignableTopicResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReassignablePartitionResult]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___ReassignablePartitionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReassignableTopicResult: _TypeAlias = ReassignableTopicResult  # noqa: Y015
+
+@_typing.final
+class AlterPartitionReassignmentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReassignableTopicResult]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___ReassignableTopicResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionReassignmentsResponse: _TypeAlias = AlterPartitionReassignmentsResponse  # noqa: Y015
+
+@_typing.final
+class ListPartitionReassignmentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPICS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitions]:
+        """Empty = every ongoing reassignment. A named partition with no reassignment is left out."""
+
+    def __init__(
+        self,
+        *,
+        topics: _abc.Iterable[Global___TopicPartitions] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPartitionReassignmentsRequest: _TypeAlias = ListPartitionReassignmentsRequest  # noqa: Y015
+
+@_typing.final
+class OngoingPartitionReassignment(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    ADDING_REPLICAS_FIELD_NUMBER: _builtins.int
+    REMOVING_REPLICAS_FIELD_NUMBER: _builtins.int
+    ISR_FIELD_NUMBER: _builtins.int
+    LEADER_FIELD_NUMBER: _builtins.int
+    partition_index: _builtins.int
+    leader: _builtins.int
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Target + removing replicas (the partition's replicas while it moves)."""
+
+    @_builtins.property
+    def adding_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def removing_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The partition's ISR and leader, to see how far the move has got."""
+
+    def __init__(
+        self,
+        *,
+        partition_index: _builtins.int = ...,
+        replicas: _abc.Iterable[_builtins.int] | None = ...,
+        adding_replicas: _abc.Iterable[_builtins.int] | None = ...,
+        removing_replicas: _abc.Iterable[_builtins.int] | None = ...,
+        isr: _abc.Iterable[_builtins.int] | None = ...,
+        leader: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "isr", b"isr", "leader", b"leader", "partition_index", b"partition_index", "removing_replicas", b"removing_replicas", "replicas", b"replicas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OngoingPartitionReassignment: _TypeAlias = OngoingPartitionReassignment  # noqa: Y015
+
+@_typing.final
+class OngoingTopicReassignment(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___OngoingPartitionReassignment]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _abc.Iterable[Global___OngoingPartitionReassignment] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OngoingTopicReassignment: _TypeAlias = OngoingTopicReassignment  # noqa: Y015
+
+@_typing.final
+class ListPartitionReassignmentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """UNKNOWN_TOPIC_OR_PARTITION when a named topic or partition does not exist (nothing is listed)."""
+    error_message: _builtins.str
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OngoingTopicReassignment]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        topics: _abc.Iterable[Global___OngoingTopicReassignment] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPartitionReassignmentsResponse: _TypeAlias = ListPartitionReassignmentsResponse  # noqa: Y015

@@ -52,6 +52,8 @@ class ControllerServiceStub:
     DescribeCluster: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeClusterRequest, _controller_pb2.DescribeClusterResponse]
     DescribeQuorum: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeQuorumRequest, _controller_pb2.DescribeQuorumResponse]
     ElectLeaders: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ElectLeadersRequest, _controller_pb2.ElectLeadersResponse]
+    AlterPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionReassignmentsRequest, _controller_pb2.AlterPartitionReassignmentsResponse]
+    ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListPartitionReassignmentsRequest, _controller_pb2.ListPartitionReassignmentsResponse]
 
 @_typing.type_check_only
 class ControllerServiceAsyncStub(ControllerServiceStub):
@@ -65,6 +67,8 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     DescribeCluster: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeClusterRequest, _controller_pb2.DescribeClusterResponse]  # type: ignore[assignment]
     DescribeQuorum: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeQuorumRequest, _controller_pb2.DescribeQuorumResponse]  # type: ignore[assignment]
     ElectLeaders: _aio.UnaryUnaryMultiCallable[_controller_pb2.ElectLeadersRequest, _controller_pb2.ElectLeadersResponse]  # type: ignore[assignment]
+    AlterPartitionReassignments: _aio.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionReassignmentsRequest, _controller_pb2.AlterPartitionReassignmentsResponse]  # type: ignore[assignment]
+    ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListPartitionReassignmentsRequest, _controller_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
 
 class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -129,5 +133,19 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.ElectLeadersRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.ElectLeadersResponse, _abc.Awaitable[_controller_pb2.ElectLeadersResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AlterPartitionReassignments(
+        self,
+        request: _controller_pb2.AlterPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.AlterPartitionReassignmentsResponse, _abc.Awaitable[_controller_pb2.AlterPartitionReassignmentsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ListPartitionReassignments(
+        self,
+        request: _controller_pb2.ListPartitionReassignmentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.ListPartitionReassignmentsResponse, _abc.Awaitable[_controller_pb2.ListPartitionReassignmentsResponse]]: ...
 
 def add_ControllerServiceServicer_to_server(servicer: ControllerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

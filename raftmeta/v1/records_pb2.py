@@ -24,49 +24,49 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19raftmeta/v1/records.proto\x12\x0braftmeta.v1\"-\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\"\xcb\x01\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x05 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x06 \x03(\x05\x12\x0e\n\x06leader\x18\x07 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\t \x01(\x05\"\x1b\n\x0c\x42rokerIdList\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xba\x03\n\x15PartitionChangeRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12+\n\x03isr\x18\x04 \x01(\x0b\x32\x19.raftmeta.v1.BrokerIdListH\x01\x88\x01\x01\x12\x30\n\x08replicas\x18\x05 \x01(\x0b\x32\x19.raftmeta.v1.BrokerIdListH\x02\x88\x01\x01\x12\x39\n\x11removing_replicas\x18\x06 \x01(\x0b\x32\x19.raftmeta.v1.BrokerIdListH\x03\x88\x01\x01\x12\x37\n\x0f\x61\x64\x64ing_replicas\x18\x07 \x01(\x0b\x32\x19.raftmeta.v1.BrokerIdListH\x04\x88\x01\x01\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\t \x01(\x05\x12\x18\n\x10unclean_election\x18\n \x01(\x08\x42\t\n\x07_leaderB\x06\n\x04_isrB\x0b\n\t_replicasB\x14\n\x12_removing_replicasB\x12\n\x10_adding_replicas\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\":\n\x0e\x42rokerEndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\"\xcf\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\x0c\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x11\n\x04rack\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04pool\x18\x05 \x01(\tH\x01\x88\x01\x01\x12.\n\tendpoints\x18\x06 \x03(\x0b\x32\x1b.raftmeta.v1.BrokerEndpoint\x12\x0e\n\x06\x66\x65nced\x18\x07 \x01(\x08\x42\x07\n\x05_rackB\x07\n\x05_pool\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"<\n\x11\x46\x65nceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\">\n\x13UnfenceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x89\x01\n\x0c\x43onfigRecord\x12\x36\n\rresource_type\x18\x01 \x01(\x0e\x32\x1f.raftmeta.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"\x19\n\x05Voter\x12\x10\n\x08voter_id\x18\x01 \x01(\x05\"\x8e\x01\n\x12LeaderChangeRecord\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\"\n\x06voters\x18\x03 \x03(\x0b\x32\x12.raftmeta.v1.Voter\x12+\n\x0fgranting_voters\x18\x04 \x03(\x0b\x32\x12.raftmeta.v1.Voter\"\x0c\n\nNoOpRecord\"E\n\rRequestRecord\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x10\n\x08response\x18\x03 \x01(\x0c\"P\n\x14SnapshotHeaderRecord\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\'\n\x1flast_contained_log_timestamp_ms\x18\x02 \x01(\x03\"\'\n\x14SnapshotFooterRecord\x12\x0f\n\x07version\x18\x01 \x01(\x05\"\xa0\x06\n\x0eMetadataRecord\x12)\n\x05topic\x18\x01 \x01(\x0b\x32\x18.raftmeta.v1.TopicRecordH\x00\x12\x31\n\tpartition\x18\x02 \x01(\x0b\x32\x1c.raftmeta.v1.PartitionRecordH\x00\x12>\n\x10partition_change\x18\x03 \x01(\x0b\x32\".raftmeta.v1.PartitionChangeRecordH\x00\x12\x36\n\x0cremove_topic\x18\x04 \x01(\x0b\x32\x1e.raftmeta.v1.RemoveTopicRecordH\x00\x12<\n\x0fregister_broker\x18\x05 \x01(\x0b\x32!.raftmeta.v1.RegisterBrokerRecordH\x00\x12@\n\x11unregister_broker\x18\x06 \x01(\x0b\x32#.raftmeta.v1.UnregisterBrokerRecordH\x00\x12\x36\n\x0c\x66\x65nce_broker\x18\x07 \x01(\x0b\x32\x1e.raftmeta.v1.FenceBrokerRecordH\x00\x12:\n\x0eunfence_broker\x18\x08 \x01(\x0b\x32 .raftmeta.v1.UnfenceBrokerRecordH\x00\x12+\n\x06\x63onfig\x18\t \x01(\x0b\x32\x19.raftmeta.v1.ConfigRecordH\x00\x12\x38\n\rleader_change\x18\n \x01(\x0b\x32\x1f.raftmeta.v1.LeaderChangeRecordH\x00\x12(\n\x05no_op\x18\x0b \x01(\x0b\x32\x17.raftmeta.v1.NoOpRecordH\x00\x12-\n\x07request\x18\x0c \x01(\x0b\x32\x1a.raftmeta.v1.RequestRecordH\x00\x12<\n\x0fsnapshot_header\x18\r \x01(\x0b\x32!.raftmeta.v1.SnapshotHeaderRecordH\x00\x12<\n\x0fsnapshot_footer\x18\x0e \x01(\x0b\x32!.raftmeta.v1.SnapshotFooterRecordH\x00\x42\x08\n\x06record*{\n\x12\x43onfigResourceType\x12$\n CONFIG_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x43ONFIG_RESOURCE_TYPE_TOPIC\x10\x02\x12\x1f\n\x1b\x43ONFIG_RESOURCE_TYPE_BROKER\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19raftmeta/v1/records.proto\x12\x0braftmeta.v1\"W\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x18\n\x0b\x62roker_pool\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\x0e\n\x0c_broker_pool\"\xcb\x01\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\x12\x0b\n\x03isr\x18\x04 \x03(\x05\x12\x19\n\x11removing_replicas\x18\x05 \x03(\x05\x12\x17\n\x0f\x61\x64\x64ing_replicas\x18\x06 \x03(\x05\x12\x0e\n\x06leader\x18\x07 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\t \x01(\x05\"\x1b\n\x0c\x42rokerIdList\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xba\x03\n\x15PartitionChangeRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x13\n\x06leader\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12+\n\x03isr\x18\x04 \x01(\x0b\x32\x19.raftmeta.v1.BrokerIdListH\x01\x88\x01\x01\x12\x30\n\x08replicas\x18\x05 \x01(\x0b\x32\x19.raftmeta.v1.BrokerIdListH\x02\x88\x01\x01\x12\x39\n\x11removing_replicas\x18\x06 \x01(\x0b\x32\x19.raftmeta.v1.BrokerIdListH\x03\x88\x01\x01\x12\x37\n\x0f\x61\x64\x64ing_replicas\x18\x07 \x01(\x0b\x32\x19.raftmeta.v1.BrokerIdListH\x04\x88\x01\x01\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\t \x01(\x05\x12\x18\n\x10unclean_election\x18\n \x01(\x08\x42\t\n\x07_leaderB\x06\n\x04_isrB\x0b\n\t_replicasB\x14\n\x12_removing_replicasB\x12\n\x10_adding_replicas\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\":\n\x0e\x42rokerEndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\"\xcf\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\x0c\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\x12\x11\n\x04rack\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04pool\x18\x05 \x01(\tH\x01\x88\x01\x01\x12.\n\tendpoints\x18\x06 \x03(\x0b\x32\x1b.raftmeta.v1.BrokerEndpoint\x12\x0e\n\x06\x66\x65nced\x18\x07 \x01(\x08\x42\x07\n\x05_rackB\x07\n\x05_pool\"A\n\x16UnregisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"<\n\x11\x46\x65nceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\">\n\x13UnfenceBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x89\x01\n\x0c\x43onfigRecord\x12\x36\n\rresource_type\x18\x01 \x01(\x0e\x32\x1f.raftmeta.v1.ConfigResourceType\x12\x15\n\rresource_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x12\n\x05value\x18\x04 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_value\"\x19\n\x05Voter\x12\x10\n\x08voter_id\x18\x01 \x01(\x05\"\x8e\x01\n\x12LeaderChangeRecord\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\"\n\x06voters\x18\x03 \x03(\x0b\x32\x12.raftmeta.v1.Voter\x12+\n\x0fgranting_voters\x18\x04 \x03(\x0b\x32\x12.raftmeta.v1.Voter\"\x0c\n\nNoOpRecord\"E\n\rRequestRecord\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x10\n\x08response\x18\x03 \x01(\x0c\"P\n\x14SnapshotHeaderRecord\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\'\n\x1flast_contained_log_timestamp_ms\x18\x02 \x01(\x03\"\'\n\x14SnapshotFooterRecord\x12\x0f\n\x07version\x18\x01 \x01(\x05\"\xa0\x06\n\x0eMetadataRecord\x12)\n\x05topic\x18\x01 \x01(\x0b\x32\x18.raftmeta.v1.TopicRecordH\x00\x12\x31\n\tpartition\x18\x02 \x01(\x0b\x32\x1c.raftmeta.v1.PartitionRecordH\x00\x12>\n\x10partition_change\x18\x03 \x01(\x0b\x32\".raftmeta.v1.PartitionChangeRecordH\x00\x12\x36\n\x0cremove_topic\x18\x04 \x01(\x0b\x32\x1e.raftmeta.v1.RemoveTopicRecordH\x00\x12<\n\x0fregister_broker\x18\x05 \x01(\x0b\x32!.raftmeta.v1.RegisterBrokerRecordH\x00\x12@\n\x11unregister_broker\x18\x06 \x01(\x0b\x32#.raftmeta.v1.UnregisterBrokerRecordH\x00\x12\x36\n\x0c\x66\x65nce_broker\x18\x07 \x01(\x0b\x32\x1e.raftmeta.v1.FenceBrokerRecordH\x00\x12:\n\x0eunfence_broker\x18\x08 \x01(\x0b\x32 .raftmeta.v1.UnfenceBrokerRecordH\x00\x12+\n\x06\x63onfig\x18\t \x01(\x0b\x32\x19.raftmeta.v1.ConfigRecordH\x00\x12\x38\n\rleader_change\x18\n \x01(\x0b\x32\x1f.raftmeta.v1.LeaderChangeRecordH\x00\x12(\n\x05no_op\x18\x0b \x01(\x0b\x32\x17.raftmeta.v1.NoOpRecordH\x00\x12-\n\x07request\x18\x0c \x01(\x0b\x32\x1a.raftmeta.v1.RequestRecordH\x00\x12<\n\x0fsnapshot_header\x18\r \x01(\x0b\x32!.raftmeta.v1.SnapshotHeaderRecordH\x00\x12<\n\x0fsnapshot_footer\x18\x0e \x01(\x0b\x32!.raftmeta.v1.SnapshotFooterRecordH\x00\x42\x08\n\x06record*{\n\x12\x43onfigResourceType\x12$\n CONFIG_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x43ONFIG_RESOURCE_TYPE_TOPIC\x10\x02\x12\x1f\n\x1b\x43ONFIG_RESOURCE_TYPE_BROKER\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'raftmeta.v1.records_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CONFIGRESOURCETYPE']._serialized_start=2594
-  _globals['_CONFIGRESOURCETYPE']._serialized_end=2717
+  _globals['_CONFIGRESOURCETYPE']._serialized_start=2636
+  _globals['_CONFIGRESOURCETYPE']._serialized_end=2759
   _globals['_TOPICRECORD']._serialized_start=42
-  _globals['_TOPICRECORD']._serialized_end=87
-  _globals['_PARTITIONRECORD']._serialized_start=90
-  _globals['_PARTITIONRECORD']._serialized_end=293
-  _globals['_BROKERIDLIST']._serialized_start=295
-  _globals['_BROKERIDLIST']._serialized_end=322
-  _globals['_PARTITIONCHANGERECORD']._serialized_start=325
-  _globals['_PARTITIONCHANGERECORD']._serialized_end=767
-  _globals['_REMOVETOPICRECORD']._serialized_start=769
-  _globals['_REMOVETOPICRECORD']._serialized_end=806
-  _globals['_BROKERENDPOINT']._serialized_start=808
-  _globals['_BROKERENDPOINT']._serialized_end=866
-  _globals['_REGISTERBROKERRECORD']._serialized_start=869
-  _globals['_REGISTERBROKERRECORD']._serialized_end=1076
-  _globals['_UNREGISTERBROKERRECORD']._serialized_start=1078
-  _globals['_UNREGISTERBROKERRECORD']._serialized_end=1143
-  _globals['_FENCEBROKERRECORD']._serialized_start=1145
-  _globals['_FENCEBROKERRECORD']._serialized_end=1205
-  _globals['_UNFENCEBROKERRECORD']._serialized_start=1207
-  _globals['_UNFENCEBROKERRECORD']._serialized_end=1269
-  _globals['_CONFIGRECORD']._serialized_start=1272
-  _globals['_CONFIGRECORD']._serialized_end=1409
-  _globals['_VOTER']._serialized_start=1411
-  _globals['_VOTER']._serialized_end=1436
-  _globals['_LEADERCHANGERECORD']._serialized_start=1439
-  _globals['_LEADERCHANGERECORD']._serialized_end=1581
-  _globals['_NOOPRECORD']._serialized_start=1583
-  _globals['_NOOPRECORD']._serialized_end=1595
-  _globals['_REQUESTRECORD']._serialized_start=1597
-  _globals['_REQUESTRECORD']._serialized_end=1666
-  _globals['_SNAPSHOTHEADERRECORD']._serialized_start=1668
-  _globals['_SNAPSHOTHEADERRECORD']._serialized_end=1748
-  _globals['_SNAPSHOTFOOTERRECORD']._serialized_start=1750
-  _globals['_SNAPSHOTFOOTERRECORD']._serialized_end=1789
-  _globals['_METADATARECORD']._serialized_start=1792
-  _globals['_METADATARECORD']._serialized_end=2592
+  _globals['_TOPICRECORD']._serialized_end=129
+  _globals['_PARTITIONRECORD']._serialized_start=132
+  _globals['_PARTITIONRECORD']._serialized_end=335
+  _globals['_BROKERIDLIST']._serialized_start=337
+  _globals['_BROKERIDLIST']._serialized_end=364
+  _globals['_PARTITIONCHANGERECORD']._serialized_start=367
+  _globals['_PARTITIONCHANGERECORD']._serialized_end=809
+  _globals['_REMOVETOPICRECORD']._serialized_start=811
+  _globals['_REMOVETOPICRECORD']._serialized_end=848
+  _globals['_BROKERENDPOINT']._serialized_start=850
+  _globals['_BROKERENDPOINT']._serialized_end=908
+  _globals['_REGISTERBROKERRECORD']._serialized_start=911
+  _globals['_REGISTERBROKERRECORD']._serialized_end=1118
+  _globals['_UNREGISTERBROKERRECORD']._serialized_start=1120
+  _globals['_UNREGISTERBROKERRECORD']._serialized_end=1185
+  _globals['_FENCEBROKERRECORD']._serialized_start=1187
+  _globals['_FENCEBROKERRECORD']._serialized_end=1247
+  _globals['_UNFENCEBROKERRECORD']._serialized_start=1249
+  _globals['_UNFENCEBROKERRECORD']._serialized_end=1311
+  _globals['_CONFIGRECORD']._serialized_start=1314
+  _globals['_CONFIGRECORD']._serialized_end=1451
+  _globals['_VOTER']._serialized_start=1453
+  _globals['_VOTER']._serialized_end=1478
+  _globals['_LEADERCHANGERECORD']._serialized_start=1481
+  _globals['_LEADERCHANGERECORD']._serialized_end=1623
+  _globals['_NOOPRECORD']._serialized_start=1625
+  _globals['_NOOPRECORD']._serialized_end=1637
+  _globals['_REQUESTRECORD']._serialized_start=1639
+  _globals['_REQUESTRECORD']._serialized_end=1708
+  _globals['_SNAPSHOTHEADERRECORD']._serialized_start=1710
+  _globals['_SNAPSHOTHEADERRECORD']._serialized_end=1790
+  _globals['_SNAPSHOTFOOTERRECORD']._serialized_start=1792
+  _globals['_SNAPSHOTFOOTERRECORD']._serialized_end=1831
+  _globals['_METADATARECORD']._serialized_start=1834
+  _globals['_METADATARECORD']._serialized_end=2634
 # @@protoc_insertion_point(module_scope)

@@ -57,21 +57,29 @@ class TopicRecord(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     TOPIC_ID_FIELD_NUMBER: _builtins.int
+    BROKER_POOL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Topic name: [a-zA-Z0-9._-], 1..249 characters, not "." or ".."."""
     topic_id: _builtins.bytes
     """16-byte uuid, chosen by the controller's driver; never reused, never all-zero."""
+    broker_pool: _builtins.str
+    """The broker pool the topic was created in (seed 003): every replica of every partition must
+    sit on a broker of this pool, and added partitions are placed in it. Absent = any broker.
+    """
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         topic_id: _builtins.bytes = ...,
+        broker_pool: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_broker_pool", b"_broker_pool", "broker_pool", b"broker_pool"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "topic_id", b"topic_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_broker_pool", b"_broker_pool", "broker_pool", b"broker_pool", "name", b"name", "topic_id", b"topic_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__broker_pool: _TypeAlias = _typing.Literal["broker_pool"]  # noqa: Y015
+    _WhichOneofArgType__broker_pool: _TypeAlias = _typing.Literal["_broker_pool", b"_broker_pool"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__broker_pool) -> _WhichOneofReturnType__broker_pool | None: ...
 
 Global___TopicRecord: _TypeAlias = TopicRecord  # noqa: Y015
 

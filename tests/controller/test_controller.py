@@ -214,6 +214,13 @@ def test_not_controller_response_for_every_write_method() -> None:
         ),
         "RegisterBroker": controller_pb2.RegisterBrokerRequest(broker_id=1),
         "BrokerHeartbeat": controller_pb2.BrokerHeartbeatRequest(broker_id=1),
+        "AlterPartitionReassignments": controller_pb2.AlterPartitionReassignmentsRequest(
+            topics=[
+                controller_pb2.ReassignableTopic(
+                    name="a", partitions=[controller_pb2.ReassignablePartition(partition_index=0, replicas=[1])]
+                )
+            ]
+        ),
     }
     assert set(requests) == {name for name, spec in METHODS.items() if spec.mutating}
     for method, request in requests.items():

@@ -435,3 +435,31 @@ def test_balanced_placer_counts_load_from_the_image_and_from_earlier_topics_of_t
     ctx.create_ok("b3", 5, 1, placer="balanced")
     replicas = sorted(ctx.image.replica_counts.values())
     assert sum(replicas) == 34 and replicas[-1] - replicas[0] <= 1, "new replicas go to the least-loaded brokers"
+
+
+def test_the_requested_pool_is_recorded_inherited_and_kept_in_snapshots() -> None:
+    from raftmeta.controller import topics as topic_handlers
+    from raftmeta.controller.snapshot import image_from_records, image_to_records
+
+    ctx = Context()
+    ctx.add_brokers([1, 2], pool="gold")
+    ctx.add_brokers([3, 4], pool="silver")
+    ctx.create_ok("g", 2, 2, broker_pool="gold")
+    (topic_record,) = [r.topic for r in ctx.log if r.WhichOneof("record") == "topic"]
+    assert topic_record.broker_pool == "gold", "verify checks replicas against the pool in the log"
+    g = ctx.image.topic_by_name("g")
+    assert g is not None
+    assert g.pool == "gold"
+    # Added partitions stay in the topic's pool when the request names none.
+    grown = ctx.run(
+        topic_handlers.create_partitions,
+        controller_pb2.CreatePartitionsRequest(topics=[controller_pb2.CreatePartitionsTopic(name="g", count=6)]),
+    )
+    assert grown.response.results[0].error_code == errors_pb2.NONE, grown.response.results[0].error_message
+    g = ctx.image.topic_by_name("g")
+    assert g is not None
+    assert {b for p in g.partitions for b in p.replicas} == {1, 2}
+    restored = image_from_records(image_to_records(ctx.image))
+    restored_topic = restored.topic_by_name("g")
+    assert restored_topic is not None
+    assert restored_topic.pool == "gold"

@@ -93,3 +93,31 @@ def test_high_watermark_beyond_the_log(tmp_path: Path) -> None:
     (tmp_path / "node-3" / "high-watermark-checkpoint").write_text('{"version": 1, "high_watermark": 99999}')
     problems = failed(tmp_path)
     assert "node 3: high watermark 99999 but log ends at" in problems["high-watermark-within-log"]
+
+
+def test_log_start_rule() -> None:
+    from raftmeta.jobs.consistency import log_start_is_legal
+
+    assert log_start_is_legal(0, [])
+    assert not log_start_is_legal(5, [])
+    # Storage keeps the segment that straddles a snapshot, and two snapshots: the log may start
+    # below the older one (seen in a chaos run: segment 1001, snapshots 2754 and 6216).
+    assert log_start_is_legal(1001, [2754, 6216])
+    assert log_start_is_legal(6216, [2754, 6216])
+    assert not log_start_is_legal(6217, [2754, 6216])
+
+
+def test_log_starting_below_the_oldest_snapshot_passes_and_past_the_newest_fails(tmp_path: Path) -> None:
+    logs = write_quorum(tmp_path, lagging=False)
+    segments = segment_files(tmp_path, 2)
+    kept_from = int(segments[1].name.removesuffix(".log"))
+    segments[0].unlink()  # node 2 deleted its first segment below its snapshots
+    snapshot_dir = tmp_path / "node-2" / "__cluster_metadata-0"
+    later = [b.base_offset for b in logs[2] if b.base_offset > kept_from + 4][:2]
+    for end in later:
+        (snapshot_dir / f"{end:020d}-{2:010d}.checkpoint").write_bytes(b"")
+    assert failed(tmp_path) == {}
+    for path in snapshot_dir.glob("*.checkpoint"):
+        path.unlink()
+    problems = failed(tmp_path)
+    assert f"node 2: log starts at offset {kept_from}, past its newest snapshot's end" in problems["offsets-contiguous"]

@@ -56,3 +56,36 @@ def test_bad_intermediate_states_fail_naming_partition_and_offset(spark: SparkSe
     assert f"topic-1-1 at offset {bad + 1}: leader outside the ISR" in detail
     assert f"topic-2-2 at offset {bad + 2}: leader changed without a new leader epoch" in detail
     assert detail.count("topic-0-0") == 1, "the repaired state at the next offset is valid"
+
+
+def test_replica_outside_the_topics_pool_fails(spark: SparkSession, tmp_path: Path) -> None:
+    from raftmeta.v1 import records_pb2
+
+    logs = write_quorum(tmp_path, topics=2, lagging=False)
+    gold = [
+        records_pb2.MetadataRecord(
+            register_broker=records_pb2.RegisterBrokerRecord(
+                broker_id=b, incarnation_id=bytes([b]) * 16, broker_epoch=b, rack=f"rack-{b % 2}", pool="gold"
+            )
+        )
+        for b in (10, 11)
+    ]
+    topic_id = (77).to_bytes(16, "big")
+    topic = records_pb2.MetadataRecord(
+        topic=records_pb2.TopicRecord(name="vault", topic_id=topic_id, broker_pool="gold")
+    )
+    partitions = [
+        records_pb2.MetadataRecord(
+            partition=records_pb2.PartitionRecord(topic_id=topic_id, partition_id=p, replicas=r, isr=r, leader=r[0])
+        )
+        for p, r in enumerate([[10, 11], [11, 3]])
+    ]
+    append_everywhere(tmp_path, logs, [r.SerializeToString() for r in gold])
+    offset = append_everywhere(tmp_path, logs, [r.SerializeToString() for r in (topic, *partitions)])
+    checks, state = state_checks(node_records(spark, tmp_path))
+    verdict = {c.name: c for c in checks}
+    assert not verdict["partition-states-valid"].passed
+    detail = verdict["partition-states-valid"].detail
+    assert f"vault-1 at offset {offset + 2}: replica outside the topic's broker pool" in detail
+    assert "vault-0" not in detail
+    assert state.brokers[10] == ("rack-0", "gold", False)

@@ -88,6 +88,7 @@ def run_cli_verify(data: Path, master: str) -> dict[str, object]:
         check=False,
     )
     assert result.returncode in (0, 1), result.stderr[-3000:]
+    assert result.stdout.strip(), f"verify printed nothing (exit {result.returncode}):\n{result.stderr[-3000:]}"
     document: dict[str, object] = json.loads(result.stdout)
     document.pop("report", None)
     return document
@@ -99,6 +100,8 @@ def test_cluster_and_local_mode_agree(standalone_master: str, tmp_path: Path) ->
     append_everywhere(data, logs, [partition_change(2, 1, leader=4, isr=[4, 5], leader_epoch=1, partition_epoch=1)])
     on_cluster = run_cli_verify(data, standalone_master)
     local = run_cli_verify(data, "local[2]")
+    for mine, theirs in zip(on_cluster["checks"], local["checks"], strict=True):  # type: ignore[call-overload]
+        assert mine == theirs
     assert on_cluster == local
     assert on_cluster["passed"] is True
     shutil.rmtree(data)

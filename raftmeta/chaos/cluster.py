@@ -1,0 +1,240 @@
+"""The cluster under test: N real node processes whose every peer link runs through a proxy of
+the chaos process, plus a simulated broker fleet.
+
+Processes are started and recorded with :mod:`raftmeta.local_quorum` (``DIR/quorum.json`` has
+each node's exact command line, so ``raftmeta quorum down --data-dir DIR`` cleans up a run that
+was itself killed). Node ``i`` gets its own ``--voters`` view (:meth:`ProxyMesh.voters_for`):
+Raft traffic and ControllerService forwarding both use those addresses, so both cross the
+proxies. Clients and the broker fleet talk to the nodes' real addresses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+from raftmeta import local_quorum
+from raftmeta.chaos.proxy import Network, ProxyMesh
+from raftmeta.limits import grpc_channel_options
+from raftmeta.server.config import format_voters
+from raftmeta.v1 import fleet_pb2, fleet_pb2_grpc
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    nodes: int = 3
+    brokers: int = 6
+    racks: int = 3
+    # Quick failure detection keeps runs short (as the integration tests); the broker session stays
+    # well above an election so a controller failover alone fences nobody.
+    fetch_timeout_ms: int = 1000
+    election_timeout_ms: int = 500
+    session_timeout_ms: int = 4500
+    heartbeat_interval_ms: int = 500
+    # Small, so snapshots are taken (a few per minute of workload), segments deleted, and nodes
+    # that were down fetch a snapshot.
+    snapshot_interval_records: int = 1000
+    unsafe_ack_before_commit: bool = False
+    unsafe_skip_fsync: bool = False
+    start_timeout_s: float = 30.0
+
+    @property
+    def unsafe(self) -> bool:
+        return self.unsafe_ack_before_commit or self.unsafe_skip_fsync
+
+    def node_args(self, *, unsafe: bool) -> list[str]:
+        args = [
+            "--fetch-timeout-ms", str(self.fetch_timeout_ms),
+            "--election-timeout-ms", str(self.election_timeout_ms),
+            "--session-timeout-ms", str(self.session_timeout_ms),
+            "--snapshot-interval-records", str(self.snapshot_interval_records),
+        ]  # fmt: skip
+        if unsafe and self.unsafe_ack_before_commit:
+            args.append("--unsafe-ack-before-commit")
+        if unsafe and self.unsafe_skip_fsync:
+            args.append("--unsafe-skip-fsync")
+        return args
+
+
+@dataclass
+class ChaosCluster:
+    config: ClusterConfig
+    data_dir: Path
+    network: Network = field(default_factory=Network)
+    quorum: local_quorum.LocalQuorum | None = None
+    mesh: ProxyMesh | None = None
+    fleet_address: str = ""
+    paused: set[int] = field(default_factory=set)
+    killed: set[int] = field(default_factory=set)  # down on purpose, until restarted
+    _fleet_channel: grpc.aio.Channel | None = None
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.config.nodes + 1))
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.quorum is not None
+        return self.quorum.bootstrap_server
+
+    def address(self, node_id: int) -> str:
+        assert self.quorum is not None
+        return self.quorum.node(node_id).address
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.data_dir / f"node-{node_id}"
+
+    async def start(self) -> None:
+        cfg = self.config
+        if cfg.nodes not in (3, 5):
+            raise ValueError(f"chaos runs use 3 or 5 nodes, got {cfg.nodes}")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        ids = self.node_ids
+        links = [(i, j) for i in ids for j in ids if i != j]
+        ports = local_quorum.free_ports(len(ids) + len(links))
+        addresses = {i: f"127.0.0.1:{ports[k]}" for k, i in enumerate(ids)}
+        link_ports = dict(zip(links, ports[len(ids) :], strict=True))
+        self.mesh = ProxyMesh(addresses, link_ports, self.network)
+        await self.mesh.start()
+        cluster_id = local_quorum.new_cluster_id()
+        nodes = []
+        for i in ids:
+            argv = [
+                sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "node",
+                "--node-id", str(i), "--listen", addresses[i],
+                "--voters", format_voters(self.mesh.voters_for(i, addresses)),
+                "--data-dir", str(self.node_dir(i)), "--cluster-id", cluster_id, *cfg.node_args(unsafe=False),
+            ]  # fmt: skip
+            log = self.data_dir / "logs" / f"node-{i}.log"
+            nodes.append(local_quorum.NodeProcess(i, 0, addresses[i], str(self.node_dir(i)), str(log), argv))
+        self.quorum = local_quorum.LocalQuorum(str(self.data_dir), cluster_id, ",".join(addresses.values()), nodes)
+        for i in ids:
+            self.restart(i)  # pid 0 is "not running": restart spawns from the recorded argv
+        await asyncio.to_thread(local_quorum.wait_for_leader, self.quorum, cfg.start_timeout_s)
+        await self._start_fleet()
+        if cfg.unsafe:
+            await self._arm_unsafe_flags()
+
+    async def _arm_unsafe_flags(self) -> None:
+        """Restart every node with the test-only flags, once the brokers are registered.
+
+        Work-around: with --unsafe-ack-before-commit, a node answers a request that writes records
+        but carries no request id (RegisterBroker, an unfencing BrokerHeartbeat) by raising inside
+        its task, which kills it. So brokers register against safe nodes first, and the session
+        timeout is kept long enough that no broker is fenced (and unfenced) during the run."""
+        assert self.quorum is not None
+        safe_args = self.config.node_args(unsafe=False)
+        unsafe_args = self.config.node_args(unsafe=True)
+        for node in self.quorum.nodes:
+            local_quorum.signal_node(self.quorum, node.id, signal.SIGTERM)
+            await self.wait_dead(node.id, timeout_s=15.0)
+            self.kill(node.id)  # in case SIGTERM was not enough
+            await self.wait_dead(node.id)
+            node.argv = node.argv[: len(node.argv) - len(safe_args)] + unsafe_args
+            self.restart(node.id)
+        await asyncio.to_thread(local_quorum.wait_for_leader, self.quorum, self.config.start_timeout_s)
+
+    async def _start_fleet(self) -> None:
+        assert self.quorum is not None
+        cfg = self.config
+        ready = self.data_dir / "fleet-ready.json"
+        ready.unlink(missing_ok=True)
+        argv = [
+            sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "brokers", "fleet",
+            "--bootstrap-server", self.quorum.bootstrap_server, "--brokers", str(cfg.brokers),
+            "--racks", str(cfg.racks), "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
+            "--ready-file", str(ready),
+        ]  # fmt: skip
+        # local_quorum's spawner: the fleet is then recorded, reaped and stopped like the nodes.
+        self.quorum.brokers_pid = local_quorum._spawn(argv, self.data_dir / "logs" / "brokers.log")
+        self.quorum.brokers_argv = argv
+        self.quorum.save()
+        deadline = time.monotonic() + cfg.start_timeout_s
+        while not ready.exists():
+            if time.monotonic() > deadline or not local_quorum.alive(self.quorum.brokers_pid):
+                raise RuntimeError(f"the broker fleet did not start; see {self.data_dir / 'logs' / 'brokers.log'}")
+            await asyncio.sleep(0.1)
+        self.fleet_address = json.loads(ready.read_text())["address"]
+        self._fleet_channel = grpc.aio.insecure_channel(self.fleet_address, options=grpc_channel_options())
+        await asyncio.to_thread(local_quorum.wait_for_brokers, self.quorum, cfg.brokers, cfg.start_timeout_s)
+
+    # -- process faults ---------------------------------------------------------------------------
+    def running(self, node_id: int) -> bool:
+        assert self.quorum is not None
+        return local_quorum.alive(self.quorum.node(node_id).pid)
+
+    def kill(self, node_id: int) -> None:
+        assert self.quorum is not None
+        if self.running(node_id):
+            local_quorum.signal_node(self.quorum, node_id, signal.SIGKILL)
+            self.paused.discard(node_id)
+        self.killed.add(node_id)
+
+    async def wait_dead(self, node_id: int, timeout_s: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        # A process exit has no event to await here (the Popen lives in local_quorum): poll it.
+        while self.running(node_id) and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+    def restart(self, node_id: int) -> None:
+        assert self.quorum is not None
+        if not self.running(node_id):
+            local_quorum.restart(self.quorum, node_id)
+        self.killed.discard(node_id)
+
+    def pause(self, node_id: int) -> None:
+        assert self.quorum is not None
+        if self.running(node_id):
+            local_quorum.signal_node(self.quorum, node_id, signal.SIGSTOP)
+            self.paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        assert self.quorum is not None
+        if self.running(node_id):
+            local_quorum.signal_node(self.quorum, node_id, signal.SIGCONT)
+        self.paused.discard(node_id)
+
+    def unexpected_exits(self) -> list[str]:
+        """Processes that are not running although nothing stopped them: crashes."""
+        assert self.quorum is not None
+        gone = [f"node {i}" for i in self.node_ids if i not in self.killed and not self.running(i)]
+        if self.quorum.brokers_pid is not None and not local_quorum.alive(self.quorum.brokers_pid):
+            gone.append("broker fleet")
+        return gone
+
+    # -- broker faults (the fleet's control service) ------------------------------------------------
+    async def fleet_call(self, method: str, broker_ids: list[int]) -> fleet_pb2.FleetStatus:
+        assert self._fleet_channel is not None
+        stub = fleet_pb2_grpc.BrokerFleetServiceStub(self._fleet_channel)
+        status: fleet_pb2.FleetStatus = await getattr(stub, method)(
+            fleet_pb2.FleetBrokerIds(broker_ids=broker_ids), timeout=5
+        )
+        return status
+
+    # -- healing and teardown --------------------------------------------------------------------
+    async def heal(self) -> None:
+        """Every link passes, every paused node runs, every dead node restarts, every broker heartbeats."""
+        self.network.heal()
+        for i in self.node_ids:
+            self.resume(i)
+            self.restart(i)
+        if self._fleet_channel is not None:
+            await self.fleet_call("RecoverBrokers", list(range(self.config.brokers)))
+
+    async def close(self) -> None:
+        """Stop every process this run started (SIGCONT, SIGTERM, then SIGKILL) and the proxies."""
+        if self._fleet_channel is not None:
+            await self._fleet_channel.close(grace=None)
+            self._fleet_channel = None
+        if self.quorum is not None:
+            await asyncio.to_thread(local_quorum.down, self.quorum)
+        if self.mesh is not None:
+            await self.mesh.close()

@@ -1,0 +1,264 @@
+"""The nemesis: a schedule of faults drawn from the seed, then carried out against the cluster.
+
+The *plan* (which fault family and variant, how long it holds, the quiet gap after it) depends
+only on the seed, the enabled families and the duration, so ``--seed`` reproduces it. Targets
+that depend on the run (the current leader) are resolved when the fault starts, with a second
+seeded random source for the other choices. Faults run one at a time; every one is healed
+before the next starts, and every start and heal goes on the timeline.
+
+Families and variants:
+
+- ``kill``: SIGKILL one node / the leader / a majority / all nodes, restart after a short outage.
+- ``pause``: SIGSTOP one node or the leader for longer than the fetch timeout, then SIGCONT.
+- ``partition`` (through the proxies): isolate the leader; majority/minority split; a one-way
+  partition (a node that can hear but not speak, or speak but not hear); a bridge (two sides
+  that cannot see each other, one node seeing both); flapping (a split toggled every few hundred
+  ms); delay (50-200 ms on every link of one node).
+- ``torn-write``: SIGKILL a node, append a partial batch to its active segment, restart it.
+- ``broker``: stop one or two simulated brokers' heartbeats past the session timeout (they are
+  fenced, partition leaders move), then resume them (unfenced, leaderless partitions recover).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from raftmeta.chaos.cluster import ChaosCluster
+from raftmeta.chaos.events import Timeline
+from raftmeta.chaos.monitor import QuorumMonitor
+from raftmeta.chaos.proxy import Link
+from raftmeta.chaos.torn import append_torn_batch
+
+FAMILIES: tuple[str, ...] = ("kill", "pause", "partition", "torn-write", "broker")
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "kill": ("one", "leader", "majority", "all"),
+    "pause": ("one", "leader"),
+    "partition": ("isolate-leader", "majority-minority", "one-way", "bridge", "flapping", "delay"),
+    "torn-write": ("one", "leader"),
+    "broker": ("one", "two"),
+}
+# Quiet time before the first fault, so the workload has a baseline.
+WARMUP_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class FaultStep:
+    family: str
+    variant: str
+    hold_s: float
+    gap_s: float
+
+
+def parse_families(text: str) -> list[str]:
+    families = [f.strip() for f in text.split(",") if f.strip()]
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown or not families:
+        raise ValueError(f"unknown fault kinds {unknown}: choose from {','.join(FAMILIES)}")
+    return list(dict.fromkeys(families))
+
+
+def hold_range_s(family: str, fetch_timeout_s: float, session_timeout_s: float) -> tuple[float, float]:
+    """How long a fault of ``family`` lasts: long enough to matter (past the timeouts it tests)."""
+    if family == "pause":
+        return 1.5 * fetch_timeout_s, 3.0 * fetch_timeout_s
+    if family == "broker":
+        return session_timeout_s + 1.0, session_timeout_s + 2.5
+    if family == "partition":
+        return 3.0, 6.0
+    return 0.5, 2.5  # kill, torn-write: the outage before the restart
+
+
+def plan_faults(
+    seed: int, families: Sequence[str], duration_s: float, *, fetch_timeout_s: float, session_timeout_s: float
+) -> list[FaultStep]:
+    """Faults that fit in ``duration_s``; families (and each family's variants) taken in shuffled
+    rounds, so a run long enough for one round has every family at least once."""
+    rng = random.Random(seed)
+    variants = {f: rng.sample(VARIANTS[f], len(VARIANTS[f])) for f in families}
+    used = dict.fromkeys(families, 0)
+    steps: list[FaultStep] = []
+    t = WARMUP_S
+    bounded_rounds = 1000
+    for _ in range(bounded_rounds):
+        order = rng.sample(list(families), len(families))
+        for family in order:
+            low, high = hold_range_s(family, fetch_timeout_s, session_timeout_s)
+            hold = round(rng.uniform(low, high), 2)
+            gap = round(rng.uniform(1.0, 2.5), 2)
+            if t + hold > duration_s:
+                return steps
+            variant = variants[family][used[family] % len(variants[family])]
+            used[family] += 1
+            steps.append(FaultStep(family, variant, hold, gap))
+            t += hold + gap
+    return steps
+
+
+class Nemesis:
+    def __init__(
+        self, cluster: ChaosCluster, monitor: QuorumMonitor, timeline: Timeline, seed: int, steps: list[FaultStep]
+    ) -> None:
+        self.cluster = cluster
+        self.monitor = monitor
+        self.timeline = timeline
+        self.rng = random.Random(seed ^ 0x5EED)
+        self.steps = steps
+        self.counts: dict[str, int] = dict.fromkeys(FAMILIES, 0)
+        self._next_id = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await _sleep_unless(stop, WARMUP_S)
+        for step in self.steps:
+            if stop.is_set():
+                return
+            try:
+                await self._carry_out(step)
+            except (OSError, grpc.RpcError) as exc:
+                # A fault that could not be carried out is logged, not fatal: the final heal
+                # restores everything, and the checks judge the run as it happened.
+                self.timeline.add("heal", step.family, f"fault could not be completed: {exc}", self._next_id - 1)
+            await _sleep_unless(stop, step.gap_s)
+
+    async def _carry_out(self, step: FaultStep) -> None:
+        fault_id = self._next_id
+        self._next_id += 1
+        self.counts[step.family] += 1
+        handler = {
+            "kill": self._kill,
+            "pause": self._pause,
+            "partition": self._partition,
+            "torn-write": self._torn_write,
+            "broker": self._broker,
+        }[step.family]
+        await handler(step, fault_id)
+
+    # -- target choice ---------------------------------------------------------------------------
+    async def _leader_or_any(self) -> int:
+        leader = await self.monitor.current_leader()
+        return leader if leader in self.cluster.node_ids else self.rng.choice(self.cluster.node_ids)
+
+    async def _targets(self, variant: str) -> list[int]:
+        ids = self.cluster.node_ids
+        if variant == "leader":
+            return [await self._leader_or_any()]
+        if variant == "majority":
+            return sorted(self.rng.sample(ids, len(ids) // 2 + 1))
+        if variant == "all":
+            return list(ids)
+        return [self.rng.choice(ids)]
+
+    # -- process faults --------------------------------------------------------------------------
+    async def _kill(self, step: FaultStep, fault_id: int) -> None:
+        targets = await self._targets(step.variant)
+        for node in targets:
+            self.cluster.kill(node)
+        self.timeline.add("fault", "kill", f"SIGKILL {step.variant}: nodes {targets}", fault_id)
+        await asyncio.sleep(step.hold_s)
+        for node in targets:
+            await self.cluster.wait_dead(node)
+            self.cluster.restart(node)
+        self.timeline.add("heal", "kill", f"restarted nodes {targets}", fault_id)
+
+    async def _torn_write(self, step: FaultStep, fault_id: int) -> None:
+        (node,) = await self._targets(step.variant)
+        self.cluster.kill(node)
+        await self.cluster.wait_dead(node)
+        torn = await asyncio.to_thread(append_torn_batch, self.cluster.node_dir(node), self.rng)
+        what = torn.describe() if torn is not None else "no segment yet, nothing torn"
+        self.timeline.add("fault", "torn-write", f"SIGKILL node {node}, then {what}", fault_id)
+        await asyncio.sleep(step.hold_s)
+        self.cluster.restart(node)
+        self.timeline.add("heal", "torn-write", f"restarted node {node}", fault_id)
+
+    async def _pause(self, step: FaultStep, fault_id: int) -> None:
+        (node,) = await self._targets(step.variant)
+        self.cluster.pause(node)
+        self.timeline.add("fault", "pause", f"SIGSTOP {step.variant}: node {node} for {step.hold_s} s", fault_id)
+        await asyncio.sleep(step.hold_s)
+        self.cluster.resume(node)
+        self.timeline.add("heal", "pause", f"SIGCONT node {node}", fault_id)
+
+    # -- network faults --------------------------------------------------------------------------
+    def _cut(self, side_a: Sequence[int], side_b: Sequence[int]) -> set[Link]:
+        return {(a, b) for a in side_a for b in side_b} | {(b, a) for a in side_a for b in side_b}
+
+    async def _partition(self, step: FaultStep, fault_id: int) -> None:
+        ids = self.cluster.node_ids
+        network = self.cluster.network
+        shuffled = self.rng.sample(ids, len(ids))
+        if step.variant == "delay":
+            node = self.rng.choice(ids)
+            delay_ms = self.rng.randint(50, 200)
+            links = {(node, j) for j in ids if j != node} | {(j, node) for j in ids if j != node}
+            network.set_delay(links, delay_ms)
+            self.timeline.add("fault", "partition", f"delay {delay_ms} ms on every link of node {node}", fault_id)
+            await asyncio.sleep(step.hold_s)
+            network.set_delay(links, 0)
+            self.timeline.add("heal", "partition", f"delay removed from node {node}", fault_id)
+            return
+        if step.variant == "isolate-leader":
+            leader = await self._leader_or_any()
+            links = self._cut([leader], [j for j in ids if j != leader])
+            detail = f"isolate leader {leader}"
+        elif step.variant == "one-way":
+            node = shuffled[0]
+            others = [j for j in ids if j != node]
+            if self.rng.random() < 0.5:
+                links, detail = {(node, j) for j in others}, f"one-way: node {node} hears but is not heard"
+            else:
+                links, detail = {(j, node) for j in others}, f"one-way: node {node} is heard but hears nothing"
+        elif step.variant == "bridge":
+            half = len(ids) // 2
+            left, bridge, right = shuffled[:half], shuffled[half], shuffled[half + 1 :]
+            links = self._cut(left, right)
+            detail = f"bridge: {sorted(left)} | {bridge} | {sorted(right)}"
+        else:  # majority-minority, flapping
+            minority = shuffled[: len(ids) // 2]
+            majority = shuffled[len(ids) // 2 :]
+            links = self._cut(minority, majority)
+            detail = f"{step.variant}: {sorted(majority)} | {sorted(minority)}"
+        network.block(links)
+        self.timeline.add("fault", "partition", detail, fault_id)
+        if step.variant == "flapping":
+            await self._flap(links, step.hold_s)
+        else:
+            await asyncio.sleep(step.hold_s)
+        network.unblock(links)
+        self.timeline.add("heal", "partition", f"healed ({detail})", fault_id)
+
+    async def _flap(self, links: set[Link], hold_s: float) -> None:
+        network = self.cluster.network
+        loop = asyncio.get_running_loop()
+        end = loop.time() + hold_s
+        blocked = True
+        while loop.time() < end:
+            await asyncio.sleep(min(self.rng.uniform(0.3, 0.8), max(0.0, end - loop.time())))
+            if blocked:
+                network.unblock(links)
+            else:
+                network.block(links)
+            blocked = not blocked
+        network.block(links)  # the caller unblocks, so end in the blocked state
+
+    # -- broker faults ---------------------------------------------------------------------------
+    async def _broker(self, step: FaultStep, fault_id: int) -> None:
+        count = 1 if step.variant == "one" else 2
+        brokers = sorted(self.rng.sample(range(self.cluster.config.brokers), count))
+        await self.cluster.fleet_call("FailBrokers", brokers)
+        self.timeline.add(
+            "fault", "broker", f"brokers {brokers} stop heartbeating (fenced after the session)", fault_id
+        )
+        await asyncio.sleep(step.hold_s)
+        await self.cluster.fleet_call("RecoverBrokers", brokers)
+        self.timeline.add("heal", "broker", f"brokers {brokers} heartbeat again", fault_id)
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)

@@ -1,0 +1,126 @@
+"""The chaos report: ``report.json`` for scripts, ``report.html`` + ``timeline.png`` for people.
+
+The timeline plot has two panels sharing the time axis (seconds since the fault phase began):
+fault windows as coloured spans with the leader (node id) as a step line on top, and every
+operation as a dot at its completion time (green ok, grey fail, red unknown) on a row per kind.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from raftmeta.chaos.monitor import NO_LEADER_TEXT
+
+if TYPE_CHECKING:
+    from raftmeta.chaos.runner import ChaosResult
+
+PLOT_DPI = 110
+FAMILY_COLOURS = {
+    "kill": "#d62728",
+    "pause": "#9467bd",
+    "partition": "#1f77b4",
+    "torn-write": "#8c564b",
+    "broker": "#ff7f0e",
+}
+OUTCOME_COLOURS = {"ok": "#2ca02c", "fail": "#7f7f7f", "unknown": "#d62728"}
+KIND_ROWS = {"create_topic": 2, "create_partitions": 1, "delete_topic": 0}
+
+
+def write_report(result: ChaosResult) -> dict[str, Path]:
+    out = result.config.report_dir
+    out.mkdir(parents=True, exist_ok=True)
+    document = result.to_json()
+    paths = {"json": out / "report.json", "html": out / "report.html", "timeline_png": out / "timeline.png"}
+    paths["json"].write_text(json.dumps(document, indent=2) + "\n")
+    _timeline_png(result, paths["timeline_png"])
+    paths["html"].write_text(_html(document, paths["timeline_png"].name))
+    return paths
+
+
+def _timeline_png(result: ChaosResult, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = result.started_ms
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 5.5), sharex=True, height_ratios=[1, 1.2])
+    seen: set[str] = set()
+    for start, end, family, _ in result.timeline.fault_windows():
+        top.axvspan(
+            (start - t0) / 1000,
+            (end - t0) / 1000,
+            color=FAMILY_COLOURS.get(family, "#bcbd22"),
+            alpha=0.3,
+            label=family if family not in seen else None,
+        )
+        seen.add(family)
+    leaders = [e for e in result.timeline.events if e.kind == "leader"]
+    if leaders:
+        xs = [(e.t_ms - t0) / 1000 for e in leaders] + [(result.ended_ms - t0) / 1000]
+        ys = [0 if e.detail == NO_LEADER_TEXT else int(e.detail.split()[1]) for e in leaders]
+        top.step(xs, [*ys, ys[-1]], where="post", color="black", linewidth=1.5, label="leader (0: none)")
+    top.set_ylabel("leader (node id)")
+    top.set_yticks(
+        range(result.config.cluster.nodes + 1), ["none", *map(str, range(1, result.config.cluster.nodes + 1))]
+    )
+    top.set_title(f"raftmeta chaos, seed {result.config.seed}: {'PASSED' if result.passed else 'FAILED'}")
+    top.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    for outcome, colour in OUTCOME_COLOURS.items():
+        chosen = [o for o in result.ops if o.outcome == outcome]
+        bottom.scatter(
+            [(o.complete_ms - t0) / 1000 for o in chosen],
+            [KIND_ROWS.get(o.kind, 0) + {"ok": 0.0, "fail": -0.2, "unknown": 0.2}[outcome] for o in chosen],
+            s=6,
+            color=colour,
+            label=f"{outcome} ({len(chosen)})",
+        )
+    bottom.set_yticks(list(KIND_ROWS.values()), list(KIND_ROWS))
+    bottom.set_xlabel("seconds since the fault phase began (ops at completion time)")
+    bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=PLOT_DPI)
+    plt.close(fig)
+
+
+def _html(document: dict[str, Any], timeline_png: str) -> str:
+    esc = html.escape
+    verdict = "PASSED" if document["passed"] else "FAILED"
+    rows = "".join(
+        f"<tr><td>{'✔' if c['passed'] else '✘'}</td><td>{esc(c['name'])}</td><td>{esc(c['detail'])}</td></tr>"
+        for c in document["checks"]
+    )
+    windows = document["figures"].get("availability", {}).get("windows", [])
+    window_rows = "".join(
+        f"<tr><td>{w['start_ms'] / 1000:.1f}</td><td>{w['duration_ms'] / 1000:.1f}</td><td>{esc(w['family'])}</td>"
+        f"<td>{esc(w['detail'])}</td><td>{w['ok']}/{w['ops']}</td>"
+        f"<td>{'-' if w['ok_rate'] is None else w['ok_rate']}</td></tr>"
+        for w in windows
+    )
+    events = "".join(
+        f"<tr><td>{e['t_ms']}</td><td>{esc(e['kind'])}</td><td>{esc(e['family'])}</td><td>{esc(e['detail'])}</td></tr>"
+        for e in document["events"]
+    )
+    ops = document["ops"]
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>raftmeta chaos: {verdict}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:80em}}td,th{{padding:2px 8px;text-align:left;
+vertical-align:top}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f4f4f4}}</style></head>
+<body><h1>raftmeta chaos: {verdict}</h1>
+<p>seed {document["seed"]}, {document["nodes"]} nodes, {document["duration_s"]:g} s;
+ops ok {ops["ok"]}, fail {ops["fail"]}, unknown {ops["unknown"]};
+lost acknowledged {document["lost_acknowledged"]}; longest stretch without an ok op
+{document["longest_unavailable_ms"]} ms; converged {document["converged_ms"]} ms after the heal.</p>
+<p>Faults: {esc(", ".join(f"{k} {v}" for k, v in document["faults"].items()))}.
+Reproduce: <code>{esc(document["reproduce"])}</code></p>
+<img src="{esc(timeline_png)}" alt="timeline" style="max-width:100%">
+<h2>Checks</h2><table><tr><th></th><th>check</th><th>detail</th></tr>{rows}</table>
+<h2>Availability per fault window</h2>
+<table><tr><th>start s</th><th>length s</th><th>fault</th><th>detail</th><th>ok/ops</th><th>ok rate</th></tr>
+{window_rows}</table>
+<h2>Timeline</h2><table><tr><th>wall ms</th><th>event</th><th>family</th><th>detail</th></tr>{events}</table>
+</body></html>
+"""

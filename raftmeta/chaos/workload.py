@@ -1,0 +1,196 @@
+"""Concurrent clients creating topics, adding partitions and deleting topics, each operation
+recorded in the history with an honest outcome.
+
+Outcomes: a per-topic answer ``NONE`` is ``ok``; any definite per-topic error (TOPIC_ALREADY_EXISTS,
+INVALID_*, UNKNOWN_TOPIC_OR_PARTITION, ...) or a request-level INVALID_ARGUMENT is ``fail``;
+everything else (the client's deadline ran out, OutcomeUnknownError, UNAVAILABLE after retries,
+any other status) is ``unknown``: the request may or may not have been applied, never counted
+as either. Request ids are chosen here, so an unknown op still names the request it sent.
+
+The mix (per op): 55% CreateTopics (names from a small pool so some collide; 1-6 partitions,
+replication factor 1-3, a random placer, 10% manual assignments, 10% invalid on purpose), 20%
+CreatePartitions of a topic this run created, 25% DeleteTopics of an ephemeral ("e") one.
+Kept ("k") topics are never deleted, so their creates stay checkable however much of the log
+snapshots have compacted away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import grpc
+
+from raftmeta.chaos.events import wall_ms
+from raftmeta.chaos.history import HistoryWriter, Op, Outcome
+from raftmeta.client import ClientError, ControllerClient, OutcomeUnknownError, RetryPolicy
+from raftmeta.ids import uuid_to_str
+from raftmeta.v1 import controller_pb2, errors_pb2
+
+R = TypeVar("R")
+PLACERS = ("", "striped", "legacy", "balanced")
+# Name pools, small enough for collisions (TOPIC_ALREADY_EXISTS) to happen. "k" topics are kept:
+# never deleted, so their acknowledged creates stay checkable after snapshots compact the log;
+# "e" topics are ephemeral: the only ones deleted.
+KEPT_PREFIX = "k"
+EPHEMERAL_PREFIX = "e"
+TOPIC_NAMES = 150
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    clients: int = 8
+    brokers: int = 6
+    think_ms_max: int = 400  # each client waits uniform(0, this) between its ops
+    op_deadline_s: float = 4.0  # the client's overall deadline per op (retries included)
+    attempt_timeout_s: float = 1.5
+
+
+@dataclass
+class SharedView:
+    """What the clients believe exists (names of topics they created, with partition counts).
+    Only guides the choice of targets: the checks never trust it."""
+
+    partitions: dict[str, int] = field(default_factory=dict)
+    next_op_id: int = 0
+
+    def new_op_id(self) -> int:
+        self.next_op_id += 1
+        return self.next_op_id
+
+
+class Workload:
+    def __init__(self, bootstrap: list[str], config: WorkloadConfig, seed: int, history: HistoryWriter) -> None:
+        self.bootstrap = bootstrap
+        self.config = config
+        self.seed = seed
+        self.history = history
+        self.view = SharedView()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await asyncio.gather(*(self._client(worker, stop) for worker in range(self.config.clients)))
+
+    async def _client(self, worker: int, stop: asyncio.Event) -> None:
+        rng = random.Random(self.seed * 1009 + worker)
+        # Each client starts at a different node so load (and exposure to faults) is spread.
+        targets = self.bootstrap[worker % len(self.bootstrap) :] + self.bootstrap[: worker % len(self.bootstrap)]
+        retry = RetryPolicy(deadline_s=self.config.op_deadline_s, attempt_timeout_s=self.config.attempt_timeout_s)
+        async with ControllerClient(targets, retry=retry, rng=random.Random(rng.random())) as client:
+            while not stop.is_set():
+                roll = rng.random()
+                ephemeral = sorted(n for n in self.view.partitions if n.startswith(EPHEMERAL_PREFIX))
+                if roll < 0.55 or not self.view.partitions:
+                    await self._create(client, worker, rng)
+                elif roll < 0.75 or not ephemeral:
+                    await self._add_partitions(client, worker, rng, rng.choice(sorted(self.view.partitions)))
+                else:
+                    await self._delete(client, worker, rng.choice(ephemeral))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), rng.uniform(0, self.config.think_ms_max) / 1000)
+
+    # -- operations ------------------------------------------------------------------------------
+    def _topic(self, rng: random.Random) -> controller_pb2.CreatableTopic:
+        brokers = self.config.brokers
+        name = f"{rng.choice((KEPT_PREFIX, EPHEMERAL_PREFIX))}{rng.randrange(TOPIC_NAMES)}"
+        partitions = rng.randint(1, 6)
+        rf = rng.randint(1, min(3, brokers))
+        roll = rng.random()
+        if roll < 0.10:  # invalid on purpose: each must be answered with a definite error
+            return rng.choice(
+                [
+                    controller_pb2.CreatableTopic(name=f"bad/{name}", num_partitions=1, replication_factor=1),
+                    controller_pb2.CreatableTopic(name=name, num_partitions=0, replication_factor=1),
+                    controller_pb2.CreatableTopic(name=name, num_partitions=1, replication_factor=brokers + 1),
+                    controller_pb2.CreatableTopic(
+                        name=name, num_partitions=1, replication_factor=1, configs={"cleanup.policy": "bogus"}
+                    ),
+                    controller_pb2.CreatableTopic(
+                        name=name, assignments=[controller_pb2.ReplicaAssignment(partition_index=0, broker_ids=[0, 0])]
+                    ),
+                ]
+            )
+        if roll < 0.20:  # manual assignment: distinct brokers per partition, same count everywhere
+            assignments = [
+                controller_pb2.ReplicaAssignment(partition_index=p, broker_ids=rng.sample(range(brokers), rf))
+                for p in range(partitions)
+            ]
+            return controller_pb2.CreatableTopic(name=name, assignments=assignments)
+        return controller_pb2.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=rf, placer=rng.choice(PLACERS)
+        )
+
+    async def _create(self, client: ControllerClient, worker: int, rng: random.Random) -> None:
+        topic = self._topic(rng)
+        request = controller_pb2.CreateTopicsRequest(topics=[topic], request_id=str(uuid.uuid4()))
+
+        def judge(response: controller_pb2.CreateTopicsResponse) -> tuple[Outcome, str, str]:
+            result = response.topics[0]
+            if result.error_code == errors_pb2.NONE:
+                self.view.partitions[topic.name] = result.num_partitions or max(1, len(topic.assignments))
+                return "ok", uuid_to_str(result.topic_id), ""
+            return "fail", "", _error(result.error_code, result.error_message)
+
+        await self._call(worker, "create_topic", topic.name, request, lambda: client.create_topics(request), judge)
+
+    async def _add_partitions(self, client: ControllerClient, worker: int, rng: random.Random, name: str) -> None:
+        count = self.view.partitions[name] + rng.randint(1, 3)
+        request = controller_pb2.CreatePartitionsRequest(
+            topics=[controller_pb2.CreatePartitionsTopic(name=name, count=count)], request_id=str(uuid.uuid4())
+        )
+
+        def judge(response: controller_pb2.CreatePartitionsResponse) -> tuple[Outcome, str, str]:
+            result = response.results[0]
+            if result.error_code == errors_pb2.NONE:
+                self.view.partitions[name] = max(count, self.view.partitions.get(name, 0))
+                return "ok", "", ""
+            return "fail", "", _error(result.error_code, result.error_message)
+
+        await self._call(worker, "create_partitions", name, request, lambda: client.create_partitions(request), judge)
+
+    async def _delete(self, client: ControllerClient, worker: int, name: str) -> None:
+        request = controller_pb2.DeleteTopicsRequest(topic_names=[name], request_id=str(uuid.uuid4()))
+
+        def judge(response: controller_pb2.DeleteTopicsResponse) -> tuple[Outcome, str, str]:
+            result = response.responses[0]
+            self.view.partitions.pop(name, None)
+            if result.error_code == errors_pb2.NONE:
+                return "ok", uuid_to_str(result.topic_id), ""
+            return "fail", "", _error(result.error_code, result.error_message)
+
+        await self._call(worker, "delete_topic", name, request, lambda: client.delete_topics(request), judge)
+
+    async def _call(
+        self,
+        worker: int,
+        kind: str,
+        topic: str,
+        request: controller_pb2.CreateTopicsRequest
+        | controller_pb2.CreatePartitionsRequest
+        | controller_pb2.DeleteTopicsRequest,
+        send: Callable[[], Awaitable[R]],
+        judge: Callable[[R], tuple[Outcome, str, str]],
+    ) -> None:
+        op_id = self.view.new_op_id()
+        invoke_ms = wall_ms()
+        outcome: Outcome
+        try:
+            response = await send()
+            outcome, topic_id, error = judge(response)
+        except OutcomeUnknownError as exc:
+            outcome, topic_id, error = "unknown", "", str(exc)
+        except ClientError as exc:
+            # INVALID_ARGUMENT is the controller refusing the request as a whole: nothing applied.
+            definite = exc.code == grpc.StatusCode.INVALID_ARGUMENT
+            outcome, topic_id, error = ("fail" if definite else "unknown"), "", str(exc)
+        self.history.record(
+            Op(op_id, request.request_id, kind, topic, topic_id, invoke_ms, wall_ms(), outcome, error, worker)
+        )
+
+
+def _error(code: errors_pb2.ErrorCode.ValueType, message: str) -> str:
+    return f"{errors_pb2.ErrorCode.Name(code)}: {message}"

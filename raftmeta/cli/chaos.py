@@ -1,0 +1,113 @@
+"""``raftmeta chaos``: break a real quorum under load on purpose, then prove nothing acknowledged
+was lost (docs/chaos.md)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import click
+
+from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_option, usage_error
+
+FAULT_KINDS = "kill,pause,partition,torn-write,broker"
+
+
+@click.command()
+@click.option("--nodes", type=click.Choice(["3", "5"]), default="3", show_default=True, help="Quorum size.")
+@click.option("--duration", type=click.FloatRange(min=5), default=60.0, show_default=True,
+              help="Seconds of the fault phase (workload + nemesis).")  # fmt: skip
+@click.option("--faults", default=FAULT_KINDS, show_default=True, help="Comma-separated fault kinds.")
+@click.option("--clients", type=click.IntRange(min=1, max=64), default=8, show_default=True)
+@click.option("--seed", type=int, default=None, help="Seed of the fault plan and workload (default: random).")
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Where report.json, report.html, timeline.png, history.jsonl and the nodes' data go.")  # fmt: skip
+@click.option("--brokers", type=click.IntRange(min=3, max=100), default=6, show_default=True)
+@click.option("--snapshot-interval-records", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--convergence-timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="Seconds allowed after the heal for every node to catch up.")  # fmt: skip
+@click.option("--spark/--no-spark", default=True, show_default=True, help="Run the Spark verify job with the history.")
+@click.option("--unsafe-ack-before-commit", is_flag=True, hidden=True, help="TEST ONLY: nodes ack before commit.")
+@click.option("--unsafe-skip-fsync", is_flag=True, hidden=True, help="TEST ONLY: nodes never fsync.")
+@output_option
+def chaos(
+    nodes: str,
+    duration: float,
+    faults: str,
+    clients: int,
+    seed: int | None,
+    report_dir: Path,
+    brokers: int,
+    snapshot_interval_records: int,
+    convergence_timeout: float,
+    spark: bool,
+    unsafe_ack_before_commit: bool,
+    unsafe_skip_fsync: bool,
+    output: str,
+) -> None:
+    """Run real nodes behind fault-injecting proxies under a concurrent workload, inject faults
+    from a seed, heal, and check convergence, the client history and (with Spark) every log.
+
+    Exits 0 when every check passes and 1 on any violation.
+    """
+    from raftmeta.chaos.cluster import ClusterConfig
+    from raftmeta.chaos.nemesis import parse_families
+    from raftmeta.chaos.report import write_report
+    from raftmeta.chaos.runner import ChaosConfig, run_chaos
+
+    try:
+        families = tuple(parse_families(faults))
+    except ValueError as exc:
+        raise usage_error(str(exc), "--faults") from exc
+    chosen_seed = seed if seed is not None else random.randrange(1 << 31)
+    config = ChaosConfig(
+        seed=chosen_seed,
+        report_dir=report_dir,
+        duration_s=duration,
+        families=families,
+        cluster=ClusterConfig(
+            nodes=int(nodes),
+            brokers=brokers,
+            snapshot_interval_records=snapshot_interval_records,
+            unsafe_ack_before_commit=unsafe_ack_before_commit,
+            unsafe_skip_fsync=unsafe_skip_fsync,
+        ),
+        clients=clients,
+        convergence_timeout_s=convergence_timeout,
+        spark=spark,
+    )
+    click.echo(f"chaos seed {chosen_seed}; reproduce with: {config.reproduce()}", err=True)
+    try:
+        result = run_chaos(config, echo=lambda line: click.echo(line, err=True))
+    except FileExistsError as exc:
+        raise usage_error(str(exc), "--report-dir") from exc
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        # The cluster never got going (a node or the fleet would not start): no verdict to give.
+        raise CheckFailed(f"chaos run aborted before its checks: {exc}") from exc
+    paths = write_report(result)
+    document = result.to_json()
+    if output == "json":
+        emit_json({k: document[k] for k in document if k not in ("events", "figures", "checks")} |
+                  {"report": {name: str(p) for name, p in paths.items()}})  # fmt: skip
+    else:
+        _print_summary(document, paths)
+    if not result.passed:
+        raise SystemExit(EXIT_FAILED)
+
+
+def _print_summary(document: dict[str, object], paths: dict[str, Path]) -> None:
+    ops = document["ops"]
+    assert isinstance(ops, dict)
+    click.echo(
+        f"raftmeta chaos: {'PASSED' if document['passed'] else 'FAILED'} (seed {document['seed']})\n"
+        f"  ops ok {ops['ok']}  fail {ops['fail']}  unknown {ops['unknown']}  "
+        f"lost acknowledged {document['lost_acknowledged']}\n"
+        f"  faults {document['faults']}\n"
+        f"  longest without an ok op {document['longest_unavailable_ms']} ms; "
+        f"converged {document['converged_ms']} ms after the heal"
+    )
+    violations = document["violations"]
+    assert isinstance(violations, list)
+    for violation in violations:
+        click.echo(f"  VIOLATION {violation}")
+    click.echo(f"  report: {paths['html']}")

@@ -1,0 +1,31 @@
+"""``raftmeta chaos`` argument handling (the runs themselves are in test_chaos_runs.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from raftmeta.cli.main import cli
+
+
+def test_unknown_fault_kind_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["chaos", "--faults", "kill,meteor", "--report-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "meteor" in result.output
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_report_dir_with_an_earlier_run_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "data" / "node-1").mkdir(parents=True)
+    result = CliRunner().invoke(cli, ["chaos", "--duration", "5", "--seed", "1", "--report-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "earlier run" in result.output
+
+
+def test_chaos_is_listed_and_the_unsafe_flags_are_hidden() -> None:
+    result = CliRunner().invoke(cli, ["chaos", "--help"])
+    assert result.exit_code == 0
+    assert "--report-dir" in result.output
+    assert "unsafe" not in result.output
+    assert "chaos" in CliRunner().invoke(cli, ["--help"]).output
