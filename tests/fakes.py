@@ -47,10 +47,12 @@ class ScriptedController(controller_pb2_grpc.ControllerServiceServicer):
 
 
 class ServerThread:
-    """Runs a grpc.aio server with a ScriptedController on its own loop thread (for sync callers)."""
+    """Runs a grpc.aio server with a ControllerService (a ScriptedController unless given) on its
+    own loop thread, for tests whose callers are synchronous."""
 
-    def __init__(self) -> None:
+    def __init__(self, servicer: controller_pb2_grpc.ControllerServiceServicer | None = None) -> None:
         self.controller = ScriptedController()
+        self.servicer = servicer or self.controller
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -58,10 +60,15 @@ class ServerThread:
 
     async def _start(self) -> str:
         self._server = grpc.aio.server()
-        controller_pb2_grpc.add_ControllerServiceServicer_to_server(self.controller, self._server)
+        controller_pb2_grpc.add_ControllerServiceServicer_to_server(self.servicer, self._server)
         port = self._server.add_insecure_port("127.0.0.1:0")
         await self._server.start()
         return f"127.0.0.1:{port}"
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The server's event loop (start clients and fleets on it)."""
+        return self._loop
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._server.stop(grace=None), self._loop).result()

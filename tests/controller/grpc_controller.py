@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 from typing import Any
 
 import grpc
@@ -15,6 +14,7 @@ import grpc.aio
 from placement.rng import JavaRandom
 from raftmeta.controller import METHODS, Controller, ControllerConfig
 from raftmeta.v1 import controller_pb2_grpc
+from tests.fakes import ServerThread
 
 
 class CommittingServicer(controller_pb2_grpc.ControllerServiceServicer):
@@ -52,27 +52,13 @@ for _name in METHODS:
     setattr(CommittingServicer, _name, _rpc(_name))
 
 
-class ControllerServer:
+class ControllerServer(ServerThread):
     """A CommittingServicer on a grpc.aio server in its own loop thread (for sync callers)."""
 
+    servicer: CommittingServicer
+
     def __init__(self, config: ControllerConfig | None = None) -> None:
-        self.servicer = CommittingServicer(Controller(config=config or ControllerConfig(cluster_id="test")))
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self.address = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result()
-
-    async def _start(self) -> str:
-        self._server = grpc.aio.server()
-        controller_pb2_grpc.add_ControllerServiceServicer_to_server(self.servicer, self._server)
-        port = self._server.add_insecure_port("127.0.0.1:0")
-        await self._server.start()
-        return f"127.0.0.1:{port}"
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The server's event loop (start clients and fleets on it)."""
-        return self._loop
+        super().__init__(CommittingServicer(Controller(config=config or ControllerConfig(cluster_id="test"))))
 
     def run(self, method: str, request: Any) -> Any:
         """Serve one call directly on the server's loop (tests setting up state)."""
@@ -81,9 +67,3 @@ class ControllerServer:
             return self.servicer.serve(method, request)
 
         return asyncio.run_coroutine_threadsafe(call(), self._loop).result()
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._server.stop(grace=None), self._loop).result()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
