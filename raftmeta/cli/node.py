@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import click
@@ -29,6 +28,8 @@ from raftmeta.cli.common import CheckFailed, usage_error
 @click.option("--election-timeout-ms", type=click.IntRange(min=10), default=1000, show_default=True)
 @click.option("--session-timeout-ms", type=click.IntRange(min=10), default=9000, show_default=True,
               help="broker.session.timeout.ms: a broker silent this long is fenced.")  # fmt: skip
+@click.option("--segment-bytes", type=click.IntRange(min=1024), default=None, hidden=True,
+              help="Log segment size (default 16 MiB); small ones let tests see snapshots delete them.")  # fmt: skip
 @click.option("--unsafe-ack-before-commit", is_flag=True, hidden=True, help="TEST ONLY: acknowledge before commit.")
 @click.option("--unsafe-skip-fsync", is_flag=True, hidden=True, help="TEST ONLY: never fsync the log.")
 def node(
@@ -42,13 +43,14 @@ def node(
     fetch_timeout_ms: int,
     election_timeout_ms: int,
     session_timeout_ms: int,
+    segment_bytes: int | None,
     unsafe_ack_before_commit: bool,
     unsafe_skip_fsync: bool,
 ) -> None:
     """Run one quorum node (voter) in the foreground."""
     from dataclasses import replace
 
-    from raftmeta.server.app import serve
+    from raftmeta.server.app import run, serve
     from raftmeta.server.config import NodeConfig, parse_voters
     from raftmeta.storage.errors import StorageError
     from raftmeta.storage.meta_properties import read_meta_properties
@@ -80,8 +82,10 @@ def node(
         unsafe_skip_fsync=unsafe_skip_fsync,
     )
     config = replace(config, controller=ControllerConfig(session_timeout_ms=session_timeout_ms))
+    if segment_bytes is not None:
+        config = replace(config, segment_bytes=segment_bytes)
     try:
-        asyncio.run(serve(config))
+        run(serve(config))
     except StorageError as exc:
         raise CheckFailed(str(exc)) from exc
     except OSError as exc:

@@ -87,7 +87,7 @@ class ImageBuilder:
         self._request_seqs: dict[int, Any] = {}
         self._request_len = len(image.requests)
         self._next_seq = image.requests.next_seq
-        self._oldest_seq = -1  # found lazily on first eviction
+        self._oldest_seq = image.requests.oldest_seq
         self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._built = False
         self._broken = False
@@ -226,6 +226,7 @@ class ImageBuilder:
                 by_id=requests.by_id.evolve(self._requests),
                 by_seq=requests.by_seq.evolve(self._request_seqs),
                 next_seq=self._next_seq,
+                oldest_seq=self._oldest_seq,
                 capacity=requests.capacity,
             )
         return MetadataImage(
@@ -466,9 +467,6 @@ class ImageBuilder:
             self._evict_oldest()
 
     def _evict_oldest(self) -> None:
-        if self._oldest_seq < 0:
-            base = self._image.requests.by_seq
-            self._oldest_seq = min(base) if base else min(self._request_seqs)
         while True:
             seq = self._oldest_seq
             self._oldest_seq += 1

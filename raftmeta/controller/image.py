@@ -89,6 +89,10 @@ class RequestTable:
     by_seq: PMap[int, str] = field(default_factory=PMap)
     next_seq: int = 0
     capacity: int = REQUEST_TABLE_CAPACITY
+    # No live entry has a lower sequence number (entries below it were evicted): eviction starts
+    # here instead of scanning the table for its minimum (a min() over 10,000 entries per request
+    # was a fifth of the leader's time in the commit benchmark).
+    oldest_seq: int = 0
 
     def get(self, request_id: str) -> RequestEntry | None:
         entry: RequestEntry | None = self.by_id.get(request_id)

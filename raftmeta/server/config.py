@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raftmeta.controller.result import ControllerConfig
+from raftmeta.storage.log import DEFAULT_SEGMENT_BYTES
 
 
 def parse_voters(text: str) -> dict[int, str]:
@@ -49,6 +50,12 @@ class NodeConfig:
     request_timeout_ms: int = 1000
     # Take a snapshot of the metadata image after this many committed records.
     snapshot_interval_records: int = 10_000
+    # Roll the log to a new segment past this size; segments wholly below a snapshot are deleted,
+    # so small segments (tests) make a snapshot free disk space sooner.
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    # How long a resigning leader (SIGTERM) waits for the other voters to acknowledge its
+    # EndQuorumEpoch before it stops, so that they elect at once rather than after a fetch timeout.
+    resign_timeout_ms: int = 1000
     # How often the leader's controller looks for broker sessions that timed out.
     tick_interval_ms: int = 250
     # Bounds: queued inputs of the node task and admin requests waiting for a commit.
@@ -67,5 +74,7 @@ class NodeConfig:
             raise ValueError(f"--node-id must be >= 0, got {self.node_id}")
         if self.snapshot_interval_records < 1:
             raise ValueError("--snapshot-interval-records must be >= 1")
+        if self.segment_bytes < 1024:
+            raise ValueError(f"--segment-bytes must be >= 1024, got {self.segment_bytes}")
         if not self.cluster_id:
             raise ValueError("a cluster id is required")

@@ -1,23 +1,29 @@
 """All of a node's disk IO, on one writer thread, so fsync never blocks the event loop.
 
-The node task awaits each operation, which keeps the core's order (persist the quorum state
-before sending the messages that rely on it; truncate before append). ``flush`` is driven by a
-separate flusher task (see :class:`raftmeta.server.node.Node`): while one fsync runs, appends
-queue up behind it on the same thread, and the next fsync covers all of them (group commit).
+One thread runs every operation in submission order, which is what keeps the core's order
+(truncate before append, append before the fsync that reports it). The node task awaits the
+quorum state and snapshot installs (the messages of the same Ready rely on them), but only
+*submits* appends, truncations and high-watermark checkpoints: they need no fsync before the
+Ready's messages go out, and awaiting them would park the node task behind a running fsync.
+``flush`` is driven by a separate flusher task (see :class:`raftmeta.server.node.Node`): while
+one fsync runs, appends queue up behind it on the same thread, and the next fsync covers all of
+them (group commit). A failed background write is fatal (``on_failure``): the core already
+counts the batch as appended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from raftmeta.raft import QuorumStateData
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.quorum_state import QuorumStateData as StoredQuorumState
-from raftmeta.storage.snapshot import Snapshot, SnapshotId
+from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotId
 
 T = TypeVar("T")
 
@@ -27,6 +33,7 @@ class DiskWriter:
         self.storage = storage
         self.voters = tuple(sorted(voters))
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftmeta-writer")
+        self._snapshot_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftmeta-snapshot")
         self.fsyncs = 0
 
     async def _run(self, fn: Callable[[], T]) -> T:
@@ -36,44 +43,95 @@ class DiskWriter:
         stored = StoredQuorumState(state.epoch, voted_id=state.voted_id, leader_id=state.leader_id, voters=self.voters)
         await self._run(lambda: self.storage.write_quorum_state(stored))
 
-    async def truncate_and_append(self, truncate_to: int | None, batches: Sequence[bytes]) -> None:
+    def submit(self, fn: Callable[[], object], on_failure: Callable[[BaseException], None]) -> None:
+        """Queue ``fn`` behind everything submitted before it, without waiting for it."""
+
+        def done(future: Future[object]) -> None:
+            error = future.exception()
+            if error is not None:
+                on_failure(error)
+
+        self._executor.submit(fn).add_done_callback(done)
+
+    def truncate_and_append(
+        self, truncate_to: int | None, batches: Sequence[bytes], on_failure: Callable[[BaseException], None]
+    ) -> None:
+        """Queue a truncation and/or appends (page cache only: the next flush makes them durable)."""
+
         def work() -> None:
             log = self.storage.log
             if truncate_to is not None:
                 log.truncate_to(truncate_to)
-            for data in batches:
-                log.append(data)
+            if len(batches) == 1:
+                log.append(batches[0])
+            elif batches:
+                log.append(b"".join(batches))  # one write for the whole Ready
 
-        await self._run(work)
+        self.submit(work, on_failure)
 
-    async def flush(self) -> int:
-        """fsync the log; the durable end offset."""
+    def flush(self, done: Callable[[int], None], on_failure: Callable[[BaseException], None], *, fsync: bool) -> None:
+        """Queue an fsync of the log behind every append submitted so far; ``done(durable end
+        offset)`` runs on the event loop. ``fsync=False`` is the test-only ``unsafe_skip_fsync``
+        mode: report the log end as durable without syncing."""
+        loop = asyncio.get_running_loop()
 
         def work() -> int:
-            durable = self.storage.log.flush()
+            log = self.storage.log
+            if not fsync:
+                return log.log_end_offset
+            durable = log.flush()
             self.fsyncs += 1
             return durable
 
-        return await self._run(work)
+        def finished(future: Future[int]) -> None:
+            error = future.exception()
+            if error is not None:
+                on_failure(error)
+                return
+            with contextlib.suppress(RuntimeError):  # the loop closed: the node is gone
+                loop.call_soon_threadsafe(done, future.result())
 
-    async def unflushed_end(self) -> int:
-        """The log end, as if it were durable: only for the test-only ``unsafe_skip_fsync`` mode."""
-        return await self._run(lambda: self.storage.log.log_end_offset)
+        self._executor.submit(work).add_done_callback(finished)
 
-    async def checkpoint_high_watermark(self, high_watermark: int) -> int:
+    def checkpoint_high_watermark(self, high_watermark: int, on_failure: Callable[[BaseException], None]) -> None:
+        """Queue a lazy high-watermark checkpoint (written at most once per storage interval)."""
         now_ms = int(time.monotonic() * 1000)
-        return await self._run(lambda: self.storage.checkpoint_high_watermark(high_watermark, now_ms))
+        self.submit(lambda: self.storage.checkpoint_high_watermark(high_watermark, now_ms), on_failure)
 
-    async def take_snapshot(self, end_offset: int, epoch: int, records: Sequence[bytes], timestamp_ms: int) -> Snapshot:
-        def work() -> Snapshot:
-            return self.storage.take_snapshot(
-                SnapshotId(end_offset, epoch),
-                records,
-                last_contained_log_timestamp_ms=timestamp_ms,
-                append_timestamp_ms=timestamp_ms,
+    async def take_snapshot(
+        self, end_offset: int, epoch: int, records: Callable[[], Sequence[bytes]], timestamp_ms: int
+    ) -> tuple[Snapshot, bytes, int]:
+        """Write a snapshot and delete the segments wholly below it; return the snapshot, its
+        file's bytes (the core serves FetchSnapshot from them) and its record count.
+
+        The costly part -- turning a big image into records, writing and fsyncing the file,
+        reading it back to check it (as ``NodeStorage.take_snapshot`` does) -- runs on a thread of
+        its own: on the writer thread it would hold up appends and group commit for as long
+        (seconds for a few hundred thousand records). Only the log's part (delete the segments
+        below, make it the latest snapshot) runs on the writer thread, in order with appends."""
+        snapshot_id = SnapshotId(end_offset, epoch)
+
+        def write() -> tuple[Snapshot, bytes, int]:
+            payload = records()
+            store = self.storage.snapshots
+            store.write(
+                snapshot_id, payload, last_contained_log_timestamp_ms=timestamp_ms, append_timestamp_ms=timestamp_ms
             )
+            snapshot = store.read(snapshot_id)  # what a restart will load: check it now
+            return snapshot, snapshot.path.read_bytes(), len(payload)
 
-        return await self._run(work)
+        loop = asyncio.get_running_loop()
+        snapshot, data, count = await loop.run_in_executor(self._snapshot_executor, write)
+
+        def attach() -> None:
+            storage = self.storage
+            storage.log.delete_before(end_offset)
+            if storage.latest_snapshot is None or snapshot_id > storage.latest_snapshot.snapshot_id:
+                storage.latest_snapshot = snapshot
+            storage.snapshots.prune(KEEP_SNAPSHOTS)
+
+        await self._run(attach)
+        return snapshot, data, count
 
     async def install_snapshot(self, end_offset: int, epoch: int, data: bytes) -> Snapshot:
         """Write a snapshot fetched from the leader and make the log continue from it."""
@@ -93,5 +151,7 @@ class DiskWriter:
         return await self._run(snapshot.path.read_bytes)
 
     async def close(self) -> None:
+        # A snapshot being written finishes first (its .part file would otherwise be left behind).
+        await asyncio.to_thread(self._snapshot_executor.shutdown, wait=True, cancel_futures=True)
         await self._run(self.storage.close)
         self._executor.shutdown(wait=True)

@@ -3,11 +3,13 @@ Readies in the order the core's driver contract requires (raftmeta/raft/__init__
 
     quorum state (fsync'd) -> snapshot install -> truncate/append -> send -> flush -> apply
 
-Inputs arrive on one queue: RaftService requests and the answers to our own requests,
-ControllerService requests, fsync completions from the flusher, controller ticks and finished
-snapshots. The gRPC servicers (raftmeta/server/services.py) enqueue and await a future; the
-task resolves it. External inputs are bounded (``inbox_max``, ``pending_requests_max``): past
-the bound the servicer answers RESOURCE_EXHAUSTED instead of growing memory.
+(appends, flushes and high-watermark checkpoints are queued on the writer thread, in order,
+without the task waiting for them: see raftmeta/server/disk.py). Inputs arrive on one inbox:
+RaftService requests and the answers to our own requests, ControllerService requests, fsync
+completions, controller ticks, finished snapshots and "the leader's process is gone". The gRPC
+servicers (raftmeta/server/services.py) enqueue and await a future; the task resolves it.
+External inputs are bounded (``inbox_max``, ``pending_requests_max``): past the bound the
+servicer answers RESOURCE_EXHAUSTED instead of growing memory.
 
 Leadership: a new leader's controller answers requests only once the first batch of its own
 epoch (the LeaderChangeRecord) is committed, so it has replayed everything the previous leader
@@ -15,16 +17,24 @@ committed (KRaft's rule). On losing leadership, requests waiting for a commit fa
 NotControllerError: the gRPC layer turns that into UNAVAILABLE/NOT_CONTROLLER, the client
 retries with the same request id, and the new leader answers from its request table if the
 batch did commit -- an outcome that was never "failed".
+
+Stopping (SIGTERM): a leader resigns first (EndQuorumEpoch, waiting up to ``resign_timeout_ms``
+for the acknowledgements) so that a successor is elected at once. A follower whose leader's
+process dies sees the connection break, confirms that the port refuses connections, and starts
+the election without waiting out the fetch timeout (``peer_unavailable``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import os
 import random
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +44,7 @@ from placement import JavaRandom
 from raftmeta.controller import Controller
 from raftmeta.controller.controller import METHODS
 from raftmeta.controller.errors import RequestError
+from raftmeta.controller.snapshot import image_to_records
 from raftmeta.logs import get_logger
 from raftmeta.raft import (
     NO_LEADER,
@@ -54,9 +65,12 @@ from raftmeta.server.peers import Peers, is_request
 from raftmeta.storage import codec
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.snapshot import Snapshot
-from raftmeta.v1 import controller_pb2, records_pb2
+from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
 
 METHOD_RESPONSES: dict[str, type[Message]] = {name: m.response_type for name, m in METHODS.items()}
+# Snapshot once this many times the last snapshot's records were committed (if more than the
+# configured interval): see Node._maybe_snapshot.
+SNAPSHOT_GROWTH = 2
 # How many queued inputs the task handles before it asks the core for a Ready (batching).
 DRAIN_MAX = 512
 
@@ -112,7 +126,66 @@ class SnapshotTaken:
     image: SnapshotImage
 
 
-Input = RaftInput | AdminInput | Flushed | Tick | SnapshotTaken
+@dataclass(frozen=True, slots=True)
+class LeaderGone:
+    """The leader of ``epoch`` refused a TCP connection: its process is gone."""
+
+    leader_id: int
+    epoch: int
+
+
+Input = RaftInput | AdminInput | Flushed | Tick | SnapshotTaken | LeaderGone
+
+
+class Inbox:
+    """The node task's input queue: a deque and at most one waiter. ``asyncio.Queue.get`` under
+    ``wait_for`` costs a Task and extra loop rounds on every wake-up; this node task wakes up
+    thousands of times a second, and the wake-up is on the commit path."""
+
+    def __init__(self) -> None:
+        self._items: deque[Input] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: Input) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def get_nowait(self) -> Input:
+        return self._items.popleft()
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until an item is queued or ``timeout_s`` passed."""
+        if self._items:
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiter = waiter
+        timer = loop.call_later(timeout_s, _release, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+# Probing a leader whose connection broke: a refused connect proves it gone; no answer (timeout)
+# proves nothing; an accepted one is retried a few times (a dying process may still accept).
+LEADER_PROBE_TIMEOUT_S = 0.2
+LEADER_PROBES = 10
+LEADER_PROBE_INTERVAL_S = 0.02
 
 
 def now_ms() -> int:
@@ -129,7 +202,7 @@ class Node:
         self.config = config
         self.node_id = config.node_id
         self.log = get_logger("node", node_id=config.node_id)
-        self.inbox: asyncio.Queue[Input] = asyncio.Queue()
+        self.inbox = Inbox()
         self.leader_changed = asyncio.Event()
         self._stopping = False
         self._inbound: dict[int, asyncio.Future[Any]] = {}
@@ -138,18 +211,30 @@ class Node:
         self._held: deque[AdminInput] = deque()
         self._own: dict[int, int] = {}  # last offset of our pending batch -> controller key
         self._controller_ready = False
+        # Group commit: at most one fsync queued on the writer thread; Readies that want one while
+        # it runs get the next one, which covers all their appends.
         self._flush_seq = 0
-        self._flush_wanted = asyncio.Event()
+        self._flush_running = False
+        self._flush_again = False
         self._records_since_snapshot = 0
+        self._last_snapshot_records = 0  # records in the last snapshot taken or loaded
         self._snapshotting = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._disk_failure: BaseException | None = None
+        self._probing: set[int] = set()
         self.random = SystemRandom()
 
     # -- start-up ----------------------------------------------------------------------------------
     async def start(self) -> None:
         cfg = self.config
+        self._loop_ref = asyncio.get_running_loop()
         storage = await asyncio.to_thread(
-            NodeStorage.open, cfg.data_dir, cluster_id=cfg.cluster_id, node_id=cfg.node_id, repair=cfg.repair_log
+            NodeStorage.open,
+            cfg.data_dir,
+            cluster_id=cfg.cluster_id,
+            node_id=cfg.node_id,
+            repair=cfg.repair_log,
+            segment_bytes=cfg.segment_bytes,
         )
         self.disk = DiskWriter(storage, list(cfg.voters))
         snapshot = storage.latest_snapshot
@@ -192,6 +277,7 @@ class Node:
             lambda env: self.inbox.put_nowait(RaftInput(env, None)),
             request_timeout_ms=cfg.request_timeout_ms,
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
+            unavailable=self.peer_unavailable,
         )
         self.log = self.log.bind(cluster_id=cfg.cluster_id)
         self.log.info(
@@ -211,6 +297,7 @@ class Node:
             controller = Controller(config=config)
         else:
             records = [records_pb2.MetadataRecord.FromString(r) for r in snapshot.records]
+            self._last_snapshot_records = len(records)
             controller = Controller.from_snapshot(records, snapshot.snapshot_id.offset - 1, config=config)
         controller.ids = lambda: uuid.uuid4().bytes
         controller.random = JavaRandom(int.from_bytes(os.urandom(6), "big"))
@@ -218,7 +305,7 @@ class Node:
 
     # -- the task ----------------------------------------------------------------------------------
     async def run(self) -> None:
-        self._tasks = [asyncio.create_task(self._flush_loop()), asyncio.create_task(self._tick_loop())]
+        self._tasks = [asyncio.create_task(self._tick_loop())]
         try:
             await self._loop()
         finally:
@@ -228,23 +315,78 @@ class Node:
 
     async def _loop(self) -> None:
         deadline = self.core.poll(now_ms())
-        await self._perform(self.core.take_ready())
+        await self._perform(self.core.take_ready())  # the start-up replay: committed batches on disk
+        self._freeze_heap("start-up replay")
         while not self._stopping:
-            timeout = max(0.0, (deadline - now_ms()) / 1000)
-            items: list[Input] = []
-            try:
-                items.append(await asyncio.wait_for(self.inbox.get(), timeout))
-                while len(items) < DRAIN_MAX and not self.inbox.empty():
-                    items.append(self.inbox.get_nowait())
-            except TimeoutError:
-                pass
-            now = now_ms()
-            for item in items:
-                self._handle(now, item)
-            deadline = self.core.poll(now)
-            ready = self.core.take_ready()
-            if not ready.is_empty():
-                await self._perform(ready)
+            deadline = await self._turn(deadline)
+        if self.is_leader:
+            await self._resign(deadline)
+
+    async def _turn(self, deadline: int) -> int:
+        """One round: wait for inputs (or the core's deadline), step them, perform the Ready."""
+        if self._disk_failure is not None:
+            raise self._disk_failure
+        items: list[Input] = []
+        inbox = self.inbox
+        if inbox.empty():
+            await inbox.wait(max(0.0, (deadline - now_ms()) / 1000))
+        while len(items) < DRAIN_MAX and not inbox.empty():
+            items.append(inbox.get_nowait())
+        now = now_ms()
+        for item in items:
+            self._handle(now, item)
+        deadline = self.core.poll(now)
+        ready = self.core.take_ready()
+        if not ready.is_empty():
+            await self._perform(ready)
+        return deadline
+
+    async def _resign(self, deadline: int) -> None:
+        """Graceful shutdown of the leader (SIGTERM): EndQuorumEpoch to the other voters, with the
+        longest logs ranked first, so the best successor starts an election at once instead of
+        waiting out the fetch timeout. Bounded by ``resign_timeout_ms``: a voter that does not
+        acknowledge (it is down) costs no more than that."""
+        from raftmeta.raft.state import ResignedState
+
+        now = now_ms()
+        self.log.info("resigning leadership before stopping", epoch=self.core.epoch)
+        self.core.resign(now)
+        deadline = min(deadline, self.core.poll(now))
+        await self._perform(self.core.take_ready())
+        until = now + self.config.resign_timeout_ms
+        while now_ms() < until:
+            state = self.core.state
+            if not isinstance(state, ResignedState) or not state.unacknowledged:
+                break
+            deadline = await self._turn(min(deadline, until))
+        self.log.info("resigned", unacknowledged=sorted(getattr(self.core.state, "unacknowledged", ())))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        """Keep a helper task until it ends (``run`` cancels the ones still running when it stops)."""
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    def _disk_failed(self, error: BaseException) -> None:
+        """A background write failed (writer thread): stop the node. The core already counts the
+        batch as appended, so carrying on could acknowledge what the disk does not hold."""
+        loop = self._loop_ref
+
+        def fail() -> None:
+            if self._disk_failure is None:
+                self._disk_failure = error
+                self.inbox.put_nowait(Tick())  # wake the node task, which raises it
+
+        with contextlib.suppress(RuntimeError):  # the loop already closed: the node is gone anyway
+            loop.call_soon_threadsafe(fail)
+
+    def _freeze_heap(self, why: str) -> None:
+        """Move everything alive now (above all the metadata image: millions of objects for a big
+        cluster) out of the cyclic collector's reach. Full collections would otherwise rescan the
+        whole image again and again while nothing in it is garbage; the controller's replay
+        measured ~20% faster with the image frozen. ``gc.freeze`` is O(1); the image stays
+        reference-counted, so records that a later change drops are still freed."""
+        gc.freeze()
+        self.log.info("heap frozen", reason=why, frozen_objects=gc.get_freeze_count())
 
     def stop(self) -> None:
         self._stopping = True
@@ -296,6 +438,12 @@ class Node:
         elif isinstance(item, SnapshotTaken):
             self._snapshotting = False
             self.core.on_snapshot_created(now, item.image)
+            # The image grew since the last freeze: without this, each time the heap grows by a
+            # quarter the collector walks all of it (Python's full-collection rule) -- pauses of
+            # hundreds of ms with a big image, showing up as p99 latency.
+            self._freeze_heap("snapshot taken")
+        elif isinstance(item, LeaderGone):
+            self._leader_gone(now, item)
         elif self.is_leader and self._controller_ready:
             handled = self.controller.tick(now)
             if handled is not None:
@@ -322,16 +470,22 @@ class Node:
             item.reply.set_result(handled.response)
         elif self.config.unsafe_ack_before_commit and handled.records:
             # Test-only bug: the answer the commit would release, released before the commit.
-            item.reply.set_result(self._uncommitted_answer(item))
+            early = self._uncommitted_answer(item)
+            if early is not None:
+                item.reply.set_result(early)
+            else:
+                self._waiting[handled.key] = item.reply
         else:
             self._waiting[handled.key] = item.reply
 
-    def _uncommitted_answer(self, item: AdminInput) -> Message:
-        """The response stored in the pending batch's RequestRecord (unsafe_ack_before_commit only)."""
+    def _uncommitted_answer(self, item: AdminInput) -> Message | None:
+        """The response stored in the pending batch's RequestRecord (unsafe_ack_before_commit only);
+        None for requests without a request id (broker registrations, heartbeats): those wait for
+        the commit as usual, so the planted bug only touches the admin writes the checker follows."""
         request_id: str = getattr(item.request, "request_id", "")
         entry = self.controller.image.requests.get(request_id) if request_id else None
         if entry is None:
-            raise NotControllerError(self.core.leader_id)
+            return None
         response: Message = METHOD_RESPONSES[item.method].FromString(entry.response)
         return response
 
@@ -362,8 +516,9 @@ class Node:
             self.controller = self._controller_from(snapshot)
             self._own.clear()
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
+            self._freeze_heap("snapshot installed")
         if ready.truncate_to is not None or ready.append:
-            await self.disk.truncate_and_append(ready.truncate_to, [e.data for e in ready.append])
+            self.disk.truncate_and_append(ready.truncate_to, [e.data for e in ready.append], self._disk_failed)
         for envelope in ready.messages:
             if is_request(envelope.message):
                 self.peers.send(envelope)
@@ -373,33 +528,57 @@ class Node:
                     future.set_result(envelope.message)
         if ready.flush:
             self._flush_seq = ready.seq
-            self._flush_wanted.set()
+            if self._flush_running:
+                self._flush_again = True
+            else:
+                self._start_flush()
         if ready.committed:
-            for entry in ready.committed:
-                self._apply(entry)
-            await self.disk.checkpoint_high_watermark(self.core.high_watermark)
+            self._apply_committed(ready.committed)
+            self.disk.checkpoint_high_watermark(self.core.high_watermark, self._disk_failed)
             self._maybe_snapshot(ready.committed[-1])
         if soft is not None:
             self._on_soft_state(soft.role, soft.epoch, soft.leader_id)
 
-    def _apply(self, entry: Entry) -> None:
-        last = entry.next_offset - 1
-        key = self._own.pop(last, None)
-        if key is not None:
-            for completion in self.controller.on_commit(last):
-                future = self._waiting.pop(completion.key, None)
-                if future is not None and not future.done() and completion.response is not None:
-                    future.set_result(completion.response)
-        else:
-            self.controller.apply_committed(decode_records(entry.data), last)
-        self._records_since_snapshot += entry.next_offset - entry.base_offset
-        if self.is_leader and not self._controller_ready and entry.epoch == self.core.epoch:
-            self._controller_ready = True
-            self.log.info("controller active", epoch=self.core.epoch, committed_offset=last)
-            held, self._held = list(self._held), deque()
-            now = now_ms()
-            for item in held:
-                self._handle_admin(now, item)
+    def _apply_committed(self, entries: list[Entry]) -> None:
+        """Apply committed batches in order. Consecutive batches this controller did not produce
+        (all of a follower's, a start-up replay, a new leader's inherited tail) are replayed as
+        one: building the next persistent image costs about as much for one batch as for a
+        thousand, and a follower under load commits hundreds of small batches per Ready."""
+        foreign: list[records_pb2.MetadataRecord] = []
+        foreign_last = -1
+        for entry in entries:
+            last = entry.next_offset - 1
+            key = self._own.pop(last, None) if self._own else None
+            if (key is not None or self._own) and foreign:
+                self.controller.apply_committed(foreign, foreign_last)
+                foreign = []
+            if key is not None:
+                for completion in self.controller.on_commit(last):
+                    future = self._waiting.pop(completion.key, None)
+                    if future is not None and not future.done() and completion.response is not None:
+                        future.set_result(completion.response)
+            elif self._own:
+                self.controller.apply_committed(decode_records(entry.data), last)  # between our own batches
+            else:
+                foreign.extend(decode_records(entry.data))
+                foreign_last = last
+            self._records_since_snapshot += entry.next_offset - entry.base_offset
+            if self.is_leader and not self._controller_ready and entry.epoch == self.core.epoch:
+                if foreign:
+                    self.controller.apply_committed(foreign, foreign_last)
+                    foreign = []
+                self._activate_controller(last)
+        if foreign:
+            self.controller.apply_committed(foreign, foreign_last)
+
+    def _activate_controller(self, committed_offset: int) -> None:
+        """The first batch of this leader's epoch is committed: everything before it is replayed."""
+        self._controller_ready = True
+        self.log.info("controller active", epoch=self.core.epoch, committed_offset=committed_offset)
+        held, self._held = list(self._held), deque()
+        now = now_ms()
+        for item in held:
+            self._handle_admin(now, item)
 
     def _renounce(self) -> None:
         for completion in self.controller.renounce():
@@ -421,42 +600,130 @@ class Node:
         self.leader_changed = asyncio.Event()
 
     def _maybe_snapshot(self, last_entry: Entry) -> None:
-        if self._snapshotting or self._records_since_snapshot < self.config.snapshot_interval_records:
+        """Snapshot every ``snapshot_interval_records`` committed records -- or, once the image is
+        big, every time twice as many records as the last snapshot held were committed. A
+        snapshot costs time proportional to the whole image (every node converts it to records
+        and writes it), so a fixed interval would make its cost per committed record grow with
+        the cluster (quadratic overall); this keeps it at about half a record converted per
+        record committed, and the log a restart replays at most twice the snapshot (Kafka bounds
+        it by bytes, 20 MiB by default, for the same reason)."""
+        threshold = max(self.config.snapshot_interval_records, SNAPSHOT_GROWTH * self._last_snapshot_records)
+        if self._snapshotting or self._records_since_snapshot < threshold:
             return
-        offset, records = self.controller.snapshot()
+        offset = self.controller.committed_offset
         if offset != last_entry.next_offset - 1:
             return  # the controller has not applied up to this batch yet (cannot happen, checked anyway)
+        image = self.controller.committed_image
         self._snapshotting = True
         self._records_since_snapshot = 0
-        payload = [r.SerializeToString() for r in records]
-        task = asyncio.create_task(self._take_snapshot(offset + 1, last_entry.epoch, payload))
-        self._tasks.append(task)
 
-    async def _take_snapshot(self, end_offset: int, epoch: int, payload: list[bytes]) -> None:
+        def records() -> list[bytes]:
+            # On the writer thread: images are immutable values, so reading this one while the
+            # node task builds the next ones is safe.
+            return [r.SerializeToString() for r in image_to_records(image)]
+
+        self._track(asyncio.create_task(self._take_snapshot(offset + 1, last_entry.epoch, records)))
+
+    async def _take_snapshot(self, end_offset: int, epoch: int, records: Callable[[], list[bytes]]) -> None:
         try:
-            snapshot = await self.disk.take_snapshot(end_offset, epoch, payload, int(time.time() * 1000))
-            data = await self.disk.read_file(snapshot)
+            _, data, count = await self.disk.take_snapshot(end_offset, epoch, records, int(time.time() * 1000))
         except Exception:
             self._snapshotting = False
             self.log.exception("snapshot failed", end_offset=end_offset)
             return
-        self.log.info("snapshot taken", end_offset=end_offset, epoch=epoch, bytes=len(data))
+        self._last_snapshot_records = count
+        self.log.info("snapshot taken", end_offset=end_offset, epoch=epoch, bytes=len(data), records=count)
         self.inbox.put_nowait(SnapshotTaken(SnapshotImage(end_offset, epoch, data)))
 
     # -- background tasks --------------------------------------------------------------------------
-    async def _flush_loop(self) -> None:
-        """Group commit: one fsync covers every append made before it started."""
-        while True:
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            seq = self._flush_seq
-            durable = await (self.disk.unflushed_end() if self.config.unsafe_skip_fsync else self.disk.flush())
-            self.inbox.put_nowait(Flushed(durable, seq))
+    def _start_flush(self) -> None:
+        """Group commit: one fsync covers every append submitted before it (the writer thread runs
+        jobs in order), reported with the seq of the last Ready whose appends it covers."""
+        self._flush_running = True
+        self._flush_again = False
+        seq = self._flush_seq
+        self.disk.flush(
+            lambda durable: self._flushed(durable, seq), self._disk_failed, fsync=not self.config.unsafe_skip_fsync
+        )
+
+    def _flushed(self, durable_end_offset: int, seq: int) -> None:
+        self._flush_running = False
+        self.inbox.put_nowait(Flushed(durable_end_offset, seq))
+        if self._flush_again:
+            self._start_flush()
 
     async def _tick_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.tick_interval_ms / 1000)
             self.inbox.put_nowait(Tick())
+
+    # -- a dead leader ----------------------------------------------------------------------------
+    def peer_unavailable(self, peer: int) -> None:
+        """A call to ``peer`` failed (the connection broke or was refused, or it timed out).
+
+        If ``peer`` is our leader, check whether its process is gone: a refused TCP connect
+        means nothing listens on its address any more (SIGKILL, crash), which is certain, unlike
+        silence (a paused or slow leader), which only the fetch timeout can judge."""
+        core = self.core
+        if core.role is not Role.FOLLOWER or core.leader_id != peer or peer in self._probing:
+            return
+        self._probing.add(peer)
+        self._track(asyncio.create_task(self._probe_leader(peer, core.epoch)))
+
+    async def _probe_leader(self, peer: int, epoch: int) -> None:
+        host, _, port = self.config.voters[peer].rpartition(":")
+        outcome = "accepting"
+        try:
+            for _ in range(LEADER_PROBES):
+                try:
+                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), LEADER_PROBE_TIMEOUT_S)
+                except ConnectionRefusedError:
+                    outcome = "refused"
+                    self.inbox.put_nowait(LeaderGone(peer, epoch))
+                    return
+                except (OSError, TimeoutError) as exc:
+                    outcome = type(exc).__name__
+                    return  # unreachable or slow, not provably gone: the fetch timeout decides
+                # Accepted -- possibly by the kernel for a process that is still being torn down
+                # (its connections reset before its listening socket closes): look again shortly.
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+                await asyncio.sleep(LEADER_PROBE_INTERVAL_S)
+        finally:
+            self._probing.discard(peer)
+            self.log.info("probed the leader after a failed call", leader_id=peer, outcome=outcome)
+
+    def _leader_gone(self, now: int, item: LeaderGone) -> None:
+        """Start the election now rather than after the fetch timeout (2 s by default).
+
+        The core has one input for "the leader is gone": the leader's own EndQuorumEpoch, which
+        a resigning leader sends. A dead leader cannot send it, so the driver steps it on the
+        leader's behalf -- it only moves this follower's election timer (KIP-595: the follower
+        stops defending the leader against pre-votes and runs after a rank-based delay); it
+        persists nothing and changes no epoch or vote, so safety does not depend on it.
+
+        Every follower ranks the successors the same way: the dead leader's own id first, then
+        the others by id. The core starts the voter at rank k after 0, 100, 200, 400... ms
+        (Kafka's rank backoff), so the first follower runs after 100 ms rather than at once:
+        the other followers notice the death within a few ms of each other (their Fetches break
+        together), and a pre-vote that reached one still defending the dead leader would be
+        refused, leaving the candidate to wait out a whole election timeout. If the first
+        follower's log is behind, the next one runs 100 ms later and wins."""
+        core = self.core
+        if core.role is not Role.FOLLOWER or core.leader_id != item.leader_id or core.epoch != item.epoch:
+            return
+        successors = [item.leader_id, *(v for v in sorted(self.config.voters) if v != item.leader_id)]
+        self.log.info("leader process gone; electing a successor now", leader_id=item.leader_id)
+        request = raft_pb2.EndQuorumEpochRequest(
+            cluster_id=self.config.cluster_id,
+            leader_id=item.leader_id,
+            leader_epoch=item.epoch,
+            preferred_successors=successors,
+        )
+        correlation_id = self._next_inbound_id  # no future waits on it: the core's answer is dropped
+        self._next_inbound_id -= 1
+        core.step(now, Envelope(item.leader_id, self.node_id, correlation_id, request))
 
     # -- views -------------------------------------------------------------------------------------
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:

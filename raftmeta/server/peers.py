@@ -3,7 +3,9 @@
 Each outbound request of the core becomes one unary (or, for FetchSnapshot, one server-streaming)
 call with a deadline; the answer is handed back as an Envelope with the request's correlation id.
 A failed call is dropped: the core retries by itself (its request timeout). gRPC channels
-reconnect with backoff on their own; a broken connection shows up as UNAVAILABLE.
+reconnect with backoff on their own; a broken connection shows up as UNAVAILABLE. Every failed
+call is also reported to ``unavailable`` (the node checks whether the peer's process is gone:
+see :meth:`raftmeta.server.node.Node.peer_unavailable`).
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ class Peers:
         *,
         request_timeout_ms: int,
         fetch_max_wait_ms: int,
+        unavailable: Callable[[int], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self._deliver = deliver
+        self._unavailable = unavailable
         self._channels = {
             peer: grpc.aio.insecure_channel(address, options=grpc_channel_options())
             for peer, address in voters.items()
@@ -81,6 +85,10 @@ class Peers:
         except grpc.aio.AioRpcError as exc:
             self.failures += 1
             self._log.debug("peer call failed", peer=envelope.destination, rpc=rpc_name, code=exc.code().name)
+            if self._unavailable is not None:
+                # Any failure, not only UNAVAILABLE: a call in flight when the peer's process dies
+                # does not always end with that code. The node's probe tells dead from slow.
+                self._unavailable(envelope.destination)
             return
         self._deliver(Envelope(envelope.destination, self.node_id, envelope.correlation_id, response))
 

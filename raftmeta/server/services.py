@@ -152,6 +152,16 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     async def ElectLeaders(self, request: controller_pb2.ElectLeadersRequest, context: Context) -> Any:
         return await self._serve("ElectLeaders", request, context)
 
+    async def AlterPartitionReassignments(
+        self, request: controller_pb2.AlterPartitionReassignmentsRequest, context: Context
+    ) -> Any:
+        return await self._serve("AlterPartitionReassignments", request, context)
+
+    async def ListPartitionReassignments(
+        self, request: controller_pb2.ListPartitionReassignmentsRequest, context: Context
+    ) -> Any:
+        return await self._serve("ListPartitionReassignments", request, context)
+
     async def DescribeTopics(self, request: controller_pb2.DescribeTopicsRequest, context: Context) -> Any:
         return await self._serve("DescribeTopics", request, context)
 

@@ -201,7 +201,7 @@ def test_oversized_request_is_refused(quorum: local_quorum.LocalQuorum, client: 
         pytest.raises(grpc.RpcError) as raw,
     ):
         controller_pb2_grpc.ControllerServiceStub(channel).CreateTopics(request, timeout=10)
-    assert raw.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    assert raw.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert client.describe_quorum().high_watermark == before
 
 

@@ -1,0 +1,300 @@
+"""``raftmeta bench commit``: committed creates/s, records/s and latency of a real local quorum,
+next to the floors of the same machine measured in the same run.
+
+The run, all on loopback in a scratch directory (the same filesystem for every file):
+
+1. floors: a trivial grpc.aio unary echo server in a separate process (raw bytes, no protobuf,
+   the node's event loop), called by the same number of client tasks over one channel from this
+   process, as the load below is; the RTT with one call outstanding; and a loop of 100-byte
+   appends + fsync on the quorum's filesystem.
+2. a quorum of ``--nodes`` node processes (fsync on, default timeouts) and ``--brokers``
+   simulated brokers; ``--clients`` tasks in this process each create topics of
+   ``--partitions`` partitions (RF 3), one topic per request, back to back, through the leader
+   (a follower would forward: one more hop). A warm-up second is not counted.
+
+``ops_per_s``: acknowledged CreateTopics per second; ``records_per_s``: growth of the leader's
+high watermark per second (every committed record: topics, partitions, request records);
+``latency_ms``: client-side p50/p99 of the acknowledged creates. Nothing here asserts a speed;
+docs/performance.md compares the figures with their targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import grpc
+import grpc.aio
+
+from raftmeta.bench.results import machine, median, percentile, write_result
+from raftmeta.cli.common import CheckFailed, emit_json, output_option
+from raftmeta.limits import grpc_channel_options
+from raftmeta.v1 import controller_pb2
+
+ECHO_METHOD = "/raftmeta.bench.Echo/Echo"
+WARMUP_S = 1.0
+FSYNC_SAMPLES = 2000
+# The echo payload: about the size of a serialized one-topic CreateTopicsRequest.
+ECHO_PAYLOAD = b"x" * 64
+
+
+# -- floors ------------------------------------------------------------------------------------------
+def echo_server_main() -> None:
+    """The floor's server process: echo raw bytes until stdin closes (the parent exits or says so)."""
+    from raftmeta.server.app import run
+
+    async def serve() -> None:
+        async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+            return request
+
+        handler = grpc.method_handlers_generic_handler(
+            "raftmeta.bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+        )
+        server = grpc.aio.server(options=grpc_channel_options())
+        server.add_generic_rpc_handlers((handler,))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        print(port, flush=True)
+        # Serve until the parent closes our stdin.
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await server.stop(grace=None)
+
+    run(serve())
+
+
+@dataclass
+class Load:
+    """Latencies (s) of the calls that completed inside the measured window, and the errors."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+async def echo_floor(clients: int, duration_s: float) -> dict[str, float]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from raftmeta.bench.commit import echo_server_main; echo_server_main()",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 30)
+        if not line.strip().isdigit():
+            raise CheckFailed("the echo server did not start")
+        target = f"127.0.0.1:{int(line)}"
+        async with grpc.aio.insecure_channel(target, options=grpc_channel_options()) as channel:
+            call = channel.unary_unary(ECHO_METHOD, request_serializer=None, response_deserializer=None)  # raw bytes
+            await call(ECHO_PAYLOAD, timeout=10)  # connect before measuring
+
+            async def one() -> None:
+                await call(ECHO_PAYLOAD, timeout=10)
+
+            single = await measure(one, 1, min(duration_s, 3.0))
+            loaded = await measure(one, clients, duration_s) if clients > 1 else single
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+    window = loaded_window(duration_s, clients, single_window=min(duration_s, 3.0))
+    return {
+        "grpc_unary_rtt_ms": round(median(single.latencies) * 1000, 3),
+        "grpc_unary_p99_ms": round(percentile(single.latencies, 0.99) * 1000, 3),
+        "grpc_unary_ops_per_s": round(len(loaded.latencies) / window, 1),
+        "grpc_unary_p50_ms_loaded": round(median(loaded.latencies) * 1000, 3),
+    }
+
+
+def loaded_window(duration_s: float, clients: int, *, single_window: float) -> float:
+    return duration_s if clients > 1 else single_window
+
+
+def fsync_floor(directory: Path) -> dict[str, float]:
+    """100-byte appends + fsync on the quorum's filesystem (notes: ~0.12 ms here)."""
+    path = directory / "fsync-floor"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    samples: list[float] = []
+    try:
+        data = b"f" * 100
+        for _ in range(FSYNC_SAMPLES):
+            started = time.perf_counter()
+            os.write(fd, data)
+            os.fsync(fd)
+            samples.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return {"fsync_ms": round(median(samples) * 1000, 4), "fsync_p99_ms": round(percentile(samples, 0.99) * 1000, 4)}
+
+
+async def measure(operation: Any, tasks: int, duration_s: float) -> Load:
+    """Run ``operation`` back to back in ``tasks`` tasks for a warm-up plus ``duration_s``; keep
+    the latencies of the calls that finished inside the window."""
+    load = Load()
+    started = time.perf_counter()
+    window_start = started + WARMUP_S
+    window_end = window_start + duration_s
+
+    async def worker() -> None:
+        while True:
+            begun = time.perf_counter()
+            if begun >= window_end:
+                return
+            try:
+                await operation()
+            except Exception as exc:
+                name = type(exc).__name__
+                load.errors[name] = load.errors.get(name, 0) + 1
+                await asyncio.sleep(0.01)
+                continue
+            done = time.perf_counter()
+            if window_start <= begun and done <= window_end:
+                load.latencies.append(done - begun)
+
+    await asyncio.gather(*(worker() for _ in range(tasks)))
+    return load
+
+
+# -- the quorum ----------------------------------------------------------------------------------------
+async def commit_load(addresses: dict[int, str], clients: int, partitions: int, duration_s: float) -> dict[str, Any]:
+    from raftmeta.client import ControllerClient, RetryPolicy
+
+    prefix = f"b{os.getpid()}-{time.monotonic_ns() % 1_000_000}"
+    counter = iter(range(1 << 62))
+    retry = RetryPolicy(deadline_s=30, attempt_timeout_s=30)
+    async with ControllerClient(list(addresses.values()), retry=retry) as probe:
+        leader = (await probe.describe_quorum()).leader_id
+    # The leader first: the others would forward every request to it (one more hop).
+    ordered = [addresses[leader], *(a for node, a in sorted(addresses.items()) if node != leader)]
+    async with ControllerClient(ordered, retry=retry) as client:
+
+        async def create() -> None:
+            topic = controller_pb2.CreatableTopic(
+                name=f"{prefix}-{next(counter)}", num_partitions=partitions, replication_factor=3
+            )
+            response = await client.create_topics(controller_pb2.CreateTopicsRequest(topics=[topic]))
+            if response.topics[0].error_code != 0:
+                raise RuntimeError(response.topics[0].error_message)
+
+        hw_task = asyncio.create_task(high_watermark_window(client, duration_s))
+        load = await measure(create, clients, duration_s)
+        records = await hw_task
+    lat = load.latencies
+    return {
+        "ops": len(lat),
+        "ops_per_s": round(len(lat) / duration_s, 1),
+        "records_per_s": round(records / duration_s, 1),
+        "latency_ms": {
+            "p50": round(median(lat) * 1000, 3) if lat else None,
+            "p99": round(percentile(lat, 0.99) * 1000, 3) if lat else None,
+        },
+        "errors": load.errors,
+        "leader": leader,
+    }
+
+
+async def high_watermark_window(client: Any, duration_s: float) -> int:
+    """Committed records inside the measured window: the high watermark's growth."""
+    await asyncio.sleep(WARMUP_S)
+    before = (await client.describe_quorum()).high_watermark
+    await asyncio.sleep(duration_s)
+    after = (await client.describe_quorum()).high_watermark
+    return int(after - before)
+
+
+def run_benchmark(
+    nodes: int, clients: int, partitions: int, duration_s: float, brokers: int, work_dir: Path
+) -> dict[str, Any]:
+    from raftmeta import local_quorum
+    from raftmeta.server.app import event_loop_name, run
+
+    load_before = os.getloadavg()
+    floor = {**run(echo_floor(clients, min(duration_s, 10.0))), **fsync_floor(work_dir)}
+    quorum = local_quorum.up(work_dir / "quorum", nodes=nodes, brokers=brokers, racks=min(3, brokers))
+    try:
+        addresses = {n.id: n.address for n in quorum.nodes}
+        result = run(commit_load(addresses, clients, partitions, duration_s))
+    finally:
+        local_quorum.down(quorum)
+    load_after = os.getloadavg()
+    p50 = result["latency_ms"]["p50"]
+    latency_floor = floor["grpc_unary_rtt_ms"] + 2 * floor["fsync_ms"]
+    return {
+        "benchmark": "commit",
+        "nodes": nodes,
+        "clients": clients,
+        "partitions": partitions,
+        "duration_s": duration_s,
+        "fsync": True,
+        "event_loop": event_loop_name(),
+        **{k: v for k, v in result.items() if k != "leader"},
+        "floor": floor,
+        "ratios": {
+            "ops_per_s_vs_grpc_unary": round(result["ops_per_s"] / floor["grpc_unary_ops_per_s"], 3),
+            "p50_vs_rtt_plus_2_fsync": round(p50 / latency_floor, 3) if p50 else None,
+        },
+        "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},
+        "machine": machine(),
+    }
+
+
+@click.command()
+@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True)
+@click.option("--clients", type=click.IntRange(1, 1024), default=16, show_default=True, help="Concurrent client tasks.")
+@click.option("--partitions", type=click.IntRange(1, 100_000), default=1, show_default=True, help="Per created topic.")
+@click.option("--duration", type=click.FloatRange(min=0.5), default=20.0, show_default=True, help="Seconds measured.")
+@click.option("--brokers", type=click.IntRange(min=3), default=3, show_default=True, help="Simulated brokers (RF 3).")
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Scratch directory (default: a new temp dir, removed after).",
+)
+@click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@output_option
+def command(
+    nodes: int,
+    clients: int,
+    partitions: int,
+    duration: float,
+    brokers: int,
+    work_dir: Path | None,
+    result_file: Path | None,
+    output: str,
+) -> None:
+    """Committed creates/s, records/s and latency of a local quorum, next to the machine's floors."""
+    scratch = Path(tempfile.mkdtemp(prefix="raftmeta-bench-commit-")) if work_dir is None else work_dir
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        document = run_benchmark(nodes, clients, partitions, duration, brokers, scratch)
+    finally:
+        if work_dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    write_result(document, result_file)
+    if output == "json":
+        emit_json(document)
+        return
+    lat, floor = document["latency_ms"], document["floor"]
+    click.echo(
+        f"{nodes} nodes, {clients} clients, {partitions} partition(s)/topic: "
+        f"{document['ops_per_s']} creates/s, {document['records_per_s']} records/s, "
+        f"p50 {lat['p50']} ms, p99 {lat['p99']} ms"
+    )
+    click.echo(
+        f"floor: gRPC unary {floor['grpc_unary_ops_per_s']} ops/s ({clients} tasks), "
+        f"RTT {floor['grpc_unary_rtt_ms']} ms, "
+        f"fsync {floor['fsync_ms']} ms; ratios {document['ratios']}"
+    )

@@ -1,0 +1,43 @@
+"""Smoke runs of ``raftmeta bench commit`` and ``bench failover``: the JSON contract and that
+work was done -- never a speed (figures and targets live in docs/performance.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def bench(*args: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-m", "raftmeta", "bench", *args, "--output", "json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
+    document = bench("commit", "--nodes", "3", "--clients", "4", "--partitions", "1", "--duration", "2")
+    assert document["ops"] > 0 and document["ops_per_s"] > 0
+    # Each create commits a TopicRecord, a PartitionRecord and a RequestRecord at least.
+    assert document["records_per_s"] > document["ops_per_s"]
+    assert document["latency_ms"]["p50"] > 0 and document["latency_ms"]["p99"] >= document["latency_ms"]["p50"]
+    floor = document["floor"]
+    assert set(floor) >= {"grpc_unary_rtt_ms", "grpc_unary_ops_per_s", "fsync_ms"}
+    assert floor["grpc_unary_rtt_ms"] > 0 and floor["grpc_unary_ops_per_s"] > 0 and floor["fsync_ms"] > 0
+    assert document["errors"] == {}
+
+
+def test_bench_failover_times_each_round() -> None:
+    document = bench("failover", "--nodes", "3", "--rounds", "2")
+    assert document["rounds"] == 2
+    assert len(document["samples_ms"]) == 2 and all(s > 0 for s in document["samples_ms"])
+    figures = document["failover_ms"]
+    assert 0 < figures["median"] <= figures["p99"] <= figures["max"] == max(document["samples_ms"])
