@@ -117,7 +117,8 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                         "retry with the same request_id",
                     )
                 except NotControllerError:
-                    pass  # leadership moved while the request waited: look for the new leader
+                    # Leadership moved while the request waited: look for the new leader below.
+                    pass
             leader = node.core.leader_id
             if leader >= 0 and leader != node.node_id and leader in node.config.voters and not forwarded:
                 return await self._forward(leader, method, request, context, deadline)
