@@ -10,6 +10,7 @@ import click
 
 from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
 from raftmeta.cli.connect import bootstrap_options, connect
+from raftmeta.v1 import controller_pb2
 
 DATA_DIR = click.option(
     "--data-dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="The quorum's directory."
@@ -183,14 +184,8 @@ def status(bootstrap_server: str, timeout: float, output: str) -> None:
     """The quorum as its leader sees it (kafka-metadata-quorum describe --status/--replication)."""
     with connect(bootstrap_server, timeout) as client:
         answer = client.describe_quorum()
-    voters = [
-        {"id": v.replica_id, "log_end_offset": v.log_end_offset, "lag": v.lag, "last_fetch_ms_ago": v.last_fetch_ms_ago}
-        for v in answer.voters
-    ]
-    observers = [
-        {"id": o.replica_id, "log_end_offset": o.log_end_offset, "lag": o.lag, "last_fetch_ms_ago": o.last_fetch_ms_ago}
-        for o in answer.observers
-    ]
+    voters = [_replica_row(v) for v in answer.voters]
+    observers = [_replica_row(o) for o in answer.observers]
     document = {
         "cluster_id": answer.cluster_id,
         "leader_id": answer.leader_id,
@@ -210,8 +205,16 @@ def status(bootstrap_server: str, timeout: float, output: str) -> None:
     click.echo(f"CurrentObservers:       [{','.join(str(o['id']) for o in observers)}]")
     click.echo("")
     click.echo(f"{'NodeId':<8}{'LogEndOffset':>14}{'Lag':>8}{'LastFetchMsAgo':>16}  Status")
-    for v in voters:
-        role = "Leader" if v["id"] == answer.leader_id else "Follower"
-        click.echo(f"{v['id']:<8}{v['log_end_offset']:>14}{v['lag']:>8}{v['last_fetch_ms_ago']:>16}  {role}")
-    for o in observers:
-        click.echo(f"{o['id']:<8}{o['log_end_offset']:>14}{o['lag']:>8}{o['last_fetch_ms_ago']:>16}  Observer")
+    roles = [("Leader" if v["id"] == answer.leader_id else "Follower", v) for v in voters]
+    for role, r in [*roles, *(("Observer", o) for o in observers)]:
+        click.echo(f"{r['id']:<8}{r['log_end_offset']:>14}{r['lag']:>8}{r['last_fetch_ms_ago']:>16}  {role}")
+
+
+def _replica_row(replica: controller_pb2.QuorumReplicaState) -> dict[str, int]:
+    """One voter or observer in the JSON shape of DESIGN.md §8."""
+    return {
+        "id": replica.replica_id,
+        "log_end_offset": replica.log_end_offset,
+        "lag": replica.lag,
+        "last_fetch_ms_ago": replica.last_fetch_ms_ago,
+    }

@@ -11,18 +11,17 @@ hide ``__cluster_metadata-0`` (a leading ``_``), one reason the reader plans fil
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pyarrow.fs as pafs
 
+from raftmeta.storage.datadir import LOG_DIR_NAME
+from raftmeta.storage.errors import InvalidFileError
+from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, parse_high_watermark
 from raftmeta.storage.meta_properties import META_PROPERTIES, parse_meta_properties
-
-LOG_DIR_NAME = "__cluster_metadata-0"
-HIGH_WATERMARK_FILE = "high-watermark-checkpoint"
-LOG_SUFFIX = ".log"
-SNAPSHOT_SUFFIX = ".checkpoint"
+from raftmeta.storage.segment import parse_log_file_name
+from raftmeta.storage.snapshot import parse_snapshot_name
 
 
 class LayoutError(ValueError):
@@ -90,41 +89,15 @@ def _read_text(fs: pafs.FileSystem, path: str) -> str | None:
         return None
 
 
-def parse_log_name(name: str) -> int | None:
-    stem = name.removesuffix(LOG_SUFFIX)
-    if name.endswith(LOG_SUFFIX) and len(stem) == 20 and stem.isdigit():
-        return int(stem)
-    return None
-
-
-def parse_snapshot_name(name: str) -> tuple[int, int] | None:
-    """``<20-digit offset>-<10-digit epoch>.checkpoint`` → (end offset, epoch)."""
-    stem = name.removesuffix(SNAPSHOT_SUFFIX)
-    offset, dash, epoch = stem.partition("-")
-    if name.endswith(SNAPSHOT_SUFFIX) and dash and len(offset) == 20 and offset.isdigit() and epoch.isdigit():
-        return int(offset), int(epoch)
-    return None
-
-
-def parse_high_watermark_text(origin: str, text: str | None) -> int:
-    """The checkpoint's value (0 when the file does not exist yet)."""
-    if text is None:
-        return 0
-    try:
-        value = json.loads(text)["high_watermark"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise LayoutError(f"{origin}: not a high-watermark checkpoint ({exc})") from None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise LayoutError(f"{origin}: high_watermark must be a non-negative integer, got {value!r}")
-    return value
-
-
 def _node_files(fs: pafs.FileSystem, root: str) -> NodeFiles:
     meta_path = str(PurePosixPath(root) / META_PROPERTIES)
     meta_text = _read_text(fs, meta_path)
     if meta_text is None:
         raise LayoutError(f"{_uri(fs, root)}: no {META_PROPERTIES}, so not a node data dir")
-    meta = parse_meta_properties(Path(meta_path), meta_text)
+    try:
+        meta = parse_meta_properties(Path(meta_path), meta_text)
+    except InvalidFileError as exc:
+        raise LayoutError(str(exc)) from None
     log_dir = str(PurePosixPath(root) / LOG_DIR_NAME)
     segments: list[SegmentFile] = []
     snapshots: list[SnapshotFile] = []
@@ -135,15 +108,19 @@ def _node_files(fs: pafs.FileSystem, root: str) -> NodeFiles:
     for info in infos:
         if info.type != pafs.FileType.File:
             continue
-        base = parse_log_name(info.base_name)
+        base = parse_log_file_name(info.base_name)
         if base is not None:
             segments.append(SegmentFile(_uri(fs, info.path), base, info.size))
             continue
         snap = parse_snapshot_name(info.base_name)
         if snap is not None:
-            snapshots.append(SnapshotFile(_uri(fs, info.path), snap[0], snap[1], info.size))
-    hw_path = str(PurePosixPath(root) / HIGH_WATERMARK_FILE)
-    high_watermark = parse_high_watermark_text(_uri(fs, hw_path), _read_text(fs, hw_path))
+            snapshots.append(SnapshotFile(_uri(fs, info.path), snap.offset, snap.epoch, info.size))
+    hw_path = str(PurePosixPath(root) / HIGH_WATERMARK_CHECKPOINT)
+    hw_text = _read_text(fs, hw_path)
+    try:
+        high_watermark = 0 if hw_text is None else parse_high_watermark(Path(hw_path), hw_text)
+    except InvalidFileError as exc:
+        raise LayoutError(str(exc)) from None
     return NodeFiles(
         node_id=meta.node_id,
         cluster_id=meta.cluster_id,

@@ -37,6 +37,12 @@ def read_high_watermark(data_dir: Path) -> int:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return 0
+    return parse_high_watermark(path, text)
+
+
+def parse_high_watermark(path: Path, text: str) -> int:
+    """The value of a checkpoint file's text (``path`` only names it in errors). Readers that do not
+    use the local filesystem (the Spark jobs, through pyarrow) share this parser."""
     try:
         doc = json.loads(text)
         value = doc["high_watermark"]

@@ -7,8 +7,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftmeta.jobs.layout import HIGH_WATERMARK_FILE, LOG_DIR_NAME
 from raftmeta.storage import codec
+from raftmeta.storage.datadir import LOG_DIR_NAME
+from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT as HIGH_WATERMARK_FILE
 from raftmeta.storage.meta_properties import META_PROPERTIES, MetaProperties
 from raftmeta.v1 import records_pb2
 
