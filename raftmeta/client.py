@@ -6,7 +6,8 @@ What a client of a replicated controller has to get right, in one place:
   needs one reachable node; it sticks to the last one that answered and rotates on failure.
 - **Retries.** UNAVAILABLE (node down, no leader yet: ``NOT_CONTROLLER``), RESOURCE_EXHAUSTED
   (a full inbox) and per-attempt deadlines are retried with capped, jittered exponential backoff
-  until the overall deadline. Anything else (INVALID_ARGUMENT, ...) is raised at once.
+  until the overall deadline. Anything else (INVALID_ARGUMENT, RESOURCE_EXHAUSTED for a request
+  over a limit: ``POLICY_VIOLATION`` or a message too large, ...) is raised at once.
 - **Idempotence.** Every mutating call carries a ``request_id`` (generated if the caller gave
   none) that stays the same across retries, so the controller answers a retry with the original
   result: a retried CreateTopics never reports TOPIC_ALREADY_EXISTS for the topic its own earlier
@@ -32,7 +33,8 @@ import grpc.aio
 
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
-from raftmeta.rpc_errors import parse_error_metadata
+from raftmeta.rpc_errors import POLICY_VIOLATION, parse_error_metadata
+from raftmeta.tls import TlsConfig, material, open_channel
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc
 
 T = TypeVar("T")
@@ -108,19 +110,36 @@ def insecure_channel(target: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(target, options=grpc_channel_options())
 
 
+def is_handshake_failure(details: str) -> bool:
+    """Whether a failed call's details say the TLS handshake failed on our side (the server's
+    certificate did not verify, or it speaks plaintext). A server that refuses *our* certificate
+    just closes the connection, which looks like any dropped connection."""
+    return "handshake failed" in details.lower()
+
+
 class ControllerClient:
-    """Async client. Use as ``async with ControllerClient("127.0.0.1:9093,...") as client:``."""
+    """Async client. Use as ``async with ControllerClient("127.0.0.1:9093,...") as client:``.
+
+    ``tls`` turns on TLS (its files are checked here, so a bad path fails at once, naming the
+    flag); without it the channels are plaintext.
+    """
 
     def __init__(
         self,
         bootstrap: str | Sequence[str],
         *,
         retry: RetryPolicy | None = None,
-        channel_factory: ChannelFactory = insecure_channel,
+        channel_factory: ChannelFactory | None = None,
         rng: random.Random | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.targets = parse_bootstrap(bootstrap)
         self.retry = retry or RetryPolicy()
+        if channel_factory is not None and tls is not None:
+            raise ValueError("give either channel_factory or tls, not both")
+        if channel_factory is None:
+            checked = material(tls)
+            channel_factory = insecure_channel if checked is None else lambda target: open_channel(target, checked)
         self._channel_factory = channel_factory
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, controller_pb2_grpc.ControllerServiceStub] = {}
@@ -159,6 +178,7 @@ class ControllerClient:
         self.last_attempts = []
         attempt = 0
         maybe_reached = False
+        handshake_failed: set[str] = set()
         while True:
             target = self.targets[self._current]
             remaining = deadline - time.monotonic()
@@ -176,14 +196,25 @@ class ControllerClient:
                     code == grpc.StatusCode.UNAVAILABLE and "connect" not in (exc.details() or "").lower()
                 ):
                     maybe_reached = True
-                # RESOURCE_EXHAUSTED also means "message larger than the limit": retrying cannot help.
-                too_large = code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (exc.details() or "")
+                # RESOURCE_EXHAUSTED also means "message larger than the limit" or a request over a
+                # limit of raftmeta.limits (POLICY_VIOLATION): retrying cannot help.
+                too_large = code == grpc.StatusCode.RESOURCE_EXHAUSTED and (
+                    "larger than max" in (exc.details() or "") or details.error_code == POLICY_VIOLATION
+                )
                 if code not in RETRYABLE_CODES or too_large:
                     raise ClientError(method, code, exc.details() or "", details.error_code) from exc
-                if time.monotonic() >= deadline:
+                message = exc.details() or ""
+                give_up = time.monotonic() >= deadline
+                # A TLS mismatch does not heal by waiting: give up once every node has shown it.
+                if is_handshake_failure(message):
+                    handshake_failed.add(target)
+                    if handshake_failed >= set(self.targets):
+                        give_up = True
+                        message += " (check the TLS settings: CA, certificate and key)"
+                if give_up:
                     if method in MUTATING_METHODS and maybe_reached:
-                        raise OutcomeUnknownError(method, code, exc.details() or "", request.request_id) from exc
-                    raise UnavailableError(method, code, exc.details() or "", details.error_code) from exc
+                        raise OutcomeUnknownError(method, code, message, request.request_id) from exc
+                    raise UnavailableError(method, code, message, details.error_code) from exc
                 log.debug("retrying", method=method, target=target, code=code.name, attempt=attempt)
                 self._current = (self._current + 1) % len(self.targets)
                 pause = min(self.retry.backoff_s(attempt, self._rng), max(0.0, deadline - time.monotonic()))
@@ -282,7 +313,11 @@ class SyncControllerClient:
         async def make() -> ControllerClient:
             return ControllerClient(bootstrap, **kwargs)
 
-        self._client = self._run(make())
+        try:
+            self._client = self._run(make())
+        except BaseException:
+            self._stop_loop()  # e.g. a TLS file that is missing: do not leave the thread behind
+            raise
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -297,6 +332,9 @@ class SyncControllerClient:
         if self._loop.is_closed():
             return
         self._run(self._client.close())
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._loop.close()

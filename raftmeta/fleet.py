@@ -254,7 +254,10 @@ class FleetServicer(fleet_pb2_grpc.BrokerFleetServiceServicer):
 
 
 async def start_control_server(listen: str) -> tuple[grpc.aio.Server, str]:
-    """A grpc.aio server for the fleet's control service; returns it with its bound address."""
+    """A grpc.aio server for the fleet's control service; returns it with its bound address.
+
+    Plaintext even when the fleet reaches the quorum over TLS: it is the simulation's own control
+    port (``brokers fail|recover``), bound to loopback by default, not part of a deployment."""
     server = grpc.aio.server(options=grpc_channel_options())
     host, _, _ = listen.rpartition(":")
     port = server.add_insecure_port(listen)

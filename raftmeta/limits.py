@@ -2,21 +2,94 @@
 
 Hitting a limit is a defined error that names the limit (TigerBeetle style): gRPC
 RESOURCE_EXHAUSTED or INVALID_ARGUMENT, never unbounded memory or a silent truncation.
+``raftmeta.request_limits`` checks a ControllerService request against these before the node does
+anything with it (before forwarding, so the first node a client reaches refuses it);
+``raftmeta.server.guards`` checks RaftService calls. docs/security.md has the table.
+
+Which status (the rule ``request_limits`` follows): a limit on how *long one value* is (a name, a
+config key or value, a rack) is INVALID_ARGUMENT -- the value itself is unacceptable; a limit on
+*how much* a request asks for (bytes, topics, partitions, replicas, configs, endpoints) is
+RESOURCE_EXHAUSTED -- a smaller request would pass.
+
+The values are chosen so that nothing a real user does hits them by accident, and so that the
+largest request they admit still appends one batch that fits in one Fetch response
+(``GRPC_MESSAGE_BYTES_MAX``); tests/test_limits.py measures that batch.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-# gRPC message size, both directions, client and server (a FetchResponse carries at most
-# FETCH_BYTES_MAX of records plus small fields).
+# -- transport ------------------------------------------------------------------------------------
+# gRPC message size in bytes, both directions, client and server (a FetchResponse carries at most
+# one batch beyond its max_bytes, plus small fields).
 GRPC_MESSAGE_BYTES_MAX: Final = 16 * 1024 * 1024
-# Request ids make mutating requests idempotent; bounded so the request-id table stays small.
+# Concurrent calls (HTTP/2 streams) one connection may have open on a node; more wait in the
+# client's queue. The benchmark drives 64 clients over one channel, and a follower forwards all of
+# its clients' calls to the leader over one connection: 256 leaves room for both.
+CONCURRENT_STREAMS_PER_CONNECTION_MAX: Final = 256
+
+# -- ControllerService requests --------------------------------------------------------------------
+# Serialized size of one ControllerService request in bytes. Kafka's producer max.request.size
+# defaults to the same 1 MiB; admin requests are far smaller. Bounds what one request can make the
+# controller copy into records (see the module docstring).
+CONTROLLER_REQUEST_BYTES_MAX: Final = 1024 * 1024
+# Request ids make mutating requests idempotent; bounded in characters so the request-id table
+# stays small (the controller refuses longer ones too).
 REQUEST_ID_CHARS_MAX: Final = 64
+# Topics named in one request (CreateTopics, CreatePartitions, DeleteTopics names + ids,
+# DescribeTopics, ElectLeaders, Alter/ListPartitionReassignments). Kafka has no count limit, only
+# the request size; this one is far above any admin tool's batch.
+TOPICS_PER_REQUEST_MAX: Final = 10_000
+# Partitions of one topic (CreateTopics num_partitions or its manual assignments, CreatePartitions
+# count). Kafka's QuorumController caps a request at MAX_PARTITIONS_PER_BATCH = 10,000; a topic
+# cannot have more than one request can create. The controller's ControllerConfig limits (the same
+# 10,000 by default, answered per topic with Kafka's error codes) may be set lower, never higher.
+PARTITIONS_PER_TOPIC_MAX: Final = 10_000
+# Partitions one request names or creates, summed over its topics: CreateTopics num_partitions and
+# assignments (an absent or -1 count is the cluster default, counted as 1 here; the controller
+# checks the real default), CreatePartitions manual assignments, ElectLeaders,
+# Alter/ListPartitionReassignments partitions, BrokerHeartbeat caught_up_replicas. Kafka's
+# MAX_PARTITIONS_PER_BATCH: it bounds the records one request appends.
+PARTITIONS_PER_REQUEST_MAX: Final = 10_000
+# Replicas of one partition: a replication factor, a manual assignment's broker list, a
+# reassignment target. Kafka has no cap; replication factors above 5 are unheard of.
+REPLICAS_PER_PARTITION_MAX: Final = 16
+# Characters of a topic name: Kafka's 249 (org.apache.kafka.common.internals.Topic). The
+# controller's name rule (raftmeta.controller.names) uses this constant.
+TOPIC_NAME_CHARS_MAX: Final = 249
+# Config entries of one topic. Kafka knows about 40 topic configs (the controller accepts 10 and
+# answers INVALID_CONFIG for the others).
+CONFIGS_PER_TOPIC_MAX: Final = 128
+# Characters of a config name and of a config value. The longest Kafka topic config name has 39
+# characters. A value stays below Python's 4,300-digit limit for int() of a string, which the
+# controller's number parsing would otherwise raise on.
+CONFIG_KEY_CHARS_MAX: Final = 255
+CONFIG_VALUE_CHARS_MAX: Final = 4096
+# Characters of a placer name ("striped", "legacy", "balanced") and of a broker pool name.
+PLACER_CHARS_MAX: Final = 64
+POOL_CHARS_MAX: Final = 255
+# RegisterBroker: characters of the rack (Kafka's broker.rack has no cap), of each endpoint's
+# listener name and host (DNS names have at most 253, RFC 1035), of the cluster id the broker
+# believes in; and endpoints (listeners) per broker.
+RACK_CHARS_MAX: Final = 255
+LISTENER_NAME_CHARS_MAX: Final = 255
+HOST_CHARS_MAX: Final = 253
+CLUSTER_ID_CHARS_MAX: Final = 255
+ENDPOINTS_PER_BROKER_MAX: Final = 16
+
+# -- RaftService requests (raftmeta.server.guards) ---------------------------------------------------
+# The largest epoch a peer may name. Epochs are int32 and a node at epoch E starts its next
+# election at E + 1, so E = 2**31 - 1 would overflow the field (and wedge every node that adopted
+# it, as none could ever be elected again).
+RAFT_EPOCH_MAX: Final = 2**31 - 2
+# The longest a Fetch may ask the leader to hold it (long poll), in milliseconds; nodes ask for
+# fetch_max_wait_ms (500 by default).
+RAFT_FETCH_WAIT_MS_MAX: Final = 60_000
 
 
 def grpc_channel_options() -> list[tuple[str, int]]:
-    """Options for every channel and server: message size limits and keepalive."""
+    """Options for every channel (and the basis of the server's): message size limits and keepalive."""
     return [
         ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
         ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX),
@@ -25,3 +98,8 @@ def grpc_channel_options() -> list[tuple[str, int]]:
         ("grpc.keepalive_timeout_ms", 5_000),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
+
+
+def grpc_server_options() -> list[tuple[str, int]]:
+    """Options for a node's gRPC server: the channel options plus the per-connection stream limit."""
+    return [*grpc_channel_options(), ("grpc.max_concurrent_streams", CONCURRENT_STREAMS_PER_CONNECTION_MAX)]

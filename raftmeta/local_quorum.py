@@ -4,6 +4,10 @@
 each node's id, pid, address, data dir, log file and exact command line (so ``restart`` starts
 the very same node), plus the broker fleet's pid. Processes start in their own sessions so they
 outlive a detached ``quorum up``.
+
+With ``tls``, a throwaway CA and certificates are made in ``DIR/tls`` (kept across runs), every
+node runs mutual TLS on its listener, the fleet dials with the client certificate, and
+``quorum.json`` records the client's files under ``tls`` for the commands that follow.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from typing import Any
 
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.server.config import format_voters
+from raftmeta.tls import TlsConfig
 
 QUORUM_FILE = "quorum.json"
+TLS_DIR = "tls"
 
 
 @dataclass
@@ -46,10 +52,19 @@ class LocalQuorum:
     nodes: list[NodeProcess]
     brokers_pid: int | None = None
     brokers_argv: list[str] = field(default_factory=list)
+    # The client's TLS files ({"cert", "key", "ca"}) when the quorum runs TLS; None: plaintext.
+    tls: dict[str, str | None] | None = None
 
     @property
     def path(self) -> Path:
         return Path(self.data_dir) / QUORUM_FILE
+
+    @property
+    def client_tls(self) -> TlsConfig | None:
+        """What a client needs to talk to this quorum."""
+        if self.tls is None:
+            return None
+        return TlsConfig.from_flags(self.tls.get("cert"), self.tls.get("key"), self.tls.get("ca"))
 
     def save(self) -> None:
         self.path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
@@ -140,10 +155,12 @@ def up(
     pools: list[str] | None = None,
     node_args: list[str] | None = None,
     heartbeat_interval_ms: int = 1000,
+    catch_up_delay_ms: int | None = None,
+    tls: bool = False,
     timeout_s: float = 30.0,
 ) -> LocalQuorum:
     """Start ``nodes`` node processes (and a broker fleet); return once a leader is elected and
-    the brokers have registered."""
+    the brokers have registered. ``tls``: mutual TLS everywhere, with certificates in DIR/tls."""
     if not 1 <= nodes <= 9:
         raise ValueError(f"--nodes must be between 1 and 9, got {nodes}")
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -160,17 +177,20 @@ def up(
         cluster_id = new_cluster_id()
     ports = free_ports(nodes)
     voters = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports)}
+    node_tls, client_tls = _make_tls(data_dir.absolute() / TLS_DIR, list(voters)) if tls else ({}, None)
     processes: list[NodeProcess] = []
     for node_id, address in voters.items():
         node_dir = data_dir / f"node-{node_id}"
+        tls_args = node_tls[node_id].to_args() if tls else []
         argv = [
             sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "node",
             "--node-id", str(node_id), "--listen", address, "--voters", format_voters(voters),
-            "--data-dir", str(node_dir), "--cluster-id", cluster_id, *(node_args or []),
+            "--data-dir", str(node_dir), "--cluster-id", cluster_id, *tls_args, *(node_args or []),
         ]  # fmt: skip
         log_path = data_dir / "logs" / f"node-{node_id}.log"
         processes.append(NodeProcess(node_id, _spawn(argv, log_path), address, str(node_dir), str(log_path), argv))
     quorum = LocalQuorum(str(data_dir), cluster_id, ",".join(voters.values()), processes)
+    quorum.tls = None if client_tls is None else client_tls.to_json()
     quorum.save()
     wait_for_leader(quorum, timeout_s)
     if brokers:
@@ -179,6 +199,8 @@ def up(
             "--bootstrap-server", quorum.bootstrap_server, "--brokers", str(brokers), "--racks", str(racks),
             "--heartbeat-interval-ms", str(heartbeat_interval_ms),
             *(arg for pool in (pools or []) for arg in ("--pool", pool)),
+            *([] if catch_up_delay_ms is None else ["--catch-up-delay-ms", str(catch_up_delay_ms)]),
+            *([] if client_tls is None else client_tls.to_args()),
         ]  # fmt: skip
         quorum.brokers_pid = _spawn(fleet_argv, data_dir / "logs" / "brokers.log")
         quorum.brokers_argv = fleet_argv
@@ -187,9 +209,25 @@ def up(
     return quorum
 
 
+def _make_tls(directory: Path, node_ids: list[int]) -> tuple[dict[int, TlsConfig], TlsConfig]:
+    """Certificates in ``directory`` (made if missing, kept otherwise): each node's TLS settings
+    (mutual: its certificate, and the CA to require and verify peers' certificates) and the
+    client's. Absolute paths: the flags printed for the user must work from any directory."""
+    from raftmeta.certs import make_certs  # cryptography's x509 builder: only for TLS quorums
+
+    made = make_certs(directory, node_ids)
+    nodes = {i: TlsConfig(f.cert, f.key, made.ca.cert) for i, f in made.nodes.items()}
+    return nodes, TlsConfig(made.client.cert, made.client.key, made.ca.cert)
+
+
+def _client(quorum: LocalQuorum) -> SyncControllerClient:
+    retry = RetryPolicy(deadline_s=2, attempt_timeout_s=1)
+    return SyncControllerClient(quorum.bootstrap_server, retry=retry, tls=quorum.client_tls)
+
+
 def wait_for_leader(quorum: LocalQuorum, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
-    with SyncControllerClient(quorum.bootstrap_server, retry=RetryPolicy(deadline_s=2, attempt_timeout_s=1)) as client:
+    with _client(quorum) as client:
         while time.monotonic() < deadline:
             dead = [n.id for n in quorum.nodes if not alive(n.pid)]
             if len(dead) == len(quorum.nodes):
@@ -206,7 +244,7 @@ def wait_for_leader(quorum: LocalQuorum, timeout_s: float) -> int:
 
 def wait_for_brokers(quorum: LocalQuorum, count: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    with SyncControllerClient(quorum.bootstrap_server, retry=RetryPolicy(deadline_s=2, attempt_timeout_s=1)) as client:
+    with _client(quorum) as client:
         while time.monotonic() < deadline:
             if not alive(quorum.brokers_pid):
                 raise RuntimeError(f"the broker fleet exited; see {Path(quorum.data_dir) / 'logs' / 'brokers.log'}")

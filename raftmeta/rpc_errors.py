@@ -3,6 +3,11 @@
 A node that cannot serve a ControllerService call (no leader known within the deadline)
 aborts it with gRPC status UNAVAILABLE and trailing metadata naming the Kafka error code and
 the leader it knows of, so a client can retry elsewhere and a human reading the status sees why.
+
+The same metadata tells apart the two meanings of RESOURCE_EXHAUSTED: THROTTLING_QUOTA_EXCEEDED is
+a busy node (retry later), POLICY_VIOLATION a request over a limit of ``raftmeta.limits`` (retrying
+the same request cannot help). A refused RaftService call carries the reason the same way
+(INCONSISTENT_CLUSTER_ID, INCONSISTENT_VOTER_SET, INVALID_REQUEST, CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -12,6 +17,12 @@ from dataclasses import dataclass
 
 ERROR_CODE_KEY = "raftmeta-error-code"
 LEADER_ID_KEY = "raftmeta-leader-id"
+# Kafka's error 31: the caller's certificate is not the node it claims to be. Only ever a gRPC
+# status with this metadata, never a per-item answer, so it is not in errors.proto.
+CLUSTER_AUTHORIZATION_FAILED = "CLUSTER_AUTHORIZATION_FAILED"
+# RESOURCE_EXHAUSTED: the node is busy (retryable) or the request is over a limit (not retryable).
+THROTTLING_QUOTA_EXCEEDED = "THROTTLING_QUOTA_EXCEEDED"
+POLICY_VIOLATION = "POLICY_VIOLATION"
 
 
 @dataclass(frozen=True, slots=True)

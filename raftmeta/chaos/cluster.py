@@ -39,6 +39,10 @@ class ClusterConfig:
     election_timeout_ms: int = 500
     session_timeout_ms: int = 4500
     heartbeat_interval_ms: int = 500
+    # How long a simulated broker takes to "copy" a partition it is told to add: short enough that
+    # a move completes within a couple of seconds (delay + one or two heartbeats), so a run sees
+    # many moves complete, and long enough that cancels and faults still catch some in flight.
+    catch_up_delay_ms: int = 1000
     # Small, so snapshots are taken (a few per minute of workload), segments deleted, and nodes
     # that were down fetch a snapshot.
     snapshot_interval_records: int = 1000
@@ -151,7 +155,7 @@ class ChaosCluster:
             sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "brokers", "fleet",
             "--bootstrap-server", self.quorum.bootstrap_server, "--brokers", str(cfg.brokers),
             "--racks", str(cfg.racks), "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
-            "--ready-file", str(ready),
+            "--catch-up-delay-ms", str(cfg.catch_up_delay_ms), "--ready-file", str(ready),
         ]  # fmt: skip
         # local_quorum's spawner: the fleet is then recorded, reaped and stopped like the nodes.
         self.quorum.brokers_pid = local_quorum._spawn(argv, self.data_dir / "logs" / "brokers.log")

@@ -34,6 +34,7 @@ class CommittedLog:
     retained_topics: set[str] = field(default_factory=set)
     retained_removed: set[str] = field(default_factory=set)
     live: dict[str, str] = field(default_factory=dict)  # name -> id after replaying the node
+    requests: set[str] = field(default_factory=set)  # request ids in the node's snapshot and log
     tape_gaps: list[tuple[int, int]] = field(default_factory=list)
     tape_end: int = 0
 
@@ -108,8 +109,10 @@ def _index(log: CommittedLog, row: dict[str, object]) -> None:
 
 
 def _replay_live(log: CommittedLog, row: dict[str, object]) -> None:
-    """Follow the replayed node's records in order to its final topics (name -> id)."""
-    if row["record_type"] == "topic":
+    """Follow the replayed node's records in order to its final topics (name -> id) and requests."""
+    if row["record_type"] == "request":
+        log.requests.add(str(row["request_id"]))
+    elif row["record_type"] == "topic":
         log.live[str(row["topic_name"])] = str(row["topic_id"])
     elif row["record_type"] == "remove_topic":
         removed = str(row["topic_id"])

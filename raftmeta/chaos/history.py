@@ -2,9 +2,11 @@
 checks (raftmeta/jobs/history.py documents the fields).
 
 One line per operation, written when it completes: ``op_id``, ``request_id``, ``kind``
-(``create_topic``, ``delete_topic`` or ``create_partitions``), ``topic``, ``topic_id`` (base64url,
-for ok creates and deletes), ``invoke_ms`` / ``complete_ms`` (wall clock), ``outcome`` (``ok``,
-``fail`` or ``unknown``) and ``error``. ``worker`` is ours (which client); Spark ignores it.
+(``create_topic``, ``delete_topic``, ``create_partitions``, ``reassign_partition`` or
+``cancel_reassignment``), ``topic``, ``topic_id`` (base64url, for ok creates and deletes),
+``invoke_ms`` / ``complete_ms`` (wall clock), ``outcome`` (``ok``, ``fail`` or ``unknown``) and
+``error``. The rest is ours and Spark ignores it: ``worker`` (which client), and for the two
+reassignment kinds ``partition`` and ``replicas`` (the requested target; empty for a cancel).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import IO, Any, Literal
 
 Outcome = Literal["ok", "fail", "unknown"]
 OUTCOMES: tuple[Outcome, ...] = ("ok", "fail", "unknown")
+REASSIGN = "reassign_partition"
+CANCEL_REASSIGNMENT = "cancel_reassignment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +34,15 @@ class Op:
     outcome: Outcome
     error: str
     worker: int = 0
+    partition: int = -1  # reassignment ops: the partition moved or cancelled
+    replicas: tuple[int, ...] = ()  # reassign_partition: the requested target replicas
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Op:
+        return Op(**{**data, "replicas": tuple(data.get("replicas", ()))})
 
 
 class HistoryWriter:
@@ -56,7 +66,7 @@ def read_history(path: Path) -> list[Op]:
     ops = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
-            ops.append(Op(**json.loads(line)))
+            ops.append(Op.from_json(json.loads(line)))
     return ops
 
 

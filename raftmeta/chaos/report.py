@@ -26,7 +26,13 @@ FAMILY_COLOURS = {
     "broker": "#ff7f0e",
 }
 OUTCOME_COLOURS = {"ok": "#2ca02c", "fail": "#7f7f7f", "unknown": "#d62728"}
-KIND_ROWS = {"create_topic": 2, "create_partitions": 1, "delete_topic": 0}
+KIND_ROWS = {
+    "create_topic": 4,
+    "create_partitions": 3,
+    "delete_topic": 2,
+    "reassign_partition": 1,
+    "cancel_reassignment": 0,
+}
 
 
 def write_report(result: ChaosResult) -> dict[str, Path]:
@@ -105,6 +111,7 @@ def _html(document: dict[str, Any], timeline_png: str) -> str:
         for e in document["events"]
     )
     ops = document["ops"]
+    moves = document["reassignments"]
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>raftmeta chaos: {verdict}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:80em}}td,th{{padding:2px 8px;text-align:left;
@@ -114,6 +121,9 @@ vertical-align:top}}table{{border-collapse:collapse}}tr:nth-child(even){{backgro
 ops ok {ops["ok"]}, fail {ops["fail"]}, unknown {ops["unknown"]};
 lost acknowledged {document["lost_acknowledged"]}; longest stretch without an ok op
 {document["longest_unavailable_ms"]} ms; converged {document["converged_ms"]} ms after the heal.</p>
+<p>Reassignments in the committed log: started {moves["started"]}, completed {moves["completed"]},
+cancelled {moves["cancelled"]}, re-targeted {moves["retargeted"]}, dropped with their topic
+{moves["dropped_with_topic"]}, in flight at the end {moves["in_flight_at_end"]}.</p>
 <p>Faults: {esc(", ".join(f"{k} {v}" for k, v in document["faults"].items()))}.
 Reproduce: <code>{esc(document["reproduce"])}</code></p>
 <img src="{esc(timeline_png)}" alt="timeline" style="max-width:100%">

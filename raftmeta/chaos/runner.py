@@ -22,6 +22,7 @@ from raftmeta.chaos.committed import read_committed
 from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.history import HistoryWriter, Op, write_history
 from raftmeta.chaos.monitor import QuorumMonitor
+from raftmeta.chaos.moves import COUNTS, check_reassignments
 from raftmeta.chaos.nemesis import FAMILIES, FaultStep, Nemesis, plan_faults
 from raftmeta.chaos.tape import CommittedTape
 from raftmeta.chaos.workload import Workload, WorkloadConfig
@@ -33,6 +34,8 @@ from raftmeta.v1 import controller_pb2
 
 TAPE_INTERVAL_S = 0.2
 WATCH_INTERVAL_S = 0.5
+# Moves in flight at the heal complete within a catch-up delay and a few heartbeats.
+SETTLE_MOVES_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,12 @@ class ChaosResult:
     def violations(self) -> list[str]:
         return [f"{c.name}: {c.detail}" for c in self.checks if not c.passed]
 
+    @property
+    def reassignments(self) -> dict[str, int]:
+        """Partition moves seen in the committed log: started, completed, cancelled, ..."""
+        counts: dict[str, int] = self.figures.get("reassignments", {}).get("counts", dict.fromkeys(COUNTS, 0))
+        return counts
+
     def to_json(self) -> dict[str, Any]:
         availability_figures = self.figures.get("availability", {})
         return {
@@ -92,6 +101,7 @@ class ChaosResult:
             "seed": self.config.seed,
             "ops": outcome_counts(self.ops),
             "faults": self.faults,
+            "reassignments": self.reassignments,
             "lost_acknowledged": self.lost_acknowledged,
             "violations": self.violations,
             "longest_unavailable_ms": availability_figures.get("longest_unavailable_ms"),
@@ -265,6 +275,9 @@ async def _check_files(
     log = await asyncio.to_thread(read_committed, str(data_dir), tape)
     verdict = check_history(ops, log, final_topics)
     checks.extend(verdict.checks)
+    moves = await asyncio.to_thread(check_reassignments, ops, tape.batches, tape.snapshots, log.requests)
+    checks.extend(moves.checks)
+    figures["reassignments"] = {"counts": moves.counts, **moves.figures}
     figures["history"] = {
         "replayed_node": log.node_id,
         "replay_base_offset": log.base_offset,
@@ -279,7 +292,7 @@ async def _check_files(
         write_history(spark_path, kept)
         figures["spark"] = await asyncio.to_thread(_spark_verify, str(data_dir), str(spark_path), checks)
         figures["spark"]["history_ops_compacted"] = left_out
-    return len(verdict.lost_acknowledged)
+    return len(verdict.lost_acknowledged) + len(moves.lost_acknowledged)
 
 
 async def _settle_and_describe(bootstrap: str, monitor: QuorumMonitor, nodes: int) -> dict[str, str] | None:
@@ -287,9 +300,12 @@ async def _settle_and_describe(bootstrap: str, monitor: QuorumMonitor, nodes: in
 
     Nodes checkpoint their high watermark at most once a second, on a commit: after a quiet
     second, one more committed write (a marker topic, not part of the history) makes every node
-    write a checkpoint that covers everything before it."""
-    await asyncio.sleep(1.2)
+    write a checkpoint that covers everything before it. Moves still in flight after the heal
+    commit records of their own (catch-up, completion) a second or two later, so the quiet second
+    starts once none is left."""
     async with ControllerClient(bootstrap, retry=RetryPolicy(deadline_s=10)) as client:
+        await _wait_moves_done(client, SETTLE_MOVES_S)
+        await asyncio.sleep(1.2)
         marker = controller_pb2.CreatableTopic(
             name=f"chaos-end-{random.randrange(1 << 30)}", num_partitions=1, replication_factor=1
         )
@@ -301,6 +317,19 @@ async def _settle_and_describe(bootstrap: str, monitor: QuorumMonitor, nodes: in
         except ClientError:
             return None  # a converged quorum that cannot answer: reported as a failed check
     return {t.name: uuid_to_str(t.topic_id) for t in described.topics}
+
+
+async def _wait_moves_done(client: ControllerClient, timeout_s: float) -> None:
+    """Until ListPartitionReassignments is empty, or ``timeout_s``: a move that never completes is
+    then left to the checks (it shows in the counts as in flight at the end)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not (await client.list_partition_reassignments()).topics:
+                return
+        except ClientError:
+            pass  # the next poll will tell
+        await asyncio.sleep(0.25)
 
 
 async def _record_tape(tape: CommittedTape) -> None:

@@ -15,6 +15,10 @@ For the leader, the bound is also the high watermark it last reported through De
 (fresher than its checkpoint, which is written at most once a second). The tape can still miss
 batches that every node committed *and* compacted into a snapshot between two reads;
 :meth:`gaps` lists them, and the checks treat those offsets as unknown, never as lost.
+
+The tape also keeps a copy of every snapshot file it sees (by end offset; a node keeps only its
+two newest): a replay of the tape that reaches a gap resumes from a snapshot taken at or after
+the gap's end (:mod:`raftmeta.chaos.replay`), instead of stopping there.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 from raftmeta.storage import codec
 from raftmeta.storage.errors import StorageError
 from raftmeta.storage.high_watermark import read_high_watermark
+from raftmeta.storage.snapshot import SNAPSHOT_SUFFIX, SnapshotId, parse_snapshot_name
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 
@@ -42,6 +47,8 @@ class CommittedTape:
     batches: dict[int, bytes] = field(default_factory=dict)  # base offset -> batch bytes
     digests: dict[int, str] = field(default_factory=dict)
     conflicts: list[str] = field(default_factory=list)
+    # Snapshot files as found (a ``.checkpoint`` name is always a whole file: written, then renamed).
+    snapshots: dict[SnapshotId, bytes] = field(default_factory=dict)
     reads: int = 0
     # (leader id, high watermark) as the leader last reported it (DescribeQuorum): the leader's
     # log below its own high watermark is committed too, and that bound is fresher than the
@@ -53,6 +60,7 @@ class CommittedTape:
         """Copy whatever became committed since the last poll (call from one thread at a time)."""
         self.reads += 1
         for node_id, node_dir in self.node_dirs.items():
+            self._copy_snapshots(node_dir / LOG_DIR_NAME)  # a snapshot only ever holds committed records
             leader, leader_hw = self.leader_hint
             try:
                 hw = read_high_watermark(node_dir)
@@ -62,6 +70,16 @@ class CommittedTape:
                 hw = max(hw, leader_hw)
             for segment in sorted((node_dir / LOG_DIR_NAME).glob("*.log")):
                 self._read_segment(node_id, segment, hw)
+
+    def _copy_snapshots(self, log_dir: Path) -> None:
+        for path in log_dir.glob(f"*{SNAPSHOT_SUFFIX}"):
+            snapshot_id = parse_snapshot_name(path.name)
+            if snapshot_id is None or snapshot_id in self.snapshots:
+                continue
+            try:
+                self.snapshots[snapshot_id] = path.read_bytes()
+            except OSError:
+                continue  # pruned under us: a newer one exists
 
     def _read_segment(self, node_id: int, segment: Path, hw: int) -> None:
         key = (node_id, segment.name)

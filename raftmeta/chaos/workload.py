@@ -7,11 +7,17 @@ everything else (the client's deadline ran out, OutcomeUnknownError, UNAVAILABLE
 any other status) is ``unknown``: the request may or may not have been applied, never counted
 as either. Request ids are chosen here, so an unknown op still names the request it sent.
 
-The mix (per op): 55% CreateTopics (names from a small pool so some collide; 1-6 partitions,
-replication factor 1-3, a random placer, 10% manual assignments, 10% invalid on purpose), 20%
-CreatePartitions of a topic this run created, 25% DeleteTopics of an ephemeral ("e") one.
-Kept ("k") topics are never deleted, so their creates stay checkable however much of the log
-snapshots have compacted away.
+The mix (per op): 45% CreateTopics (names from a small pool so some collide; 1-6 partitions,
+replication factor 1-3, a random placer, 10% manual assignments, 10% invalid on purpose), 15%
+AlterPartitionReassignments of one partition of a topic this run created (a third of them cancel
+one of the moves started last, a sixth give one of those a new target; the others move a random
+partition to a random set of registered brokers of the topic's replication factor, 10% of them
+invalid on purpose), 17%
+CreatePartitions of a topic this run created, 23% DeleteTopics of an ephemeral ("e") one, which
+may catch a move in flight. Kept ("k") topics are never deleted, so their creates stay checkable
+however much of the log snapshots have compacted away.
+
+One partition per reassignment request, so an op has one outcome: the per-partition answer.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import TypeVar
 import grpc
 
 from raftmeta.chaos.events import wall_ms
-from raftmeta.chaos.history import HistoryWriter, Op, Outcome
+from raftmeta.chaos.history import CANCEL_REASSIGNMENT, REASSIGN, HistoryWriter, Op, Outcome
 from raftmeta.client import ClientError, ControllerClient, OutcomeUnknownError, RetryPolicy
 from raftmeta.ids import uuid_to_str
 from raftmeta.v1 import controller_pb2, errors_pb2
@@ -40,6 +46,15 @@ PLACERS = ("", "striped", "legacy", "balanced")
 KEPT_PREFIX = "k"
 EPHEMERAL_PREFIX = "e"
 TOPIC_NAMES = 150
+# Cancels pick among the moves started last, so most still find their move in flight (a move
+# completes a catch-up delay plus a heartbeat or two after it starts).
+RECENT_MOVES = 4
+Request = (
+    controller_pb2.CreateTopicsRequest
+    | controller_pb2.CreatePartitionsRequest
+    | controller_pb2.DeleteTopicsRequest
+    | controller_pb2.AlterPartitionReassignmentsRequest
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,8 @@ class SharedView:
     Only guides the choice of targets: the checks never trust it."""
 
     partitions: dict[str, int] = field(default_factory=dict)
+    replication: dict[str, int] = field(default_factory=dict)  # name -> replication factor
+    moves: list[tuple[str, int]] = field(default_factory=list)  # (topic, partition) of ok moves, oldest first
     next_op_id: int = 0
 
     def new_op_id(self) -> int:
@@ -84,9 +101,11 @@ class Workload:
             while not stop.is_set():
                 roll = rng.random()
                 ephemeral = sorted(n for n in self.view.partitions if n.startswith(EPHEMERAL_PREFIX))
-                if roll < 0.55 or not self.view.partitions:
+                if roll < 0.45 or not self.view.partitions:
                     await self._create(client, worker, rng)
-                elif roll < 0.75 or not ephemeral:
+                elif roll < 0.60:
+                    await self._reassign(client, worker, rng)
+                elif roll < 0.77 or not ephemeral:
                     await self._add_partitions(client, worker, rng, rng.choice(sorted(self.view.partitions)))
                 else:
                     await self._delete(client, worker, rng.choice(ephemeral))
@@ -132,6 +151,7 @@ class Workload:
             result = response.topics[0]
             if result.error_code == errors_pb2.NONE:
                 self.view.partitions[topic.name] = result.num_partitions or max(1, len(topic.assignments))
+                self.view.replication[topic.name] = result.replication_factor or len(topic.assignments[0].broker_ids)
                 return "ok", uuid_to_str(result.topic_id), ""
             return "fail", "", _error(result.error_code, result.error_message)
 
@@ -164,16 +184,79 @@ class Workload:
 
         await self._call(worker, "delete_topic", name, request, lambda: client.delete_topics(request), judge)
 
+    async def _reassign(self, client: ControllerClient, worker: int, rng: random.Random) -> None:
+        """Move one partition, or cancel or re-target one of the moves started last."""
+        recent = self.view.moves[-RECENT_MOVES:]
+        roll = rng.random()
+        if recent and roll < 1 / 3:
+            name, pid = rng.choice(recent)
+            target = controller_pb2.ReassignablePartition(partition_index=pid, cancel=True)
+        elif recent and roll < 1 / 2:  # a new target for a move that may still run (KIP-455 replaces it)
+            name, pid = rng.choice(recent)
+            replicas = rng.sample(range(self.config.brokers), self.view.replication.get(name, 1))
+            target = controller_pb2.ReassignablePartition(partition_index=pid, replicas=replicas)
+        else:
+            name = rng.choice(sorted(self.view.partitions))
+            target = self._target(rng, name)
+        request = controller_pb2.AlterPartitionReassignmentsRequest(
+            topics=[controller_pb2.ReassignableTopic(name=name, partitions=[target])], request_id=str(uuid.uuid4())
+        )
+        pid = target.partition_index
+
+        def judge(response: controller_pb2.AlterPartitionReassignmentsResponse) -> tuple[Outcome, str, str]:
+            result = response.results[0].partitions[0]
+            if result.error_code != errors_pb2.NONE:
+                return "fail", "", _error(result.error_code, result.error_message)
+            if not target.cancel:
+                self.view.moves.append((name, pid))
+                del self.view.moves[: -RECENT_MOVES * 4]  # only the last few are ever chosen
+            return "ok", "", ""
+
+        await self._call(
+            worker,
+            CANCEL_REASSIGNMENT if target.cancel else REASSIGN,
+            name,
+            request,
+            lambda: client.alter_partition_reassignments(request),
+            judge,
+            partition=pid,
+            replicas=tuple(target.replicas),
+        )
+
+    def _target(self, rng: random.Random, name: str) -> controller_pb2.ReassignablePartition:
+        """A random target of the topic's replication factor, or (10%) one that must be refused."""
+        brokers = self.config.brokers
+        count = self.view.partitions[name]
+        rf = self.view.replication.get(name, 1)
+        pid = rng.randrange(count)
+        if rng.random() < 0.10:  # invalid on purpose: each must be answered with a definite error
+            wrong_rf = rf + 1 if rf < brokers else rf - 1
+            return rng.choice(
+                [
+                    controller_pb2.ReassignablePartition(partition_index=pid, replicas=[0] * max(2, rf)),
+                    controller_pb2.ReassignablePartition(
+                        partition_index=pid, replicas=[*rng.sample(range(brokers), rf - 1), brokers + 7]
+                    ),
+                    controller_pb2.ReassignablePartition(
+                        partition_index=pid, replicas=rng.sample(range(brokers), wrong_rf)
+                    ),
+                    controller_pb2.ReassignablePartition(partition_index=count + 5, replicas=list(range(rf))),
+                    controller_pb2.ReassignablePartition(partition_index=pid, replicas=[0], cancel=True),
+                ]
+            )
+        return controller_pb2.ReassignablePartition(partition_index=pid, replicas=rng.sample(range(brokers), rf))
+
     async def _call(
         self,
         worker: int,
         kind: str,
         topic: str,
-        request: controller_pb2.CreateTopicsRequest
-        | controller_pb2.CreatePartitionsRequest
-        | controller_pb2.DeleteTopicsRequest,
+        request: Request,
         send: Callable[[], Awaitable[R]],
         judge: Callable[[R], tuple[Outcome, str, str]],
+        *,
+        partition: int = -1,
+        replicas: tuple[int, ...] = (),
     ) -> None:
         op_id = self.view.new_op_id()
         invoke_ms = wall_ms()
@@ -188,7 +271,20 @@ class Workload:
             definite = exc.code == grpc.StatusCode.INVALID_ARGUMENT
             outcome, topic_id, error = ("fail" if definite else "unknown"), "", str(exc)
         self.history.record(
-            Op(op_id, request.request_id, kind, topic, topic_id, invoke_ms, wall_ms(), outcome, error, worker)
+            Op(
+                op_id,
+                request.request_id,
+                kind,
+                topic,
+                topic_id,
+                invoke_ms,
+                wall_ms(),
+                outcome,
+                error,
+                worker,
+                partition,
+                replicas,
+            )
         )
 
 

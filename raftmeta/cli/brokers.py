@@ -17,11 +17,12 @@ import click
 import grpc
 
 from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
-from raftmeta.cli.connect import bootstrap_options, connect
+from raftmeta.cli.connect import bootstrap_options, connect, tls_from_context, tls_options
 from raftmeta.cli.topics import error_name
 from raftmeta.client import ControllerClient, RetryPolicy, parse_bootstrap
 from raftmeta.fleet import FLEET_ENDPOINT, BrokerFleet, BrokerSpec, FleetServicer, plan_fleet, start_control_server
 from raftmeta.limits import grpc_channel_options
+from raftmeta.tls import TlsConfig
 from raftmeta.v1 import controller_pb2, fleet_pb2, fleet_pb2_grpc
 
 
@@ -61,6 +62,7 @@ def brokers() -> None:
 @click.option("--listen", default="127.0.0.1:0", show_default=True, help="Address of the fleet's control service.")
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write {address, brokers} here as JSON once the control service listens.")  # fmt: skip
+@tls_options
 def fleet(
     bootstrap_server: str,
     count: int,
@@ -78,7 +80,8 @@ def fleet(
         specs = plan_fleet(count, racks, parse_pools(pools), first_id)
     except ValueError as exc:
         raise usage_error(str(exc)) from exc
-    asyncio.run(_run_fleet(bootstrap_server, specs, heartbeat_interval_ms, listen, ready_file, catch_up_delay_ms))
+    tls = tls_from_context()
+    asyncio.run(_run_fleet(bootstrap_server, specs, heartbeat_interval_ms, listen, ready_file, catch_up_delay_ms, tls))
 
 
 async def _run_fleet(
@@ -88,10 +91,11 @@ async def _run_fleet(
     listen: str,
     ready_file: Path | None,
     catch_up_delay_ms: int = 2000,
+    tls: TlsConfig | None = None,
 ) -> None:
     server, address = await start_control_server(listen)
     retry = RetryPolicy(deadline_s=max(2.0, heartbeat_interval_ms / 1000), attempt_timeout_s=1.0)
-    async with ControllerClient(bootstrap_server, retry=retry) as client:
+    async with ControllerClient(bootstrap_server, retry=retry, tls=tls) as client:
         fleet_ = BrokerFleet(
             client,
             specs,

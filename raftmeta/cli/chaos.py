@@ -95,6 +95,15 @@ def chaos(
         raise SystemExit(EXIT_FAILED)
 
 
+def _moves(counts: object) -> str:
+    assert isinstance(counts, dict)
+    return (
+        f"started {counts['started']}  completed {counts['completed']}  cancelled {counts['cancelled']}  "
+        f"(re-targeted {counts['retargeted']}, dropped with their topic {counts['dropped_with_topic']}, "
+        f"in flight at the end {counts['in_flight_at_end']})"
+    )
+
+
 def _print_summary(document: dict[str, object], paths: dict[str, Path]) -> None:
     ops = document["ops"]
     assert isinstance(ops, dict)
@@ -103,6 +112,7 @@ def _print_summary(document: dict[str, object], paths: dict[str, Path]) -> None:
         f"  ops ok {ops['ok']}  fail {ops['fail']}  unknown {ops['unknown']}  "
         f"lost acknowledged {document['lost_acknowledged']}\n"
         f"  faults {document['faults']}\n"
+        f"  reassignments {_moves(document['reassignments'])}\n"
         f"  longest without an ok op {document['longest_unavailable_ms']} ms; "
         f"converged {document['converged_ms']} ms after the heal"
     )

@@ -4,18 +4,70 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from raftmeta.cli.common import CheckFailed, usage_error
-from raftmeta.client import ClientError, OutcomeUnknownError, RetryPolicy, SyncControllerClient, parse_bootstrap
+from raftmeta.client import (
+    ClientError,
+    OutcomeUnknownError,
+    RetryPolicy,
+    SyncControllerClient,
+    UnavailableError,
+    parse_bootstrap,
+)
+from raftmeta.tls import TlsConfig, TlsError, material
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The --tls-* values of the running command, kept in the click context so that every command
+# gets them through ``bootstrap_options`` and ``connect`` without a parameter of its own.
+_TLS_META = "raftmeta.tls"
+_TLS_FLAGS = (
+    ("cert", "Client certificate (PEM), for listeners that require one (mutual TLS)."),
+    ("key", "Private key (PEM) of --tls-cert."),
+    ("ca", "CA bundle (PEM) that signed the nodes' certificates; turns on TLS."),
+)
+
+
+def _remember_tls(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    ctx.meta.setdefault(_TLS_META, {})[param.name] = value
+
+
+def tls_options(func: F) -> F:
+    """Add ``--tls-cert/--tls-key/--tls-ca`` (env RAFTMETA_TLS_CERT/KEY/CA); read them with
+    :func:`tls_from_context`. Any of them turns on TLS; none means plaintext."""
+    for part, text in reversed(_TLS_FLAGS):
+        env = f"RAFTMETA_TLS_{part.upper()}"
+        func = click.option(
+            f"--tls-{part}",
+            f"tls_{part}",
+            type=click.Path(dir_okay=False, path_type=Path),
+            envvar=env,
+            expose_value=False,
+            callback=_remember_tls,
+            help=f"{text} (env {env})",
+        )(func)
+    return func
+
+
+def tls_from_context() -> TlsConfig | None:
+    """The current command's TLS settings, with their files checked (a bad one is a usage error)."""
+    ctx = click.get_current_context(silent=True)
+    values: dict[str, Path | None] = {} if ctx is None else ctx.meta.get(_TLS_META, {})
+    try:
+        tls = TlsConfig.from_flags(values.get("tls_cert"), values.get("tls_key"), values.get("tls_ca"))
+        material(tls)
+    except TlsError as exc:
+        raise usage_error(str(exc)) from exc
+    return tls
+
 
 def bootstrap_options(func: F) -> F:
-    """Add ``--bootstrap-server`` and ``--timeout`` (seconds) to a command."""
+    """Add ``--bootstrap-server``, ``--timeout`` (seconds) and the ``--tls-*`` flags to a command."""
+    func = tls_options(func)
     func = click.option(
         "--timeout",
         type=click.FloatRange(min=0.1),
@@ -34,19 +86,35 @@ def bootstrap_options(func: F) -> F:
 
 
 @contextmanager
-def connect(bootstrap_server: str, timeout: float) -> Iterator[SyncControllerClient]:
-    """A client for the command; client errors become exit code 1 with the server's message."""
+def connect(bootstrap_server: str, timeout: float, tls: TlsConfig | None = None) -> Iterator[SyncControllerClient]:
+    """A client for the command; client errors become exit code 1 with the server's message.
+
+    ``tls`` defaults to the command's ``--tls-*`` flags (see :func:`bootstrap_options`).
+    """
     try:
         parse_bootstrap(bootstrap_server)
     except ValueError as exc:
         raise usage_error(str(exc), "--bootstrap-server") from exc
+    if tls is None:
+        tls = tls_from_context()
     policy = RetryPolicy(deadline_s=timeout, attempt_timeout_s=min(5.0, timeout))
-    client = SyncControllerClient(bootstrap_server, retry=policy)
+    client = SyncControllerClient(bootstrap_server, retry=policy, tls=tls)
     try:
         yield client
     except OutcomeUnknownError as exc:
         raise CheckFailed(f"{exc}. Run the same command again to learn the outcome.") from exc
     except ClientError as exc:
-        raise CheckFailed(str(exc)) from exc
+        raise CheckFailed(str(exc) + _tls_hint(exc, tls)) from exc
     finally:
         client.close()
+
+
+def _tls_hint(exc: ClientError, tls: TlsConfig | None) -> str:
+    """A node that refuses a connection's TLS (or its absence) just closes it: say what may be missing."""
+    if not isinstance(exc, UnavailableError) or "socket closed" not in exc.details.lower():
+        return ""
+    if tls is None:
+        return " (if the quorum runs TLS, give --tls-ca, and --tls-cert/--tls-key when it requires client certificates)"
+    if tls.cert is None:
+        return " (if the node requires client certificates, give --tls-cert and --tls-key)"
+    return " (the node may not accept this client certificate: check that its CA is the node's --tls-ca)"

@@ -22,8 +22,10 @@ from raftmeta.logs import LOG_LEVELS, configure_logging
 COMMANDS: dict[str, str] = {
     "bench": "raftmeta.cli.bench:bench",
     "brokers": "raftmeta.cli.brokers:brokers",
+    "certs": "raftmeta.cli.certs:certs",
     "chaos": "raftmeta.cli.chaos:chaos",
     "demo": "raftmeta.cli.demo:demo",
+    "fuzz": "raftmeta.cli.fuzz:fuzz",
     "log": "raftmeta.cli.log:log",
     "node": "raftmeta.cli.node:node",
     "quorum": "raftmeta.cli.quorum:quorum",

@@ -8,10 +8,20 @@ import click
 
 from raftmeta.cli.common import CheckFailed, usage_error
 
+# A PEM file (certificate, key or CA bundle); its content is checked by raftmeta.tls.
+PEM = click.Path(dir_okay=False, path_type=Path)
+
 
 @click.command()
 @click.option("--node-id", type=click.IntRange(min=0), required=True, help="This node's id (one of the voters).")
 @click.option("--listen", required=True, help="host:port for RaftService and ControllerService.")
+@click.option("--tls-cert", type=PEM, help="Certificate of --listen, also presented to the other voters.")
+@click.option("--tls-key", type=PEM, help="Private key of --tls-cert.")
+@click.option("--tls-ca", type=PEM, help="CA bundle: verifies the voters; requires client certificates on --listen.")
+@click.option("--client-listen", help="host:port of an optional second listener for clients only.")
+@click.option("--client-tls-cert", type=PEM, help="Certificate of --client-listen.")
+@click.option("--client-tls-key", type=PEM, help="Private key of --client-tls-cert.")
+@click.option("--client-tls-ca", type=PEM, help="CA bundle: requires client certificates on --client-listen.")
 @click.option("--voters", required=True, help="Kafka's controller.quorum.voters: 1@host:port,2@host:port,...")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option(
@@ -35,6 +45,13 @@ from raftmeta.cli.common import CheckFailed, usage_error
 def node(
     node_id: int,
     listen: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    tls_ca: Path | None,
+    client_listen: str | None,
+    client_tls_cert: Path | None,
+    client_tls_key: Path | None,
+    client_tls_ca: Path | None,
     voters: str,
     data_dir: Path,
     cluster_id: str | None,
@@ -54,11 +71,20 @@ def node(
     from raftmeta.server.config import NodeConfig, parse_voters
     from raftmeta.storage.errors import StorageError
     from raftmeta.storage.meta_properties import read_meta_properties
+    from raftmeta.tls import TlsConfig, TlsError, material
 
     try:
         voter_map = parse_voters(voters)
     except ValueError as exc:
         raise usage_error(str(exc), "--voters") from exc
+    try:
+        tls = TlsConfig.from_flags(tls_cert, tls_key, tls_ca)
+        client_tls = TlsConfig.from_flags(client_tls_cert, client_tls_key, client_tls_ca, flag_prefix="--client-tls")
+        # Check the files now: a bad one is a usage error naming its flag, not a failed handshake later.
+        material(tls)
+        material(client_tls)
+    except TlsError as exc:
+        raise usage_error(str(exc)) from exc
     if node_id not in voter_map:
         raise usage_error(f"node {node_id} is not among the voters {sorted(voter_map)}", "--node-id")
     existing = read_meta_properties(data_dir) if data_dir.exists() else None
@@ -68,19 +94,25 @@ def node(
         cluster_id = existing.cluster_id
     from raftmeta.controller.result import ControllerConfig
 
-    config = NodeConfig(
-        node_id=node_id,
-        listen=listen,
-        voters=voter_map,
-        data_dir=data_dir,
-        cluster_id=cluster_id,
-        repair_log=repair_log,
-        snapshot_interval_records=snapshot_interval_records,
-        fetch_timeout_ms=fetch_timeout_ms,
-        election_timeout_ms=election_timeout_ms,
-        unsafe_ack_before_commit=unsafe_ack_before_commit,
-        unsafe_skip_fsync=unsafe_skip_fsync,
-    )
+    try:
+        config = NodeConfig(
+            node_id=node_id,
+            listen=listen,
+            voters=voter_map,
+            data_dir=data_dir,
+            cluster_id=cluster_id,
+            repair_log=repair_log,
+            snapshot_interval_records=snapshot_interval_records,
+            fetch_timeout_ms=fetch_timeout_ms,
+            election_timeout_ms=election_timeout_ms,
+            tls=tls,
+            client_listen=client_listen,
+            client_tls=client_tls,
+            unsafe_ack_before_commit=unsafe_ack_before_commit,
+            unsafe_skip_fsync=unsafe_skip_fsync,
+        )
+    except ValueError as exc:  # the messages name the flag (TLS and listener combinations)
+        raise usage_error(str(exc)) from exc
     config = replace(config, controller=ControllerConfig(session_timeout_ms=session_timeout_ms))
     if segment_bytes is not None:
         config = replace(config, segment_bytes=segment_bytes)

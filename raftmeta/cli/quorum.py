@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 from pathlib import Path
@@ -32,6 +33,11 @@ def quorum() -> None:
 @click.option("--snapshot-interval-records", type=click.IntRange(min=1), default=None, help="Passed to every node.")
 @click.option("--session-timeout-ms", type=click.IntRange(min=10), default=None, help="Broker session timeout.")
 @click.option("--heartbeat-interval-ms", type=click.IntRange(min=10), default=1000, show_default=True)
+@click.option("--catch-up-delay-ms", type=click.IntRange(min=0), default=None,
+              help="How long a simulated broker takes to copy a partition it is told to add "
+              "(reassignment); the fleet's default is 2000.")  # fmt: skip
+@click.option("--tls", is_flag=True,
+              help="Mutual TLS between all processes, with throwaway certificates made in DATA_DIR/tls.")  # fmt: skip
 @click.option("--detach", is_flag=True, help="Return once a leader is elected (and brokers registered).")
 @output_option
 def up(
@@ -43,6 +49,8 @@ def up(
     snapshot_interval_records: int | None,
     session_timeout_ms: int | None,
     heartbeat_interval_ms: int,
+    catch_up_delay_ms: int | None,
+    tls: bool,
     detach: bool,
     output: str,
 ) -> None:
@@ -65,6 +73,8 @@ def up(
             pools=list(pools),
             node_args=node_args,
             heartbeat_interval_ms=heartbeat_interval_ms,
+            catch_up_delay_ms=catch_up_delay_ms,
+            tls=tls,
         )
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise CheckFailed(str(exc)) from exc
@@ -73,6 +83,7 @@ def up(
         "cluster_id": started.cluster_id,
         "nodes": [{"id": n.id, "pid": n.pid, "address": n.address, "data_dir": n.data_dir} for n in started.nodes],
         "brokers_pid": started.brokers_pid,
+        "tls": started.tls,
     }
     if output == "json":
         emit_json(document)
@@ -82,6 +93,12 @@ def up(
             click.echo(f"  node {n.id}: pid {n.pid} at {n.address}, data {n.data_dir}, log {n.log}")
         if started.brokers_pid:
             click.echo(f"  {brokers} simulated brokers in {racks} racks: pid {started.brokers_pid}")
+        client_tls = started.client_tls
+        if client_tls is not None:
+            click.echo("  mutual TLS on every node; other commands need these flags (or the environment):")
+            click.echo(f"    {shlex.join(client_tls.to_args())}")
+            for part, path in client_tls.to_json().items():
+                click.echo(f"    export RAFTMETA_TLS_{part.upper()}={shlex.quote(str(path))}")
     if detach:
         return
     click.echo("running; Ctrl-C stops the quorum", err=True)

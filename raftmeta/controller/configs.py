@@ -18,6 +18,9 @@ from raftmeta.v1 import errors_pb2
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _LONG_RANGE = (-(1 << 63), (1 << 63) - 1)
 _INT_RANGE = (-(1 << 31), (1 << 31) - 1)
+# Digits of the longest number in range (a LONG has 19). Counted before converting: Python's
+# int() refuses strings of more than 4300 digits with a ValueError (found by `raftmeta fuzz`).
+_DIGITS_MAX = 19
 
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
@@ -58,14 +61,26 @@ def _invalid(value: str, name: str, why: str) -> ApiError:
     return ApiError(errors_pb2.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {why}")
 
 
+def _integer(value: str) -> int | None:
+    """The decimal integer ``value`` spells (sign and leading zeros allowed, as Java's
+    Long.parseLong), or None if it is not one or has more digits than any number in range."""
+    if _INTEGER.fullmatch(value) is None:
+        return None
+    sign = "-" if value.startswith("-") else ""
+    digits = value.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > _DIGITS_MAX:
+        return None
+    return int(sign + digits)
+
+
 def normalize_value(key: ConfigKey, raw: str) -> str | ApiError:
     """The value as Kafka stores it, or the INVALID_CONFIG error for it."""
     value = raw.strip()
     if key.type in ("LONG", "INT"):
         bounds = _LONG_RANGE if key.type == "LONG" else _INT_RANGE
-        if _INTEGER.fullmatch(value) is None or not bounds[0] <= int(value) <= bounds[1]:
+        number = _integer(value)
+        if number is None or not bounds[0] <= number <= bounds[1]:
             return _invalid(value, key.name, f"Not a number of type {key.type}")
-        number = int(value)
         if key.at_least is not None and number < key.at_least:
             return _invalid(value, key.name, f"Value must be at least {key.at_least}")
         return str(number)

@@ -39,7 +39,7 @@ committed *or* pending) gets that response and writes nothing.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -318,17 +318,38 @@ class Controller:
     # ---- the log --------------------------------------------------------------------------------
     def appended(self, key: int, last_offset: int) -> None:
         """The driver appended the batch of ``key``; its last record has ``last_offset``."""
+        self.appended_together((key,), last_offset)
+
+    def appended_together(self, keys: Sequence[int], last_offset: int) -> None:
+        """The driver appended the records of ``keys`` -- consecutive pending batches, in the
+        order ``handle`` returned them -- as ONE log batch whose last record has ``last_offset``.
+
+        Under load the driver combines queued requests into one log batch (one append, one
+        fsync, one Fetch round for all of them). They still are separate pending batches here,
+        each with its own working image and waiters; sharing a last offset, they commit (and are
+        lost) together, which is what the log does with them."""
+        if not keys:
+            raise ValueError("appended_together needs at least one key")
+        pending = self._pending
+        index = next((i for i, batch in enumerate(pending) if batch.key == keys[0]), None)
+        if index is None:
+            raise KeyError(f"no pending batch with key {keys[0]}")
         previous = self._committed_offset
-        for batch in self._pending:
-            if batch.key == key:
-                if batch.last_offset is not None:
-                    raise ValueError(f"batch {key} was already appended at offset {batch.last_offset}")
-                if last_offset <= previous:
-                    raise ValueError(f"batch {key}: offset {last_offset} does not follow offset {previous}")
-                batch.last_offset = last_offset
-                return
-            previous = batch.last_offset if batch.last_offset is not None else previous
-        raise KeyError(f"no pending batch with key {key}")
+        for i in range(index):
+            appended_at = pending[i].last_offset
+            previous = appended_at if appended_at is not None else previous
+        if last_offset <= previous:
+            raise ValueError(f"batch {keys[0]}: offset {last_offset} does not follow offset {previous}")
+        if index + len(keys) > len(pending):
+            raise KeyError(f"keys {list(keys)} are not consecutive pending batches")
+        batches = [pending[index + i] for i in range(len(keys))]
+        for key, batch in zip(keys, batches, strict=True):
+            if batch.key != key:
+                raise KeyError(f"keys {list(keys)} are not consecutive pending batches (found {batch.key})")
+            if batch.last_offset is not None:
+                raise ValueError(f"batch {key} was already appended at offset {batch.last_offset}")
+        for batch in batches:
+            batch.last_offset = last_offset
 
     def on_commit(self, high_watermark: int) -> list[Completion]:
         """Commit every pending batch whose last offset is <= ``high_watermark``; release answers."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-MAX_NAME_LENGTH = 249
+from raftmeta.limits import TOPIC_NAME_CHARS_MAX
+
+MAX_NAME_LENGTH = TOPIC_NAME_CHARS_MAX
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]*")
 COLLISION_WARNING = (
     "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could "

@@ -5,6 +5,10 @@ epoch and fenced state), non-topic configs, then per topic (by name) its TopicRe
 and full-state PartitionRecords (epochs included), then the answered request ids oldest first, so
 eviction after a reload removes the same ids as on a node that replayed the whole log.
 ``image_from_records(image_to_records(image)) == image`` for every image.
+
+:class:`SnapshotEncoder` produces the same records already serialized, for the node's periodic
+snapshots: a topic's records are encoded once and reused by every later snapshot in which the
+topic is unchanged (see the class).
 """
 
 from __future__ import annotations
@@ -12,11 +16,63 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from raftmeta.controller.delta import ImageBuilder
-from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, TOPIC_RESOURCE, MetadataImage
+from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, TOPIC_RESOURCE, MetadataImage, TopicImage
+from raftmeta.controller.wire import PartitionEncoder
 from raftmeta.v1 import records_pb2
 
 
 def image_to_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
+    out = _cluster_records(image)
+    for topic in image.topics_sorted():
+        out.extend(_topic_records(topic))
+    out.extend(_request_records(image))
+    return out
+
+
+class SnapshotEncoder:
+    """``image_to_records`` serialized, reusing the bytes of every topic unchanged since the
+    previous call.
+
+    Topics are immutable values shared by every image that did not change them, so a topic that is
+    the very same object as at the last snapshot has the very same records. Encoding a partition
+    costs a few microseconds of Python, and a snapshot covers the whole image: with 1000-partition
+    topics, re-encoding everything was a third of every node's time under load. Now a snapshot
+    encodes only the topics created or changed since the last one. The price is memory: the
+    encoded records of the last snapshot's topics (about the size of the snapshot file) stay
+    cached. One encoder serves one snapshot at a time (the node takes them one after another).
+    """
+
+    def __init__(self) -> None:
+        # id(topic) -> (topic, its records serialized); holding the topic keeps its id unique.
+        self._topics: dict[int, tuple[TopicImage, list[bytes]]] = {}
+        self._partitions = PartitionEncoder()
+
+    def records(self, image: MetadataImage) -> list[bytes]:
+        out = [r.SerializeToString() for r in _cluster_records(image)]
+        previous = self._topics
+        cache: dict[int, tuple[TopicImage, list[bytes]]] = {}
+        for topic in image.topics_sorted():
+            key = id(topic)
+            hit = previous.get(key)
+            encoded = hit[1] if hit is not None and hit[0] is topic else self._encode_topic(topic)
+            cache[key] = (topic, encoded)
+            out.extend(encoded)
+        out.extend(r.SerializeToString() for r in _request_records(image))
+        self._topics = cache
+        return out
+
+    def _encode_topic(self, topic: TopicImage) -> list[bytes]:
+        """``_topic_records(topic)`` serialized; the partitions straight to wire format."""
+        head = _topic_records(topic, with_partitions=False)
+        encoded = [r.SerializeToString() for r in head]
+        prefix = self._partitions.topic_prefix(topic.topic_id)
+        record = self._partitions.record
+        encoded.extend([record(prefix, pid, part) for pid, part in enumerate(topic.partitions)])
+        return encoded
+
+
+def _cluster_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
+    """Brokers, then non-topic configs."""
     out: list[records_pb2.MetadataRecord] = []
     for broker in sorted(image.brokers.values(), key=lambda b: b.id):
         out.append(
@@ -37,36 +93,48 @@ def image_to_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
     for (resource_type, resource_name), configs in sorted(image.configs.items()):
         for name in sorted(configs):
             out.append(_config(resource_type, resource_name, name, configs[name]))
-    for topic in image.topics_sorted():
-        topic_record = records_pb2.TopicRecord(name=topic.name, topic_id=topic.topic_id)
-        if topic.pool is not None:
-            topic_record.broker_pool = topic.pool
-        out.append(records_pb2.MetadataRecord(topic=topic_record))
-        for name in sorted(topic.configs):
-            out.append(_config(TOPIC_RESOURCE, topic.name, name, topic.configs[name]))
-        for pid, part in enumerate(topic.partitions):
-            out.append(
-                records_pb2.MetadataRecord(
-                    partition=records_pb2.PartitionRecord(
-                        topic_id=topic.topic_id,
-                        partition_id=pid,
-                        replicas=part.replicas,
-                        isr=part.isr,
-                        removing_replicas=part.removing_replicas,
-                        adding_replicas=part.adding_replicas,
-                        leader=part.leader,
-                        leader_epoch=part.leader_epoch,
-                        partition_epoch=part.partition_epoch,
-                    )
-                )
-            )
-    for request_id, entry in image.requests.in_order():
-        out.append(
-            records_pb2.MetadataRecord(
-                request=records_pb2.RequestRecord(request_id=request_id, method=entry.method, response=entry.response)
-            )
-        )
     return out
+
+
+def _topic_records(topic: TopicImage, *, with_partitions: bool = True) -> list[records_pb2.MetadataRecord]:
+    """A topic's TopicRecord, its ConfigRecords (by name) and full-state PartitionRecords."""
+    topic_record = records_pb2.TopicRecord(name=topic.name, topic_id=topic.topic_id)
+    if topic.pool is not None:
+        topic_record.broker_pool = topic.pool
+    out = [records_pb2.MetadataRecord(topic=topic_record)]
+    for name in sorted(topic.configs):
+        out.append(_config(TOPIC_RESOURCE, topic.name, name, topic.configs[name]))
+    if not with_partitions:
+        return out
+    topic_id = topic.topic_id
+    new_record = records_pb2.MetadataRecord
+    for pid, part in enumerate(topic.partitions):
+        # Field by field on the nested message: about 2.5x cheaper than keyword arguments.
+        record = new_record()
+        partition = record.partition
+        partition.topic_id = topic_id
+        partition.partition_id = pid
+        partition.replicas.extend(part.replicas)
+        partition.isr.extend(part.isr)
+        if part.removing_replicas:
+            partition.removing_replicas.extend(part.removing_replicas)
+        if part.adding_replicas:
+            partition.adding_replicas.extend(part.adding_replicas)
+        partition.leader = part.leader
+        partition.leader_epoch = part.leader_epoch
+        partition.partition_epoch = part.partition_epoch
+        out.append(record)
+    return out
+
+
+def _request_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
+    """The answered request ids, oldest first."""
+    return [
+        records_pb2.MetadataRecord(
+            request=records_pb2.RequestRecord(request_id=request_id, method=entry.method, response=entry.response)
+        )
+        for request_id, entry in image.requests.in_order()
+    ]
 
 
 def image_from_records(

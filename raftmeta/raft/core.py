@@ -52,6 +52,8 @@ NOT_LEADER = errors_pb2.NOT_LEADER_OR_FOLLOWER
 FENCED = errors_pb2.FENCED_LEADER_EPOCH
 UNKNOWN_EPOCH = errors_pb2.UNKNOWN_LEADER_EPOCH
 BAD_CLUSTER = errors_pb2.INCONSISTENT_CLUSTER_ID
+BAD_VOTER_SET = errors_pb2.INCONSISTENT_VOTER_SET
+INVALID_REQUEST = errors_pb2.INVALID_REQUEST
 NEVER = 1 << 62
 
 
@@ -513,15 +515,19 @@ class RaftCore:
         """The shared epoch check: learn a higher epoch (and its leader) from any message, or
         the leader of our own epoch when we do not know it. True if the role changed."""
         state = self.state
+        # Only a configured voter other than us can lead: a message naming anyone else as leader
+        # (an inconsistent voter set) still teaches the epoch, never whom to follow (Kafka refuses
+        # to follow a leader it has no endpoint for).
+        known_leader = leader_id != self.node_id and leader_id in self.voters
         if epoch > state.epoch:
-            if leader_id not in (NO_LEADER, self.node_id):
+            if known_leader:
                 self._become_follower(now_ms, epoch, leader_id, heard_from_leader=False)
             else:
                 self._become_unattached(now_ms, epoch)
             return True
         if (
             epoch == state.epoch
-            and leader_id not in (NO_LEADER, self.node_id)
+            and known_leader
             and state.leader_id == NO_LEADER
             and state.role in (Role.UNATTACHED, Role.CANDIDATE)
         ):
@@ -532,6 +538,31 @@ class RaftCore:
             self._become_follower(now_ms, epoch, leader_id, heard_from_leader=False)
             return True
         return False
+
+    def _voter_only_error(self, remote_id: int, epoch: int) -> errors_pb2.ErrorCode.ValueType:
+        """Kafka's validateVoterOnlyRequest, for Vote, BeginQuorumEpoch and EndQuorumEpoch, checked
+        before the request's epoch is acted on: a stale sender is fenced, and a sender that is no
+        node or no voter (or a receiver that is an observer) moves no epoch and elects no one."""
+        if epoch < self.state.epoch:
+            return FENCED
+        if remote_id < 0 or remote_id == self.node_id:
+            return INVALID_REQUEST
+        if not self.is_voter or remote_id not in self.voters:
+            return BAD_VOTER_SET
+        return NONE
+
+    def _leader_only_error(self, epoch: int) -> errors_pb2.ErrorCode.ValueType:
+        """Kafka's validateLeaderOnlyRequest, for Fetch and FetchSnapshot. A fetcher's epoch newer
+        than ours is UNKNOWN_LEADER_EPOCH and nothing more: only a voter's Vote or a leader's
+        BeginQuorumEpoch/EndQuorumEpoch moves this node's epoch, never a fetcher's word."""
+        state = self.state
+        if epoch < state.epoch:
+            return FENCED
+        if epoch > state.epoch:
+            return UNKNOWN_EPOCH
+        if not isinstance(state, LeaderState):
+            return NOT_LEADER
+        return NONE
 
     # -- Vote ------------------------------------------------------------------------------------------
     def _vote_request(self, candidate_epoch: int, *, pre_vote: bool) -> raft_pb2.VoteRequest:
@@ -553,16 +584,20 @@ class RaftCore:
         if request.cluster_id != self.config.cluster_id:
             self._reply(envelope, self._vote_response(request, False, BAD_CLUSTER))
             return
+        # A pre-vote proposes candidate_epoch without taking it (KIP-996): the prospective is still
+        # in candidate_epoch - 1, which is real (persisted) -- that is what is fenced and learnt,
+        # never the proposed epoch. Observers answer INCONSISTENT_VOTER_SET: they take no part in
+        # elections and learn epochs from the leader's answers.
+        sender_epoch = request.candidate_epoch - 1 if request.pre_vote else request.candidate_epoch
+        error = self._voter_only_error(request.candidate_id, sender_epoch)
+        if error != NONE:
+            self._reply(envelope, self._vote_response(request, False, error))
+            return
+        if sender_epoch > self.state.epoch:
+            self._become_unattached(now_ms, sender_epoch)
         if request.pre_vote:
-            # The prospective's own epoch is real (persisted): learn it, as from any message.
-            sender_epoch = request.candidate_epoch - 1
-            if sender_epoch > self.state.epoch and self.is_voter:
-                self._become_unattached(now_ms, sender_epoch)
             granted = self._can_grant_pre_vote(now_ms, request)
         else:
-            # Observers take no part in elections: they learn epochs from the leader's answers.
-            if request.candidate_epoch > self.state.epoch and self.is_voter:
-                self._become_unattached(now_ms, request.candidate_epoch)
             granted = self._maybe_grant_vote(now_ms, request)
         self._reply(envelope, self._vote_response(request, granted, NONE))
 
@@ -579,8 +614,6 @@ class RaftCore:
 
     def _can_grant_pre_vote(self, now_ms: int, request: raft_pb2.VoteRequest) -> bool:
         state = self.state
-        if not self.is_voter or request.candidate_id not in self.voters:
-            return False
         if request.candidate_epoch <= state.epoch:
             return False  # the prospective is behind: its candidacy would be fenced anyway
         if state.role is Role.LEADER:
@@ -596,7 +629,7 @@ class RaftCore:
     def _maybe_grant_vote(self, now_ms: int, request: raft_pb2.VoteRequest) -> bool:
         state = self.state
         candidate = request.candidate_id
-        if request.candidate_epoch != state.epoch or not self.is_voter or candidate not in self.voters:
+        if request.candidate_epoch != state.epoch:
             return False
         if state.role is Role.FOLLOWER:
             return state.voted_id == candidate  # a duplicate of the request we granted
@@ -647,11 +680,12 @@ class RaftCore:
         self, now_ms: int, envelope: Envelope, request: raft_pb2.BeginQuorumEpochRequest
     ) -> None:
         state = self.state
-        error = NONE
         if request.cluster_id != self.config.cluster_id:
             error = BAD_CLUSTER
-        elif request.leader_epoch < state.epoch:
-            error = FENCED
+        else:
+            error = self._voter_only_error(request.leader_id, request.leader_epoch)
+        if error != NONE:
+            pass  # refused: nothing moves
         elif request.leader_epoch > state.epoch or state.role in (
             Role.UNATTACHED,
             Role.PROSPECTIVE,
@@ -705,12 +739,11 @@ class RaftCore:
     def _handle_end_quorum_epoch_request(
         self, now_ms: int, envelope: Envelope, request: raft_pb2.EndQuorumEpochRequest
     ) -> None:
-        error = NONE
         if request.cluster_id != self.config.cluster_id:
             error = BAD_CLUSTER
-        elif request.leader_epoch < self.state.epoch:
-            error = FENCED
         else:
+            error = self._voter_only_error(request.leader_id, request.leader_epoch)
+        if error == NONE:
             if request.leader_epoch > self.state.epoch:
                 self._become_follower(now_ms, request.leader_epoch, request.leader_id)
             state = self.state
@@ -754,17 +787,18 @@ class RaftCore:
         )
 
     def _handle_fetch_request(self, now_ms: int, envelope: Envelope, request: raft_pb2.FetchRequest) -> None:
-        state = self.state
         if request.cluster_id != self.config.cluster_id:
             self._reply(envelope, self._fetch_error(BAD_CLUSTER))
             return
-        if not isinstance(state, LeaderState):
-            error = UNKNOWN_EPOCH if request.replica_epoch > state.epoch else NOT_LEADER
+        if request.replica_id < 0 or request.replica_id == self.node_id:
+            self._reply(envelope, self._fetch_error(INVALID_REQUEST))
+            return
+        error = self._leader_only_error(request.replica_epoch)
+        if error != NONE:
             self._reply(envelope, self._fetch_error(error))
             return
-        if request.replica_epoch != state.epoch:
-            self._reply(envelope, self._fetch_error(FENCED if request.replica_epoch < state.epoch else UNKNOWN_EPOCH))
-            return
+        state = self.state
+        assert isinstance(state, LeaderState)
         replica_id = request.replica_id
         is_voter = replica_id in state.replicas
         replica = state.replicas[replica_id] if is_voter else state.observers.setdefault(replica_id, ReplicaState())
@@ -919,15 +953,16 @@ class RaftCore:
         self, now_ms: int, envelope: Envelope, request: raft_pb2.FetchSnapshotRequest
     ) -> None:
         state = self.state
-        error = NONE
         wanted = (request.snapshot_id.end_offset, request.snapshot_id.epoch)
         snapshot = next((i for i in self.snapshots if (i.end_offset, i.epoch) == wanted), None)
         if request.cluster_id != self.config.cluster_id:
             error = BAD_CLUSTER
-        elif not isinstance(state, LeaderState):
-            error = UNKNOWN_EPOCH if request.replica_epoch > state.epoch else NOT_LEADER
-        elif request.replica_epoch != state.epoch:
-            error = FENCED if request.replica_epoch < state.epoch else UNKNOWN_EPOCH
+        elif request.replica_id < 0 or request.replica_id == self.node_id:
+            error = INVALID_REQUEST
+        else:
+            error = self._leader_only_error(request.replica_epoch)
+        if error != NONE:
+            pass  # refused
         elif snapshot is None:
             error = errors_pb2.SNAPSHOT_NOT_FOUND
         elif not 0 <= request.position <= len(snapshot.data):

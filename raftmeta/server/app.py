@@ -1,5 +1,10 @@
 """Run one node: storage, the node task, and a grpc.aio server with RaftService,
-ControllerService, the standard health service and server reflection."""
+ControllerService, the standard health service and server reflection.
+
+With ``client_listen`` a second server on that address serves clients (ControllerService,
+health, reflection) with its own TLS settings; the raft listener keeps ControllerService too,
+because followers forward admin calls to the leader's raft listener as peer traffic.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +20,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from raftmeta.limits import grpc_channel_options
+from raftmeta.limits import grpc_server_options
 from raftmeta.logs import get_logger
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.node import Node
 from raftmeta.server.services import ControllerServicer, RaftServicer
+from raftmeta.tls import TlsConfig, add_port, material, node_common_name
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, raft_pb2, raft_pb2_grpc
 
 T = TypeVar("T")
@@ -51,33 +57,75 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
+RAFT_SERVICE = raft_pb2.DESCRIPTOR.services_by_name["RaftService"].full_name
+CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 SERVICE_NAMES = (
-    raft_pb2.DESCRIPTOR.services_by_name["RaftService"].full_name,
-    controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name,
+    RAFT_SERVICE,
+    CONTROLLER_SERVICE,
     health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
     reflection.SERVICE_NAME,
 )
 
 
+def tls_mode(tls: TlsConfig | None) -> str:
+    """For logs: ``plaintext``, ``tls`` (server certificate only) or ``mutual-tls``."""
+    if tls is None:
+        return "plaintext"
+    return "mutual-tls" if tls.mutual else "tls"
+
+
+async def _listener(
+    address: str, tls: TlsConfig | None, services: tuple[str, ...], controller: ControllerServicer, node: Node
+) -> tuple[grpc.aio.Server, HealthServicer]:
+    """A started server on ``address`` with ``services`` (RaftService only if listed)."""
+    server = grpc.aio.server(options=grpc_server_options())
+    if RAFT_SERVICE in services:
+        raft_pb2_grpc.add_RaftServiceServicer_to_server(RaftServicer(node), server)
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(controller, server)
+    health = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection((*services, *SERVICE_NAMES[2:]), server)
+    try:
+        port = add_port(server, address, material(tls))
+    except RuntimeError as exc:  # newer grpc raises instead of returning 0
+        raise OSError(f"cannot listen on {address}: {exc}") from exc
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    await server.start()
+    for name in ("", *services):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, health
+
+
 async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> None:
     """Run the node until SIGTERM/SIGINT (or cancellation); then resign and stop cleanly."""
     log = get_logger("app", node_id=config.node_id)
+    # Read the TLS files before anything else: a bad file stops the node before it touches its log.
+    raft_tls = material(config.tls)
+    material(config.client_tls)
+    expected = node_common_name(config.node_id)
+    if raft_tls is not None and raft_tls.common_name != expected:
+        log.warning(
+            "the certificate's common name is not this node's: peers that check identities will refuse it",
+            common_name=raft_tls.common_name,
+            expected=expected,
+        )
     node = Node(config)
     await node.start()
-    server = grpc.aio.server(options=grpc_channel_options())
-    raft_pb2_grpc.add_RaftServiceServicer_to_server(RaftServicer(node), server)
     controller_servicer = ControllerServicer(node)
-    controller_pb2_grpc.add_ControllerServiceServicer_to_server(controller_servicer, server)
-    health = HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection(SERVICE_NAMES, server)
-    port = server.add_insecure_port(config.listen)
-    if port == 0:
-        raise OSError(f"cannot listen on {config.listen}")
-    await server.start()
-    for name in ("", *SERVICE_NAMES[:2]):
-        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("listening", address=config.listen, voters=config.voters, event_loop=event_loop_name())
+    listeners = [await _listener(config.listen, config.tls, SERVICE_NAMES[:2], controller_servicer, node)]
+    log.info(
+        "listening",
+        address=config.listen,
+        voters=config.voters,
+        event_loop=event_loop_name(),
+        transport=tls_mode(config.tls),
+    )
+    if config.client_listen is not None:
+        listeners.append(
+            await _listener(config.client_listen, config.client_tls, (CONTROLLER_SERVICE,), controller_servicer, node)
+        )
+        log.info("listening for clients", address=config.client_listen, transport=tls_mode(config.client_tls))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -90,10 +138,11 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
     if runner in done:
         runner.result()  # the node task died: raise its error
     log.info("stopping")
-    await health.enter_graceful_shutdown()
+    for _, health in listeners:
+        await health.enter_graceful_shutdown()
     node.stop()
     await asyncio.gather(runner, return_exceptions=True)
-    await server.stop(grace=1.0)
+    await asyncio.gather(*(server.stop(grace=1.0) for server, _ in listeners))
     await controller_servicer.close()
     await node.close()
     stopper.cancel()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from raftmeta.controller.result import ControllerConfig
 from raftmeta.storage.log import DEFAULT_SEGMENT_BYTES
+from raftmeta.tls import TlsConfig
 
 
 def parse_voters(text: str) -> dict[int, str]:
@@ -64,6 +65,14 @@ class NodeConfig:
     # How long a non-leader waits for a leader to appear before answering NOT_CONTROLLER.
     forward_wait_ms: int = 5000
     controller: ControllerConfig = field(default_factory=ControllerConfig)
+    # TLS of the raft listener (``listen``): its certificate, and with a CA, client certificates
+    # required (mutual TLS). The same certificate and CA serve our own calls to the other voters
+    # (RaftService and forwarded ControllerService calls). None: plaintext.
+    tls: TlsConfig | None = None
+    # An optional second listener for clients (ControllerService, health, reflection) with its own
+    # TLS; without it the raft listener serves clients too.
+    client_listen: str | None = None
+    client_tls: TlsConfig | None = None
     # Deliberate bugs, for proving that the chaos checker catches lost acknowledged writes. Never
     # set outside tests: each one breaks durability (DESIGN.md §9, invariant 6).
     unsafe_ack_before_commit: bool = False  # answer admin requests as soon as they are proposed
@@ -78,3 +87,12 @@ class NodeConfig:
             raise ValueError(f"--segment-bytes must be >= 1024, got {self.segment_bytes}")
         if not self.cluster_id:
             raise ValueError("a cluster id is required")
+        if self.tls is not None:
+            self.tls.require_server_identity()
+        if self.client_tls is not None:
+            if self.client_listen is None:
+                given = self.client_tls.flag("cert" if self.client_tls.cert is not None else "ca")
+                raise ValueError(f"{given} needs --client-listen: it sets the TLS of the client listener")
+            self.client_tls.require_server_identity()
+        if self.client_listen is not None and self.client_listen == self.listen:
+            raise ValueError(f"--client-listen must differ from --listen ({self.listen})")

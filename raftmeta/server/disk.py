@@ -35,6 +35,7 @@ class DiskWriter:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftmeta-writer")
         self._snapshot_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftmeta-snapshot")
         self.fsyncs = 0
+        self._hw_queued_ms = -(1 << 62)
 
     async def _run(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
@@ -94,8 +95,15 @@ class DiskWriter:
         self._executor.submit(work).add_done_callback(finished)
 
     def checkpoint_high_watermark(self, high_watermark: int, on_failure: Callable[[BaseException], None]) -> None:
-        """Queue a lazy high-watermark checkpoint (written at most once per storage interval)."""
+        """Queue a lazy high-watermark checkpoint (written at most once per storage interval).
+
+        Not queued at all within the interval of the last one queued: the storage would skip it
+        anyway, and every job queued wakes the writer thread (which then competes with the node
+        task for the GIL) -- once per Ready with a commit, i.e. hundreds of times a second."""
         now_ms = int(time.monotonic() * 1000)
+        if now_ms - self._hw_queued_ms < self.storage.high_watermark.interval_ms:
+            return
+        self._hw_queued_ms = now_ms
         self.submit(lambda: self.storage.checkpoint_high_watermark(high_watermark, now_ms), on_failure)
 
     async def take_snapshot(

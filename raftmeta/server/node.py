@@ -11,6 +11,13 @@ servicers (raftmeta/server/services.py) enqueue and await a future; the task res
 External inputs are bounded (``inbox_max``, ``pending_requests_max``): past the bound the
 servicer answers RESOURCE_EXHAUSTED instead of growing memory.
 
+Proposing (the open batch): the records of handled requests wait in an open batch until a
+follower asks for data (its Fetch arrives, or one is parked here), the batch is full, or
+``LINGER_MS`` passed; then they are proposed as ONE log batch. With no load a follower's Fetch is
+always parked, so nothing waits; under load one append, one fsync and one Fetch round serve every
+request that queued meanwhile. Each request keeps its own pending state, answer and RequestRecord
+(its records end with it, so every record of a combined batch belongs to the request after it).
+
 Leadership: a new leader's controller answers requests only once the first batch of its own
 epoch (the LeaderChangeRecord) is committed, so it has replayed everything the previous leader
 committed (KRaft's rule). On losing leadership, requests waiting for a commit fail with
@@ -44,7 +51,7 @@ from placement import JavaRandom
 from raftmeta.controller import Controller
 from raftmeta.controller.controller import METHODS
 from raftmeta.controller.errors import RequestError
-from raftmeta.controller.snapshot import image_to_records
+from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.logs import get_logger
 from raftmeta.raft import (
     NO_LEADER,
@@ -59,6 +66,7 @@ from raftmeta.raft import (
     Role,
     SnapshotImage,
 )
+from raftmeta.raft.state import LeaderState
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import DiskWriter
 from raftmeta.server.peers import Peers, is_request
@@ -73,6 +81,12 @@ METHOD_RESPONSES: dict[str, type[Message]] = {name: m.response_type for name, m 
 SNAPSHOT_GROWTH = 2
 # How many queued inputs the task handles before it asks the core for a Ready (batching).
 DRAIN_MAX = 512
+# The open batch (see Node._stage): at most this many bytes of records are combined into one log
+# batch, so that Fetch answers and a follower's work per answer stay bounded with big requests.
+COMBINED_BATCH_BYTES = 512 * 1024
+# ... and it is proposed after at most this long even if no follower asks for data (a safety net:
+# under load a follower's Fetch closes it much sooner; with no load one is waiting already).
+LINGER_MS = 5
 
 
 class NotControllerError(Exception):
@@ -85,6 +99,11 @@ class NotControllerError(Exception):
 
 class OverloadedError(Exception):
     """A bound was hit (inbox or pending requests): RESOURCE_EXHAUSTED."""
+
+
+class ControllerFailedError(Exception):
+    """The controller raised something other than a RequestError on one request: a bug. The
+    request is answered INTERNAL and dropped; the node keeps serving (see ``_handle_admin``)."""
 
 
 class SystemRandom:
@@ -209,7 +228,12 @@ class Node:
         self._next_inbound_id = -1
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._held: deque[AdminInput] = deque()
-        self._own: dict[int, int] = {}  # last offset of our pending batch -> controller key
+        self._own: set[int] = set()  # last offsets of the log batches our controller proposed
+        # The open batch: records of handled requests not yet proposed (see _stage).
+        self._open_keys: list[int] = []
+        self._open_records: list[bytes] = []
+        self._open_bytes = 0
+        self._open_since = 0
         self._controller_ready = False
         # Group commit: at most one fsync queued on the writer thread; Readies that want one while
         # it runs get the next one, which covers all their appends.
@@ -219,6 +243,7 @@ class Node:
         self._records_since_snapshot = 0
         self._last_snapshot_records = 0  # records in the last snapshot taken or loaded
         self._snapshotting = False
+        self._snapshot_encoder = SnapshotEncoder()  # used by one snapshot at a time (_snapshotting)
         self._tasks: list[asyncio.Task[None]] = []
         self._disk_failure: BaseException | None = None
         self._probing: set[int] = set()
@@ -278,6 +303,7 @@ class Node:
             request_timeout_ms=cfg.request_timeout_ms,
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
             unavailable=self.peer_unavailable,
+            tls=cfg.tls,
         )
         self.log = self.log.bind(cluster_id=cfg.cluster_id)
         self.log.info(
@@ -335,10 +361,14 @@ class Node:
         now = now_ms()
         for item in items:
             self._handle(now, item)
+        if self._open_keys:
+            self._maybe_close_open(now)
         deadline = self.core.poll(now)
         ready = self.core.take_ready()
         if not ready.is_empty():
             await self._perform(ready)
+        if self._open_keys:
+            deadline = min(deadline, self._open_since + LINGER_MS)
         return deadline
 
     async def _resign(self, deadline: int) -> None:
@@ -430,6 +460,8 @@ class Node:
             envelope = item.envelope
             if item.reply is not None and item.reply.done():
                 return  # the caller gave up (deadline): do not step a request nobody waits for
+            if self._open_keys and type(envelope.message) is raft_pb2.FetchRequest:
+                self._close_open(now)  # a follower asks for data: the open batch goes in its answer
             self.core.step(now, envelope)
         elif isinstance(item, AdminInput):
             self._handle_admin(now, item)
@@ -447,7 +479,7 @@ class Node:
         elif self.is_leader and self._controller_ready:
             handled = self.controller.tick(now)
             if handled is not None:
-                self._propose(now, handled.key, handled.records)
+                self._stage(now, handled.key, handled.records)
 
     def _handle_admin(self, now: int, item: AdminInput) -> None:
         if item.reply.done():
@@ -463,20 +495,27 @@ class Node:
         except RequestError as exc:
             item.reply.set_exception(exc)
             return
-        if handled.records and not self._propose(now, handled.key, handled.records):
-            item.reply.set_exception(NotControllerError(self.core.leader_id))
+        except Exception as exc:
+            # A handler bug must not become a query of death: if it ended the node task, the
+            # client's retry (same request id) would kill the next leader too. Handlers are pure
+            # and the controller only adopts a new working image once replay succeeded, so its state
+            # is as before this request; answer INTERNAL and keep serving.
+            self.log.exception("controller failed on a request", method=item.method)
+            item.reply.set_exception(ControllerFailedError(f"{item.method}: {type(exc).__name__}: {exc}"))
             return
         if handled.done:
             item.reply.set_result(handled.response)
-        elif self.config.unsafe_ack_before_commit and handled.records:
+            return
+        early = None
+        if self.config.unsafe_ack_before_commit and handled.records:
             # Test-only bug: the answer the commit would release, released before the commit.
             early = self._uncommitted_answer(item)
-            if early is not None:
-                item.reply.set_result(early)
-            else:
-                self._waiting[handled.key] = item.reply
+        if early is not None:
+            item.reply.set_result(early)
         else:
             self._waiting[handled.key] = item.reply
+        if handled.records:
+            self._stage(now, handled.key, handled.records)
 
     def _uncommitted_answer(self, item: AdminInput) -> Message | None:
         """The response stored in the pending batch's RequestRecord (unsafe_ack_before_commit only);
@@ -489,24 +528,67 @@ class Node:
         response: Message = METHOD_RESPONSES[item.method].FromString(entry.response)
         return response
 
-    def _propose(self, now: int, key: int, records: tuple[records_pb2.MetadataRecord, ...]) -> bool:
+    # -- proposing: the open batch ------------------------------------------------------------------
+    def _stage(self, now: int, key: int, records: tuple[records_pb2.MetadataRecord, ...]) -> None:
+        """Queue a handled request's records for the log. Requests with a request id (their
+        records end with their RequestRecord, so every record of a combined batch is attributable
+        to the request after it) join the open batch, which becomes ONE log batch when a follower
+        asks for data, when it is full, or after ``LINGER_MS`` (see ``_maybe_close_open``): under
+        load, one append, one fsync and one Fetch round then serve many requests (Kafka's
+        controller accumulates its records the same way). Anything else -- broker registrations,
+        heartbeats, fencing -- is a batch of its own, in order behind the open batch."""
+        data = [r.SerializeToString() for r in records]
+        if records[-1].WhichOneof("record") != "request":
+            self._close_open(now)
+            self._propose([key], data, now)
+            return
+        size = sum(map(len, data))
+        if self._open_keys and self._open_bytes + size > COMBINED_BATCH_BYTES:
+            self._close_open(now)
+        if not self._open_keys:
+            self._open_since = now
+        self._open_keys.append(key)
+        self._open_records.extend(data)
+        self._open_bytes += size
+
+    def _maybe_close_open(self, now: int) -> None:
+        """Propose the open batch if waiting longer gains nothing: a follower's Fetch is parked
+        here (it would carry the batch at once), there is no other voter, or it lingered enough."""
+        state = self.core.state
+        if (
+            now - self._open_since >= LINGER_MS
+            or len(self.raft_config.voters) == 1
+            or (isinstance(state, LeaderState) and state.parked)
+        ):
+            self._close_open(now)
+
+    def _close_open(self, now: int) -> None:
+        if self._open_keys:
+            keys, records = self._open_keys, self._open_records
+            self._open_keys, self._open_records, self._open_bytes = [], [], 0
+            self._propose(keys, records, now)
+
+    def _propose(self, keys: list[int], records: list[bytes], now: int) -> None:
         try:
-            entry = self.core.propose(now, [r.SerializeToString() for r in records])
+            entry = self.core.propose(now, records)
         except (NotLeaderError, ProposalLimitError) as exc:
-            # The controller already counts the batch as pending; with the log refusing it, the
+            # The controller already counts the batches as pending; with the log refusing them, the
             # only consistent state is a clean slate (rare: leadership just changed, or overload).
             self.log.warning("proposal refused; renouncing pending controller state", error=str(exc))
             self._renounce()
-            return False
+            return
         last = entry.next_offset - 1
-        self.controller.appended(key, last)
-        self._own[last] = key
-        return True
+        self.controller.appended_together(keys, last)
+        self._own.add(last)
 
     # -- performing a Ready ------------------------------------------------------------------------
     async def _perform(self, ready: Ready) -> None:
         soft = ready.soft_state
-        if soft is not None and soft.role is not Role.LEADER and (self._own or self._waiting or self._held):
+        if (
+            soft is not None
+            and soft.role is not Role.LEADER
+            and (self._own or self._waiting or self._held or self._open_keys)
+        ):
             self._renounce()
         if ready.quorum_state is not None:
             await self.disk.write_quorum_state(ready.quorum_state)
@@ -548,11 +630,13 @@ class Node:
         foreign_last = -1
         for entry in entries:
             last = entry.next_offset - 1
-            key = self._own.pop(last, None) if self._own else None
-            if (key is not None or self._own) and foreign:
+            mine = last in self._own
+            if mine:
+                self._own.discard(last)
+            if (mine or self._own) and foreign:
                 self.controller.apply_committed(foreign, foreign_last)
                 foreign = []
-            if key is not None:
+            if mine:
                 for completion in self.controller.on_commit(last):
                     future = self._waiting.pop(completion.key, None)
                     if future is not None and not future.done() and completion.response is not None:
@@ -587,6 +671,7 @@ class Node:
         self._waiting.clear()
         self._held.clear()
         self._own.clear()
+        self._open_keys, self._open_records, self._open_bytes = [], [], 0
         for future in failed:
             if not future.done():
                 future.set_exception(NotControllerError(self.core.leader_id))
@@ -614,13 +699,14 @@ class Node:
         if offset != last_entry.next_offset - 1:
             return  # the controller has not applied up to this batch yet (cannot happen, checked anyway)
         image = self.controller.committed_image
+        encoder = self._snapshot_encoder
         self._snapshotting = True
         self._records_since_snapshot = 0
 
         def records() -> list[bytes]:
-            # On the writer thread: images are immutable values, so reading this one while the
+            # On the snapshot thread: images are immutable values, so reading this one while the
             # node task builds the next ones is safe.
-            return [r.SerializeToString() for r in image_to_records(image)]
+            return encoder.records(image)
 
         self._track(asyncio.create_task(self._take_snapshot(offset + 1, last_entry.epoch, records)))
 
@@ -727,7 +813,6 @@ class Node:
 
     # -- views -------------------------------------------------------------------------------------
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
-        from raftmeta.raft.state import LeaderState
 
         core = self.core
         response = controller_pb2.DescribeQuorumResponse(

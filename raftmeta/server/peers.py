@@ -3,7 +3,8 @@
 Each outbound request of the core becomes one unary (or, for FetchSnapshot, one server-streaming)
 call with a deadline; the answer is handed back as an Envelope with the request's correlation id.
 A failed call is dropped: the core retries by itself (its request timeout). gRPC channels
-reconnect with backoff on their own; a broken connection shows up as UNAVAILABLE. Every failed
+reconnect with backoff on their own; a broken connection shows up as UNAVAILABLE. With the node's
+TLS settings the channels present its certificate and verify the peers against its CA. Every failed
 call is also reported to ``unavailable`` (the node checks whether the peer's process is gone:
 see :meth:`raftmeta.server.node.Node.peer_unavailable`).
 """
@@ -17,9 +18,9 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
 from raftmeta.raft import Envelope
+from raftmeta.tls import TlsConfig, material, open_channel
 from raftmeta.v1 import raft_pb2, raft_pb2_grpc
 
 REQUEST_RPC: dict[type, str] = {
@@ -45,14 +46,16 @@ class Peers:
         request_timeout_ms: int,
         fetch_max_wait_ms: int,
         unavailable: Callable[[int], None] | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.node_id = node_id
         self._deliver = deliver
         self._unavailable = unavailable
+        # With TLS, our own certificate is our client certificate: peers with mutual TLS check it
+        # (and its CN, node-N) before they take a RaftService call from us.
+        tls_material = material(tls)
         self._channels = {
-            peer: grpc.aio.insecure_channel(address, options=grpc_channel_options())
-            for peer, address in voters.items()
-            if peer != node_id
+            peer: open_channel(address, tls_material) for peer, address in voters.items() if peer != node_id
         }
         self._stubs = {peer: raft_pb2_grpc.RaftServiceStub(channel) for peer, channel in self._channels.items()}
         self._request_timeout_s = request_timeout_ms / 1000

@@ -1,6 +1,12 @@
 """gRPC servicers: RaftService feeds the node's inbox; ControllerService runs on the leader and is
 forwarded to it from any other node (seed 004).
 
+Both check a call before anything else. RaftService: :func:`raftmeta.server.guards.check_raft_call`
+(identity, cluster id, voter set, field sanity); a refused call is aborted with its status and
+``raftmeta-error-code``, logged (rate-limited) and never reaches the core. ControllerService:
+:func:`raftmeta.request_limits.check_controller_request` on the first node a client reaches, before
+forwarding, so a request over a limit is refused there and nothing is written.
+
 Forwarding is one hop: a forwarded call carries ``raftmeta-forwarded`` metadata, and a node that
 receives one but is not the leader answers UNAVAILABLE/NOT_CONTROLLER instead of forwarding
 again (no loops while leadership moves); the client retries with the same request id.
@@ -19,10 +25,12 @@ import grpc.aio
 from google.protobuf.message import Message
 
 from raftmeta.controller.errors import RequestError
-from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
-from raftmeta.rpc_errors import error_metadata
-from raftmeta.server.node import Node, NotControllerError, OverloadedError
+from raftmeta.request_limits import check_controller_request
+from raftmeta.rpc_errors import THROTTLING_QUOTA_EXCEEDED, error_metadata
+from raftmeta.server.guards import Membership, RejectionLogLimiter, check_raft_call, claimed_id, common_names
+from raftmeta.server.node import ControllerFailedError, Node, NotControllerError, OverloadedError
+from raftmeta.tls import material, open_channel
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, raft_pb2, raft_pb2_grpc
 
 FORWARDED_KEY = "raftmeta-forwarded"
@@ -38,9 +46,36 @@ def _remaining(context: Context) -> float:
 class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
     def __init__(self, node: Node) -> None:
         self.node = node
+        config = node.config
+        self._membership = Membership(config.cluster_id, config.node_id, frozenset(config.voters))
+        self._log = get_logger("raft-service", node_id=node.node_id)
+        self._log_limiter = RejectionLogLimiter()
 
-    async def _ask(self, source: int, request: Message, context: Context) -> Any:
-        future = self.node.submit_raft(source, request)
+    async def _admit(self, method: str, request: Message, context: Context) -> None:
+        """Abort the call if the guard refuses it, with one structured warning (rate-limited)."""
+        rejection = check_raft_call(method, request, self._membership, common_names(context.auth_context()))
+        if rejection is None:
+            return
+        claimed = claimed_id(method, request)
+        peer = context.peer() or "unknown"
+        host = peer.rpartition(":")[0] or peer  # a reconnecting caller keeps its kind
+        suppressed = self._log_limiter.admit((method, claimed, host, rejection.error_code), time.monotonic())
+        if suppressed is not None:
+            self._log.warning(
+                "raft call refused",
+                method=method,
+                claimed_id=claimed,
+                peer=peer,
+                error_code=rejection.error_code,
+                reason=rejection.reason,
+                suppressed_since_last=suppressed,
+            )
+        context.set_trailing_metadata(error_metadata(rejection.error_code))
+        await context.abort(rejection.status, rejection.reason)
+
+    async def _ask(self, method: str, request: Message, context: Context) -> Any:
+        await self._admit(method, request, context)
+        future = self.node.submit_raft(claimed_id(method, request), request)
         try:
             return await asyncio.wait_for(future, _remaining(context))
         except TimeoutError:
@@ -49,29 +84,29 @@ class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the node is shutting down")
 
     async def Vote(self, request: raft_pb2.VoteRequest, context: Context) -> raft_pb2.VoteResponse:
-        response: raft_pb2.VoteResponse = await self._ask(request.candidate_id, request, context)
+        response: raft_pb2.VoteResponse = await self._ask("Vote", request, context)
         return response
 
     async def BeginQuorumEpoch(
         self, request: raft_pb2.BeginQuorumEpochRequest, context: Context
     ) -> raft_pb2.BeginQuorumEpochResponse:
-        response: raft_pb2.BeginQuorumEpochResponse = await self._ask(request.leader_id, request, context)
+        response: raft_pb2.BeginQuorumEpochResponse = await self._ask("BeginQuorumEpoch", request, context)
         return response
 
     async def EndQuorumEpoch(
         self, request: raft_pb2.EndQuorumEpochRequest, context: Context
     ) -> raft_pb2.EndQuorumEpochResponse:
-        response: raft_pb2.EndQuorumEpochResponse = await self._ask(request.leader_id, request, context)
+        response: raft_pb2.EndQuorumEpochResponse = await self._ask("EndQuorumEpoch", request, context)
         return response
 
     async def Fetch(self, request: raft_pb2.FetchRequest, context: Context) -> raft_pb2.FetchResponse:
-        response: raft_pb2.FetchResponse = await self._ask(request.replica_id, request, context)
+        response: raft_pb2.FetchResponse = await self._ask("Fetch", request, context)
         return response
 
     async def FetchSnapshot(
         self, request: raft_pb2.FetchSnapshotRequest, context: Context
     ) -> AsyncIterator[raft_pb2.FetchSnapshotResponse]:
-        response: raft_pb2.FetchSnapshotResponse = await self._ask(request.replica_id, request, context)
+        response: raft_pb2.FetchSnapshotResponse = await self._ask("FetchSnapshot", request, context)
         yield response
 
 
@@ -85,7 +120,8 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
     def _stub(self, leader_id: int) -> controller_pb2_grpc.ControllerServiceStub:
         stub = self._stubs.get(leader_id)
         if stub is None:
-            channel = grpc.aio.insecure_channel(self.node.config.voters[leader_id], options=grpc_channel_options())
+            # The leader's raft listener, with our peer certificate when the quorum runs TLS.
+            channel = open_channel(self.node.config.voters[leader_id], material(self.node.config.tls))
             self._channels.append(channel)
             stub = controller_pb2_grpc.ControllerServiceStub(channel)
             self._stubs[leader_id] = stub
@@ -95,6 +131,10 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         await asyncio.gather(*(channel.close(grace=None) for channel in self._channels))
 
     async def _serve(self, method: str, request: Message, context: Context) -> Any:
+        violation = check_controller_request(method, request)
+        if violation is not None:
+            context.set_trailing_metadata(error_metadata(violation.error_code))
+            await context.abort(violation.status, f"{method}: {violation.message}")
         node = self.node
         deadline = time.monotonic() + _remaining(context)
         forwarded = any(key == FORWARDED_KEY for key, _ in context.invocation_metadata() or ())
@@ -107,9 +147,15 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     future = node.submit_admin(method, request)
                     return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
                 except OverloadedError as exc:
+                    context.set_trailing_metadata(error_metadata(THROTTLING_QUOTA_EXCEEDED))
                     await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
                 except RequestError as exc:
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                except ControllerFailedError as exc:
+                    await context.abort(
+                        grpc.StatusCode.INTERNAL,
+                        f"the controller failed on this request and wrote nothing ({exc}); the node logged it",
+                    )
                 except TimeoutError:
                     await context.abort(
                         grpc.StatusCode.DEADLINE_EXCEEDED,

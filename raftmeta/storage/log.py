@@ -534,35 +534,46 @@ class SegmentLog:
                 return b""
             i = bisect.bisect_right(self._bases, from_offset) - 1
             try:
-                pos = self._segments[i].find_position(from_offset)
+                pos, expected = self._segments[i].locate(from_offset)
             except CorruptBatchError as exc:
-                raise LogCorruptionError(self._segments[i].path, exc.position, from_offset, exc.reason) from None
+                raise LogCorruptionError(self._segments[i].path, exc.position, exc.base_offset, exc.reason) from None
             parts: list[bytes | memoryview] = []
             taken = 0
             while i < len(self._segments):
-                stop, taken = self._collect(self._segments[i], pos, max_bytes, taken, limit, parts, verify_crc)
+                seg = self._segments[i]
+                stop, taken = self._collect(seg, pos, expected, max_bytes, taken, limit, parts, verify_crc)
                 if stop:
                     break
                 i += 1
                 pos = 0
+                expected = self._segments[i].base_offset if i < len(self._segments) else -1
             return parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts)
 
     def _collect(
         self,
         seg: Segment,
         pos: int,
+        expected: int,
         max_bytes: int,
         taken: int,
         limit: int,
         parts: list[bytes | memoryview],
         verify: bool,
     ) -> tuple[bool, int]:
-        """Add whole batches of ``seg`` from ``pos`` to ``parts``; (stop reading, bytes taken)."""
+        """Add whole batches of ``seg`` from ``pos`` (where the batch at offset ``expected`` starts)
+        to ``parts``; (stop reading, bytes taken).
+
+        With ``verify``, every batch gets the checks recovery's scan makes -- length, magic, count,
+        contiguity (the base offset is not covered by the CRC), the epoch the log's epoch index
+        records for it, and the CRC -- before it is taken or allowed to end the read: sealed
+        segments are not rescanned when the log opens, so a read is where their damage shows,
+        and it must show as LogCorruptionError rather than as a short or reordered log.
+        """
         block = b""
         block_pos = pos
         run_start = 0  # start (in block) of the batches taken from this block so far
         value = codec.crc32c
-        expected = -1  # contiguity inside the segment: base_offset is not covered by the CRC
+        last: tuple[int, int] | None = None  # position and base offset of the last batch taken
         try:
             while pos < seg.size:
                 rel = pos - block_pos
@@ -570,33 +581,72 @@ class SegmentLog:
                     _flush_run(parts, block, run_start, rel)
                     block_pos, rel, run_start = pos, 0, 0
                     block = seg.read(pos, min(max(max_bytes - taken, READ_BLOCK_MIN_BYTES), seg.size - pos))
-                base, length, _epoch, magic, crc, _attrs, count = PEEK.unpack_from(block, rel)
+                    if len(block) < PEEK_SIZE:
+                        raise CorruptBatchError(
+                            f"{len(block)} bytes left in the segment, less than a batch header",
+                            position=pos,
+                            base_offset=expected,
+                        )
+                base, length, epoch, magic, crc, _attrs, count = PEEK.unpack_from(block, rel)
                 size = LOG_OVERHEAD + length
                 if size < codec.HEADER_SIZE:  # damaged length: never walk backwards or in place
-                    raise CorruptBatchError(f"batch_length {length} out of range", position=pos, base_offset=base)
-                if base + count > limit or (taken > 0 and taken + size > max_bytes):
+                    raise CorruptBatchError(f"batch_length {length} out of range", position=pos, base_offset=expected)
+                if verify:
+                    problem = self._header_problem(seg, base, expected, size, epoch, magic, count)
+                    if problem is not None:
+                        raise CorruptBatchError(problem, position=pos, base_offset=expected)
+                if taken > 0 and taken + size > max_bytes:
                     return True, taken
                 if rel + size > len(block):
                     _flush_run(parts, block, run_start, rel)
                     block_pos, rel, run_start = pos, 0, 0
                     block = seg.read(pos, min(max(size, max_bytes - taken), seg.size - pos))
                     if len(block) < size:
-                        raise CorruptBatchError(f"batch of {size} bytes runs past the segment end", position=pos)
-                if verify:
-                    if magic != codec.MAGIC or value(block[rel + codec.CRC_START : rel + size]) != crc:
-                        raise CorruptBatchError("CRC32C mismatch or bad magic", position=pos, base_offset=base)
-                    if expected >= 0 and base != expected:
                         raise CorruptBatchError(
-                            f"base offset {base}, expected {expected}", position=pos, base_offset=base
+                            f"batch of {size} bytes runs past the segment end", position=pos, base_offset=expected
                         )
-                    expected = base + count
+                if verify and value(block[rel + codec.CRC_START : rel + size]) != crc:
+                    raise CorruptBatchError("CRC32C mismatch", position=pos, base_offset=expected)
+                # Only now may the batch end the read: a damaged count must not stop it silently.
+                if base + count > limit:
+                    return True, taken
+                last = (pos, base)
+                expected = base + count
                 taken += size
                 pos += size
+            if verify and last is not None and expected != seg.next_offset:
+                # The counts do not add up to the offsets the segment holds (the next segment's
+                # name says where it starts): a count was damaged and its CRC recomputed.
+                raise CorruptBatchError(
+                    f"the segment's batches end at offset {expected}, not at its end offset {seg.next_offset}",
+                    position=last[0],
+                    base_offset=last[1],
+                )
             return False, taken
         except CorruptBatchError as exc:
             raise LogCorruptionError(seg.path, exc.position, exc.base_offset, exc.reason) from None
         finally:
             _flush_run(parts, block, run_start, pos - block_pos)
+
+    def _header_problem(
+        self, seg: Segment, base: int, expected: int, size: int, epoch: int, magic: int, count: int
+    ) -> str | None:
+        """What is wrong with a batch header found in ``seg`` where the batch at offset ``expected``
+        should be (the segment's end offset comes from its index or scan, not from this header)."""
+        if size > codec.BATCH_BYTES_MAX:
+            return f"batch of {size} bytes exceeds BATCH_BYTES_MAX={codec.BATCH_BYTES_MAX}"
+        if magic != codec.MAGIC:
+            return f"magic {magic}, expected {codec.MAGIC}"
+        if count < 1:
+            return f"record_count {count} < 1"
+        if base != expected:
+            return f"base offset {base}, expected {expected}"
+        if base + count > seg.next_offset:
+            return f"{count} records from offset {base} run past the segment's end offset {seg.next_offset}"
+        indexed = self._epochs.epoch_for_offset(base)
+        if epoch != indexed:
+            return f"epoch {epoch}, the log's epoch index has {indexed} for offset {base}"
+        return None
 
     def iter_batches(self, from_offset: int, *, upto_offset: int | None = None) -> Iterator[Batch]:
         """Every batch from the one holding ``from_offset`` (CRC-checked), for replay and scans."""

@@ -259,15 +259,23 @@ class Segment:
         return pread_exact(self.fd, size, position)
 
     def find_position(self, offset: int) -> int:
-        """Byte position of the batch holding ``offset`` (``size`` if offset is the next one).
+        """Byte position of the batch holding ``offset`` (``size`` if offset is the next one)."""
+        return self.locate(offset)[0]
+
+    def locate(self, offset: int) -> tuple[int, int]:
+        """``(byte position, base offset)`` of the batch holding ``offset``; ``(size, next_offset)``
+        if offset is the next one.
 
         A binary search in the sparse index, then a walk over at most ``index_interval_bytes``
-        of batch headers, read in blocks.
+        of batch headers, read in blocks. The walk starts at an indexed batch whose offset the
+        index vouches for and checks that each header continues the one before: a damaged base
+        offset, count or length raises CorruptBatchError instead of leading the walk astray (to
+        a wrong batch, or past batches that a read would then silently skip).
         """
         if offset >= self.next_offset:
-            return self.size
+            return self.size, self.next_offset
         i = bisect.bisect_right(self.offsets, offset) - 1
-        pos = self.positions[i] if i >= 0 else 0
+        pos, expected = (self.positions[i], self.offsets[i]) if i >= 0 else (0, self.base_offset)
         block = b""
         block_start = pos
         while pos < self.size:
@@ -280,11 +288,20 @@ class Segment:
                     break
             base, length, _, _, _, _, count = PEEK.unpack_from(block, rel)
             if length < HEADER_SIZE - LOG_OVERHEAD:  # damaged: never walk backwards or in place
-                raise CorruptBatchError(f"batch_length {length} out of range", position=pos, base_offset=base)
+                raise CorruptBatchError(f"batch_length {length} out of range", position=pos, base_offset=expected)
+            if base != expected or count < 1:
+                raise CorruptBatchError(
+                    f"batch header says base offset {base} and {count} records, expected a batch at offset {expected}",
+                    position=pos,
+                    base_offset=expected,
+                )
             if offset < base + count:
-                return pos
+                return pos, base
+            expected = base + count
             pos += LOG_OVERHEAD + length
-        raise CorruptBatchError(f"offset {offset} not found by walking batch headers", position=pos)
+        raise CorruptBatchError(
+            f"offset {offset} not found by walking batch headers", position=pos, base_offset=expected
+        )
 
     def peek_header(self, position: int) -> BatchHeader:
         """The full header of the batch at ``position`` (no CRC check)."""

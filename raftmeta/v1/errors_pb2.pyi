@@ -43,6 +43,8 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     BROKER_NOT_AVAILABLE: _ErrorCode.ValueType  # 8
     MESSAGE_TOO_LARGE: _ErrorCode.ValueType  # 10
     INVALID_TOPIC_EXCEPTION: _ErrorCode.ValueType  # 17
+    CLUSTER_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 31
+    """The caller's mutual-TLS identity does not match the node id it claims (RaftService)."""
     TOPIC_ALREADY_EXISTS: _ErrorCode.ValueType  # 36
     INVALID_PARTITIONS: _ErrorCode.ValueType  # 37
     INVALID_REPLICATION_FACTOR: _ErrorCode.ValueType  # 38
@@ -87,6 +89,8 @@ REQUEST_TIMED_OUT: ErrorCode.ValueType  # 7
 BROKER_NOT_AVAILABLE: ErrorCode.ValueType  # 8
 MESSAGE_TOO_LARGE: ErrorCode.ValueType  # 10
 INVALID_TOPIC_EXCEPTION: ErrorCode.ValueType  # 17
+CLUSTER_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 31
+"""The caller's mutual-TLS identity does not match the node id it claims (RaftService)."""
 TOPIC_ALREADY_EXISTS: ErrorCode.ValueType  # 36
 INVALID_PARTITIONS: ErrorCode.ValueType  # 37
 INVALID_REPLICATION_FACTOR: ErrorCode.ValueType  # 38

@@ -1,8 +1,9 @@
 """Chaos runs against real node processes (the CI budget: about three minutes in all).
 
 One fixed seed with every fault kind and the Spark verify job, one random seed (printed, so a
-failure can be reproduced) with the fast single-process checks, and a run against nodes with a
-deliberate durability bug that the checker must catch.
+failure can be reproduced) with the fast single-process checks -- both with partition
+reassignments in the workload, started, completed and cancelled under the faults -- and a run
+against nodes with a deliberate durability bug that the checker must catch.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def test_fixed_seed_every_fault_kind_passes_and_spark_verify_agrees(tmp_path: Pa
     assert document["ops"]["ok"] > 100
     assert document["converged_ms"] is not None
     names = {c["name"] for c in document["checks"]}
+    # Partition moves ran under the same faults: started, completed, cancelled, all checked.
+    assert_moves_checked(document["reassignments"], names)
+    assert printed["reassignments"] == document["reassignments"]
     # The Spark job ran over every node's log with the history, and agreed.
     assert {"spark:committed-prefixes-agree", "spark:acknowledged-creates-committed-once"} <= names
     assert {"acknowledged-creates-committed", "creates-in-real-time-order", "committed-batches-never-change"} <= names
@@ -67,6 +71,19 @@ def test_random_seed_every_fault_kind_passes(tmp_path: Path) -> None:
     assert result.passed, (seed, result.violations)
     assert result.lost_acknowledged == 0
     assert all(result.faults[family] >= 1 for family in FAMILIES), result.faults
+    assert_moves_checked(result.reassignments, {c.name for c in result.checks})
+
+
+def assert_moves_checked(counts: dict[str, int], checks: set[str]) -> None:
+    """The workload's reassignments reached the log and the checker followed them (every check
+    passed already: the run passed)."""
+    assert counts["started"] > 0 and counts["completed"] > 0 and counts["cancelled"] > 0, counts
+    assert {
+        "committed-log-replays",
+        "reassignments-consistent",
+        "acknowledged-reassignments-committed",
+        "failed-reassignments-wrote-nothing",
+    } <= checks
 
 
 def test_checker_catches_acks_before_commit(tmp_path: Path) -> None:

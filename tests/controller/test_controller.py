@@ -6,6 +6,7 @@ import pytest
 
 from placement.rng import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig, MetadataImage, RequestError, image_to_records
+from raftmeta.controller.controller import Handled
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.controller.helpers import CounterIds, incarnation
 
@@ -298,3 +299,66 @@ def test_control_batches_may_commit_between_own_batches() -> None:
     driver.controller.apply_committed(no_op, driver.offset + 5)
     assert driver.controller.committed_offset == driver.offset + 5
     assert driver.controller.committed_image is before
+
+
+# ---- several requests in one log batch (the node's open batch) ---------------------------------------
+def handle_all(driver: Driver, *requests: controller_pb2.CreateTopicsRequest) -> list[Handled]:
+    return [driver.controller.handle("CreateTopics", r, 0, driver.ids, driver.random) for r in requests]
+
+
+def test_requests_appended_together_commit_together_each_with_its_own_answer() -> None:
+    driver = Driver()
+    driver.brokers(1)
+    before = driver.controller.committed_image
+    handled = handle_all(driver, create("a", request_id="ra"), create("a", request_id="rb"), create("b"))
+    # The second sees the first's pending topic: a per-topic error and no records of its own.
+    assert handled[1].records == () and not handled[1].done
+    writers = [h for h in handled if h.records]
+    records = [r for h in writers for r in h.records]
+    last = driver.offset + len(records)
+    driver.controller.appended_together([h.key for h in writers], last)
+    assert driver.controller.on_commit(last - 1) == []  # nothing of a log batch commits before its end
+    released = {c.key: c.response for c in driver.controller.on_commit(last)}
+    assert set(released) == {h.key for h in handled}
+    codes = [released[h.key].topics[0].error_code for h in handled]  # type: ignore[union-attr]
+    assert codes == [errors_pb2.NONE, errors_pb2.TOPIC_ALREADY_EXISTS, errors_pb2.NONE]
+    # Replaying the combined batch at once gives the image the requests built one by one.
+    assert before.replay_all(records) == driver.controller.committed_image
+    # The request id of the write is answered from the table afterwards, with its own answer.
+    again = driver.controller.handle("CreateTopics", create("a", request_id="ra"), 0, driver.ids, driver.random)
+    assert again.done and again.response.topics[0].error_code == errors_pb2.NONE  # type: ignore[union-attr]
+
+
+def test_appended_together_checks_keys_and_offsets() -> None:
+    driver = Driver()
+    driver.brokers(1)
+    first, second, third = handle_all(driver, create("a"), create("b"), create("c"))
+    offset = driver.controller.committed_offset
+    with pytest.raises(ValueError, match="at least one"):
+        driver.controller.appended_together([], offset + 10)
+    with pytest.raises(KeyError, match="consecutive"):
+        driver.controller.appended_together([first.key, third.key], offset + 10)
+    with pytest.raises(KeyError, match="no pending batch"):
+        driver.controller.appended_together([999], offset + 10)
+    with pytest.raises(ValueError, match="does not follow"):
+        driver.controller.appended_together([first.key], offset)
+    driver.controller.appended_together([first.key, second.key], offset + 4)
+    with pytest.raises(ValueError, match="already appended"):
+        driver.controller.appended_together([second.key], offset + 6)
+    with pytest.raises(ValueError, match="does not follow"):
+        driver.controller.appended_together([third.key], offset + 4)
+    driver.controller.appended_together([third.key], offset + 6)
+    assert [c.key for c in driver.controller.on_commit(offset + 4)] == [first.key, second.key]
+    assert [c.key for c in driver.controller.on_commit(offset + 6)] == [third.key]
+
+
+def test_renounce_fails_every_request_of_a_combined_batch() -> None:
+    driver = Driver()
+    driver.brokers(1)
+    committed = driver.controller.committed_image
+    handled = handle_all(driver, create("a", request_id="x"), create("b", request_id="y"))
+    driver.controller.appended_together([h.key for h in handled], driver.offset + 6)
+    failed = driver.controller.renounce()
+    assert {c.key for c in failed} == {h.key for h in handled}
+    assert all(c.response.topics[0].error_code == errors_pb2.NOT_CONTROLLER for c in failed)  # type: ignore[union-attr]
+    assert driver.controller.image == committed and driver.controller.image.requests.get("x") is None

@@ -219,6 +219,32 @@ def test_pmap_behaves_like_a_dict_and_never_changes_older_maps(steps: list[list[
     assert PMap(model) == model
 
 
+def test_pmap_layers_merge_and_fold_without_changing_older_maps() -> None:
+    """Enough single-key updates (and deletions of base keys) to fill the top layer many times,
+    merge it into the middle layer and fold that into new bases; every version stays intact."""
+    from raftmeta.controller.pmap import DELETED
+
+    current: PMap[int, int] = PMap({k: -k for k in range(3000)})
+    model = {k: -k for k in range(3000)}
+    versions: list[tuple[PMap[int, int], dict[int, int]]] = []
+    for step in range(6000):
+        key = (step * 7919) % 4500  # revisits keys: updates, deletions and re-insertions
+        if step % 5 == 0:
+            current = current.evolve({key: DELETED})
+            model.pop(key, None)
+        else:
+            current = current.evolve({key: step})
+            model[key] = step
+        if step % 250 == 0:
+            versions.append((current, dict(model)))
+    versions.append((current, dict(model)))
+    for version, expected in versions:
+        assert len(version) == len(expected)
+        assert dict(version.iter_items()) == expected
+        assert all(version.get(k, "missing") == expected.get(k, "missing") for k in range(4500))
+        assert all((k in version) == (k in expected) for k in range(4500))
+
+
 # ---- generated record streams ----------------------------------------------------------------
 OPS = st.lists(
     st.tuples(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -12,9 +13,11 @@ import grpc
 import pytest
 
 from raftmeta import local_quorum
-from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
+from raftmeta.client import ClientError, ControllerClient, RetryPolicy, SyncControllerClient
+from raftmeta.jobs import layout
 from raftmeta.jobs.consistency import facts_to_checks, local_facts
-from raftmeta.v1 import controller_pb2, errors_pb2
+from raftmeta.storage import codec
+from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -216,3 +219,74 @@ def test_node_refuses_another_clusters_data_dir(quorum: local_quorum.LocalQuorum
     assert result.returncode == 1
     assert "belongs to cluster" in result.stderr
     assert "another-cluster" in result.stderr
+
+
+def committed_batches(data_dir: str, node_id: int) -> list[list[records_pb2.MetadataRecord]]:
+    """The records of every batch in a stopped node's log, batch by batch."""
+    (node,) = [n for n in layout.discover(data_dir) if n.node_id == node_id]
+    batches: list[list[records_pb2.MetadataRecord]] = []
+    for segment in node.segments:
+        for batch in codec.iter_batches(layout.read_bytes(segment.uri)):
+            batches.append([records_pb2.MetadataRecord.FromString(r) for r in batch.records()])
+    return batches
+
+
+def test_concurrent_creates_each_get_their_own_answer(
+    quorum: local_quorum.LocalQuorum, client: SyncControllerClient
+) -> None:
+    """A burst of creates at once. The leader combines queued requests into shared log batches (one
+    append, one fsync, one Fetch round); each request still gets its own answer: the duplicates of a
+    name in the burst -- exactly one wins --, an invalid request, which fails alone, and a request id
+    sent twice in the burst and again after it, which is answered the same each time and writes once."""
+    leader = quorum.node(leader_of(client)).address
+
+    def request(name: str, request_id: str, rf: int = 3) -> controller_pb2.CreateTopicsRequest:
+        topic = controller_pb2.CreatableTopic(name=name, num_partitions=2, replication_factor=rf)
+        return controller_pb2.CreateTopicsRequest(topics=[topic], request_id=request_id)
+
+    burst = [request(f"burst-{i}", f"id-{i}") for i in range(30)]
+    burst += [request("dup", f"dup-{i}") for i in range(3)]
+    burst += [request("bad/name", "bad-name"), request("too-wide", "too-wide", rf=7)]
+    burst += [request("retried", "same-id"), request("retried", "same-id")]
+
+    async def send_all() -> list[controller_pb2.CreateTopicsResponse]:
+        async with ControllerClient(leader, retry=RetryPolicy(deadline_s=20)) as burst_client:
+            return list(await asyncio.gather(*(burst_client.create_topics(r) for r in burst)))
+
+    answers = {r.request_id: a.topics[0] for r, a in zip(burst, asyncio.run(send_all()), strict=True)}
+    assert len(answers) == len(burst) - 1  # "same-id" twice
+    for i in range(30):
+        assert answers[f"id-{i}"].error_code == errors_pb2.NONE, answers[f"id-{i}"].error_message
+    dup_codes = sorted(answers[f"dup-{i}"].error_code for i in range(3))
+    assert dup_codes == [errors_pb2.NONE, errors_pb2.TOPIC_ALREADY_EXISTS, errors_pb2.TOPIC_ALREADY_EXISTS]
+    assert answers["bad-name"].error_code == errors_pb2.INVALID_TOPIC_EXCEPTION
+    assert answers["too-wide"].error_code == errors_pb2.INVALID_REPLICATION_FACTOR
+    assert answers["same-id"].error_code == errors_pb2.NONE
+    # Retried after the burst (a new batch), the ids are answered from the request table.
+    again = client.create_topics(request("burst-7", "id-7"))
+    assert again.topics[0].topic_id == answers["id-7"].topic_id
+    assert client.create_topics(request("retried", "same-id")).topics[0].topic_id == answers["same-id"].topic_id
+    described = {t.name: t for t in client.describe_topics().topics}
+    assert {f"burst-{i}" for i in range(30)} | {"dup", "retried"} <= set(described)
+    assert "bad/name" not in described and "too-wide" not in described
+
+    leader_id = leader_of(client)
+    local_quorum.down(quorum)
+    names: list[str] = []
+    for batch in committed_batches(quorum.data_dir, leader_id):
+        # Each request's records end with its RequestRecord, whose answer names its topics.
+        pending: list[str] = []
+        for record in batch:
+            kind = record.WhichOneof("record")
+            if kind == "topic":
+                pending.append(record.topic.name)
+            elif kind == "request":
+                answer = controller_pb2.CreateTopicsResponse.FromString(record.request.response)
+                assert sorted(pending) == sorted(t.name for t in answer.topics if t.error_code == errors_pb2.NONE)
+                names.extend(pending)
+                pending = []
+        assert pending == [], "records after the last RequestRecord of a batch belong to no request"
+    assert sorted(names) == sorted(set(names)), "every topic was written once"
+    assert {f"burst-{i}" for i in range(30)} | {"dup", "retried"} <= set(names)
+    verdict = facts_to_checks(local_facts(quorum.data_dir))
+    assert all(c.passed for c in verdict), verdict

@@ -1,0 +1,219 @@
+"""Check a ControllerService request against :mod:`raftmeta.limits`, before anything else.
+
+:func:`check_controller_request` is pure: it reads the request and nothing else (no image, no
+configuration), so any node can run it before forwarding, and a request it refuses has reached
+no controller and written nothing. It answers the first limit broken, in field order, as a
+:class:`LimitViolation` whose message names the field, its size and the limit with its value, e.g.
+``topics[3].num_partitions=200000 exceeds PARTITIONS_PER_TOPIC_MAX=10000``.
+
+Status (the rule in :mod:`raftmeta.limits`): a value that is too long (characters) is
+INVALID_ARGUMENT, error code INVALID_REQUEST; a request that asks for too much (bytes, counts) is
+RESOURCE_EXHAUSTED, error code POLICY_VIOLATION -- Kafka's code for "Excessively large number of
+partitions per request". Neither is retryable as it stands: clients must not retry it.
+
+Everything here is a bound, not a validation: negative counts, duplicate brokers, unknown configs
+and the like are the controller's to answer, per item, with Kafka's error codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from raftmeta import limits
+from raftmeta.rpc_errors import POLICY_VIOLATION
+from raftmeta.v1 import controller_pb2
+
+INVALID_REQUEST = "INVALID_REQUEST"
+# How much of an over-long value a message quotes.
+QUOTE_CHARS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class LimitViolation:
+    """A request over a limit: abort the call with ``status``, ``error_code`` and ``message``."""
+
+    limit: str  # the name of the constant in raftmeta.limits
+    status: grpc.StatusCode
+    message: str
+
+    @property
+    def error_code(self) -> str:
+        """The Kafka error name for the ``raftmeta-error-code`` trailing metadata."""
+        return INVALID_REQUEST if self.status == grpc.StatusCode.INVALID_ARGUMENT else POLICY_VIOLATION
+
+
+def _limit(name: str) -> int:
+    value: int = getattr(limits, name)
+    return value
+
+
+def _quote(text: str) -> str:
+    return repr(text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "...")
+
+
+def _too_many(field: str, count: int, limit: str) -> LimitViolation | None:
+    """A count (or size) over its limit: RESOURCE_EXHAUSTED."""
+    value = _limit(limit)
+    if count <= value:
+        return None
+    return LimitViolation(limit, grpc.StatusCode.RESOURCE_EXHAUSTED, f"{field}={count} exceeds {limit}={value}")
+
+
+def _too_long(field: str, text: str, limit: str) -> LimitViolation | None:
+    """A string over its length limit: INVALID_ARGUMENT (quoting only its start)."""
+    value = _limit(limit)
+    if len(text) <= value:
+        return None
+    return LimitViolation(
+        limit,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"len({field})={len(text)} exceeds {limit}={value} (starts {_quote(text)})",
+    )
+
+
+def _names(field: str, names: Iterable[str]) -> Iterator[LimitViolation | None]:
+    for i, name in enumerate(names):
+        yield _too_long(f"{field}[{i}]", name, "TOPIC_NAME_CHARS_MAX")
+
+
+def _request_id(request: Any) -> Iterator[LimitViolation | None]:
+    yield _too_long("request_id", request.request_id, "REQUEST_ID_CHARS_MAX")
+
+
+def _assignments(field: str, assignments: Any) -> Iterator[LimitViolation | None]:
+    yield _too_many(f"len({field})", len(assignments), "PARTITIONS_PER_TOPIC_MAX")
+    for j, assignment in enumerate(assignments):
+        yield _too_many(f"len({field}[{j}].broker_ids)", len(assignment.broker_ids), "REPLICAS_PER_PARTITION_MAX")
+
+
+def _placement(field: str, topic: Any) -> Iterator[LimitViolation | None]:
+    yield _too_long(f"{field}.placer", topic.placer, "PLACER_CHARS_MAX")
+    yield _too_long(f"{field}.broker_pool", topic.broker_pool, "POOL_CHARS_MAX")
+
+
+def _create_topics(request: controller_pb2.CreateTopicsRequest) -> Iterator[LimitViolation | None]:
+    yield from _request_id(request)
+    yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
+    total = 0
+    for i, topic in enumerate(request.topics):
+        field = f"topics[{i}]"
+        yield _too_long(f"{field}.name", topic.name, "TOPIC_NAME_CHARS_MAX")
+        yield _too_many(f"{field}.num_partitions", topic.num_partitions, "PARTITIONS_PER_TOPIC_MAX")
+        yield _too_many(f"{field}.replication_factor", topic.replication_factor, "REPLICAS_PER_PARTITION_MAX")
+        yield from _assignments(f"{field}.assignments", topic.assignments)
+        yield _too_many(f"len({field}.configs)", len(topic.configs), "CONFIGS_PER_TOPIC_MAX")
+        for key in sorted(topic.configs):
+            yield _too_long(f"{field}.configs key", key, "CONFIG_KEY_CHARS_MAX")
+            yield _too_long(f"{field}.configs[{_quote(key)}]", topic.configs[key], "CONFIG_VALUE_CHARS_MAX")
+        yield from _placement(field, topic)
+        # Absent or -1 is the cluster default (counted as 1: the controller checks the real one).
+        total += len(topic.assignments) or max(topic.num_partitions, 1)
+    yield _too_many("partitions in the request", total, "PARTITIONS_PER_REQUEST_MAX")
+
+
+def _create_partitions(request: controller_pb2.CreatePartitionsRequest) -> Iterator[LimitViolation | None]:
+    yield from _request_id(request)
+    yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
+    for i, topic in enumerate(request.topics):
+        field = f"topics[{i}]"
+        yield _too_long(f"{field}.name", topic.name, "TOPIC_NAME_CHARS_MAX")
+        yield _too_many(f"{field}.count", topic.count, "PARTITIONS_PER_TOPIC_MAX")
+        yield from _assignments(f"{field}.assignments", topic.assignments)
+        yield from _placement(field, topic)
+    # The request carries new totals, not what they add (the controller knows the current counts
+    # and bounds the added partitions by its max_partitions_per_request); the manual assignments
+    # are new partitions.
+    yield _too_many(
+        "partitions in the request", sum(len(t.assignments) for t in request.topics), "PARTITIONS_PER_REQUEST_MAX"
+    )
+
+
+def _delete_topics(request: controller_pb2.DeleteTopicsRequest) -> Iterator[LimitViolation | None]:
+    yield from _request_id(request)
+    yield _too_many(
+        "len(topic_names) + len(topic_ids)", len(request.topic_names) + len(request.topic_ids), "TOPICS_PER_REQUEST_MAX"
+    )
+    yield from _names("topic_names", request.topic_names)
+
+
+def _describe_topics(request: controller_pb2.DescribeTopicsRequest) -> Iterator[LimitViolation | None]:
+    yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
+    yield from _names("topics", request.topics)
+
+
+def _register_broker(request: controller_pb2.RegisterBrokerRequest) -> Iterator[LimitViolation | None]:
+    yield _too_long("cluster_id", request.cluster_id, "CLUSTER_ID_CHARS_MAX")
+    yield _too_long("rack", request.rack, "RACK_CHARS_MAX")
+    yield _too_long("pool", request.pool, "POOL_CHARS_MAX")
+    yield _too_many("len(endpoints)", len(request.endpoints), "ENDPOINTS_PER_BROKER_MAX")
+    for i, endpoint in enumerate(request.endpoints):
+        yield _too_long(f"endpoints[{i}].name", endpoint.name, "LISTENER_NAME_CHARS_MAX")
+        yield _too_long(f"endpoints[{i}].host", endpoint.host, "HOST_CHARS_MAX")
+
+
+def _broker_heartbeat(request: controller_pb2.BrokerHeartbeatRequest) -> Iterator[LimitViolation | None]:
+    yield _too_many("len(caught_up_replicas)", len(request.caught_up_replicas), "PARTITIONS_PER_REQUEST_MAX")
+
+
+def _topic_partitions(field: str, topics: Any) -> Iterator[LimitViolation | None]:
+    """``TopicPartitions`` lists (ElectLeaders, ListPartitionReassignments)."""
+    yield _too_many(f"len({field})", len(topics), "TOPICS_PER_REQUEST_MAX")
+    for i, topic in enumerate(topics):
+        yield _too_long(f"{field}[{i}].topic", topic.topic, "TOPIC_NAME_CHARS_MAX")
+    total = sum(len(t.partitions) for t in topics)
+    yield _too_many(f"partitions in {field}", total, "PARTITIONS_PER_REQUEST_MAX")
+
+
+def _elect_leaders(request: controller_pb2.ElectLeadersRequest) -> Iterator[LimitViolation | None]:
+    yield from _request_id(request)
+    yield from _topic_partitions("topic_partitions", request.topic_partitions)
+
+
+def _alter_reassignments(
+    request: controller_pb2.AlterPartitionReassignmentsRequest,
+) -> Iterator[LimitViolation | None]:
+    yield from _request_id(request)
+    yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
+    total = 0
+    for i, topic in enumerate(request.topics):
+        yield _too_long(f"topics[{i}].name", topic.name, "TOPIC_NAME_CHARS_MAX")
+        for j, partition in enumerate(topic.partitions):
+            field = f"len(topics[{i}].partitions[{j}].replicas)"
+            yield _too_many(field, len(partition.replicas), "REPLICAS_PER_PARTITION_MAX")
+        total += len(topic.partitions)
+    yield _too_many("partitions in the request", total, "PARTITIONS_PER_REQUEST_MAX")
+
+
+def _list_reassignments(request: controller_pb2.ListPartitionReassignmentsRequest) -> Iterator[LimitViolation | None]:
+    yield from _topic_partitions("topics", request.topics)
+
+
+_CHECKS: dict[str, Callable[[Any], Iterator[LimitViolation | None]]] = {
+    "CreateTopics": _create_topics,
+    "CreatePartitions": _create_partitions,
+    "DeleteTopics": _delete_topics,
+    "DescribeTopics": _describe_topics,
+    "RegisterBroker": _register_broker,
+    "BrokerHeartbeat": _broker_heartbeat,
+    "ElectLeaders": _elect_leaders,
+    "AlterPartitionReassignments": _alter_reassignments,
+    "ListPartitionReassignments": _list_reassignments,
+}
+
+
+def check_controller_request(method: str, request: Message) -> LimitViolation | None:
+    """The first limit ``request`` breaks, or None. DescribeCluster and DescribeQuorum have no
+    fields, so only their size is checked (unknown fields count towards it)."""
+    size = request.ByteSize()
+    violation = _too_many(f"{type(request).__name__} size in bytes", size, "CONTROLLER_REQUEST_BYTES_MAX")
+    if violation is not None:
+        return violation
+    check = _CHECKS.get(method)
+    if check is None:
+        return None
+    return next((v for v in check(request) if v is not None), None)

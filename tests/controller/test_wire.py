@@ -1,0 +1,122 @@
+"""The snapshot encoder's bytes are protobuf's bytes: partitions straight to wire format, and topics
+unchanged since the last snapshot reused rather than re-encoded."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raftmeta.controller import image_to_records
+from raftmeta.controller.image import PartitionRegistration
+from raftmeta.controller.snapshot import SnapshotEncoder
+from raftmeta.controller.topics import delete_topics
+from raftmeta.controller.wire import PACKED_CACHE_MAX, PartitionEncoder, varint
+from raftmeta.v1 import controller_pb2, records_pb2
+from tests.controller.helpers import Context
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+SMALL = st.integers(-2, 20_000)  # around the one- and two-byte varint boundaries
+IDS = st.lists(st.one_of(SMALL, INT32), max_size=5).map(tuple)
+
+
+def protobuf_bytes(topic_id: bytes, pid: int, part: PartitionRegistration) -> bytes:
+    return records_pb2.MetadataRecord(
+        partition=records_pb2.PartitionRecord(
+            topic_id=topic_id,
+            partition_id=pid,
+            replicas=part.replicas,
+            isr=part.isr,
+            removing_replicas=part.removing_replicas,
+            adding_replicas=part.adding_replicas,
+            leader=part.leader,
+            leader_epoch=part.leader_epoch,
+            partition_epoch=part.partition_epoch,
+        )
+    ).SerializeToString()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    topic_id=st.one_of(st.just(b""), st.binary(min_size=16, max_size=16)),
+    pid=st.one_of(SMALL, INT32),
+    replicas=IDS,
+    isr=IDS,
+    leader=st.one_of(SMALL, INT32),
+    epochs=st.tuples(st.one_of(SMALL, INT32), st.one_of(SMALL, INT32)),
+    removing=IDS,
+    adding=IDS,
+)
+def test_a_partition_encodes_exactly_as_protobuf_does(
+    topic_id: bytes,
+    pid: int,
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    leader: int,
+    epochs: tuple[int, int],
+    removing: tuple[int, ...],
+    adding: tuple[int, ...],
+) -> None:
+    part = PartitionRegistration(replicas, isr, leader, epochs[0], epochs[1], removing, adding)
+    encoder = PartitionEncoder()
+    expected = protobuf_bytes(topic_id, pid, part)
+    assert encoder.record(encoder.topic_prefix(topic_id), pid, part) == expected
+    assert encoder.record(encoder.topic_prefix(topic_id), pid, part) == expected  # from the cache
+    assert records_pb2.MetadataRecord.FromString(expected).partition.replicas == list(replicas)
+
+
+def test_varint_matches_protobuf_for_boundaries_and_negatives() -> None:
+    for value in (1, 127, 128, 16383, 16384, 2**31 - 1, -1, -(2**31)):
+        encoded = records_pb2.PartitionRecord(leader=value).SerializeToString()
+        assert encoded == b"\x38" + varint(value), value
+
+
+def test_the_replica_list_cache_is_bounded() -> None:
+    encoder = PartitionEncoder()
+    prefix = encoder.topic_prefix(bytes(range(16)))
+    for n in range(PACKED_CACHE_MAX + 10):
+        part = PartitionRegistration((n, n + 1), (n,), n, 0, 0)
+        assert encoder.record(prefix, 1, part) == protobuf_bytes(bytes(range(16)), 1, part)
+    assert len(encoder._packed) <= PACKED_CACHE_MAX
+
+
+def grown_context() -> Context:
+    ctx = Context()
+    ctx.add_brokers([1, 2, 3, 4], racks=["a", "a", "b", "b"])
+    ctx.create_ok("alpha", partitions=5, rf=3, configs={"cleanup.policy": "compact"})
+    on_3_and_4 = [
+        controller_pb2.ReplicaAssignment(partition_index=i, broker_ids=[3 + i % 2, 4 - i % 2]) for i in range(3)
+    ]
+    ctx.create(controller_pb2.CreatableTopic(name="beta", assignments=on_3_and_4))
+    return ctx
+
+
+def test_snapshot_encoder_bytes_are_the_records_of_image_to_records_across_changes() -> None:
+    ctx = grown_context()
+    encoder = SnapshotEncoder()
+
+    def expected() -> list[bytes]:
+        return [r.SerializeToString() for r in image_to_records(ctx.image)]
+
+    assert encoder.records(ctx.image) == expected()
+    beta = ctx.image.topic_by_name("beta")
+    beta_bytes = encoder._topics[id(beta)][1]
+    ctx.create_ok("gamma", partitions=2, rf=3)
+    alpha = ctx.image.topic_by_name("alpha")
+    ctx.fence(1)  # alpha has replicas on broker 1: its ISRs shrink, it becomes a new value
+    ctx.run(delete_topics, controller_pb2.DeleteTopicsRequest(topic_names=["gamma"]))
+    assert ctx.image.topic_by_name("alpha") is not alpha
+    assert encoder.records(ctx.image) == expected()
+    # beta (brokers 3 and 4 only) is the same value as before: its bytes were reused as they are.
+    assert ctx.image.topic_by_name("beta") is beta
+    assert encoder._topics[id(beta)][1] is beta_bytes
+    assert encoder.records(ctx.image) == expected()
+
+
+def test_snapshot_encoder_drops_topics_that_are_gone() -> None:
+    ctx = grown_context()
+    encoder = SnapshotEncoder()
+    encoder.records(ctx.image)
+    assert len(encoder._topics) == 2
+    ctx.run(delete_topics, controller_pb2.DeleteTopicsRequest(topic_names=["alpha", "beta"]))
+    assert encoder.records(ctx.image) == [r.SerializeToString() for r in image_to_records(ctx.image)]
+    assert encoder._topics == {}
