@@ -48,3 +48,30 @@ def get_logger(name: str, **bound: object) -> structlog.stdlib.BoundLogger:
     """A logger with ``component=name`` and any extra context bound."""
     logger: structlog.stdlib.BoundLogger = structlog.get_logger(component=name, **bound)
     return logger
+
+
+class UndeliveredReplyFilter(logging.Filter):
+    """grpc.aio logs ``ExecuteBatchError`` with a full traceback when a servicer's answer cannot be
+    sent because its caller is gone (deadline passed, connection cut, process killed or paused).
+    In a quorum whose peers are killed and paused on purpose that is routine, not a crash, so the
+    traceback becomes one structured line (the RPC named) and real errors still pass through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._log = get_logger("grpc")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None or type(error).__name__ != "ExecuteBatchError":
+            return True
+        message = record.getMessage()
+        rpc = message[message.find("[") + 1 : message.rfind("]")] if "[" in message else ""
+        self._log.info("reply not delivered: the caller went away", rpc=rpc)
+        return False
+
+
+def quiet_undelivered_replies() -> None:
+    """Install :class:`UndeliveredReplyFilter` on grpc's logger (once; servers call this)."""
+    logger = logging.getLogger("grpc._cython.cygrpc")
+    if not any(isinstance(f, UndeliveredReplyFilter) for f in logger.filters):
+        logger.addFilter(UndeliveredReplyFilter())

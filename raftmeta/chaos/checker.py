@@ -40,8 +40,15 @@ class HistoryVerdict:
 
 
 def _possibly_deleted_after(op: Op, ops: Iterable[Op]) -> bool:
+    """Whether a delete of the same name may have taken effect after ``op`` (a create) did. A delete
+    takes effect somewhere between its invocation and its completion -- an unknown one at any time
+    after its invocation -- so a delete invoked *before* the create still counts when it completed
+    after the create was invoked: under faults a retried delete can land on the re-created topic."""
     return any(
-        d.kind == "delete_topic" and d.topic == op.topic and d.outcome != "fail" and d.invoke_ms >= op.invoke_ms
+        d.kind == "delete_topic"
+        and d.topic == op.topic
+        and d.outcome != "fail"
+        and (d.outcome == "unknown" or d.complete_ms >= op.invoke_ms)
         for d in ops
     )
 

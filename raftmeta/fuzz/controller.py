@@ -32,8 +32,7 @@ import grpc
 from google.protobuf import text_format
 from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
+from hypothesis import given
 from hypothesis import strategies as st
 
 from raftmeta import local_quorum
@@ -43,6 +42,7 @@ from raftmeta.fuzz.logcheck import LogReport, check_batches, check_node_log
 from raftmeta.fuzz.outcomes import Reply, judge
 from raftmeta.fuzz.report import TargetReport
 from raftmeta.fuzz.requests import METHODS, ClusterView, FuzzRequest, requests
+from raftmeta.fuzz.rounds import fuzz_round
 from raftmeta.limits import grpc_channel_options
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError
@@ -306,14 +306,7 @@ class ControllerFuzzer:
         node_count = self.config.nodes
         strategy = st.tuples(requests(self.view), st.integers(0, node_count - 1))
 
-        @hypothesis_seed(seed)
-        @settings(
-            max_examples=examples,
-            deadline=None,
-            database=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
+        @fuzz_round(seed, examples)
         @given(strategy)
         def one(example: tuple[FuzzRequest, int]) -> None:
             if time.monotonic() < deadline:

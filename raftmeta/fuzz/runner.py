@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
+from hypothesis import given
 
 from raftmeta.fuzz.decoder import DecoderCase, check_case, decoder_cases, quiet_storage_logs, without_fsync
 from raftmeta.fuzz.report import TargetReport
+from raftmeta.fuzz.rounds import fuzz_round
 
 DECODER_ROUND_EXAMPLES = 100
 CONTROLLER_ROUND_EXAMPLES = 50
@@ -48,14 +48,7 @@ class DecoderFuzzer:
             self.report.fail(case.family, failure, {"case": case.describe()})
 
     def run_round(self, seed: int, examples: int, deadline: float) -> None:
-        @hypothesis_seed(seed)
-        @settings(
-            max_examples=examples,
-            deadline=None,
-            database=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
+        @fuzz_round(seed, examples)
         @given(decoder_cases())
         def one(case: DecoderCase) -> None:
             if time.monotonic() < deadline:

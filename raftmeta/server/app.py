@@ -21,7 +21,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from raftmeta.limits import grpc_server_options
-from raftmeta.logs import get_logger
+from raftmeta.logs import get_logger, quiet_undelivered_replies
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.node import Node
 from raftmeta.server.services import ControllerServicer, RaftServicer
@@ -110,6 +110,7 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
             common_name=raft_tls.common_name,
             expected=expected,
         )
+    quiet_undelivered_replies()
     node = Node(config)
     await node.start()
     controller_servicer = ControllerServicer(node)

@@ -86,6 +86,29 @@ def test_compacted_deleted_topics_are_unverifiable_not_lost_and_left_out_for_spa
     assert kept == [] and left_out == 2
 
 
+def test_a_delete_invoked_before_a_recreate_may_remove_the_new_topic() -> None:
+    """Seen in a chaos run: delete e1 (invoked at 20, retried under faults) completed at 60 and
+    removed the e1 re-created at 40; with the records compacted that create is unverifiable, and
+    the Spark history leaves it out instead of calling it lost."""
+    ops = [
+        op(1, "create_topic", "e1", "ID-1", (0, 10)),
+        op(2, "delete_topic", "e1", "ID-2", (20, 60)),
+        op(3, "create_topic", "e1", "ID-2", (40, 45)),
+    ]
+    log = log_with({}, base_offset=80)
+    verdict = check_history(ops, log, {})
+    assert verdict.lost_acknowledged == []
+    assert sorted(verdict.unverifiable) == [1, 3]
+    kept, left_out = spark_history(ops, log)
+    assert kept == [] and left_out == 3
+
+
+def test_a_delete_that_completed_before_a_create_cannot_excuse_it() -> None:
+    ops = [op(1, "delete_topic", "e1", "ID-0", (0, 10)), op(2, "create_topic", "e1", "ID-2", (20, 30))]
+    verdict = check_history(ops, log_with({}, base_offset=80), {})
+    assert verdict.lost_acknowledged == [2]
+
+
 def test_availability_finds_the_longest_stretch_without_an_ok_op() -> None:
     ops = [
         op(1, "create_topic", "a", "ID-A", (1000, 1100)),

@@ -10,8 +10,7 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import Message
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
+from hypothesis import given
 
 from placement.rng import JavaRandom
 from raftmeta.controller import Controller
@@ -23,6 +22,7 @@ from raftmeta.fuzz.logcheck import LogReport, Replayer
 from raftmeta.fuzz.outcomes import Reply, judge
 from raftmeta.fuzz.report import TargetReport
 from raftmeta.fuzz.requests import ClusterView, FuzzRequest, requests
+from raftmeta.fuzz.rounds import fuzz_round
 from raftmeta.v1 import controller_pb2, records_pb2
 
 FLEET = 6
@@ -111,14 +111,7 @@ class InProcessController:
         self._heartbeats()
 
     def run_round(self, seed: int, examples: int) -> None:
-        @hypothesis_seed(seed)
-        @settings(
-            max_examples=examples,
-            deadline=None,
-            database=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
+        @fuzz_round(seed, examples)
         @given(requests(self.view()))
         def one(fuzzed: FuzzRequest) -> None:
             self.exercise(fuzzed)
