@@ -28,7 +28,7 @@ from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
 from raftmeta.jobs.datasource import SOURCE_NAME, FilePartition, read_partition
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 @dataclass
@@ -233,8 +233,14 @@ def _walk_node(node: layout.NodeFiles) -> _NodeWalk:
     return walk
 
 
-def spark_facts(spark: SparkSession, data_dir: str) -> Facts:
-    """The same facts computed by Spark over the batch-level rows of every node."""
+def spark_facts(spark: SparkSession, data_dir: str, *, split_bytes: int = 0) -> Facts:
+    """The same facts computed by Spark over the batch-level rows of every node.
+
+    Two jobs on a clean log, over the cached batch rows: per-node counts (which also fill the
+    cache), then one pass -- a per-node window in offset order, a grouping by base offset, a
+    global sum -- that counts gaps, backward epochs, conflicting and missing batches at once.
+    Only failures fetch their offending items (at most EXAMPLES_MAX each, in order).
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -242,99 +248,129 @@ def spark_facts(spark: SparkSession, data_dir: str) -> Facts:
     snapshot_ends = {n.node_id: [s.end_offset for s in n.snapshots] for n in nodes}
     hw = {n.node_id: n.high_watermark for n in nodes}
     facts = Facts()
-    batches: DataFrame = spark.read.format(SOURCE_NAME).option("level", "batches").load(data_dir).cache()
+    reader = spark.read.format(SOURCE_NAME).option("level", "batches")
+    if split_bytes:
+        reader = reader.option("split_bytes", str(split_bytes))
+    batches: DataFrame = reader.load(data_dir).cache()
     hw_of = F.create_map(*[F.lit(x) for pair in hw.items() for x in pair])
+    ok = F.col("crc_ok")
 
     per_node = (
-        batches.where("crc_ok")
-        .groupBy("node_id")
-        .agg(F.count("*").alias("n"), F.min("base_offset").alias("first"), F.max("next_offset").alias("end"))
+        batches.groupBy("node_id")
+        .agg(
+            F.count(F.lit(1)).alias("batches"),
+            F.min(F.when(ok, F.col("base_offset"))).alias("first"),
+            F.max(F.when(ok, F.col("next_offset"))).alias("end"),
+            F.count(F.when(~ok, F.lit(1))).alias("damaged"),
+        )
         .collect()
     )
-    first_base = {r["node_id"]: r["first"] for r in per_node}
-    facts.batches = batches.count()
-    in_file_order = Window.partitionBy("node_id").orderBy("segment", "position")
-    at = F.coalesce("base_offset", F.lag("next_offset").over(in_file_order), F.lit(0))
-    damaged = batches.select(
-        "node_id", "segment", "position", "error", "crc_ok", (at < hw_of[F.col("node_id")]).alias("committed")
-    ).where("NOT crc_ok")
-    for row in damaged.orderBy("node_id", "segment", "position").collect():
-        text = f"node {row['node_id']}: {row['error']}"
-        if row["committed"]:
-            facts.corrupt_committed.append(text)
-        else:
-            facts.corrupt_tail.append(text)
-    facts.corrupt_committed_total, facts.corrupt_tail_total = len(facts.corrupt_committed), len(facts.corrupt_tail)
-    facts.corrupt_committed, facts.corrupt_tail = (
-        facts.corrupt_committed[:EXAMPLES_MAX],
-        facts.corrupt_tail[:EXAMPLES_MAX],
-    )
+    first_base = {r["node_id"]: r["first"] for r in per_node if r["first"] is not None}
+    facts.batches = sum(r["batches"] for r in per_node)
+    if any(r["damaged"] for r in per_node):
+        _damage(facts, batches, hw_of)
 
     w = Window.partitionBy("node_id").orderBy("base_offset")
-    ordered = batches.where("crc_ok").select(
+    ordered = batches.where(ok).select(
         "node_id", "segment", "base_offset", "next_offset", "epoch", "digest",
         F.lag("next_offset").over(w).alias("prev_next"), F.lag("epoch").over(w).alias("prev_epoch"),
+        (F.col("next_offset") <= hw_of[F.col("node_id")]).alias("committed"),
     )  # fmt: skip
-    gap_rows = ordered.where("prev_next IS NOT NULL AND prev_next != base_offset")
-    gaps = [
-        gap_text(r["node_id"], r["base_offset"], r["prev_next"], r["segment"])
-        for r in gap_rows.orderBy("node_id", "base_offset").limit(EXAMPLES_MAX).collect()
-    ]
-    gaps_total = gap_rows.count()
+    is_gap = F.col("prev_next").isNotNull() & (F.col("prev_next") != F.col("base_offset"))
+    is_back = F.col("prev_epoch").isNotNull() & (F.col("epoch") < F.col("prev_epoch"))
+    committed = F.col("committed")
+    by_offset = ordered.groupBy("base_offset").agg(
+        F.count(F.when(is_gap, F.lit(1))).alias("gaps"),
+        F.count(F.when(is_back, F.lit(1))).alias("backs"),
+        F.size(F.collect_set(F.when(committed, F.col("digest")))).alias("digests"),
+        F.collect_set(F.when(committed, F.col("node_id"))).alias("holders"),
+    )
+    snapshot_end = {n.node_id: n.newest_snapshot.end_offset if n.newest_snapshot else 0 for n in nodes}
+    start_of = {n.node_id: first_base.get(n.node_id, snapshot_end[n.node_id]) for n in nodes}
+    expected = F.array(*[
+        F.when((F.lit(start_of[n]) <= F.col("base_offset")) & (F.col("base_offset") < F.lit(hw[n])), F.lit(n))
+        for n in sorted(hw)
+    ])  # fmt: skip
+    # Only offsets some node has committed can be missing elsewhere.
+    lacking = F.when(
+        F.size("holders") > 0, F.array_except(F.filter(expected, lambda x: x.isNotNull()), F.col("holders"))
+    ).otherwise(F.array().cast("array<int>"))
+    with_lacking = by_offset.select("*", lacking.alias("lacking"))
+    totals = with_lacking.agg(
+        F.sum("gaps").alias("gaps"),
+        F.sum("backs").alias("backs"),
+        F.count(F.when(F.col("digests") > 1, F.lit(1))).alias("conflicts"),
+        F.sum(F.size("lacking")).alias("missing"),
+    ).collect()[0]
+
+    gaps_total = totals["gaps"] or 0
+    gaps: list[str] = []
+    if gaps_total:
+        gaps = [
+            gap_text(r["node_id"], r["base_offset"], r["prev_next"], r["segment"])
+            for r in ordered.where(is_gap).orderBy("node_id", "base_offset").limit(EXAMPLES_MAX).collect()
+        ]
     for node_id, first in sorted(first_base.items()):
         if not log_start_is_legal(first, snapshot_ends[node_id]):
             gaps.insert(0, start_text(node_id, first))
             gaps_total += 1
     facts.gaps, facts.gaps_total = gaps[:EXAMPLES_MAX], gaps_total
-    back_rows = ordered.where("prev_epoch IS NOT NULL AND epoch < prev_epoch")
-    facts.epochs_backwards = [
-        backwards_text(r["node_id"], r["base_offset"], r["epoch"], r["prev_epoch"])
-        for r in back_rows.orderBy("node_id", "base_offset").limit(EXAMPLES_MAX).collect()
-    ]
-    facts.epochs_backwards_total = back_rows.count()
+    facts.epochs_backwards_total = totals["backs"] or 0
+    if facts.epochs_backwards_total:
+        facts.epochs_backwards = [
+            backwards_text(r["node_id"], r["base_offset"], r["epoch"], r["prev_epoch"])
+            for r in ordered.where(is_back).orderBy("node_id", "base_offset").limit(EXAMPLES_MAX).collect()
+        ]
 
-    snapshot_end = {n.node_id: n.newest_snapshot.end_offset if n.newest_snapshot else 0 for n in nodes}
     ends = {r["node_id"]: r["end"] for r in per_node}
     for node in nodes:
         log_end = max(ends.get(node.node_id) or 0, snapshot_end[node.node_id])
         facts.log_end_offset_by_node[node.node_id] = log_end
         facts.committed_offset_by_node[node.node_id] = hw[node.node_id]
         if hw[node.node_id] > log_end:
-            facts.hw_beyond_log.append(
-                f"node {node.node_id}: high watermark {hw[node.node_id]} but log ends at {log_end}"
-            )
+            facts.hw_beyond_log.append(hw_text(node.node_id, hw[node.node_id], log_end))
 
-    committed = ordered.where(F.col("next_offset") <= hw_of[F.col("node_id")])
-    by_offset = committed.groupBy("base_offset").agg(
-        F.countDistinct("digest").alias("digests"),
-        F.sort_array(F.collect_list(F.struct("node_id", "digest"))).alias("copies"),
-        F.collect_set("node_id").alias("holders"),
-    )
-    conflict_rows = by_offset.where("digests > 1")
-    facts.conflicts = [
-        f"offset {r['base_offset']} ("
-        + ", ".join(f"node {c['node_id']}: {c['digest'][:12]}" for c in r["copies"])
-        + ")"
-        for r in conflict_rows.orderBy("base_offset").limit(EXAMPLES_MAX).collect()
-    ]
-    facts.conflicts_total = conflict_rows.count()
-    start_of = {n.node_id: first_base.get(n.node_id, snapshot_end[n.node_id]) for n in nodes}
-    expected = F.array(*[
-        F.when((F.lit(start_of[n]) <= F.col("base_offset")) & (F.col("base_offset") < F.lit(hw[n])), F.lit(n))
-        for n in sorted(hw)
-    ])  # fmt: skip
-    missing_rows = (
-        by_offset.select(
-            "base_offset",
-            F.array_except(F.filter(expected, lambda x: x.isNotNull()), F.col("holders")).alias("lacking"),
+    facts.conflicts_total = totals["conflicts"] or 0
+    if facts.conflicts_total:
+        copies = (
+            ordered.where(committed)
+            .groupBy("base_offset")
+            .agg(F.collect_list(F.struct("node_id", "digest")).alias("copies"))
+            .where(F.size(F.array_distinct("copies.digest")) > 1)
         )
-        .where(F.size("lacking") > 0)
-        .select("base_offset", F.explode("lacking").alias("node_id"))
-    )
-    facts.missing = [
-        missing_text(r["node_id"], r["base_offset"], hw[r["node_id"]])
-        for r in missing_rows.orderBy("base_offset", "node_id").limit(EXAMPLES_MAX).collect()
-    ]
-    facts.missing_total = missing_rows.count()
+        facts.conflicts = [
+            conflict_text(r["base_offset"], [(c["node_id"], c["digest"]) for c in r["copies"]])
+            for r in copies.orderBy("base_offset").limit(EXAMPLES_MAX).collect()
+        ]
+    facts.missing_total = totals["missing"] or 0
+    if facts.missing_total:
+        missing_rows = with_lacking.where(F.size("lacking") > 0).select(
+            "base_offset", F.explode("lacking").alias("node_id")
+        )
+        facts.missing = [
+            missing_text(r["node_id"], r["base_offset"], hw[r["node_id"]])
+            for r in missing_rows.orderBy("base_offset", "node_id").limit(EXAMPLES_MAX).collect()
+        ]
     batches.unpersist()
     return facts
+
+
+def _damage(facts: Facts, batches: DataFrame, hw_of: Column) -> None:
+    """Damaged batches, committed (below the node's high watermark) or a torn tail above it."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    in_file_order = Window.partitionBy("node_id").orderBy("segment", "position")
+    at = F.coalesce("base_offset", F.lag("next_offset").over(in_file_order), F.lit(0))
+    below_hw = (at < hw_of[F.col("node_id")]).alias("committed")
+    damaged = batches.select("node_id", "segment", "position", "error", "crc_ok", below_hw).where("NOT crc_ok").cache()
+    totals = damaged.agg(
+        F.count(F.when(F.col("committed"), F.lit(1))).alias("committed"), F.count(F.lit(1)).alias("all")
+    )
+    row = totals.collect()[0]
+    facts.corrupt_committed_total = row["committed"]
+    facts.corrupt_tail_total = row["all"] - row["committed"]
+    for in_prefix, target in ((True, facts.corrupt_committed), (False, facts.corrupt_tail)):
+        examples = damaged.where(F.col("committed") == in_prefix).orderBy("node_id", "segment", "position")
+        target.extend(f"node {r['node_id']}: {r['error']}" for r in examples.limit(EXAMPLES_MAX).collect())
+    damaged.unpersist()

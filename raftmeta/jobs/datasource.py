@@ -1,8 +1,9 @@
 """The ``raftmeta`` Spark data source: ``spark.read.format("raftmeta").load(data_dir)``.
 
-One input partition per segment file (or snapshot file), planned on the driver from the data
-dir's layout, decoded on executors by :mod:`raftmeta.jobs.columns` into Arrow record batches
-(yielded as they are: no per-value conversion in Python).
+Input partitions are planned on the driver from the data dir's layout (one per segment or
+snapshot file, or several per file with ``split_bytes``), decoded on executors by
+:mod:`raftmeta.jobs.columns` into Arrow record batches (yielded as they are: no per-value
+conversion in Python).
 
 Options (strings, as Spark passes them):
 
@@ -13,15 +14,26 @@ Options (strings, as Spark passes them):
   then positions within the snapshot, from 0); ``newest_snapshot``: ``true`` reads only each
   node's newest snapshot.
 - ``committed``: ``true`` keeps only rows below each node's checkpointed high watermark.
+- ``columns`` (records level): a comma-separated subset of the columns to decode and return.
+  Python data sources get no column pruning from Spark, and every column costs decoding time
+  and JVM ingest, so jobs name what they use.
+- ``record_types`` (records level): a comma-separated list of record kinds to return (damage
+  rows are always returned). Other records are skipped by their first byte, without parsing: a
+  pass over the broker records of a 10 M-record log costs little more than reading it.
+- ``split_bytes``: split files larger than this into ranges of about this many bytes, each its
+  own task (a range holds the batches that start in it), so a big segment keeps every core
+  busy; 0 (default) = one task per file.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
@@ -33,7 +45,8 @@ SOURCE_NAME = "raftmeta"
 
 @dataclass(frozen=True)
 class FilePartition(InputPartition):
-    """One file for one task. Plain data: pickled from the planner to the executors."""
+    """One file (or a byte range of it) for one task. Plain data: pickled from the planner to
+    the executors."""
 
     uri: str
     node_id: int
@@ -41,6 +54,17 @@ class FilePartition(InputPartition):
     level: str
     # Rows at or above this offset are dropped when reading committed data only; -1 = keep all.
     high_watermark: int
+    # The batches that start in [start, end) of the file; end -1 = to the end of the file.
+    start: int = 0
+    end: int = -1
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What to decode: the columns (None = all) and record kinds (None = all) of record rows."""
+
+    columns: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] | None = None
 
 
 def _flag(options: dict[str, str], key: str) -> bool:
@@ -50,10 +74,54 @@ def _flag(options: dict[str, str], key: str) -> bool:
     return value == "true"
 
 
+def _names(options: dict[str, str], key: str, allowed: Sequence[str]) -> tuple[str, ...] | None:
+    if key not in options:
+        return None
+    names = tuple(n.strip() for n in options[key].split(",") if n.strip())
+    unknown = sorted(set(names) - set(allowed))
+    if unknown:
+        raise ValueError(f"option {key!r}: unknown names {unknown}; allowed: {', '.join(allowed)}")
+    return names
+
+
+def read_options(options: dict[str, str]) -> ReadOptions:
+    """The ``columns`` and ``record_types`` options, checked (records level only)."""
+    cols = _names(options, "columns", columns.RECORD_SCHEMA.names)
+    kinds = _names(options, "record_types", columns.RECORD_KINDS)
+    if options.get("level", "records") == "batches" and (cols is not None or kinds is not None):
+        raise ValueError("options 'columns' and 'record_types' apply to level=records only")
+    return ReadOptions(cols, kinds)
+
+
+def _split_bytes(options: dict[str, str]) -> int:
+    text = options.get("split_bytes", "0").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"option 'split_bytes' must be a whole number of bytes, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"option 'split_bytes' must be 0 or more, got {value}")
+    return value
+
+
+def _ranges(size: int, split_bytes: int) -> list[tuple[int, int]]:
+    if split_bytes <= 0 or size <= split_bytes:
+        return [(0, -1)]
+    count = math.ceil(size / split_bytes)
+    step = math.ceil(size / count)
+    return [(i * step, -1 if i == count - 1 else (i + 1) * step) for i in range(count)]
+
+
 def plan_partitions(
-    data_dir: str, *, level: str, snapshots: bool, committed: bool, newest_snapshot: bool = False
+    data_dir: str,
+    *,
+    level: str,
+    snapshots: bool,
+    committed: bool,
+    newest_snapshot: bool = False,
+    split_bytes: int = 0,
 ) -> list[FilePartition]:
-    """The files to read, one partition each (driver side)."""
+    """The files (or file ranges) to read, one partition each (driver side)."""
     if level not in ("records", "batches"):
         raise ValueError(f"option 'level' must be records or batches, got {level!r}")
     parts: list[FilePartition] = []
@@ -66,31 +134,37 @@ def plan_partitions(
         else:
             files = node.snapshots if snapshots else node.segments
         for f in files:
-            parts.append(FilePartition(f.uri, node.node_id, f.uri.rsplit("/", 1)[-1], level, hw))
+            name = f.uri.rsplit("/", 1)[-1]
+            for start, end in _ranges(f.size_bytes, split_bytes):
+                parts.append(FilePartition(f.uri, node.node_id, name, level, hw, start, end))
     return parts
 
 
-def read_partition(part: FilePartition) -> Iterator[pa.RecordBatch]:
-    """Decode one file into Arrow batches (executor side; also used by the reference checker)."""
+def read_partition(part: FilePartition, options: ReadOptions | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode one file (range) into Arrow batches (executor side; also used by the reference
+    checker and the chaos tooling)."""
+    options = options or ReadOptions()
     data = layout.read_bytes(part.uri)
+    end = None if part.end < 0 else part.end
     if part.level == "batches":
-        batches = columns.batch_rows(part.node_id, part.name, data)
-        offset_column = "next_offset"
-    else:
-        batches = columns.record_rows(part.node_id, part.name, data)
-        offset_column = "offset"
-    for batch in batches:
-        kept = batch
-        if part.high_watermark >= 0:
-            # Committed rows only: a record below the high watermark; a batch wholly below it.
-            offsets = batch.column(offset_column).to_pylist()
-            inclusive = offset_column == "next_offset"
-            keep = [
-                o is not None and (o <= part.high_watermark if inclusive else o < part.high_watermark) for o in offsets
-            ]
-            kept = batch.filter(pa.array(keep))
-        if kept.num_rows:
-            yield kept
+        for batch in columns.batch_rows(part.node_id, part.name, data, start=part.start, end=end):
+            kept = batch
+            if part.high_watermark >= 0:
+                # Committed batches only: those wholly below the high watermark (null = unreadable: dropped).
+                kept = batch.filter(pc.less_equal(batch.column("next_offset"), part.high_watermark))
+            if kept.num_rows:
+                yield kept
+        return
+    yield from columns.record_rows(
+        part.node_id,
+        part.name,
+        data,
+        columns=options.columns,
+        kinds=options.kinds,
+        start=part.start,
+        end=end,
+        below=part.high_watermark if part.high_watermark >= 0 else None,
+    )
 
 
 class RaftmetaDataSource(DataSource):
@@ -99,8 +173,9 @@ class RaftmetaDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        level = self.options.get("level", "records")
-        arrow = columns.BATCH_SCHEMA if level == "batches" else columns.RECORD_SCHEMA
+        options = {str(k).lower(): str(v) for k, v in self.options.items()}
+        level = options.get("level", "records")
+        arrow = columns.BATCH_SCHEMA if level == "batches" else columns.projected_schema(read_options(options).columns)
         spark_schema: StructType = from_arrow_schema(arrow)
         return spark_schema
 
@@ -113,6 +188,7 @@ class RaftmetaReader(DataSourceReader):
         self.options = {str(k).lower(): str(v) for k, v in options.items()}
         if "path" not in self.options:
             raise ValueError("the raftmeta source needs a path: spark.read.format('raftmeta').load(DATA_DIR)")
+        self.read_options = read_options(self.options)
 
     def partitions(self) -> Sequence[InputPartition]:
         return plan_partitions(
@@ -121,8 +197,9 @@ class RaftmetaReader(DataSourceReader):
             snapshots=_flag(self.options, "snapshots"),
             committed=_flag(self.options, "committed"),
             newest_snapshot=_flag(self.options, "newest_snapshot"),
+            split_bytes=_split_bytes(self.options),
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FilePartition)
-        yield from read_partition(partition)
+        yield from read_partition(partition, self.read_options)

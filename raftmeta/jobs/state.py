@@ -1,10 +1,24 @@
 """Replay the committed metadata in Spark: every partition's state along the way, the final
 state, and the checks of DESIGN.md §9 invariant 7 on every state (not only the last).
 
-Input: the record-level rows of one node's committed prefix (after the consistency checks have
-shown the nodes agree, the other nodes add nothing). A partition's state after each of its
-records is rebuilt by carrying forward the last value of each field (PartitionRecord sets them
-all; a PartitionChangeRecord sets some), ordered by offset.
+Input: the record-level rows of one node's replay (after the consistency checks have shown the
+nodes agree, the other nodes add nothing). A partition's state after each of its records is
+rebuilt by carrying forward the last value of each field (PartitionRecord sets them all; a
+PartitionChangeRecord sets some), ordered by offset.
+
+Two passes over the log, and only bounded results reach the driver:
+
+1. the broker records alone (skipped-by-first-byte reading makes this nearly free): per broker,
+   when it registered, its rack, pool and fencing;
+2. everything else in one job: rows are hash-partitioned by topic id and sorted once by
+   (topic id, partition id, offset); window functions over that one order give each partition's
+   states, its topic's creation and removal, and the first live partition of each topic; the
+   states are then counted by (live, replicas, leader), and each such group emits weighted
+   (kind, broker) entries -- "broken states", "live partitions", "replicas on broker 3",
+   "partitions broker 3 leads" -- that a last aggregation sums. The driver receives a few rows
+   per broker, never a row per partition: the 10 M-partition final state used to be collected
+   here and ran the driver out of heap. Offending states are fetched (at most EXAMPLES_MAX, in
+   offset order) only when a check fails.
 """
 
 from __future__ import annotations
@@ -13,64 +27,210 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
+from raftmeta.jobs.datasource import SOURCE_NAME
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from collections.abc import Sequence
+
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 PARTITION_TYPES = ("partition", "partition_change")
+TOPIC_TYPES = ("topic", "remove_topic")
+BROKER_TYPES = ("register_broker", "fence_broker", "unfence_broker", "unregister_broker")
+SNAPSHOT_FRAMING = ("snapshot_header", "snapshot_footer")
+PARTITION_FIELDS = ("replicas", "isr", "leader", "leader_epoch", "partition_epoch")
+# What the state job decodes: every column costs decoding and JVM ingest, so only what the rules read.
+STATE_COLUMNS = (
+    "offset", "record_type", "topic_id", "topic_name", "partition_id", "replicas", "isr", "adding_replicas",
+    "leader", "leader_epoch", "partition_epoch", "pool", "crc_ok",
+)  # fmt: skip
+BROKER_COLUMNS = ("offset", "record_type", "broker_id", "rack", "pool", "fenced", "crc_ok")
+
+# The kinds of entries the state job counts; per-broker ones carry the broker id, the others -1.
+ORPHAN, BROKEN, PARTITION, LEADERLESS, RACK_SPREAD, TOPIC, REPLICA, PREFERRED, LEADER = range(9)
+
+
+@dataclass(frozen=True)
+class NodeReplay:
+    """The records that replay one node: its newest snapshot (if ``snapshot_end`` is set) as of the
+    offset just below the snapshot's end, then its committed log from there."""
+
+    spark: SparkSession
+    root: str
+    snapshot_end: int | None = None
+    # Split segment files into tasks of about this many bytes (0 = one task per file).
+    split_bytes: int = 0
+
+    def records(self, kinds: Sequence[str] | None = None, columns: Sequence[str] | None = None) -> DataFrame:
+        return replay_records(
+            self.spark, SOURCE_NAME, self.root, self.snapshot_end, kinds=kinds, columns=columns,
+            split_bytes=self.split_bytes,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Balance:
+    """Counts over the final state's live partitions (the inputs of the balance figures)."""
+
+    topics: int
+    partitions: int
+    leaderless: int
+    rack_spread_violations: int
+    replicas: dict[int, int]
+    preferred_leaders: dict[int, int]
+    leaders: dict[int, int]
 
 
 @dataclass(frozen=True)
 class ClusterState:
-    """The final state, small enough for the driver (one row per partition / broker)."""
+    """The final state: brokers and counts (small, on the driver), and the live partitions as a
+    DataFrame to query (one row per partition: never collect it whole on a large log)."""
 
-    # topic name -> partition id -> (replicas, isr, leader)
-    topics: dict[str, dict[int, tuple[list[int], list[int], int]]]
-    # broker id -> (rack, pool, fenced)
+    # broker id -> (rack, pool, fenced), registered brokers only
     brokers: dict[int, tuple[str | None, str | None, bool]]
     records: int
+    balance: Balance
+    # topic_name, topic_id, partition_id, replicas, isr, leader of every live partition
+    final: DataFrame
+
+    def partition(self, topic: str, partition: int) -> tuple[list[int], list[int], int] | None:
+        """(replicas, isr, leader) of one live partition, or None."""
+        from pyspark.sql import functions as F
+
+        rows = self.final.where((F.col("topic_name") == topic) & (F.col("partition_id") == partition)).collect()
+        if not rows:
+            return None
+        row = rows[0]
+        return list(row["replicas"] or []), list(row["isr"] or []), row["leader"]
+
+    def topic_names(self, limit: int = 1000) -> list[str]:
+        """Names of the live topics (at most ``limit``: for small logs and tests)."""
+        names = self.final.select("topic_name").distinct().orderBy("topic_name").limit(limit).collect()
+        return [r["topic_name"] for r in names]
+
+
+@dataclass(frozen=True)
+class _Brokers:
+    registered_at: dict[int, int]  # first registration offset, every broker ever registered
+    pool_of: dict[int, str]  # pool of the latest registration that named one
+    live: dict[int, tuple[str | None, str | None, bool]]  # not unregistered: (rack, pool, fenced)
+
+
+def _brokers(replay: NodeReplay) -> _Brokers:
+    """One small job over the broker records: a row per broker."""
+    from pyspark.sql import functions as F
+
+    register = F.col("record_type") == "register_broker"
+    rows = (
+        replay.records(kinds=BROKER_TYPES, columns=BROKER_COLUMNS)
+        .where(F.col("crc_ok") & F.col("record_type").isin(*BROKER_TYPES))
+        .groupBy("broker_id")
+        .agg(
+            F.min(F.when(register, F.col("offset"))).alias("registered_at"),
+            F.max_by("pool", F.when(register & F.col("pool").isNotNull(), F.col("offset"))).alias("pool_of"),
+            F.max_by(F.struct("rack", "pool", "fenced"), F.when(register, F.col("offset"))).alias("registration"),
+            F.max_by("record_type", "offset").alias("last_type"),
+        )
+        .collect()
+    )
+    live: dict[int, tuple[str | None, str | None, bool]] = {}
+    for row in rows:
+        reg = row["registration"]
+        if reg is None or row["last_type"] == "unregister_broker":
+            continue
+        fenced = {"fence_broker": True, "unfence_broker": False}.get(row["last_type"], bool(reg["fenced"]))
+        live[row["broker_id"]] = (reg["rack"], reg["pool"], fenced)
+    return _Brokers(
+        registered_at={r["broker_id"]: r["registered_at"] for r in rows if r["registered_at"] is not None},
+        pool_of={r["broker_id"]: r["pool_of"] for r in rows if r["pool_of"] is not None},
+        live=live,
+    )
+
+
+def _literal_map(mapping: dict[int, Any], value_type: str) -> Column:
+    from pyspark.sql import functions as F
+
+    if not mapping:
+        return F.create_map().cast(f"map<int,{value_type}>")
+    return F.create_map(*[F.lit(x) for pair in sorted(mapping.items()) for x in pair]).cast(f"map<int,{value_type}>")
 
 
 def partition_states(records: DataFrame) -> DataFrame:
-    """One row per partition record: the partition's full state after it."""
+    """One row per partition record: the partition's full state after it (the input must be
+    partition records only; used where no topic context is needed)."""
+    from pyspark.sql import Window
+
+    w = Window.partitionBy("topic_id", "partition_id").orderBy("offset")
+    return _carry(records.where(_is_partition_record()), w)
+
+
+def _is_partition_record() -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col("record_type").isin(*PARTITION_TYPES)
+
+
+def _carry(records: DataFrame, w: Any) -> DataFrame:
+    """Each row's state after it within window ``w``: fields carried forward, the previous
+    epochs and leader, the replication factor the partition was created with, and whether a
+    later record of the partition follows. One window operator: every function shares ``w``'s
+    partitioning and order (a function over another window's output would add an operator that
+    copies every row again)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    w = Window.partitionBy("topic_id", "partition_id").orderBy("offset")
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    fields = ("replicas", "isr", "adding_replicas", "removing_replicas", "leader")
-    carried: list[Column] = [F.last(name, ignorenulls=True).over(upto).alias(name) for name in fields]
-    keys = ("offset", "record_type", "topic_id", "partition_id", "leader_epoch", "partition_epoch")
-    filled = (
-        records.where(F.col("record_type").isin(*PARTITION_TYPES))
-        .select(*keys, *fields)
-        .select(
-            *keys,
-            *carried,
-            F.lag("leader_epoch").over(w).alias("prev_leader_epoch"),
-            F.lag("partition_epoch").over(w).alias("prev_partition_epoch"),
-            F.first("replicas").over(w).alias("created_replicas"),
-        )
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    fields = [f for f in ("replicas", "isr", "adding_replicas", "removing_replicas", "leader") if f in records.columns]
+    keys = [c for c in records.columns if c not in fields]
+    # A replay from a snapshot taken during a move first sees the partition with its adding
+    # replicas listed: the replication factor is what remains without them.
+    replication_factor = F.size(F.col("replicas")) - F.size(F.coalesce(F.col("adding_replicas"), F.array()))
+    return records.select(
+        *keys,
+        *[F.last(name, ignorenulls=True).over(upto).alias(name) for name in fields],
+        F.lag("leader_epoch").over(w).alias("prev_leader_epoch"),
+        F.lag("partition_epoch").over(w).alias("prev_partition_epoch"),
+        F.first(replication_factor).over(upto).alias("created_replication_factor"),
+        F.lead("offset").over(w).isNull().alias("last_of_partition"),
+        # The previous *state's* leader (carried forward), so "did the leader change" is exact.
+        F.last("leader", ignorenulls=True).over(before).alias("prev_leader"),
     )
-    # The previous *state's* leader (carried forward), so "did the leader change" is exact.
-    return filled.select("*", F.lag("leader").over(w).alias("prev_leader"))
 
 
-def _violation_rules(registered_at: Column, pool_of: Column) -> list[tuple[str, Column]]:
+def _violation_rules(brokers: _Brokers) -> list[tuple[str, Column]]:
     """(rule, condition that is true when the state breaks it)."""
     from pyspark.sql import functions as F
 
+    registered_at = _literal_map(brokers.registered_at, "bigint")
+    pool_of = _literal_map(brokers.pool_of, "string")
     replicas = F.coalesce(F.col("replicas"), F.array())
     isr = F.coalesce(F.col("isr"), F.array())
     adding = F.coalesce(F.col("adding_replicas"), F.array())
+    # <= because a snapshot's records all stand at the offset just below its end.
+    unregistered: Column = ~F.forall(
+        replicas, lambda b: registered_at[b].isNotNull() & (registered_at[b] <= F.col("offset"))
+    )
+    ids = sorted(brokers.registered_at)
+    if ids:
+        # Past the last registration the rule is set membership, checked without a lambda per
+        # replica (lambdas run interpreted, and this rule runs on every state): a range check
+        # when the registered ids are contiguous (the usual case), else a set difference.
+        if ids == list(range(ids[0], ids[-1] + 1)):
+            outside = (F.array_min(replicas) < ids[0]) | (F.array_max(replicas) > ids[-1])
+        else:
+            outside = F.size(F.array_except(replicas, F.array(*[F.lit(b) for b in ids]).cast("array<int>"))) > 0
+        after_all = F.col("offset") >= F.lit(max(brokers.registered_at.values()))
+        unregistered = F.when(after_all, outside).otherwise(unregistered)
     return [
         ("no replicas", F.size(replicas) == 0),
         ("duplicate replica", F.size(F.array_distinct(replicas)) != F.size(replicas)),
         (
             "replica count differs from the replication factor",
-            F.size(replicas) - F.size(adding) != F.size(F.col("created_replicas")),
+            F.size(replicas) - F.size(adding) != F.col("created_replication_factor"),
         ),
-        ("ISR not a subset of the replicas", F.size(F.array_except(isr, replicas)) > 0),
+        # An ISR equal to the replicas (the usual state) needs no set difference.
+        ("ISR not a subset of the replicas", (isr != replicas) & (F.size(F.array_except(isr, replicas)) > 0)),
         # The controller never writes an empty ISR (it keeps the last member when none is live), and a
         # reassignment completes only while an in-sync replica stays: an empty ISR means a change --
         # typically a move dropping its removing replicas too early -- lost the last in-sync copy.
@@ -95,150 +255,229 @@ def _violation_rules(registered_at: Column, pool_of: Column) -> list[tuple[str, 
             F.col("topic_pool").isNotNull()
             & F.exists(replicas, lambda b: pool_of[b].isNull() | (pool_of[b] != F.col("topic_pool"))),
         ),
-        (
-            # <= because a snapshot's records all stand at the offset just below its end.
-            "replica not a registered broker",
-            ~F.forall(replicas, lambda b: registered_at[b].isNotNull() & (registered_at[b] <= F.col("offset"))),
-        ),
+        ("replica not a registered broker", unregistered),
     ]
 
 
-def state_checks(records: DataFrame) -> tuple[list[Check], ClusterState]:
-    """Invariant 7 on every partition state, plus the final cluster state."""
+def _states(records: DataFrame, brokers: _Brokers) -> DataFrame:
+    """Every partition state with its topic's context and the flags the checks and figures count."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    records = records.where("crc_ok").cache()
-    topics = records.where("record_type = 'topic'").select(
-        "topic_id", "topic_name", F.col("offset").alias("created_at"), F.col("pool").alias("topic_pool")
+    rows = records.where(F.col("record_type").isin(*PARTITION_TYPES, *TOPIC_TYPES))
+    # Partitioning by topic id alone (not topic and partition) lets the per-partition and the
+    # per-topic windows below share one shuffle and one sort: (topic, partition, offset), in
+    # which a topic's TopicRecord and RemoveTopicRecords (partition id null) come first.
+    per_partition = Window.partitionBy("topic_id", "partition_id").orderBy("offset")
+    carried = _carry(rows.repartition("topic_id"), per_partition)
+    is_topic = F.col("record_type") == "topic"
+    per_topic = (
+        Window.partitionBy("topic_id")
+        .orderBy("partition_id", "offset")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    removed = records.where("record_type = 'remove_topic'").select("topic_id", F.col("offset").alias("removed_at"))
-    registrations = (
-        records.where("record_type = 'register_broker'").groupBy("broker_id").agg(F.min("offset").alias("at"))
+    with_topic = carried.select(
+        "*",
+        # A topic's first TopicRecord names it and sets its pool; any RemoveTopicRecord ends it.
+        F.first(F.when(is_topic, F.struct("offset", "topic_name", "pool")), ignorenulls=True)
+        .over(per_topic)
+        .alias("topic"),
+        F.max(F.col("record_type") == "remove_topic").over(per_topic).alias("removed"),
+        # The topic's lowest partition id: its partition counted when counting topics.
+        F.min("partition_id").over(per_topic).alias("first_partition_id"),
     )
-    registered = {r["broker_id"]: r["at"] for r in registrations.collect()}
-    # A broker's pool is set by its (latest) registration.
-    pools = (
-        records.where("record_type = 'register_broker' AND pool IS NOT NULL")
-        .groupBy("broker_id")
-        .agg(F.max_by("pool", "offset").alias("pool"))
-        .collect()
-    )
-    pool_of = (
-        F.create_map(*[F.lit(x) for r in pools for x in (r["broker_id"], r["pool"])])
-        if pools
-        else F.create_map().cast("map<int,string>")
-    )
-    registered_at = (
-        F.create_map(*[F.lit(x) for pair in registered.items() for x in pair])
-        if registered
-        else F.create_map().cast("map<int,bigint>")
+    broken: Column = F.lit(False)
+    for _, condition in _violation_rules(brokers):
+        broken = broken | F.coalesce(condition, F.lit(False))
+    created_at = F.col("topic.offset")
+    orphan = (F.col("record_type") == "partition") & (created_at.isNull() | (created_at > F.col("offset")))
+    live = F.col("last_of_partition") & ~F.col("removed")
+    return with_topic.where(_is_partition_record()).select(
+        "offset", "record_type", "topic_id", "partition_id", "replicas", "isr", "leader", "adding_replicas",
+        "created_replication_factor", "prev_leader_epoch", "prev_partition_epoch", "prev_leader", "leader_epoch",
+        "partition_epoch",
+        F.col("topic.pool").alias("topic_pool"),
+        F.col("topic.topic_name").alias("topic_name"),
+        orphan.alias("orphan"),
+        broken.alias("broken"),
+        live.alias("live"),
+        (live & (F.col("partition_id") == F.col("first_partition_id"))).alias("first_live_of_topic"),
+    )  # fmt: skip
+
+
+def _counts(states: DataFrame, brokers: _Brokers) -> DataFrame:
+    """Rows of (kind, broker, count): every count the checks and figures need, bounded by the
+    number of brokers.
+
+    First the states are grouped by what the figures depend on -- (live, replicas, leader) --
+    which map-side aggregation collapses to a row per distinct assignment; the entries per broker
+    ("a replica on broker 3", "broker 3 leads") and the rack spread are then computed once per
+    group, weighted by its size, rather than once per partition."""
+    from pyspark.sql import functions as F
+
+    live = F.col("live")
+    groups = states.groupBy(
+        live.alias("live"),
+        F.when(live, F.coalesce(F.col("replicas"), F.array().cast("array<int>"))).alias("replicas"),
+        F.when(live, F.coalesce(F.col("leader"), F.lit(-1))).alias("leader"),
+    ).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count(F.when(F.col("orphan"), F.lit(1))).alias("orphans"),
+        F.count(F.when(F.col("broken"), F.lit(1))).alias("broken"),
+        F.count(F.when(F.col("first_live_of_topic"), F.lit(1))).alias("topics"),
     )
 
-    states = partition_states(records).join(topics, "topic_id", "left").cache()
-    checks: list[Check] = []
+    def entry(kind: int, n: Column, broker: Column | int = -1) -> Column:
+        b = broker if not isinstance(broker, int) else F.lit(broker)
+        return F.struct(F.lit(kind).alias("kind"), b.cast("int").alias("broker"), n.cast("long").alias("n"))
 
-    orphans = states.where("record_type = 'partition' AND (created_at IS NULL OR created_at > offset)")
-    checks.append(
+    rack_of = _literal_map({b: rack for b, (rack, _, _) in brokers.live.items()}, "string")
+    racks = len({rack for rack, _, _ in brokers.live.values()})
+    replicas, leader, n = F.col("replicas"), F.col("leader"), F.col("n")
+    spanned = F.size(F.array_distinct(F.transform(replicas, lambda b: rack_of[b])))
+    flags = F.array(
+        entry(ORPHAN, F.col("orphans")),
+        entry(BROKEN, F.col("broken")),
+        entry(TOPIC, F.col("topics")),
+        F.when(live, entry(PARTITION, n)),
+        F.when(live & (leader < 0), entry(LEADERLESS, n)),
+        F.when(live & (spanned < F.least(F.size(replicas), F.lit(racks))), entry(RACK_SPREAD, n)),
+        F.when(live & (F.size(replicas) > 0), entry(PREFERRED, n, replicas[0])),
+        F.when(live & (leader >= 0), entry(LEADER, n, leader)),
+    )
+    per_replica = F.when(live, F.transform(replicas, lambda b: entry(REPLICA, n, b))).otherwise(
+        F.array().cast("array<struct<kind:int,broker:int,n:bigint>>")
+    )
+    return (
+        groups.select(F.explode(F.concat(flags, per_replica)).alias("e"))
+        .where(F.col("e").isNotNull())
+        .groupBy("e.kind", "e.broker")
+        .agg(F.sum("e.n").alias("count"))
+    )
+
+
+def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
+    """Invariant 7 on every partition state, plus the final cluster state."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    brokers = _brokers(replay)
+    observed = Observation("replayed records")
+    records = replay.records(columns=STATE_COLUMNS).where("crc_ok").observe(observed, F.count(F.lit(1)).alias("n"))
+    counts: dict[tuple[int, int], int] = {
+        (r["kind"], r["broker"]): r["count"] for r in _counts(_states(records, brokers), brokers).collect()
+    }
+    total = observed.get["n"]
+
+    def states() -> DataFrame:  # a fresh plan for follow-up queries (an Observation is used once)
+        return _states(replay.records(columns=STATE_COLUMNS).where("crc_ok"), brokers)
+
+    checks = [
         _check(
             "partitions-of-known-topics",
-            orphans,
+            counts.get((ORPHAN, -1), 0),
+            lambda: states().where("orphan"),
             lambda r: f"offset {r['offset']}: partition {r['partition_id']} of unknown topic id {r['topic_id']}",
             "every partition belongs to a topic created before it",
-        )
-    )
-    rules = _violation_rules(registered_at, pool_of)
-    broken = F.filter(
-        F.array(*[F.when(cond, F.lit(name)) for name, cond in rules]),
-        lambda x: x.isNotNull(),
-    )
-    bad = states.select("*", broken.alias("broken")).where(F.size("broken") > 0)
-    checks.append(
+        ),
         _check(
             "partition-states-valid",
-            bad,
+            counts.get((BROKEN, -1), 0),
+            lambda: _broken_rules(states().where("broken"), brokers),
             lambda r: (
                 f"{r['topic_name'] or r['topic_id']}-{r['partition_id']} at offset {r['offset']}: "
-                f"{', '.join(r['broken'])} (replicas {r['replicas']}, isr {r['isr']}, leader {r['leader']})"
+                f"{', '.join(r['rules'])} (replicas {r['replicas']}, isr {r['isr']}, leader {r['leader']})"
             ),
             "every partition state along the log has distinct registered replicas (in the topic's pool, if it "
             "has one), the topic's replication factor, a non-empty ISR within replicas, leader in ISR or -1, and "
             "rising epochs",
+        ),
+    ]
+
+    def per_broker(kind: int) -> dict[int, int]:
+        return {broker: n for (k, broker), n in counts.items() if k == kind}
+
+    balance = Balance(
+        topics=counts.get((TOPIC, -1), 0),
+        partitions=counts.get((PARTITION, -1), 0),
+        leaderless=counts.get((LEADERLESS, -1), 0),
+        rack_spread_violations=counts.get((RACK_SPREAD, -1), 0),
+        replicas=per_broker(REPLICA),
+        preferred_leaders=per_broker(PREFERRED),
+        leaders=per_broker(LEADER),
+    )
+    final = (
+        states()
+        .where("live")
+        .select(
+            "topic_name", "topic_id", "partition_id", "replicas", "isr", F.coalesce("leader", F.lit(-1)).alias("leader")
         )
     )
-
-    latest = (
-        states.groupBy("topic_id", "partition_id")
-        .agg(F.max_by(F.struct("replicas", "isr", "leader", "topic_name"), F.col("offset")).alias("s"))
-        .join(removed, "topic_id", "left_anti")
-    )
-    final_topics: dict[str, dict[int, tuple[list[int], list[int], int]]] = {}
-    for row in latest.select("partition_id", "s.*").collect():
-        final_topics.setdefault(row["topic_name"] or "?", {})[row["partition_id"]] = (
-            list(row["replicas"] or []),
-            list(row["isr"] or []),
-            row["leader"] if row["leader"] is not None else -1,
-        )
-    broker_rows = (
-        records.where(
-            F.col("record_type").isin("register_broker", "fence_broker", "unfence_broker", "unregister_broker")
-        )
-        .groupBy("broker_id")
-        .agg(
-            F.max_by(
-                F.struct("rack", "pool"), F.when(F.col("record_type") == "register_broker", F.col("offset"))
-            ).alias("r"),
-            F.max_by("record_type", "offset").alias("last_type"),
-            F.max_by("fenced", F.when(F.col("record_type") == "register_broker", F.col("offset"))).alias(
-                "registered_fenced"
-            ),
-        )
-        .collect()
-    )
-    brokers: dict[int, tuple[str | None, str | None, bool]] = {}
-    for row in broker_rows:
-        if row["last_type"] == "unregister_broker":
-            continue
-        fenced = {"fence_broker": True, "unfence_broker": False}.get(row["last_type"], bool(row["registered_fenced"]))
-        brokers[row["broker_id"]] = (row["r"]["rack"], row["r"]["pool"], fenced)
-    count = records.count()
-    states.unpersist()
-    records.unpersist()
-    return checks, ClusterState(final_topics, brokers, count)
+    return checks, ClusterState(brokers.live, total, balance, final)
 
 
-def _check(name: str, offending: DataFrame, describe: Any, ok_detail: str) -> Check:
-    total = offending.count()
+def _broken_rules(states: DataFrame, brokers: _Brokers) -> DataFrame:
+    """The names of the rules each (broken) state breaks, as column ``rules``."""
+    from pyspark.sql import functions as F
+
+    named = F.array(*[F.when(cond, F.lit(name)) for name, cond in _violation_rules(brokers)])
+    return states.select("*", F.filter(named, lambda x: x.isNotNull()).alias("rules"))
+
+
+def _check(name: str, total: int, offending: Any, describe: Any, ok_detail: str) -> Check:
     if total == 0:
         return Check(name, True, ok_detail)
-    rows = offending.orderBy("offset").limit(EXAMPLES_MAX).collect()
+    rows = offending().orderBy("offset").limit(EXAMPLES_MAX).collect()
     return Check(name, False, listed([describe(r) for r in rows], total))
 
 
-SNAPSHOT_FRAMING = ("snapshot_header", "snapshot_footer")
-PARTITION_FIELDS = ("replicas", "isr", "leader", "leader_epoch", "partition_epoch")
-
-
-def replay_records(spark: Any, source: str, node_root: str, snapshot_end: int | None) -> DataFrame:
+def replay_records(
+    spark: SparkSession,
+    source: str,
+    node_root: str,
+    snapshot_end: int | None,
+    *,
+    kinds: Sequence[str] | None = None,
+    columns: Sequence[str] | None = None,
+    split_bytes: int = 0,
+) -> DataFrame:
     """The records to replay one node: its newest snapshot (as of the offset just below the
     snapshot's end) followed by its committed log from the snapshot's end on. Without a snapshot,
     just the committed log. Segments below a snapshot may have been deleted, so a replay from the
-    log alone would miss everything created before it."""
+    log alone would miss everything created before it.
+
+    ``kinds`` and ``columns`` narrow what is decoded (see the data source's options); with a
+    snapshot, ``offset`` is always among the columns."""
     from pyspark.sql import functions as F
 
-    log = spark.read.format(source).option("committed", "true").load(node_root)
+    from raftmeta.jobs.columns import RECORD_KINDS
+
+    if columns is not None and snapshot_end is not None and "offset" not in columns:
+        columns = (*columns, "offset")
+
+    def read(record_kinds: Sequence[str] | None, **flags: str) -> DataFrame:
+        reader = spark.read.format(source)
+        for key, value in flags.items():
+            reader = reader.option(key, value)
+        if record_kinds is not None:
+            reader = reader.option("record_types", ",".join(record_kinds))
+        if columns is not None:
+            reader = reader.option("columns", ",".join(columns))
+        if split_bytes:
+            reader = reader.option("split_bytes", str(split_bytes))
+        return reader.load(node_root)
+
+    log = read(kinds, committed="true")
     if snapshot_end is None:
-        return log  # type: ignore[no-any-return]
-    base = (
-        spark.read.format(source)
-        .option("newest_snapshot", "true")
-        .load(node_root)
-        .where(~F.col("record_type").isin(*SNAPSHOT_FRAMING))
-        .withColumn("offset", F.lit(snapshot_end - 1).cast("long"))
+        return log
+    # The snapshot's framing records are not metadata: skipped by kind while reading.
+    base = read([k for k in (kinds or RECORD_KINDS) if k not in SNAPSHOT_FRAMING], newest_snapshot="true")
+    base = base.withColumn("offset", F.lit(snapshot_end - 1).cast("long"))
+    if "batch_base_offset" in base.columns:
         # Batches inside a snapshot file are not the log's batches: nothing may be joined on them
         # (the history job traces a record to its request through the batch it was written in).
-        .withColumn("batch_base_offset", F.lit(None).cast("long"))
-    )
-    return base.unionByName(log.where(F.col("offset") >= snapshot_end))  # type: ignore[no-any-return]
+        base = base.withColumn("batch_base_offset", F.lit(None).cast("long"))
+    return base.unionByName(log.where(F.col("offset") >= snapshot_end))
 
 
 def partitions_as_of(records: DataFrame, end_offset: int) -> DataFrame:
@@ -257,7 +496,10 @@ def partitions_as_of(records: DataFrame, end_offset: int) -> DataFrame:
 
 
 def snapshot_check(spark: Any, source: str, nodes: list[Any], replayed: DataFrame, replay_base: int) -> Check:
-    """Each node's newest snapshot equals the replayed partition state at the snapshot's offset."""
+    """Each node's newest snapshot equals the replayed partition state at the snapshot's offset.
+
+    ``replayed``: the replay's partition and remove-topic records (offset, record_type, topic_id,
+    partition_id and the partition fields)."""
     compared: list[str] = []
     problems: list[str] = []
     for node in nodes:
@@ -270,6 +512,7 @@ def snapshot_check(spark: Any, source: str, nodes: list[Any], replayed: DataFram
         rows = (
             spark.read.format(source)
             .option("newest_snapshot", "true")
+            .option("record_types", "partition")
             .load(node.root)
             .where("record_type = 'partition'")
             .select("topic_id", "partition_id", *PARTITION_FIELDS)

@@ -27,14 +27,18 @@ def test_synthetic_logs_are_identical_valid_quorum_logs(tmp_path: Path) -> None:
 def test_bench_replay_reports_every_figure(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "raftmeta", "bench", "replay", "--records", "20000", "--scaling", "5000",
-         "--work-dir", str(tmp_path), "--output", "json"],
+         "--warm-up-records", "1000", "--work-dir", str(tmp_path), "--output", "json"],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
     for key in ("records", "spark_records_per_s", "spark_records_per_s_with_startup", "baseline_records_per_s",
-                "ratio", "scaling", "driver_peak_rss_mb"):  # fmt: skip
+                "ratio", "scaling", "driver_peak_rss_mb", "jvm_peak_rss_mb", "baseline_peak_rss_mb"):  # fmt: skip
         assert key in document, key
+    # The baseline runs in its own process: the driver's figure is the Spark driver's alone.
+    assert document["driver_peak_rss_mb"] > 0 and document["baseline_peak_rss_mb"] > 0
+    assert set(document["load_average"]) == {"start", "end"}
+    assert document["spark_startup_seconds"] >= document["spark_warm_up_seconds"] > 0
     assert document["records"] >= 20000
     assert [row["records"] >= 5000 for row in document["scaling"]] == [True, True]
     assert document["spark_records_per_s"] > 0

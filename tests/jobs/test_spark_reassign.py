@@ -16,7 +16,7 @@ from placement.rng import JavaRandom
 from raftmeta.controller import MetadataImage
 from raftmeta.controller.brokers import broker_heartbeat
 from raftmeta.controller.reassign import alter_partition_reassignments
-from raftmeta.jobs.state import state_checks
+from raftmeta.jobs.state import NodeReplay, state_checks
 from raftmeta.storage import codec
 from raftmeta.v1 import controller_pb2, records_pb2
 from tests.jobs.quorum_logs import LogBatch, append_everywhere, write_quorum
@@ -92,10 +92,9 @@ def test_a_controller_move_passes_and_a_lost_last_isr_member_fails(spark: SparkS
     logs = write_quorum(tmp_path, topics=4, lagging=False)
     for batch in controller_move(committed_image(logs)):
         append_everywhere(tmp_path, logs, batch)
-    records = spark.read.format("raftmeta").option("committed", "true").load(str(tmp_path / "node-1"))
-    checks, state = state_checks(records)
+    checks, state = state_checks(NodeReplay(spark, str(tmp_path / "node-1")))
     assert all(c.passed for c in checks), checks
-    assert state.topics["topic-1"][0] == ([4, 5, 3], [4, 5, 3], 4)
+    assert state.partition("topic-1", 0) == ([4, 5, 3], [4, 5, 3], 4)
 
     # topic-2 partition 0 ([2, 3, 4]) starts a move to [5, 0, 4], then a broken completion drops the
     # removing replicas while no adding replica is in sync: the ISR ends up empty.
@@ -119,11 +118,46 @@ def test_a_controller_move_passes_and_a_lost_last_isr_member_fails(spark: SparkS
             )
         ],
     )  # fmt: skip
-    records = spark.read.format("raftmeta").option("committed", "true").load(str(tmp_path / "node-1"))
-    checks, _ = state_checks(records)
+    checks, _ = state_checks(NodeReplay(spark, str(tmp_path / "node-1")))
     verdict = {c.name: c for c in checks}
     assert not verdict["partition-states-valid"].passed
     detail = verdict["partition-states-valid"].detail
     assert f"topic-2-0 at offset {bad}: ISR empty: the partition lost its last in-sync replica" in detail
     assert "topic-1-0" not in detail, "the controller's own move stays valid"
     assert detail.count("topic-2-0") == 1, "the started move (ISR intact) is valid"
+
+
+def test_a_replay_that_first_sees_a_partition_mid_move_keeps_its_replication_factor(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # A replay based on a snapshot taken during a move first sees the partition as a PartitionRecord
+    # with adding replicas: its replication factor is replicas - adding, not every replica listed
+    # (regression: the completed move was reported as a changed replication factor).
+    logs = write_quorum(tmp_path, topics=1, lagging=False)
+    topic_id = (9).to_bytes(16, "big")
+    mid_move = records_pb2.PartitionRecord(
+        topic_id=topic_id, partition_id=0, replicas=[4, 5, 1, 2], isr=[1, 2, 4, 5], leader=1,
+        adding_replicas=[4, 5], removing_replicas=[1, 2],
+    )  # fmt: skip
+    append_everywhere(
+        tmp_path,
+        logs,
+        [
+            records_pb2.MetadataRecord(
+                topic=records_pb2.TopicRecord(name="moving", topic_id=topic_id)
+            ).SerializeToString(),
+            records_pb2.MetadataRecord(partition=mid_move).SerializeToString(),
+        ],
+    )
+    append_everywhere(
+        tmp_path,
+        logs,
+        [
+            move_change(
+                9, 0, replicas=[4, 5], isr=[4, 5], leader=4, adding_replicas=[], removing_replicas=[],
+                leader_epoch=1, partition_epoch=1,
+            )
+        ],
+    )  # fmt: skip
+    checks, _ = state_checks(NodeReplay(spark, str(tmp_path / "node-1")))
+    assert all(c.passed for c in checks), checks

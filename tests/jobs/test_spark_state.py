@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from raftmeta.jobs.state import state_checks
+from raftmeta.jobs.state import NodeReplay, state_checks
 from tests.jobs.quorum_logs import append_everywhere, partition_change, write_quorum
 
 if TYPE_CHECKING:
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.spark
 
 
-def node_records(spark: SparkSession, root: Path, node_id: int = 1):  # type: ignore[no-untyped-def]
-    return spark.read.format("raftmeta").option("committed", "true").load(str(root / f"node-{node_id}"))
+def node_records(spark: SparkSession, root: Path, node_id: int = 1) -> NodeReplay:
+    return NodeReplay(spark, str(root / f"node-{node_id}"))
 
 
 def test_clean_log_passes_and_gives_the_final_state(spark: SparkSession, tmp_path: Path) -> None:
@@ -27,9 +27,9 @@ def test_clean_log_passes_and_gives_the_final_state(spark: SparkSession, tmp_pat
     append_everywhere(tmp_path, logs, [partition_change(1, 0, leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=1)])
     checks, state = state_checks(node_records(spark, tmp_path))
     assert all(c.passed for c in checks), checks
-    assert sorted(state.topics) == ["topic-0", "topic-1", "topic-2", "topic-3"]
-    assert state.topics["topic-1"][0] == ([1, 2, 3], [2, 3], 2)
-    assert state.topics["topic-0"][2] == ([2, 3, 4], [2, 3, 4], 2)
+    assert state.topic_names() == ["topic-0", "topic-1", "topic-2", "topic-3"]
+    assert state.partition("topic-1", 0) == ([1, 2, 3], [2, 3], 2)
+    assert state.partition("topic-0", 2) == ([2, 3, 4], [2, 3, 4], 2)
     assert sorted(state.brokers) == [0, 1, 2, 3, 4, 5]
     assert state.brokers[4] == ("rack-1", None, False)
 

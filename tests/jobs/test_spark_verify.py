@@ -76,5 +76,7 @@ def test_spark_and_reference_agree(spark: SparkSession, tmp_path: Path, kind: st
     reference = facts_to_checks(local_facts(str(root)))
     from_spark = facts_to_checks(spark_facts(spark, str(root)))
     assert from_spark == reference
+    # Files split into tasks of a few batches each: damage must land in exactly one task.
+    assert facts_to_checks(spark_facts(spark, str(root), split_bytes=300)) == reference
     assert all(c.passed for c in reference) == (kind == "clean")
     shutil.rmtree(root)
