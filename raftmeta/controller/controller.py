@@ -52,9 +52,9 @@ from raftmeta.controller.errors import RequestError
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
 from raftmeta.controller.snapshot import image_from_records, image_to_records
+from raftmeta.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
-REQUEST_ID_MAX = 64
 # Record kinds that carry no metadata: consensus control records and snapshot framing.
 _CONTROL_KINDS = frozenset({"leader_change", "no_op", "snapshot_header", "snapshot_footer"})
 NOT_CONTROLLER_MESSAGE = "This controller lost leadership before the request was committed; retry on the new leader."

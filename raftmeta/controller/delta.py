@@ -31,12 +31,12 @@ from raftmeta.controller.image import (
     TopicImage,
 )
 from raftmeta.controller.pmap import DELETED
+from raftmeta.limits import REQUEST_ID_CHARS_MAX
 from raftmeta.v1 import records_pb2
 
 # NamedTuple's generated __new__ costs twice tuple.__new__; replay builds one per record.
 _new_tuple = tuple.__new__
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_REQUEST_ID_MAX = 64
 
 
 def _hex(topic_id: bytes) -> str:
@@ -453,8 +453,8 @@ class ImageBuilder:
 
     def _replay_request(self, rec: records_pb2.RequestRecord) -> None:
         request_id = rec.request_id
-        if not 0 < len(request_id) <= _REQUEST_ID_MAX:
-            raise ReplayError(f"RequestRecord: request_id must be 1..{_REQUEST_ID_MAX} characters")
+        if not 0 < len(request_id) <= REQUEST_ID_CHARS_MAX:
+            raise ReplayError(f"RequestRecord: request_id must be 1..{REQUEST_ID_CHARS_MAX} characters")
         if self._request_entry(request_id) is not None:
             raise ReplayError(f"RequestRecord: request id {request_id!r} is already answered")
         seq = self._next_seq
