@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +32,7 @@ import click
 import grpc
 import grpc.aio
 
-from raftmeta.bench.results import machine, median, percentile, write_result
+from raftmeta.bench.results import machine, median, percentile, scratch_dir, write_result
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.limits import grpc_channel_options
 from raftmeta.v1 import controller_pb2
@@ -276,13 +274,8 @@ def command(
     output: str,
 ) -> None:
     """Committed creates/s, records/s and latency of a local quorum, next to the machine's floors."""
-    scratch = Path(tempfile.mkdtemp(prefix="raftmeta-bench-commit-")) if work_dir is None else work_dir
-    scratch.mkdir(parents=True, exist_ok=True)
-    try:
+    with scratch_dir(work_dir, "commit") as scratch:
         document = run_benchmark(nodes, clients, partitions, duration, brokers, scratch)
-    finally:
-        if work_dir is None:
-            shutil.rmtree(scratch, ignore_errors=True)
     write_result(document, result_file)
     if output == "json":
         emit_json(document)

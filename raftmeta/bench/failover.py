@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +23,7 @@ from typing import Any
 
 import click
 
-from raftmeta.bench.results import machine, median, percentile, write_result
+from raftmeta.bench.results import machine, median, percentile, scratch_dir, write_result
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.v1 import controller_pb2
 
@@ -177,13 +175,8 @@ def run_benchmark(nodes: int, count: int, clients: int, work_dir: Path) -> dict[
 @output_option
 def command(nodes: int, count: int, clients: int, work_dir: Path | None, result_file: Path | None, output: str) -> None:
     """Time from SIGKILL of the leader to the first create acknowledged by the new leader."""
-    scratch = Path(tempfile.mkdtemp(prefix="raftmeta-bench-failover-")) if work_dir is None else work_dir
-    scratch.mkdir(parents=True, exist_ok=True)
-    try:
+    with scratch_dir(work_dir, "failover") as scratch:
         document = run_benchmark(nodes, count, clients, scratch)
-    finally:
-        if work_dir is None:
-            shutil.rmtree(scratch, ignore_errors=True)
     write_result(document, result_file)
     if output == "json":
         emit_json(document)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import statistics
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +38,16 @@ def write_result(document: dict[str, Any], path: Path | None) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+@contextmanager
+def scratch_dir(work_dir: Path | None, name: str) -> Iterator[Path]:
+    """The benchmark's ``--work-dir``, created if missing and kept; without one, a new temp dir
+    (``raftmeta-bench-NAME-*``) removed afterwards."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"raftmeta-bench-{name}-")) if work_dir is None else work_dir
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        yield scratch
+    finally:
+        if work_dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)

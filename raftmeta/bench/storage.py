@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 
 import click
 
-from raftmeta.bench.results import machine, median, percentile, write_result
+from raftmeta.bench.results import machine, median, percentile, scratch_dir, write_result
 from raftmeta.cli.common import emit_json, output_option
 from raftmeta.storage.codec import LOG_OVERHEAD
 from raftmeta.storage.datadir import NodeStorage, log_dir
@@ -441,9 +440,7 @@ def command(
     Targets on a 2-core machine: a full scan decodes >= 500,000 records/s; a 1,000,000-record
     log with a recent snapshot restarts in < 2 s.
     """
-    scratch = Path(tempfile.mkdtemp(prefix="raftmeta-bench-storage-")) if work_dir is None else work_dir
-    scratch.mkdir(parents=True, exist_ok=True)
-    try:
+    with scratch_dir(work_dir, "storage") as scratch:
         document = benchmark(
             scratch,
             records=records,
@@ -452,9 +449,6 @@ def command(
             append_batches=append_batches,
             segment_bytes=rescan_segment_bytes,
         )
-    finally:
-        if work_dir is None:
-            shutil.rmtree(scratch, ignore_errors=True)
     write_result(document, result_file)
     if output == "json":
         emit_json(document)
