@@ -14,8 +14,10 @@ The run, all on loopback in a scratch directory (the same filesystem for every f
 
 ``ops_per_s``: acknowledged CreateTopics per second; ``records_per_s``: growth of the leader's
 high watermark per second (every committed record: topics, partitions, request records);
-``latency_ms``: client-side p50/p99 of the acknowledged creates. Nothing here asserts a speed;
-docs/performance.md compares the figures with their targets.
+``latency_ms``: client-side p50/p99 of the acknowledged creates; ``node_cpu_ms_per_op``: CPU time
+(user + system, from /proc) of all node processes over the measured window per acknowledged create
+-- steadier than throughput on a shared machine, so A/B comparisons quote it too. Nothing here
+asserts a speed; docs/performance.md compares the figures with their targets.
 """
 
 from __future__ import annotations
@@ -167,7 +169,22 @@ async def measure(operation: Any, tasks: int, duration_s: float) -> Load:
 
 
 # -- the quorum ----------------------------------------------------------------------------------------
-async def commit_load(addresses: dict[int, str], clients: int, partitions: int, duration_s: float) -> dict[str, Any]:
+def cpu_seconds(pids: list[int]) -> float | None:
+    """User + system CPU time of these processes so far (Linux /proc; None elsewhere)."""
+    total = 0
+    try:
+        for pid in pids:
+            # The command name (field 2) may hold spaces: split after its closing parenthesis.
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+async def commit_load(
+    addresses: dict[int, str], clients: int, partitions: int, duration_s: float, pids: list[int] | None = None
+) -> dict[str, Any]:
     from raftmeta.client import ControllerClient, RetryPolicy
 
     prefix = f"b{os.getpid()}-{time.monotonic_ns() % 1_000_000}"
@@ -187,13 +204,14 @@ async def commit_load(addresses: dict[int, str], clients: int, partitions: int, 
             if response.topics[0].error_code != 0:
                 raise RuntimeError(response.topics[0].error_message)
 
-        hw_task = asyncio.create_task(high_watermark_window(client, duration_s))
+        hw_task = asyncio.create_task(high_watermark_window(client, duration_s, pids or []))
         load = await measure(create, clients, duration_s)
-        records = await hw_task
+        records, cpu_s = await hw_task
     lat = load.latencies
     return {
         "ops": len(lat),
         "ops_per_s": round(len(lat) / duration_s, 1),
+        "node_cpu_ms_per_op": round(cpu_s * 1000 / len(lat), 3) if cpu_s is not None and lat else None,
         "records_per_s": round(records / duration_s, 1),
         "latency_ms": {
             "p50": round(median(lat) * 1000, 3) if lat else None,
@@ -204,27 +222,45 @@ async def commit_load(addresses: dict[int, str], clients: int, partitions: int, 
     }
 
 
-async def high_watermark_window(client: Any, duration_s: float) -> int:
-    """Committed records inside the measured window: the high watermark's growth."""
+async def high_watermark_window(client: Any, duration_s: float, pids: list[int]) -> tuple[int, float | None]:
+    """Committed records inside the measured window (the high watermark's growth), and the CPU
+    seconds the node processes spent in it."""
     await asyncio.sleep(WARMUP_S)
     before = (await client.describe_quorum()).high_watermark
+    cpu_before = cpu_seconds(pids)
     await asyncio.sleep(duration_s)
+    cpu_after = cpu_seconds(pids)
     after = (await client.describe_quorum()).high_watermark
-    return int(after - before)
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return int(after - before), cpu
 
 
 def run_benchmark(
-    nodes: int, clients: int, partitions: int, duration_s: float, brokers: int, work_dir: Path
+    nodes: int,
+    clients: int,
+    partitions: int,
+    duration_s: float,
+    brokers: int,
+    work_dir: Path,
+    fetch_rpc: str = "stream",
+    node_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     from raftmeta import local_quorum
     from raftmeta.server.app import event_loop_name, run
 
     load_before = os.getloadavg()
     floor = {**run(echo_floor(clients, min(duration_s, 10.0))), **fsync_floor(work_dir)}
-    quorum = local_quorum.up(work_dir / "quorum", nodes=nodes, brokers=brokers, racks=min(3, brokers))
+    quorum = local_quorum.up(
+        work_dir / "quorum",
+        nodes=nodes,
+        brokers=brokers,
+        racks=min(3, brokers),
+        node_args=["--fetch-rpc", fetch_rpc, *node_args],
+    )
     try:
         addresses = {n.id: n.address for n in quorum.nodes}
-        result = run(commit_load(addresses, clients, partitions, duration_s))
+        pids = [n.pid for n in quorum.nodes]
+        result = run(commit_load(addresses, clients, partitions, duration_s, pids))
     finally:
         local_quorum.down(quorum)
     load_after = os.getloadavg()
@@ -237,6 +273,8 @@ def run_benchmark(
         "partitions": partitions,
         "duration_s": duration_s,
         "fsync": True,
+        "fetch_rpc": fetch_rpc,
+        "node_args": list(node_args),
         "event_loop": event_loop_name(),
         **{k: v for k, v in result.items() if k != "leader"},
         "floor": floor,
@@ -261,6 +299,19 @@ def run_benchmark(
     default=None,
     help="Scratch directory (default: a new temp dir, removed after).",
 )
+@click.option(
+    "--fetch-rpc",
+    type=click.Choice(["stream", "unary"]),
+    default="stream",
+    show_default=True,
+    help="The nodes' Fetch transport (raftmeta node --fetch-rpc), for A/B runs.",
+)
+@click.option(
+    "--node-arg",
+    "node_args",
+    multiple=True,
+    help="An extra `raftmeta node` argument for every node (repeat it; e.g. --node-arg=--fetch-hw-linger-ms=0).",
+)
 @click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @output_option
 def command(
@@ -270,12 +321,14 @@ def command(
     duration: float,
     brokers: int,
     work_dir: Path | None,
+    fetch_rpc: str,
+    node_args: tuple[str, ...],
     result_file: Path | None,
     output: str,
 ) -> None:
     """Committed creates/s, records/s and latency of a local quorum, next to the machine's floors."""
     with scratch_dir(work_dir, "commit") as scratch:
-        document = run_benchmark(nodes, clients, partitions, duration, brokers, scratch)
+        document = run_benchmark(nodes, clients, partitions, duration, brokers, scratch, fetch_rpc, node_args)
     write_result(document, result_file)
     if output == "json":
         emit_json(document)
@@ -284,7 +337,7 @@ def command(
     click.echo(
         f"{nodes} nodes, {clients} clients, {partitions} partition(s)/topic: "
         f"{document['ops_per_s']} creates/s, {document['records_per_s']} records/s, "
-        f"p50 {lat['p50']} ms, p99 {lat['p99']} ms"
+        f"p50 {lat['p50']} ms, p99 {lat['p99']} ms, node CPU {document['node_cpu_ms_per_op']} ms/create"
     )
     click.echo(
         f"floor: gRPC unary {floor['grpc_unary_ops_per_s']} ops/s ({clients} tasks), "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import click
 
@@ -40,6 +41,11 @@ PEM = click.Path(dir_okay=False, path_type=Path)
               help="broker.session.timeout.ms: a broker silent this long is fenced.")  # fmt: skip
 @click.option("--segment-bytes", type=click.IntRange(min=1024), default=None, hidden=True,
               help="Log segment size (default 16 MiB); small ones let tests see snapshots delete them.")  # fmt: skip
+@click.option("--fetch-hw-linger-ms", type=click.IntRange(min=0), default=5, show_default=True,
+              help="How long the leader holds a Fetch whose only news is the high watermark, for records "
+              "to send with it (0: answer at once, as KRaft does).")  # fmt: skip
+@click.option("--fetch-rpc", type=click.Choice(["stream", "unary"]), default="stream", show_default=True,
+              help="How Fetches reach the leader: one long-lived FetchStream, or a unary call per round.")  # fmt: skip
 @click.option("--unsafe-ack-before-commit", is_flag=True, hidden=True, help="TEST ONLY: acknowledge before commit.")
 @click.option("--unsafe-skip-fsync", is_flag=True, hidden=True, help="TEST ONLY: never fsync the log.")
 def node(
@@ -61,6 +67,8 @@ def node(
     election_timeout_ms: int,
     session_timeout_ms: int,
     segment_bytes: int | None,
+    fetch_hw_linger_ms: int,
+    fetch_rpc: Literal["stream", "unary"],
     unsafe_ack_before_commit: bool,
     unsafe_skip_fsync: bool,
 ) -> None:
@@ -108,6 +116,8 @@ def node(
             tls=tls,
             client_listen=client_listen,
             client_tls=client_tls,
+            fetch_rpc=fetch_rpc,
+            fetch_hw_linger_ms=fetch_hw_linger_ms,
             unsafe_ack_before_commit=unsafe_ack_before_commit,
             unsafe_skip_fsync=unsafe_skip_fsync,
         )

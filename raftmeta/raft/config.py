@@ -44,6 +44,13 @@ class RaftConfig:
     election_backoff_max_ms: int = 1000
     # Long poll: how long the leader may park a Fetch that has nothing new.
     fetch_max_wait_ms: int = 500
+    # How long the leader may hold a Fetch whose only news is a higher high watermark, hoping
+    # for records to send with it. 0 is KRaft's rule (answer at once). Any wait makes every
+    # commit cost one Fetch round trip per follower instead of two -- the second round carries
+    # only the watermark, and competes for the CPU with the client's answer -- at the price of
+    # followers learning of commits up to this much later (never the leader's clients: the
+    # leader owns the high watermark).
+    fetch_hw_linger_ms: int = 0
     fetch_max_bytes: int = 1 << 20
     # An unanswered request is considered lost after this long and retried.
     request_timeout_ms: int = 1000
@@ -63,6 +70,7 @@ class RaftConfig:
         assert all(v >= 0 for v in self.voters), "node ids are >= 0"
         assert self.node_id >= 0
         assert self.fetch_timeout_ms > 0 and self.election_timeout_ms > 0 and self.election_backoff_max_ms > 0
+        assert self.fetch_hw_linger_ms >= 0
         assert self.fetch_max_bytes > 0 and self.snapshot_chunk_bytes > 0 and self.snapshots_retained >= 1
 
     @property

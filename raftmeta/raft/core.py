@@ -824,12 +824,16 @@ class RaftCore:
         replica.end_offset = request.fetch_offset
         if is_voter:
             self._maybe_advance_high_watermark(now_ms, state)
-        if (
-            request.fetch_offset < self.log.end_offset
-            or replica.hw_sent < self.high_watermark
-            or request.max_wait_ms <= 0
-        ):
+        linger = self.config.fetch_hw_linger_ms
+        if request.fetch_offset < self.log.end_offset or request.max_wait_ms <= 0:
             self._answer_fetch(now_ms, state, envelope)
+        elif replica.hw_sent < self.high_watermark:
+            if linger <= 0:
+                self._answer_fetch(now_ms, state, envelope)
+            else:
+                # Only the watermark is new: wait a little for records to carry it.
+                wait = min(linger, request.max_wait_ms)
+                state.parked[replica_id] = ParkedFetch(envelope, now_ms + wait)
         else:
             # Long poll: nothing new; answer when data arrives, the HW moves or max wait passes.
             state.parked[replica_id] = ParkedFetch(envelope, now_ms + request.max_wait_ms)
@@ -863,7 +867,14 @@ class RaftCore:
         if candidate <= state.epoch_start_offset and not self._faults.hw_from_old_epoch:
             return  # Raft §5.4.2 / figure 8: never commit an older epoch's entry by counting replicas
         self._set_high_watermark(candidate)
-        self._release_parked(now_ms)
+        linger = self.config.fetch_hw_linger_ms
+        if linger <= 0:
+            self._release_parked(now_ms)
+        elif state.parked:
+            # Parked Fetches learn the new watermark with the next records, or after the linger.
+            for replica_id, parked in state.parked.items():
+                if parked.deadline_ms > now_ms + linger:
+                    state.parked[replica_id] = ParkedFetch(parked.envelope, now_ms + linger)
 
     # -- Fetch (follower side) --------------------------------------------------------------------------
     def _fetch_request(self, max_wait_ms: int) -> raft_pb2.FetchRequest:

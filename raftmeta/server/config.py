@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raftmeta.controller.result import ControllerConfig
+from raftmeta.server.peers import FetchRpc
 from raftmeta.storage.log import DEFAULT_SEGMENT_BYTES
 from raftmeta.tls import TlsConfig
 
@@ -48,6 +49,9 @@ class NodeConfig:
     election_timeout_ms: int = 1000
     election_backoff_max_ms: int = 1000
     fetch_max_wait_ms: int = 500
+    # The leader holds a Fetch that would carry only a new high watermark this long, for records
+    # to send with it (RaftConfig.fetch_hw_linger_ms): one Fetch round per commit, not two.
+    fetch_hw_linger_ms: int = 5
     request_timeout_ms: int = 1000
     # Take a snapshot of the metadata image after this many committed records.
     snapshot_interval_records: int = 10_000
@@ -73,6 +77,9 @@ class NodeConfig:
     # TLS; without it the raft listener serves clients too.
     client_listen: str | None = None
     client_tls: TlsConfig | None = None
+    # How this node sends its Fetches to the leader: one long-lived FetchStream (default) or a
+    # unary Fetch per round (what generic clients use; kept for A/B benchmarks and old peers).
+    fetch_rpc: FetchRpc = "stream"
     # Deliberate bugs, for proving that the chaos checker catches lost acknowledged writes. Never
     # set outside tests: each one breaks durability (DESIGN.md §9, invariant 6).
     unsafe_ack_before_commit: bool = False  # answer admin requests as soon as they are proposed

@@ -87,6 +87,9 @@ COMBINED_BATCH_BYTES = 512 * 1024
 # ... and it is proposed after at most this long even if no follower asks for data (a safety net:
 # under load a follower's Fetch closes it much sooner; with no load one is waiting already).
 LINGER_MS = 5
+# A follower appends and fsyncs on its loop thread (no writer-thread hand-offs) up to this many
+# bytes per Ready; bigger appends go through the writer thread (see Node._flush_inline).
+INLINE_FLUSH_MAX_BYTES = 1024 * 1024
 
 
 class NotControllerError(Exception):
@@ -238,6 +241,8 @@ class Node:
         # Group commit: at most one fsync queued on the writer thread; Readies that want one while
         # it runs get the next one, which covers all their appends.
         self._flush_seq = 0
+        # Committed batches whose replay waits for the next turn (see _perform).
+        self._deferred_committed: list[Entry] = []
         self._flush_running = False
         self._flush_again = False
         self._records_since_snapshot = 0
@@ -282,6 +287,7 @@ class Node:
             election_timeout_ms=cfg.election_timeout_ms,
             election_backoff_max_ms=cfg.election_backoff_max_ms,
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
+            fetch_hw_linger_ms=cfg.fetch_hw_linger_ms,
             request_timeout_ms=cfg.request_timeout_ms,
         )
         self.core = RaftCore(
@@ -304,6 +310,7 @@ class Node:
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
             unavailable=self.peer_unavailable,
             tls=cfg.tls,
+            fetch_rpc=cfg.fetch_rpc,
         )
         self.log = self.log.bind(cluster_id=cfg.cluster_id)
         self.log.info(
@@ -367,6 +374,8 @@ class Node:
         ready = self.core.take_ready()
         if not ready.is_empty():
             await self._perform(ready)
+        if self._deferred_committed and not self.inbox.qsize():
+            self._apply_committed_entries([])
         if self._open_keys:
             deadline = min(deadline, self._open_since + LINGER_MS)
         return deadline
@@ -584,6 +593,8 @@ class Node:
     # -- performing a Ready ------------------------------------------------------------------------
     async def _perform(self, ready: Ready) -> None:
         soft = ready.soft_state
+        if self._deferred_committed and (soft is not None or ready.install_snapshot is not None):
+            self._apply_committed_entries([])  # a role change or a new image sees every commit first
         if (
             soft is not None
             and soft.role is not Role.LEADER
@@ -599,8 +610,24 @@ class Node:
             self._own.clear()
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
             self._freeze_heap("snapshot installed")
+        flushed_now = False
         if ready.truncate_to is not None or ready.append:
-            self.disk.truncate_and_append(ready.truncate_to, [e.data for e in ready.append], self._disk_failed)
+            batches = [e.data for e in ready.append]
+            if self._flush_inline(ready):
+                # A follower's fsync is its whole share of the commit path: done here, its next
+                # Fetch (which reports the new durable offset) leaves in this same turn.
+                durable = self.disk.append_and_flush_now(ready.truncate_to, batches)
+                self.inbox.put_nowait(Flushed(durable, ready.seq))
+                flushed_now = True
+            else:
+                self.disk.truncate_and_append(ready.truncate_to, batches, self._disk_failed)
+        # A leader answers its clients before the followers' Fetches that this same commit
+        # released (they only carry the new high watermark): the answers are resolved futures,
+        # and the loop runs their continuations in that order. A follower does the opposite: its
+        # next Fetch is what the leader waits for, its replay is not.
+        committed_first = bool(ready.committed) and self.core.role is Role.LEADER
+        if committed_first:
+            self._apply_committed_entries(ready.committed)
         for envelope in ready.messages:
             if is_request(envelope.message):
                 self.peers.send(envelope)
@@ -608,18 +635,45 @@ class Node:
                 future = self._inbound.pop(envelope.correlation_id, None)
                 if future is not None and not future.done():
                     future.set_result(envelope.message)
-        if ready.flush:
+        if ready.flush and not flushed_now:
             self._flush_seq = ready.seq
             if self._flush_running:
                 self._flush_again = True
             else:
                 self._start_flush()
-        if ready.committed:
-            self._apply_committed(ready.committed)
-            self.disk.checkpoint_high_watermark(self.core.high_watermark, self._disk_failed)
-            self._maybe_snapshot(ready.committed[-1])
+        if ready.committed and not committed_first:
+            if flushed_now:
+                # The Fetch that reports this flush goes out in the next turn (its Flushed input
+                # is queued already): replay after it, not before, since the leader waits for it.
+                self._deferred_committed.extend(ready.committed)
+            else:
+                self._apply_committed_entries(ready.committed)
         if soft is not None:
             self._on_soft_state(soft.role, soft.epoch, soft.leader_id)
+
+    def _flush_inline(self, ready: Ready) -> bool:
+        """Whether to append and fsync this Ready's batches on the loop thread (see
+        :meth:`DiskWriter.append_and_flush_now`): a follower's small append that wants a flush,
+        with nothing queued on the writer thread. A leader never blocks its loop on a fsync: its
+        own flush runs beside the followers' Fetch round trip, and its loop serves every client."""
+        return (
+            ready.flush
+            and self.core.role is not Role.LEADER
+            and not self.config.unsafe_skip_fsync
+            and not self._flush_running
+            and self.disk.idle
+            and sum(len(e.data) for e in ready.append) <= INLINE_FLUSH_MAX_BYTES
+        )
+
+    def _apply_committed_entries(self, entries: list[Entry]) -> None:
+        if self._deferred_committed:
+            entries = [*self._deferred_committed, *entries]
+            self._deferred_committed.clear()
+        if not entries:
+            return
+        self._apply_committed(entries)
+        self.disk.checkpoint_high_watermark(self.core.high_watermark, self._disk_failed)
+        self._maybe_snapshot(entries[-1])
 
     def _apply_committed(self, entries: list[Entry]) -> None:
         """Apply committed batches in order. Consecutive batches this controller did not produce

@@ -103,6 +103,18 @@ class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
         response: raft_pb2.FetchResponse = await self._ask("Fetch", request, context)
         return response
 
+    async def FetchStream(
+        self, request_iterator: AsyncIterator[raft_pb2.FetchRequest], context: Context
+    ) -> AsyncIterator[raft_pb2.FetchResponse]:
+        """Fetch over one long-lived stream: one answer per request, in order.
+
+        Requests are handled one at a time -- a parked Fetch holds the stream until the leader
+        answers it -- so the follower can match answers to requests by their order. Each request
+        passes the same guard as a unary Fetch; a refused one ends the stream with its status."""
+        async for request in request_iterator:
+            response: raft_pb2.FetchResponse = await self._ask("Fetch", request, context)
+            yield response
+
     async def FetchSnapshot(
         self, request: raft_pb2.FetchSnapshotRequest, context: Context
     ) -> AsyncIterator[raft_pb2.FetchSnapshotResponse]:

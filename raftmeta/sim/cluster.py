@@ -139,6 +139,7 @@ class Simulation:
             fetch_max_wait_ms=min(500, self.params.fetch_timeout_ms // 4),
             request_timeout_ms=min(1000, self.params.fetch_timeout_ms // 2),
             max_uncommitted_batches=self.params.max_uncommitted_batches,
+            fetch_hw_linger_ms=self.params.fetch_hw_linger_ms,
             snapshot_chunk_bytes=32 * 1024,
             faults=self.core_faults,
         )

@@ -73,8 +73,14 @@ class SimDisk:
 
     def recover(self) -> None:
         """On start, as Kafka's truncateToLatestSnapshot: a log that ends below the snapshot (its
-        tail was lost, the snapshot was not) restarts empty at the snapshot's end."""
-        if self.snapshot is not None and self.entries and self.entries[-1].next_offset <= self.snapshot.end_offset:
+        tail was lost, the snapshot was not), or whose last epoch is older than the snapshot's (a
+        crash undid a truncation the snapshot came after), restarts empty at the snapshot's end."""
+        snapshot = self.snapshot
+        if (
+            snapshot is not None
+            and self.entries
+            and (self.entries[-1].next_offset <= snapshot.end_offset or self.entries[-1].epoch < snapshot.epoch)
+        ):
             self.entries = []
             self._durable_count = 0
             self._pre_truncation = None

@@ -40,6 +40,9 @@ class SimParams:
     # The leader's backpressure: few batches in flight (DESIGN.md §2b); also bounds the backlog
     # a healed cluster must replicate before the liveness check can pass.
     max_uncommitted_batches: int
+    # The leader's wait for records before it answers a Fetch whose only news is the watermark
+    # (0: KRaft's immediate answer; the node uses a few ms).
+    fetch_hw_linger_ms: int = 0
     fault_duration_max_ms: int = 4000
     liveness_budget_ms: int = 60_000
     extra: dict[str, int] = field(default_factory=dict)
@@ -78,4 +81,6 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
         # A fetch timeout must exceed a long-poll round trip, or followers give up on a live leader.
         max_uncommitted_batches=rng.choice((16, 64, 256)),
         fetch_timeout_ms=max(2 * election_ms, 6 * (latency_min + latency_jitter)),
+        # Drawn last, so that adding it left every earlier draw of a seed as it was.
+        fetch_hw_linger_ms=rng.choice((0, 0, 5, 20)),
     )

@@ -243,8 +243,12 @@ class SegmentLog:
 
     def _attach_snapshot(self, snapshot_id: tuple[int, int]) -> None:
         offset, epoch = snapshot_id
+        # Kafka's truncateToLatestSnapshot: records past the snapshot whose epoch is older than
+        # the snapshot's are a stale tail (a truncation the crash undid): the committed record
+        # just below the snapshot is newer, so no committed record can follow with an older epoch.
+        stale_tail = self._end > offset and self._epochs.last_epoch < epoch
         self._epochs.floor = (offset, epoch)
-        if self._end < offset or self.log_start_offset > offset:
+        if self._end < offset or self.log_start_offset > offset or stale_tail:
             self._log.info(
                 "the log does not continue the snapshot; restarting it empty after the snapshot",
                 log_start_offset=self.log_start_offset,

@@ -332,6 +332,40 @@ def test_leader_parks_a_fetch_until_new_data_or_max_wait() -> None:
     assert deadline > net.now
 
 
+def test_a_watermark_only_answer_waits_up_to_the_linger_for_records() -> None:
+    """fetch_hw_linger_ms: a Fetch whose only news is a higher HW waits for records to carry it
+    (one Fetch round per commit instead of two), at most the linger."""
+    net = Net([1, 2], fetch_max_wait_ms=500, fetch_hw_linger_ms=20)
+    leader = net.elect()
+    core = net.cores[leader]
+    net.advance(100)
+
+    def fetch_answers() -> list[raft_pb2.FetchResponse]:
+        return [e.message for e in net.network if isinstance(e.message, raft_pb2.FetchResponse)]
+
+    core.propose(net.now, [b"a"])
+    net.drive(leader)
+    net.deliver_all()  # records out, the follower's acknowledging Fetch back: committed
+    committed = core.high_watermark
+    assert committed == core.log.end_offset
+    assert not net.network, "the answer that would carry only the new HW is held"
+    net.now += 5
+    core.propose(net.now, [b"b"])
+    net.drive(leader)
+    answers = fetch_answers()
+    assert len(answers) == 1 and answers[0].records and answers[0].high_watermark == committed
+    net.deliver_all()
+    assert core.high_watermark == core.log.end_offset > committed
+    acknowledged_at = net.now
+    net.now = acknowledged_at + 19
+    core.poll(net.now)
+    assert not [e for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchResponse)]
+    net.now = acknowledged_at + 20
+    core.poll(net.now)
+    alone = [e.message for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchResponse)]
+    assert len(alone) == 1 and not alone[0].records and alone[0].high_watermark == core.high_watermark
+
+
 def test_fetch_answers_are_bounded_by_max_bytes() -> None:
     net = Net([1, 2, 3])
     leader = net.elect()

@@ -99,6 +99,46 @@ def test_an_observer_may_fetch(leader: NodeServer) -> None:
     assert response.records, "the observer got the log from offset 0"
 
 
+def test_fetch_stream_answers_each_request_in_order(leader: NodeServer) -> None:
+    """FetchStream is Fetch over one long-lived call: one answer per request, in order, a parked
+    one included (the node's followers match answers to requests by position)."""
+    view = leader.view()
+    end = view.log_end_offset
+
+    def request(offset: int, max_wait_ms: int) -> raft_pb2.FetchRequest:
+        return raft_pb2.FetchRequest(
+            cluster_id="c",
+            replica_id=7,
+            replica_epoch=view.epoch,
+            fetch_offset=offset,
+            last_fetched_epoch=view.epoch if offset else 0,
+            max_wait_ms=max_wait_ms,
+            max_bytes=1 << 20,
+        )
+
+    # From 0 (the whole log), then from the end with a 300 ms long poll (parked, answered empty at
+    # its deadline), then from the middle of nowhere (diverging answer) -- three answers, in order.
+    requests = [request(0, 0), request(end, 300), request(end + 50, 0)]
+    with grpc.insecure_channel(leader.address) as channel:
+        answers = list(raft_pb2_grpc.RaftServiceStub(channel).FetchStream(iter(requests), timeout=10))
+    assert len(answers) == 3
+    assert answers[0].error_code == 0 and answers[0].records
+    assert answers[1].error_code == 0 and not answers[1].records
+    assert answers[2].HasField("diverging_epoch")
+    assert leader.view() == view
+
+
+def test_fetch_stream_requests_pass_the_guard(leader: NodeServer) -> None:
+    overflow = raft_pb2.FetchRequest(cluster_id="c", replica_id=7, replica_epoch=2**31 - 1, max_bytes=100)
+    with grpc.insecure_channel(leader.address) as channel:
+        stream = raft_pb2_grpc.RaftServiceStub(channel).FetchStream(iter([overflow]), timeout=10)
+        with pytest.raises(grpc.RpcError) as info:
+            list(stream)
+    error: Any = info.value
+    assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert parse_error_metadata(error.trailing_metadata()).error_code == "INVALID_REQUEST"
+
+
 # -- ControllerService limits -----------------------------------------------------------------------------
 OVER_LIMIT: list[tuple[str, Message, grpc.StatusCode, str]] = [
     (

@@ -228,6 +228,26 @@ def test_reset_to_restarts_the_log_after_a_snapshot(open_log: OpenLog, make_reco
     assert [f.name for f in log.segment_files()] == ["00000000000000001000.log"]
 
 
+def test_a_tail_older_than_the_snapshot_epoch_is_dropped_on_open(open_log: OpenLog, make_records: Records) -> None:
+    """Kafka's truncateToLatestSnapshot: a snapshot (9, epoch 4) above records of epoch 1 means
+    those records are a stale tail (a crash undid the truncation the snapshot came after)."""
+    log = open_log()
+    fill(log, make_records, 5)  # offsets 0..14, epoch 1
+    log.flush()
+    log.close()
+    reopened = open_log(snapshot_id=(9, 4))
+    assert (reopened.log_start_offset, reopened.log_end_offset, reopened.last_epoch) == (9, 9, 4)
+    reopened.close()
+    same_epoch = open_log(snapshot_id=(9, 1))  # a continuing tail of the same epoch stays
+    assert same_epoch.log_end_offset == 9, "the reset above emptied the log"
+    same_epoch.append_batch(4, make_records(9, 3), 0)
+    same_epoch.flush()
+    same_epoch.close()
+    kept = open_log(snapshot_id=(9, 4))
+    assert (kept.log_end_offset, kept.last_epoch) == (12, 4)
+    kept.close()
+
+
 def test_clean_reopen_uses_indexes_and_matches(open_log: OpenLog, make_records: Records) -> None:
     log = open_log(segment_bytes=2048)
     fill(log, make_records, 60)
