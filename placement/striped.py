@@ -30,12 +30,13 @@ being drawn.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from placement import striped_vectorized
 from placement.brokers import UsableBroker, check_distinct_ids
 from placement.errors import InvalidPartitionsError, InvalidReplicationFactorError
 from placement.javacompat import hashmap_order, optional_string_hash, optional_string_key
-from placement.rng import RandomSource, java_shuffle
+from placement.rng import JavaRandom, RandomSource, java_shuffle
 
 
 def check_replication_factor_positive(replication_factor: int) -> None:
@@ -58,21 +59,26 @@ def check_enough_brokers(replication_factor: int, num_total: int) -> None:
         )
 
 
-class _RackList:
-    """Kafka's ``RackList``: racks, their broker lists, the epoch and the rack offset.
+class StripedBrokers:
+    """What Kafka's ``RackList`` derives from a broker set before it draws anything: the racks in
+    ``HashMap`` order with their unfenced (in arrival order and sorted) and fenced (sorted) broker
+    ids, and the rack ids in ``rackNames`` order. Immutable, so one value serves every placement
+    on the same brokers: a caller whose broker set rarely changes (the controller, per broker
+    registry) builds it once instead of per request, where it cost about two thirds of placing a
+    1-partition topic (the Java string hashes and ordering of the rack names)."""
 
-    Racks are numbered in the ``HashMap`` iteration order of their names, which is the order
-    Kafka initializes and reshuffles them in. Per rack and per list (unfenced ``u_*``, fenced
-    ``f_*``) the state is Kafka's ``BrokerList``: brokers, index, offset, last seen epoch.
-    """
+    __slots__ = (
+        "broker_rack",
+        "fenced",
+        "names",
+        "num_total",
+        "num_unfenced",
+        "order",
+        "unfenced",
+        "unfenced_arrival",
+    )
 
-    def __init__(
-        self,
-        random: RandomSource,
-        brokers: Sequence[UsableBroker],
-        existing: Sequence[Sequence[int]] = (),
-    ) -> None:
-        self.random = random
+    def __init__(self, brokers: Sequence[UsableBroker]) -> None:
         rack_names: list[str | None] = []  # in first-seen order, as Kafka's ArrayList
         by_name: dict[str | None, tuple[list[int], list[int]]] = {}
         broker_rack: dict[int, str | None] = {}
@@ -89,50 +95,90 @@ class _RackList:
             else:
                 num_unfenced += 1
                 lists[0].append(broker.id)
+        self.broker_rack: dict[int, str | None] = broker_rack  # never mutated once built
         self.num_total = len(brokers)
         self.num_unfenced = num_unfenced
-
         # Rack ids follow HashMap iteration order (initialization and reshuffles walk it).
         map_order = hashmap_order(rack_names, [optional_string_hash(n) for n in rack_names])
-        self.names: list[str | None] = map_order
-        self.unfenced: list[list[int]] = [by_name[n][0] for n in map_order]
-        self.fenced: list[list[int]] = [by_name[n][1] for n in map_order]
-        count = len(map_order)
+        self.names: tuple[str | None, ...] = tuple(map_order)
+        self.unfenced_arrival: tuple[tuple[int, ...], ...] = tuple(tuple(by_name[n][0]) for n in map_order)
+        self.unfenced: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(by_name[n][0])) for n in map_order)
+        self.fenced: tuple[tuple[int, ...], ...] = tuple(tuple(sorted(by_name[n][1])) for n in map_order)
+        # The rack ids in Kafka's rackNames order (sorted names, later reshuffled).
+        self.order: tuple[int, ...] = tuple(
+            sorted(range(len(map_order)), key=lambda r: optional_string_key(map_order[r]))
+        )
+
+
+class _RackList:
+    """Kafka's ``RackList``: racks, their broker lists, the epoch and the rack offset.
+
+    Racks are numbered in the ``HashMap`` iteration order of their names, which is the order
+    Kafka initializes and reshuffles them in. Per rack and per list (unfenced ``u_*``, fenced
+    ``f_*``) the state is Kafka's ``BrokerList``: brokers, index, offset, last seen epoch.
+    """
+
+    def __init__(
+        self,
+        random: RandomSource,
+        brokers: Sequence[UsableBroker] | StripedBrokers,
+        existing: Sequence[Sequence[int]] = (),
+    ) -> None:
+        self.random = random
+        racks = brokers if isinstance(brokers, StripedBrokers) else StripedBrokers(brokers)
+        self.num_total = racks.num_total
+        self.num_unfenced = racks.num_unfenced
+        self.names: list[str | None] = list(racks.names)
+        # Private copies: reshuffles reorder them in place.
+        self.unfenced: list[list[int]] = [list(ids) for ids in racks.unfenced]
+        self.fenced: list[list[int]] = [list(ids) for ids in racks.fenced]
+        count = len(self.names)
         self.u_index = [0] * count
         self.u_offset = [0] * count
         self.u_epoch = [0] * count
         self.f_index = [0] * count
         self.f_offset = [0] * count
         self.f_epoch = [0] * count
+        next_int = random.next_int
         for rack in range(count):
-            previous = _previous_broker_offset(broker_rack, existing, self.names[rack], self.unfenced[rack])
             fenced = self.fenced[rack]
             if fenced:
-                fenced.sort()
-                self.f_offset[rack] = random.next_int(len(fenced))
+                self.f_offset[rack] = next_int(len(fenced))
             unfenced = self.unfenced[rack]
             if unfenced:
-                unfenced.sort()
+                previous = (
+                    _previous_broker_offset(racks.broker_rack, existing, self.names[rack], racks.unfenced_arrival[rack])
+                    if existing
+                    else None
+                )
                 if previous is None:
-                    self.u_offset[rack] = random.next_int(len(unfenced))
+                    self.u_offset[rack] = next_int(len(unfenced))
                 else:
                     self.u_offset[rack] = (previous + 1) % len(unfenced)
-        # order: the rack ids in Kafka's rackNames order (sorted names, later reshuffled).
-        self.order: list[int] = sorted(range(count), key=lambda r: optional_string_key(self.names[r]))
+        self.order: list[int] = list(racks.order)
         self.epoch = 0
-        previous_rack = _previous_rack_offset(broker_rack, existing, [self.names[r] for r in self.order])
+        previous_rack = (
+            _previous_rack_offset(racks.broker_rack, existing, [self.names[r] for r in self.order])
+            if existing
+            else None
+        )
         if previous_rack is not None:
             self.offset = (previous_rack + 1) % count
         else:
-            self.offset = random.next_int(count) if count else 0
+            self.offset = next_int(count) if count else 0
+        # The lists a reshuffle reorders, in Kafka's order (per rack: fenced, then unfenced).
+        # Shuffling fewer than two brokers draws no random number and changes nothing, so those
+        # lists are left out: with one broker per rack a reshuffle is then one shuffle, not 2R+1.
+        self._shuffled: list[list[int]] = [
+            ids for rack in range(count) for ids in (self.fenced[rack], self.unfenced[rack]) if len(ids) > 1
+        ]
 
     def shuffle(self) -> None:
         """Kafka's ``RackList.shuffle``: the rack order, then each rack's fenced and unfenced list."""
         random = self.random
         java_shuffle(self.order, random)
-        for rack in range(len(self.names)):
-            java_shuffle(self.fenced[rack], random)
-            java_shuffle(self.unfenced[rack], random)
+        for ids in self._shuffled:
+            java_shuffle(ids, random)
 
     def place_many(self, num_partitions: int, replication_factor: int) -> list[list[int]]:
         """``num_partitions`` calls of Kafka's ``RackList.place``, with the state in locals.
@@ -220,6 +266,62 @@ class _RackList:
             append(replicas)
             epoch += 1
             offset += 1
+        self.epoch, self.offset = epoch, offset
+        return placements
+
+    def one_per_rack(self, replication_factor: int) -> bool:
+        """Whether ``place_one_per_rack`` is exact: a fresh rack list (no partition placed yet),
+        no fenced broker, one broker per rack, and a replica on every rack."""
+        return (
+            self.num_unfenced == self.num_total
+            and replication_factor == len(self.order)
+            and all(len(ids) == 1 for ids in self.unfenced)
+            and self.epoch == 0
+            and not any(self.u_epoch)
+            and not any(self.u_index)
+        )
+
+    def place_one_per_rack(self, num_partitions: int, replication_factor: int) -> list[list[int]]:
+        """``place_many`` when ``one_per_rack`` holds (e.g. three brokers in three racks, RF 3).
+
+        Every partition then visits every rack, and every rack's one broker is free in every
+        epoch (it was last taken in the previous epoch; the very first partition takes each at
+        epoch 0 with index 0), so partition n is simply the racks in the current rack order
+        rotated to the rack offset. The reshuffles happen, and draw, exactly where Kafka's do:
+        before every ``num_unfenced``-th partition. tests/placement/test_striped.py checks this
+        path against ``place_many``.
+        """
+        order = self.order
+        num_racks = len(order)
+        broker_of = [ids[0] for ids in self.unfenced]
+        reshuffle = self.num_unfenced > 1
+        random = self.random
+        shuffle = random.shuffle if type(random) is JavaRandom else partial(java_shuffle, random=random)
+        epoch, offset = self.epoch, self.offset
+        # The brokers in rack order. A shuffle's swaps depend only on the random draws and the
+        # length, so shuffling this list is shuffling the rack order (and, one broker per rack,
+        # the broker lists have nothing to shuffle): the rack order is derived from it at the end.
+        in_order = [broker_of[rack] for rack in order]
+        ring = in_order * 2  # a rotation is a slice
+        placements: list[list[int]] = []
+        append = placements.append
+        for _ in range(num_partitions):
+            if epoch == num_racks and reshuffle:
+                shuffle(in_order)
+                ring = in_order * 2
+                epoch = 0
+            if offset == num_racks:
+                offset = 0
+            append(ring[offset : offset + replication_factor])
+            epoch += 1
+            offset += 1
+        rack_of = {broker: rack for rack, broker in enumerate(broker_of)}
+        order[:] = [rack_of[broker] for broker in in_order]
+        if num_partitions:
+            # The state place_many would leave: every rack taken once in the last epoch.
+            for rack in range(num_racks):
+                self.u_epoch[rack] = epoch - 1
+                self.u_index[rack] = 1
         self.epoch, self.offset = epoch, offset
         return placements
 
@@ -337,7 +439,7 @@ def _previous_broker_offset(
     broker_rack: dict[int, str | None],
     existing: Sequence[Sequence[int]],
     rack: str | None,
-    unfenced_in_arrival_order: list[int],
+    unfenced_in_arrival_order: Sequence[int],
 ) -> int | None:
     """Kafka's ``tryGetPreviousBrokerOffset``: the position of the rack's most recently used broker.
 
@@ -381,7 +483,7 @@ class StripedReplicaPlacer:
 
     def place(
         self,
-        brokers: Sequence[UsableBroker],
+        brokers: Sequence[UsableBroker] | StripedBrokers,
         num_partitions: int,
         replication_factor: int,
         *,
@@ -389,13 +491,16 @@ class StripedReplicaPlacer:
     ) -> list[list[int]]:
         """Replicas (leader first) for ``num_partitions`` new partitions.
 
+        ``brokers`` may be given as a :class:`StripedBrokers` built once for a broker set (its ids
+        checked distinct with ``check_distinct_ids`` by whoever built it); the placement is the same.
         ``existing`` are the topic's current partitions (in partition order) when partitions
         are added; empty for a new topic. Raises ``InvalidReplicationFactorError`` with Kafka's
         messages, checked in Kafka's order after the racks have drawn their offsets.
         """
         if num_partitions < 0:
             raise InvalidPartitionsError(f"num_partitions must not be negative, got {num_partitions}")
-        check_distinct_ids(brokers)
+        if not isinstance(brokers, StripedBrokers):
+            check_distinct_ids(brokers)
         for index, replicas in enumerate(existing):
             if not replicas:
                 raise InvalidPartitionsError(f"existing: partition {index} has no replicas")
@@ -406,5 +511,7 @@ class StripedReplicaPlacer:
         if not existing and striped_vectorized.applies(rack_list, num_partitions, replication_factor):
             return striped_vectorized.place_all(rack_list, num_partitions, replication_factor)
         if rack_list.num_unfenced == rack_list.num_total:
+            if rack_list.one_per_rack(replication_factor):
+                return rack_list.place_one_per_rack(num_partitions, replication_factor)
             return rack_list.place_many_unfenced(num_partitions, replication_factor)
         return rack_list.place_many(num_partitions, replication_factor)

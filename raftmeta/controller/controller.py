@@ -271,7 +271,7 @@ class Controller:
                     )
                 ),
             )
-        self._push(key, records, _Waiter(key, method, request, result.response))
+        self._push(key, records, _Waiter(key, method, request, result.response), result)
         return Handled(key, method, records, None, False)
 
     def _answer(self, key: int, method: str, request: Message, response: Message) -> Handled:
@@ -291,9 +291,21 @@ class Controller:
         self._next_key += 1
         return key
 
-    def _push(self, key: int, records: Iterable[records_pb2.MetadataRecord], waiter: _Waiter) -> None:
+    def _push(
+        self,
+        key: int,
+        records: tuple[records_pb2.MetadataRecord, ...],
+        waiter: _Waiter,
+        result: ControllerResult[Any],
+    ) -> None:
         builder = ImageBuilder(self.image)
-        builder.replay_all(records)
+        if result.new_topics is None:
+            builder.replay_all(records)
+        else:
+            # The handler's records are its new topics: apply the values it built them from, then
+            # replay what follows them (the RequestRecord).
+            builder.add_topics(result.new_topics)
+            builder.replay_all(records[len(result.records) :])
         self._pending.append(_PendingBatch(key, builder.build(), waiters=[waiter]))
 
     # ---- time -----------------------------------------------------------------------------------

@@ -147,9 +147,14 @@ class PMap(Mapping[K, V], Generic[K, V]):
         if not changes:
             return self
         length = self._len
-        find = self._find
+        overlay, mid, base = self._overlay, self._mid, self._base
         for key, value in changes.items():
-            old = find(key)
+            # _find inlined: a batch of creates changes dozens of keys per map.
+            old = overlay.get(key, _MISSING)
+            if old is _MISSING:
+                old = mid.get(key, _MISSING)
+                if old is _MISSING:
+                    old = base.get(key, _MISSING)
             present = old is not _MISSING and old is not DELETED
             if value is DELETED:
                 if present:

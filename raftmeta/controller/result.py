@@ -9,6 +9,7 @@ from typing import Generic, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
+from raftmeta.controller.delta import NewTopic
 from raftmeta.v1 import records_pb2
 
 R = TypeVar("R", bound=Message)
@@ -30,6 +31,12 @@ class ControllerResult(Generic[R]):
 
     records: tuple[records_pb2.MetadataRecord, ...]
     response: R
+    # When not None, ``records`` are exactly these topics' creation records, in order, and the
+    # controller applies the values (``ImageBuilder.add_topics``) instead of replaying its own
+    # records (CreateTopics: decoding and re-checking them was a third of the leader's work per
+    # partition). Replay of ``records`` must give the same image; tests/controller/test_new_topics.py
+    # checks it.
+    new_topics: tuple[NewTopic, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,3 +120,32 @@ def test_snapshot_encoder_drops_topics_that_are_gone() -> None:
     ctx.run(delete_topics, controller_pb2.DeleteTopicsRequest(topic_names=["alpha", "beta"]))
     assert encoder.records(ctx.image) == [r.SerializeToString() for r in image_to_records(ctx.image)]
     assert encoder._topics == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    topic_id=st.one_of(st.just(b""), st.binary(min_size=16, max_size=16)),
+    first=st.one_of(st.integers(-3, 200), st.integers(16_300, 16_400), st.integers(2_000_000, 2_000_010)),
+    states=st.lists(
+        st.builds(
+            PartitionRegistration,
+            replicas=IDS,
+            isr=IDS,
+            leader=st.one_of(SMALL, INT32),
+            leader_epoch=SMALL,
+            partition_epoch=SMALL,
+            removing_replicas=IDS,
+            adding_replicas=IDS,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    picks=st.lists(st.integers(0, 3), max_size=30),
+)
+def test_new_records_encode_exactly_as_protobuf_does(
+    topic_id: bytes, first: int, states: list[PartitionRegistration], picks: list[int]
+) -> None:
+    """The create path's encoder (states shared between partitions, encoded once) against protobuf."""
+    partitions = [states[i % len(states)] for i in picks]
+    encoded = PartitionEncoder().new_records(topic_id, first, partitions)
+    assert encoded == [protobuf_bytes(topic_id, first + i, part) for i, part in enumerate(partitions)]

@@ -20,7 +20,7 @@ from placement import (
 )
 from placement import UsableBroker as B
 from placement.errors import PlacementError
-from placement.striped import _RackList
+from placement.striped import StripedBrokers, _RackList
 from tests.placement.helpers import CountingRandom, KafkaMockRandom, ScriptedRandom, brokers, leader_counts
 from tests.placement.strategies import clusters
 
@@ -244,6 +244,47 @@ def test_unfenced_fast_path_equals_the_general_loop(
     general = _RackList(JavaRandom(seed), cluster, existing).place_many(partitions, factor)
     fast = _RackList(JavaRandom(seed), cluster, existing).place_many_unfenced(partitions, factor)
     assert fast == general
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 7),
+    st.integers(0, 60),
+    st.integers(-(2**48), 2**48),
+    st.lists(st.text(min_size=0, max_size=3), min_size=7, max_size=7, unique=True),
+    st.data(),
+)
+def test_one_broker_per_rack_path_equals_the_general_loop(
+    num_racks: int, partitions: int, seed: int, names: list[str], data: st.DataObject
+) -> None:
+    """One unfenced broker per rack and a replica on every rack (three brokers in three racks,
+    RF 3): the rotation path gives place_many's placements and leaves its state."""
+    racks: list[str | None] = [None, *names][:num_racks]
+    ids = data.draw(st.lists(st.integers(0, 500), min_size=num_racks, max_size=num_racks, unique=True))
+    cluster = data.draw(st.permutations([B(broker, rack) for broker, rack in zip(ids, racks, strict=True)]))
+    existing = data.draw(
+        st.lists(st.lists(st.sampled_from([*ids, 999]), min_size=1, max_size=3, unique=True), max_size=4)
+    )
+    fast = _RackList(JavaRandom(seed), cluster, existing)
+    assert fast.one_per_rack(num_racks)
+    general = _RackList(JavaRandom(seed), cluster, existing)
+    assert fast.place_one_per_rack(partitions, num_racks) == general.place_many(partitions, num_racks)
+    # The same state afterwards: placing more continues identically.
+    assert fast.place_many(5, num_racks) == general.place_many(5, num_racks)
+    assert StripedReplicaPlacer(JavaRandom(seed)).place(cluster, partitions, num_racks, existing=existing) == (
+        _RackList(JavaRandom(seed), cluster, existing).place_many(partitions, num_racks)
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters(), st.integers(1, 4), st.integers(0, 40), st.integers(0, 2**48))
+def test_prepared_brokers_place_as_the_broker_list(cluster: list[B], factor: int, partitions: int, seed: int) -> None:
+    """A StripedBrokers built once places like the broker list it was built from, every time."""
+    factor = min(factor, len(cluster))
+    prepared = StripedBrokers(cluster)
+    for attempt in range(2):
+        expected = StripedReplicaPlacer(JavaRandom(seed + attempt)).place(cluster, partitions, factor)
+        assert StripedReplicaPlacer(JavaRandom(seed + attempt)).place(prepared, partitions, factor) == expected
 
 
 @st.composite
