@@ -88,8 +88,12 @@ COMBINED_BATCH_BYTES = 512 * 1024
 # under load a follower's Fetch closes it much sooner; with no load one is waiting already).
 LINGER_MS = 5
 # A follower appends and fsyncs on its loop thread (no writer-thread hand-offs) up to this many
-# bytes per Ready; bigger appends go through the writer thread (see Node._flush_inline).
-INLINE_FLUSH_MAX_BYTES = 1024 * 1024
+# bytes per Ready -- a lightly loaded quorum's single request; under load, with bigger batches,
+# the writer thread's fsync overlaps the loop's replay instead (see Node._flush_inline).
+INLINE_FLUSH_MAX_BYTES = 4096
+# A leader with at most this many requests waiting for a commit answers them before it sends the
+# watermark-only Fetch answers of the same Ready (latency); busier, it feeds its followers first.
+ANSWER_FIRST_MAX_WAITING = 4
 
 
 class NotControllerError(Exception):
@@ -621,11 +625,16 @@ class Node:
                 flushed_now = True
             else:
                 self.disk.truncate_and_append(ready.truncate_to, batches, self._disk_failed)
-        # A leader answers its clients before the followers' Fetches that this same commit
-        # released (they only carry the new high watermark): the answers are resolved futures,
-        # and the loop runs their continuations in that order. A follower does the opposite: its
-        # next Fetch is what the leader waits for, its replay is not.
-        committed_first = bool(ready.committed) and self.core.role is Role.LEADER
+        # A lightly loaded leader answers its clients before the followers' Fetches that this
+        # same commit released (they only carry the new high watermark): the answers are resolved
+        # futures, and the loop runs their continuations in that order. A follower does the
+        # opposite: its next Fetch is what the leader waits for, its replay is not. Under load the
+        # leader feeds its followers first: their next round is what the waiting requests need.
+        committed_first = (
+            bool(ready.committed)
+            and self.core.role is Role.LEADER
+            and len(self._waiting) <= ANSWER_FIRST_MAX_WAITING
+        )
         if committed_first:
             self._apply_committed_entries(ready.committed)
         for envelope in ready.messages:
