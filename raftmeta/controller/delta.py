@@ -622,16 +622,7 @@ def _partition_state(tail: bytes) -> PartitionRegistration | None:
             isr = replicas
         leader = parsed.leader
         candidate = PartitionRegistration(replicas, isr, leader, parsed.leader_epoch, parsed.partition_epoch)
-        replica_set = set(replicas)
-        if (
-            replicas
-            and len(replica_set) == len(replicas)
-            and replica_set.issuperset(isr)
-            and len(set(isr)) == len(isr)
-            and (leader == NO_LEADER or leader in isr)
-            and candidate.leader_epoch >= 0
-            and candidate.partition_epoch >= 0
-        ):
+        if _state_ok(replicas, set(replicas), isr, leader, candidate.leader_epoch, candidate.partition_epoch):
             state = candidate
     if len(_PARTITION_STATES) >= _PARTITION_STATES_MAX:
         _PARTITION_STATES.clear()
@@ -662,20 +653,33 @@ _DISPATCH: dict[str, Callable[[ImageBuilder, Any], None]] = {
 }
 
 
+def _state_ok(
+    replicas: tuple[int, ...],
+    replica_set: set[int],
+    isr: tuple[int, ...],
+    leader: int,
+    leader_epoch: int,
+    partition_epoch: int,
+) -> bool:
+    """Invariant 7 of DESIGN.md §9 but for the reassignment lists (``_reassignment_ok``)."""
+    return (
+        bool(replicas)
+        and len(replica_set) == len(replicas)
+        and replica_set.issuperset(isr)
+        and len(set(isr)) == len(isr)
+        and (leader == NO_LEADER or leader in isr)
+        and leader_epoch >= 0
+        and partition_epoch >= 0
+    )
+
+
 def _check_partition(part: PartitionRegistration, topic: str, pid: int, kind: str) -> None:
     """Invariant 7 of DESIGN.md §9, checked on every partition state replay produces."""
     replicas, isr, leader = part.replicas, part.isr, part.leader
     adding, removing = part.adding_replicas, part.removing_replicas
     replica_set = set(replicas)
-    if (
-        replicas
-        and len(replica_set) == len(replicas)
-        and replica_set.issuperset(isr)
-        and len(set(isr)) == len(isr)
-        and (leader == NO_LEADER or leader in isr)
-        and part.leader_epoch >= 0
-        and part.partition_epoch >= 0
-        and _reassignment_ok(replica_set, adding, removing)
+    if _state_ok(replicas, replica_set, isr, leader, part.leader_epoch, part.partition_epoch) and _reassignment_ok(
+        replica_set, adding, removing
     ):
         return
     what = f"{kind} {topic}-{pid}"
