@@ -631,9 +631,7 @@ class Node:
         # opposite: its next Fetch is what the leader waits for, its replay is not. Under load the
         # leader feeds its followers first: their next round is what the waiting requests need.
         committed_first = (
-            bool(ready.committed)
-            and self.core.role is Role.LEADER
-            and len(self._waiting) <= ANSWER_FIRST_MAX_WAITING
+            bool(ready.committed) and self.core.role is Role.LEADER and len(self._waiting) <= ANSWER_FIRST_MAX_WAITING
         )
         if committed_first:
             self._apply_committed_entries(ready.committed)
