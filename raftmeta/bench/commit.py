@@ -37,6 +37,7 @@ import grpc.aio
 from raftmeta.bench.results import machine, median, percentile, scratch_dir, write_result
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.limits import grpc_channel_options
+from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 from raftmeta.v1 import controller_pb2
 
 ECHO_METHOD = "/raftmeta.bench.Echo/Echo"
@@ -242,7 +243,7 @@ def run_benchmark(
     duration_s: float,
     brokers: int,
     work_dir: Path,
-    fetch_rpc: str = "stream",
+    fetch_rpc: FetchRpc = "stream",
     node_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     from raftmeta import local_quorum
@@ -301,7 +302,7 @@ def run_benchmark(
 )
 @click.option(
     "--fetch-rpc",
-    type=click.Choice(["stream", "unary"]),
+    type=click.Choice(FETCH_RPCS),
     default="stream",
     show_default=True,
     help="The nodes' Fetch transport (raftmeta node --fetch-rpc), for A/B runs.",
@@ -321,7 +322,7 @@ def command(
     duration: float,
     brokers: int,
     work_dir: Path | None,
-    fetch_rpc: str,
+    fetch_rpc: FetchRpc,
     node_args: tuple[str, ...],
     result_file: Path | None,
     output: str,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import click
 
 from raftmeta.cli.common import CheckFailed, usage_error
+from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 
 # A PEM file (certificate, key or CA bundle); its content is checked by raftmeta.tls.
 PEM = click.Path(dir_okay=False, path_type=Path)
@@ -44,7 +44,7 @@ PEM = click.Path(dir_okay=False, path_type=Path)
 @click.option("--fetch-hw-linger-ms", type=click.IntRange(min=0), default=5, show_default=True,
               help="How long the leader holds a Fetch whose only news is the high watermark, for records "
               "to send with it (0: answer at once, as KRaft does).")  # fmt: skip
-@click.option("--fetch-rpc", type=click.Choice(["stream", "unary"]), default="stream", show_default=True,
+@click.option("--fetch-rpc", type=click.Choice(FETCH_RPCS), default="stream", show_default=True,
               help="How Fetches reach the leader: one long-lived FetchStream, or a unary call per round.")  # fmt: skip
 @click.option("--unsafe-ack-before-commit", is_flag=True, hidden=True, help="TEST ONLY: acknowledge before commit.")
 @click.option("--unsafe-skip-fsync", is_flag=True, hidden=True, help="TEST ONLY: never fsync the log.")
@@ -68,7 +68,7 @@ def node(
     session_timeout_ms: int,
     segment_bytes: int | None,
     fetch_hw_linger_ms: int,
-    fetch_rpc: Literal["stream", "unary"],
+    fetch_rpc: FetchRpc,
     unsafe_ack_before_commit: bool,
     unsafe_skip_fsync: bool,
 ) -> None:

@@ -69,14 +69,19 @@ class DiskWriter:
         ~0.15 ms the loop is blocked here."""
         if not self.idle:
             raise RuntimeError("append_and_flush_now with writer jobs pending: they must come first")
+        self._truncate_and_append_now(truncate_to, batches)
+        durable = self.storage.log.flush()
+        self.fsyncs += 1
+        return durable
+
+    def _truncate_and_append_now(self, truncate_to: int | None, batches: Sequence[bytes]) -> None:
         log = self.storage.log
         if truncate_to is not None:
             log.truncate_to(truncate_to)
-        if batches:
-            log.append(batches[0] if len(batches) == 1 else b"".join(batches))
-        durable = log.flush()
-        self.fsyncs += 1
-        return durable
+        if len(batches) == 1:
+            log.append(batches[0])
+        elif batches:
+            log.append(b"".join(batches))  # one write for the whole Ready
 
     async def write_quorum_state(self, state: QuorumStateData) -> None:
         stored = StoredQuorumState(state.epoch, voted_id=state.voted_id, leader_id=state.leader_id, voters=self.voters)
@@ -97,16 +102,7 @@ class DiskWriter:
     ) -> None:
         """Queue a truncation and/or appends (page cache only: the next flush makes them durable)."""
 
-        def work() -> None:
-            log = self.storage.log
-            if truncate_to is not None:
-                log.truncate_to(truncate_to)
-            if len(batches) == 1:
-                log.append(batches[0])
-            elif batches:
-                log.append(b"".join(batches))  # one write for the whole Ready
-
-        self.submit(work, on_failure)
+        self.submit(lambda: self._truncate_and_append_now(truncate_to, batches), on_failure)
 
     def flush(self, done: Callable[[int], None], on_failure: Callable[[BaseException], None], *, fsync: bool) -> None:
         """Queue an fsync of the log behind every append submitted so far; ``done(durable end
