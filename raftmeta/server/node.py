@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from placement import JavaRandom
 from raftmeta.controller import Controller
@@ -218,9 +218,34 @@ def now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+class UnreadableRecordError(RuntimeError):
+    """A committed batch passed its CRC check but holds bytes that are not a MetadataRecord."""
+
+
 def decode_records(entry_data: bytes) -> list[records_pb2.MetadataRecord]:
+    """The records of one committed batch. A CRC-valid batch whose record does not parse was
+    written that way -- by a bug, or by another program writing into the data directory -- so no
+    repair is safe: the node refuses it loudly, naming the batch, instead of protobuf's bare
+    "Error parsing message" from deep inside replay."""
     header = codec.check_batch(entry_data)
-    return [records_pb2.MetadataRecord.FromString(r) for r in codec.split_records(entry_data, header)]
+    raw = codec.split_records(entry_data, header)
+    try:
+        return [records_pb2.MetadataRecord.FromString(r) for r in raw]
+    except DecodeError as exc:
+        index = next(i for i, r in enumerate(raw) if not _parses(r))
+        raise UnreadableRecordError(
+            f"the log batch at offset {header.base_offset} (epoch {header.epoch}, {header.record_count} records) "
+            f"passed its CRC check, but its record at offset {header.base_offset + index} is not a MetadataRecord "
+            f"({exc}); refusing to apply it: see `raftmeta log dump`"
+        ) from exc
+
+
+def _parses(raw: bytes) -> bool:
+    try:
+        records_pb2.MetadataRecord.FromString(raw)
+    except DecodeError:
+        return False
+    return True
 
 
 class Node:
