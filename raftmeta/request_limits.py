@@ -25,10 +25,9 @@ import grpc
 from google.protobuf.message import Message
 
 from raftmeta import limits
-from raftmeta.rpc_errors import POLICY_VIOLATION
+from raftmeta.rpc_errors import INVALID_REQUEST, POLICY_VIOLATION
 from raftmeta.v1 import controller_pb2
 
-INVALID_REQUEST = "INVALID_REQUEST"
 # How much of an over-long value a message quotes.
 QUOTE_CHARS = 32
 

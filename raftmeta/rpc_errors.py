@@ -6,7 +6,8 @@ the leader it knows of, so a client can retry elsewhere and a human reading the 
 
 The same metadata tells apart the two meanings of RESOURCE_EXHAUSTED: THROTTLING_QUOTA_EXCEEDED is
 a busy node (retry later), POLICY_VIOLATION a request over a limit of ``raftmeta.limits`` (retrying
-the same request cannot help). A refused RaftService call carries the reason the same way
+the same request cannot help). A request the controller refuses as a whole (INVALID_ARGUMENT)
+carries INVALID_REQUEST. A refused RaftService call carries the reason the same way
 (INCONSISTENT_CLUSTER_ID, INCONSISTENT_VOTER_SET, INVALID_REQUEST, CLUSTER_AUTHORIZATION_FAILED).
 """
 
@@ -23,6 +24,8 @@ CLUSTER_AUTHORIZATION_FAILED = "CLUSTER_AUTHORIZATION_FAILED"
 # RESOURCE_EXHAUSTED: the node is busy (retryable) or the request is over a limit (not retryable).
 THROTTLING_QUOTA_EXCEEDED = "THROTTLING_QUOTA_EXCEEDED"
 POLICY_VIOLATION = "POLICY_VIOLATION"
+# INVALID_ARGUMENT: the request itself is wrong (a value too long, an id reused for other work).
+INVALID_REQUEST = "INVALID_REQUEST"
 
 
 @dataclass(frozen=True, slots=True)

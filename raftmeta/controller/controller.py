@@ -33,7 +33,8 @@ Driver contract (one asyncio task owns the controller and calls it in order):
 
 Idempotent retries: a mutating request with a ``request_id`` appends a RequestRecord holding its
 serialized response in the same batch; a retry whose id is in the working image's table (so
-committed *or* pending) gets that response and writes nothing.
+committed *or* pending) gets that response and writes nothing -- if it is the same request (its
+digest, :mod:`raftmeta.controller.requests`); the id on different work is refused.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.elections import fence_records
 from raftmeta.controller.errors import RequestError
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
+from raftmeta.controller.requests import request_sha256
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
 from raftmeta.controller.snapshot import image_from_records, image_to_records
 from raftmeta.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
@@ -251,11 +253,17 @@ class Controller:
         request_id: str = getattr(request, "request_id", "")
         if len(request_id) > REQUEST_ID_MAX:
             raise RequestError(f"request_id: at most {REQUEST_ID_MAX} characters, got {len(request_id)}")
+        digest = request_sha256(request) if request_id else b""
         if request_id:
             entry = self.image.requests.get(request_id)
             if entry is not None:
                 if entry.method != method:
                     raise RequestError(f"request_id {request_id!r} was already used for {entry.method}, not {method}")
+                if entry.request_sha256 and entry.request_sha256 != digest:
+                    raise RequestError(
+                        f"request_id {request_id!r} was already used for a different {method} request: "
+                        "a retry must resend the same request; new work needs a new request_id"
+                    )
                 return self._answer(key, method, request, spec.response_type.FromString(entry.response))
         result = spec.handler(self.image, request, now_ms, ids, random, self.config)
         self._note_contact(method, request, result.response, now_ms)
@@ -267,7 +275,10 @@ class Controller:
                 *records,
                 records_pb2.MetadataRecord(
                     request=records_pb2.RequestRecord(
-                        request_id=request_id, method=method, response=result.response.SerializeToString()
+                        request_id=request_id,
+                        method=method,
+                        response=result.response.SerializeToString(),
+                        request_sha256=digest,
                     )
                 ),
             )

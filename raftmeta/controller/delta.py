@@ -565,7 +565,7 @@ class ImageBuilder:
             raise ReplayError(f"RequestRecord: request id {request_id!r} is already answered")
         seq = self._next_seq
         self._next_seq += 1
-        self._requests[request_id] = RequestEntry(seq, rec.method, rec.response)
+        self._requests[request_id] = RequestEntry(seq, rec.method, rec.response, rec.request_sha256)
         self._request_seqs[seq] = request_id
         self._request_len += 1
         capacity = self._image.requests.capacity

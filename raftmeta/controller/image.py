@@ -75,6 +75,8 @@ class RequestEntry(NamedTuple):
     seq: int
     method: str
     response: bytes
+    # SHA-256 of the request it answered (see raftmeta.controller.requests); b"" if not recorded.
+    request_sha256: bytes = b""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -109,8 +111,8 @@ class RequestTable:
         return (
             self.capacity == other.capacity
             and len(self) == len(other)
-            and [(rid, e.method, e.response) for rid, e in self.in_order()]
-            == [(rid, e.method, e.response) for rid, e in other.in_order()]
+            and [(rid, e.method, e.response, e.request_sha256) for rid, e in self.in_order()]
+            == [(rid, e.method, e.response, e.request_sha256) for rid, e in other.in_order()]
         )
 
     __hash__ = None  # type: ignore[assignment]

@@ -131,7 +131,12 @@ def _request_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
     """The answered request ids, oldest first."""
     return [
         records_pb2.MetadataRecord(
-            request=records_pb2.RequestRecord(request_id=request_id, method=entry.method, response=entry.response)
+            request=records_pb2.RequestRecord(
+                request_id=request_id,
+                method=entry.method,
+                response=entry.response,
+                request_sha256=entry.request_sha256,
+            )
         )
         for request_id, entry in image.requests.in_order()
     ]

@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 from raftmeta.controller.errors import RequestError
 from raftmeta.logs import get_logger
 from raftmeta.request_limits import check_controller_request
-from raftmeta.rpc_errors import THROTTLING_QUOTA_EXCEEDED, error_metadata
+from raftmeta.rpc_errors import INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED, error_metadata
 from raftmeta.server.guards import Membership, RejectionLogLimiter, check_raft_call, claimed_id, common_names
 from raftmeta.server.node import ControllerFailedError, Node, NotControllerError, OverloadedError
 from raftmeta.tls import material, open_channel
@@ -162,6 +162,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     context.set_trailing_metadata(error_metadata(THROTTLING_QUOTA_EXCEEDED))
                     await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
                 except RequestError as exc:
+                    context.set_trailing_metadata(error_metadata(INVALID_REQUEST))
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
                 except ControllerFailedError as exc:
                     await context.abort(

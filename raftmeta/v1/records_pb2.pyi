@@ -521,22 +521,30 @@ class RequestRecord(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     METHOD_FIELD_NUMBER: _builtins.int
     RESPONSE_FIELD_NUMBER: _builtins.int
+    REQUEST_SHA256_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Client-chosen, unique per logical request (a uuid string is typical). 1..64 characters."""
     method: _builtins.str
     """The RPC name, e.g. "CreateTopics"."""
     response: _builtins.bytes
     """The serialized response message of that RPC (controller.proto), as first answered."""
+    request_sha256: _builtins.bytes
+    """SHA-256 of the request as first answered, serialized deterministically with request_id and
+    timeout_ms cleared: a retry must carry the same request, and one that does not (an id reused
+    for different work) is refused instead of being given this answer. Empty in logs written
+    before this field existed: such ids are not checked.
+    """
     def __init__(
         self,
         *,
         request_id: _builtins.str = ...,
         method: _builtins.str = ...,
         response: _builtins.bytes = ...,
+        request_sha256: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["method", b"method", "request_id", b"request_id", "response", b"response"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["method", b"method", "request_id", b"request_id", "request_sha256", b"request_sha256", "response", b"response"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

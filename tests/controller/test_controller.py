@@ -7,6 +7,7 @@ import pytest
 from placement.rng import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig, MetadataImage, RequestError, image_to_records
 from raftmeta.controller.controller import Handled
+from raftmeta.controller.requests import request_sha256
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.controller.helpers import CounterIds, incarnation
 
@@ -139,6 +140,60 @@ def test_idempotent_retry_pending_committed_and_across_a_snapshot() -> None:
             CounterIds(),
             JavaRandom(1),
         )
+
+
+def test_a_request_id_is_bound_to_its_request_pending_committed_and_across_a_snapshot() -> None:
+    driver = Driver()
+    driver.brokers(1, 2, 3)
+    first = driver.send("CreateTopics", create("orders", 3, 3, request_id="req-1"))
+    other = create("payments", 3, 3, request_id="req-1")  # a copied id on different work
+    with pytest.raises(RequestError, match="'req-1' was already used for a different CreateTopics request"):
+        driver.send("CreateTopics", other)  # while the original is pending
+    assert driver.controller.pending_count == 1  # the refusal wrote nothing
+    driver.commit()
+    with pytest.raises(RequestError, match="already used for a different CreateTopics"):
+        driver.send("CreateTopics", other)
+    # What the caller waits (timeout_ms) is not what it asks for: a retry may wait longer.
+    patient = create("orders", 3, 3, request_id="req-1")
+    patient.timeout_ms = 60_000
+    retry = driver.send("CreateTopics", patient)
+    assert retry.done and retry.response.topics[0].error_code == errors_pb2.NONE  # type: ignore[attr-defined]
+    assert first.records[-1].request.request_sha256 == request_sha256(create("orders", 3, 3))  # type: ignore[attr-defined]
+    # The binding survives a snapshot and a failover.
+    offset, records = driver.controller.snapshot()
+    successor = Controller.from_snapshot(records, offset)
+    with pytest.raises(RequestError, match="already used for a different CreateTopics"):
+        Driver(successor).send("CreateTopics", other)
+
+
+def test_request_digest_ignores_map_order_and_the_retry_fields() -> None:
+    a = controller_pb2.CreateTopicsRequest(request_id="x", timeout_ms=5)
+    topic = a.topics.add(name="t", num_partitions=1, replication_factor=1)
+    topic.configs["cleanup.policy"] = "compact"
+    topic.configs["retention.ms"] = "1000"
+    b = controller_pb2.CreateTopicsRequest(request_id="y", timeout_ms=7)
+    other = b.topics.add(name="t", num_partitions=1, replication_factor=1)
+    other.configs["retention.ms"] = "1000"
+    other.configs["cleanup.policy"] = "compact"
+    assert request_sha256(a) == request_sha256(b)
+    other.configs["retention.ms"] = "2000"
+    assert request_sha256(a) != request_sha256(b)
+    assert a.request_id == "x" and a.timeout_ms == 5  # the request itself is left alone
+
+
+def test_a_request_id_recorded_without_a_digest_answers_any_retry() -> None:
+    """Logs written before RequestRecord carried the digest: their ids keep the old rule."""
+    driver = Driver()
+    driver.brokers(1)
+    driver.send("CreateTopics", create("orders", request_id="old-1"))
+    driver.commit()
+    offset, records = driver.controller.snapshot()
+    for record in records:
+        if record.WhichOneof("record") == "request":
+            record.request.ClearField("request_sha256")
+    successor = Driver(Controller.from_snapshot(records, offset))
+    retry = successor.send("CreateTopics", create("renamed", request_id="old-1"))
+    assert retry.done and retry.response.topics[0].name == "orders"  # type: ignore[attr-defined]
 
 
 def test_request_table_is_bounded_and_evicts_the_oldest_deterministically() -> None:

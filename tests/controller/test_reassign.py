@@ -14,6 +14,7 @@ from raftmeta.controller import (
     Controller,
     ControllerConfig,
     ReplayError,
+    RequestError,
     image_from_records,
     image_to_records,
     reassign,
@@ -559,7 +560,11 @@ def started_cluster() -> tuple[Driver, bytes]:
 
 
 def move_everything_off_0_1(driver: Driver) -> Any:
-    request = controller_pb2.AlterPartitionReassignmentsRequest(
+    return driver.call("AlterPartitionReassignments", move_off_0_1_request())
+
+
+def move_off_0_1_request() -> controller_pb2.AlterPartitionReassignmentsRequest:
+    return controller_pb2.AlterPartitionReassignmentsRequest(
         topics=[
             controller_pb2.ReassignableTopic(
                 name="t",
@@ -571,7 +576,6 @@ def move_everything_off_0_1(driver: Driver) -> Any:
         ],
         request_id="move-1",
     )
-    return driver.call("AlterPartitionReassignments", request)
 
 
 def drive_heartbeats(driver: Driver, rounds: int = 5) -> None:
@@ -602,13 +606,16 @@ def test_a_full_move_driven_by_heartbeats_through_the_controller() -> None:
     listed = driver.call("ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest())
     assert list(listed.topics) == []
     # A retry of the request with the same id gets the original answer and writes nothing.
-    handled = driver.send(
-        "AlterPartitionReassignments",
-        controller_pb2.AlterPartitionReassignmentsRequest(
-            topics=[controller_pb2.ReassignableTopic(name="t")], request_id="move-1"
-        ),
-    )
+    handled = driver.send("AlterPartitionReassignments", move_off_0_1_request())
     assert handled.records == () and handled.response == response
+    # The id on different work (here: cancel the finished move) is refused, not answered as done.
+    with pytest.raises(RequestError, match="already used for a different AlterPartitionReassignments"):
+        driver.send(
+            "AlterPartitionReassignments",
+            controller_pb2.AlterPartitionReassignmentsRequest(
+                topics=[controller_pb2.ReassignableTopic(name="t")], request_id="move-1"
+            ),
+        )
 
 
 @pytest.mark.parametrize("finish", ["complete", "cancel"])

@@ -247,3 +247,26 @@ def test_a_controller_bug_is_answered_internal_and_the_node_keeps_serving(
             pb.RegisterBrokerRequest(broker_id=5, incarnation_id=bytes(range(1, 17))), timeout=10
         )
         assert registered.error_code == 0
+
+
+def test_a_request_id_reused_for_other_work_is_refused_with_its_error_code(leader: NodeServer) -> None:
+    with grpc.insecure_channel(leader.address) as channel:
+        stub = controller_pb2_grpc.ControllerServiceStub(channel)
+
+        def create(name: str) -> pb.CreateTopicsRequest:
+            topic = pb.CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+            return pb.CreateTopicsRequest(topics=[topic], request_id="copied-id")
+
+        registered = stub.RegisterBroker(
+            pb.RegisterBrokerRequest(broker_id=0, incarnation_id=bytes(range(1, 17))), timeout=10
+        )
+        beat = pb.BrokerHeartbeatRequest(broker_id=0, broker_epoch=registered.broker_epoch)
+        assert stub.BrokerHeartbeat(beat, timeout=10).error_code == 0
+        assert stub.CreateTopics(create("first"), timeout=10).topics[0].error_code == 0
+        before = leader.view()
+        code, error_code, details = refusal(stub.CreateTopics, create("second"))
+        assert (code, error_code) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
+        assert "'copied-id' was already used for a different CreateTopics request" in details
+        assert leader.view() == before
+        # The retry of the first request still gets its original answer.
+        assert stub.CreateTopics(create("first"), timeout=10).topics[0].name == "first"
