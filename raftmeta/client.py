@@ -8,10 +8,11 @@ What a client of a replicated controller has to get right, in one place:
   (a full inbox) and per-attempt deadlines are retried with capped, jittered exponential backoff
   until the overall deadline. Anything else (INVALID_ARGUMENT, RESOURCE_EXHAUSTED for a request
   over a limit: ``POLICY_VIOLATION`` or a message too large, ...) is raised at once.
-- **Idempotence.** Every mutating call carries a ``request_id`` (generated if the caller gave
-  none) that stays the same across retries, so the controller answers a retry with the original
-  result: a retried CreateTopics never reports TOPIC_ALREADY_EXISTS for the topic its own earlier
-  attempt created.
+- **Idempotence.** Every mutating call carries a ``request_id`` (generated, on a copy of the
+  request, if the caller gave none) that stays the same across retries, so the controller answers
+  a retry with the original result: a retried CreateTopics never reports TOPIC_ALREADY_EXISTS for
+  the topic its own earlier attempt created. The controller binds an id to its request: the same
+  id on a different request is refused (INVALID_ARGUMENT, ``INVALID_REQUEST``).
 - **Honest outcomes.** When the overall deadline runs out on a mutating call after an attempt may
   have reached the server, the outcome is unknown, and the client says so
   (:class:`OutcomeUnknownError`) rather than calling it a failure.
@@ -30,6 +31,7 @@ from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
+from google.protobuf.message import Message
 
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
@@ -38,12 +40,23 @@ from raftmeta.tls import TlsConfig, material, open_channel
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 log = get_logger("client")
 
 # Calls that change metadata: they get a request id and an "unknown" outcome on timeout.
 MUTATING_METHODS = frozenset(
     {"CreateTopics", "CreatePartitions", "DeleteTopics", "ElectLeaders", "AlterPartitionReassignments"}
 )
+
+
+def with_new_request_id(request: M) -> M:
+    """A copy of a mutating request with a fresh request id (a uuid4 string)."""
+    copy = type(request)()
+    copy.CopyFrom(request)
+    setattr(copy, "request_id", str(uuid.uuid4()))  # noqa: B010 (every mutating request has one)
+    return copy
+
+
 RETRYABLE_CODES = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED}
 )
@@ -172,7 +185,10 @@ class ControllerClient:
     async def call(self, method: str, request: Any, *, deadline_s: float | None = None) -> Any:
         """Call ``method`` with retries; return its response message."""
         if method in MUTATING_METHODS and not request.request_id:
-            request.request_id = str(uuid.uuid4())
+            # On a copy: the caller's message stays as it was, so sending it again (perhaps
+            # changed) is a new request, not a retry the controller would refuse or answer with
+            # the first one's result (ids are bound to their requests).
+            request = with_new_request_id(request)
         budget = self.retry.deadline_s if deadline_s is None else deadline_s
         deadline = time.monotonic() + budget
         self.last_attempts = []
@@ -279,10 +295,6 @@ class ControllerClient:
     async def alter_partition_reassignments(
         self, request: controller_pb2.AlterPartitionReassignmentsRequest, *, deadline_s: float | None = None
     ) -> controller_pb2.AlterPartitionReassignmentsResponse:
-        # Mutating: a request id makes retries idempotent (the controller answers a retry with the
-        # original result instead of starting, or cancelling, a move twice).
-        if not request.request_id:
-            request.request_id = str(uuid.uuid4())
         response: controller_pb2.AlterPartitionReassignmentsResponse = await self.call(
             "AlterPartitionReassignments", request, deadline_s=deadline_s
         )

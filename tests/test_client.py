@@ -121,6 +121,19 @@ async def test_rotates_past_dead_and_leaderless_nodes_keeping_the_request_id(sta
 
 
 @pytest.mark.asyncio
+async def test_a_generated_request_id_goes_on_a_copy_so_each_send_is_a_new_request(start_node) -> None:  # type: ignore[no-untyped-def]
+    address, node = await start_node("leader")
+    async with ControllerClient([address], retry=FAST) as client:
+        request = create_request()
+        await client.create_topics(request)
+        assert request.request_id == ""  # the caller's message is left as it was
+        request.topics[0].name = "payments"
+        await client.create_topics(request)
+    first, second = node.request_ids
+    assert first != second and len(second) == 36
+
+
+@pytest.mark.asyncio
 async def test_retry_after_attempt_timeout_gets_the_original_answer(start_node) -> None:  # type: ignore[no-untyped-def]
     address, node = await start_node("slow-first")
     async with ControllerClient([address], retry=FAST) as client:
