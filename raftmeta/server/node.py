@@ -404,7 +404,12 @@ class Node:
         if not ready.is_empty():
             await self._perform(ready)
         if self._deferred_committed and not self.inbox.qsize():
-            self._apply_committed_entries([])
+            # The replay waits for the Fetch this turn sent (see _perform): one loop round lets
+            # the Fetch stream's writer task hand it to gRPC first -- replayed right here, it
+            # would leave only after the replay (0.2 ms per commit on the critical path).
+            await asyncio.sleep(0)
+            if not self.inbox.qsize():
+                self._apply_committed_entries([])
         if self._open_keys:
             deadline = min(deadline, self._open_since + LINGER_MS)
         return deadline
