@@ -136,7 +136,10 @@ def alive(pid: int | None) -> bool:
     return True
 
 
-def _spawn(argv: list[str], log_path: Path) -> int:
+def spawn(argv: list[str], log_path: Path) -> int:
+    """Start ``argv`` in a session of its own (a signal to the caller's group does not reach it),
+    stdout and stderr appended to ``log_path``; return its pid. The child is remembered, so
+    :func:`alive` reaps it like the nodes."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -188,7 +191,7 @@ def up(
             "--data-dir", str(node_dir), "--cluster-id", cluster_id, *tls_args, *(node_args or []),
         ]  # fmt: skip
         log_path = data_dir / "logs" / f"node-{node_id}.log"
-        processes.append(NodeProcess(node_id, _spawn(argv, log_path), address, str(node_dir), str(log_path), argv))
+        processes.append(NodeProcess(node_id, spawn(argv, log_path), address, str(node_dir), str(log_path), argv))
     quorum = LocalQuorum(str(data_dir), cluster_id, ",".join(voters.values()), processes)
     quorum.tls = None if client_tls is None else client_tls.to_json()
     quorum.save()
@@ -202,7 +205,7 @@ def up(
             *([] if catch_up_delay_ms is None else ["--catch-up-delay-ms", str(catch_up_delay_ms)]),
             *([] if client_tls is None else client_tls.to_args()),
         ]  # fmt: skip
-        quorum.brokers_pid = _spawn(fleet_argv, data_dir / "logs" / "brokers.log")
+        quorum.brokers_pid = spawn(fleet_argv, data_dir / "logs" / "brokers.log")
         quorum.brokers_argv = fleet_argv
         quorum.save()
         wait_for_brokers(quorum, brokers, timeout_s)
@@ -268,7 +271,7 @@ def restart(quorum: LocalQuorum, node_id: int) -> NodeProcess:
     node = quorum.node(node_id)
     if alive(node.pid):
         raise RuntimeError(f"node {node_id} (pid {node.pid}) is still running: kill it first")
-    node.pid = _spawn(node.argv, Path(node.log))
+    node.pid = spawn(node.argv, Path(node.log))
     quorum.save()
     return node
 

@@ -158,7 +158,7 @@ class ChaosCluster:
             "--catch-up-delay-ms", str(cfg.catch_up_delay_ms), "--ready-file", str(ready),
         ]  # fmt: skip
         # local_quorum's spawner: the fleet is then recorded, reaped and stopped like the nodes.
-        self.quorum.brokers_pid = local_quorum._spawn(argv, self.data_dir / "logs" / "brokers.log")
+        self.quorum.brokers_pid = local_quorum.spawn(argv, self.data_dir / "logs" / "brokers.log")
         self.quorum.brokers_argv = argv
         self.quorum.save()
         deadline = time.monotonic() + cfg.start_timeout_s
