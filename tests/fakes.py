@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import grpc
 import grpc.aio
@@ -21,28 +22,28 @@ class ScriptedController(controller_pb2_grpc.ControllerServiceServicer):
         self.requests: list[tuple[str, Any]] = []
         self.responses: dict[str, Any] = {}
 
-    async def _answer(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def _answer(self, method: str, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         self.requests.append((method, request))
         if method not in self.responses:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no scripted answer for {method}")
         return self.responses[method]
 
-    async def CreateTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def CreateTopics(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         return await self._answer("CreateTopics", request, context)
 
-    async def CreatePartitions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def CreatePartitions(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         return await self._answer("CreatePartitions", request, context)
 
-    async def DeleteTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DeleteTopics(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         return await self._answer("DeleteTopics", request, context)
 
-    async def DescribeTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DescribeTopics(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         return await self._answer("DescribeTopics", request, context)
 
-    async def DescribeCluster(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DescribeCluster(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         return await self._answer("DescribeCluster", request, context)
 
-    async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         return await self._answer("DescribeQuorum", request, context)
 
 
@@ -51,7 +52,8 @@ class ServerThread:
     own loop thread, for tests whose callers are synchronous."""
 
     def __init__(self, servicer: controller_pb2_grpc.ControllerServiceServicer | None = None) -> None:
-        self.controller = ScriptedController()
+        # cast: the generated base answers UNIMPLEMENTED for the methods left out; only its stub makes them abstract
+        self.controller = cast("Callable[[], ScriptedController]", ScriptedController)()
         self.servicer = servicer or self.controller
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)

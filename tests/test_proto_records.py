@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from google.protobuf import json_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 
 from raftmeta.v1 import controller_pb2, errors_pb2, fleet_pb2, raft_pb2, records_pb2
 
@@ -26,7 +26,7 @@ _SCALARS = {
 
 def populate(message: Message, depth: int = 0) -> Message:
     """Set every field of ``message`` (first member of each oneof) to a non-default value."""
-    descriptor: Descriptor = message.DESCRIPTOR
+    descriptor = message.DESCRIPTOR
     for field in descriptor.fields:
         oneof = field.containing_oneof
         # A real oneof: only its first member is set here ("_x" oneofs are proto3 `optional` fields).
@@ -48,11 +48,11 @@ def populate(message: Message, depth: int = 0) -> Message:
             else:
                 setattr(message, field.name, value)
         else:
-            value = _SCALARS[field.type]
+            scalar = _SCALARS[field.type]
             if field.is_repeated:
-                getattr(message, field.name).extend([value, value])
+                getattr(message, field.name).extend([scalar, scalar])
             else:
-                setattr(message, field.name, value)
+                setattr(message, field.name, scalar)
     return message
 
 

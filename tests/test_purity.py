@@ -95,18 +95,19 @@ def violations(path: Path, root: Path = ROOT) -> list[str]:
         if id(node) in typing_only:
             continue
         modules: list[str] = []
+        line = 0
         if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
+            modules, line = [alias.name for alias in node.names], node.lineno
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = [node.module]
+            modules, line = [node.module], node.lineno
         for module in modules:
             top = module.split(".")[0]
             if top in FORBIDDEN_MODULES:
-                found.append(f"{path.relative_to(root)}:{node.lineno} imports {module}")
+                found.append(f"{path.relative_to(root)}:{line} imports {module}")
             if module.startswith(FORBIDDEN_PREFIXES):
-                found.append(f"{path.relative_to(root)}:{node.lineno} imports driver module {module}")
+                found.append(f"{path.relative_to(root)}:{line} imports driver module {module}")
             if module.startswith("raftmeta.storage") and module not in ALLOWED_STORAGE:
-                found.append(f"{path.relative_to(root)}:{node.lineno} imports storage IO module {module}")
+                found.append(f"{path.relative_to(root)}:{line} imports storage IO module {module}")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
             found.append(f"{path.relative_to(root)}:{node.lineno} calls {node.func.id}()")
     return found

@@ -8,6 +8,7 @@ import datetime
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import grpc
 import grpc.aio
@@ -102,10 +103,16 @@ def test_expired_and_future_certificates_are_refused(made: CertSet) -> None:
     assert loaded.common_name == "node-1" and loaded.ca is None
 
 
-def node_config(**kwargs: object) -> NodeConfig:
+class _ListenerSettings(TypedDict, total=False):
+    tls: TlsConfig
+    client_listen: str
+    client_tls: TlsConfig
+
+
+def node_config(**kwargs: Unpack[_ListenerSettings]) -> NodeConfig:
     return NodeConfig(
         node_id=1, listen="127.0.0.1:9093", voters={1: "127.0.0.1:9093"}, data_dir=Path("x"), cluster_id="c", **kwargs
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_node_config_checks_listener_settings(made: CertSet) -> None:

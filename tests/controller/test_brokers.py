@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 from placement.rng import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.brokers import broker_heartbeat, describe_cluster, register_broker
@@ -9,12 +11,19 @@ from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.controller.helpers import Context, CounterIds, incarnation
 
 
-def register(ctx: Context, broker_id: int, generation: int = 1, **kw: object) -> controller_pb2.RegisterBrokerResponse:
+class _Placement(TypedDict, total=False):
+    rack: str
+    pool: str
+
+
+def register(
+    ctx: Context, broker_id: int, generation: int = 1, **kw: Unpack[_Placement]
+) -> controller_pb2.RegisterBrokerResponse:
     result = ctx.run(
         register_broker,
         controller_pb2.RegisterBrokerRequest(
             broker_id=broker_id, incarnation_id=incarnation(broker_id, generation), **kw
-        ),  # type: ignore[arg-type]
+        ),
     )
     return result.response  # type: ignore[no-any-return]
 
@@ -130,8 +139,8 @@ def _controller_with_brokers(ids: list[int], config: ControllerConfig | None = N
             ),
             (controller_pb2.BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=0), "BrokerHeartbeat"),
         ):
-            if method == "BrokerHeartbeat":
-                request.broker_epoch = controller.image.brokers[broker_id].epoch  # type: ignore[attr-defined]
+            if isinstance(request, controller_pb2.BrokerHeartbeatRequest):
+                request.broker_epoch = controller.image.brokers[broker_id].epoch
             handled = controller.handle(method, request, 0, ids_source, random)
             offset += len(handled.records)
             controller.appended(handled.key, offset)
@@ -175,7 +184,8 @@ def test_tick_fences_brokers_whose_session_expired_and_heartbeats_unfence() -> N
     controller.appended(fenced.key, 200)
     released = controller.on_commit(200)
     assert [(c.key, c.method, c.response) for c in released] == [(fenced.key, "Tick", None)]
-    assert controller.committed_image.brokers[3].fenced
+    committed = controller.committed_image  # a new name: mypy would keep the narrowing from before the commit
+    assert committed.brokers[3].fenced
     # Both other brokers time out together: one batch, the second fence sees the first.
     both = controller.tick(20_000)
     assert both is not None

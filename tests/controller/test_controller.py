@@ -6,7 +6,7 @@ import pytest
 
 from placement.rng import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig, MetadataImage, RequestError, image_to_records
-from raftmeta.controller.controller import Handled
+from raftmeta.controller.controller import Completion, Handled
 from raftmeta.controller.requests import request_sha256
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.controller.helpers import CounterIds, incarnation
@@ -29,7 +29,7 @@ class Driver:
             self.controller.appended(handled.key, self.offset)
         return handled
 
-    def commit(self) -> list[object]:
+    def commit(self) -> list[Completion]:
         return list(self.controller.on_commit(self.offset))
 
     def brokers(self, *ids: int) -> None:

@@ -201,7 +201,8 @@ def partition_records(draw: st.DrawFn) -> records_pb2.MetadataRecord:
     p.replicas.extend(replicas)
     isr = replicas if draw(st.booleans()) else draw(IDS)
     p.isr.extend(isr)
-    p.leader = isr[0] if isr and draw(st.booleans()) else draw(BROKER)
+    # bool(isr): with the bare list, mypy would expect the draw to give a list too
+    p.leader = isr[0] if bool(isr) and draw(st.booleans()) else draw(BROKER)
     if draw(st.integers(0, 4)) == 0:
         p.leader_epoch = draw(st.integers(-2, 3))
         p.partition_epoch = draw(st.integers(-2, 3))
@@ -216,11 +217,11 @@ def partition_records(draw: st.DrawFn) -> records_pb2.MetadataRecord:
     return records_pb2.MetadataRecord.FromString(data)
 
 
-def topic_stream(draw: st.DrawFn) -> list[records_pb2.MetadataRecord]:
+def topic_stream(data: st.DataObject) -> list[records_pb2.MetadataRecord]:
     records: list[records_pb2.MetadataRecord] = []
     for index, topic_id in enumerate(TOPIC_IDS[:2]):
         records.append(records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name=f"t{index}", topic_id=topic_id)))
-    records.extend(draw(st.lists(partition_records(), max_size=12)))
+    records.extend(data.draw(st.lists(partition_records(), max_size=12)))
     return records
 
 
@@ -231,7 +232,7 @@ def test_fast_path_replay_equals_reading_the_fields(data: st.DataObject) -> None
     same image or the same ReplayError with and without the fast path."""
     ctx = Context()
     ctx.add_brokers([0, 1, 2, 3])
-    records = topic_stream(data.draw)
+    records = topic_stream(data)
     # Mostly sequential partition ids, so that most records are accepted.
     next_pid = dict.fromkeys(TOPIC_IDS, 0)
     for record in records:

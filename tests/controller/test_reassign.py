@@ -4,7 +4,7 @@ drive the move), across a leader failover, and a hypothesis run over random oper
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -634,7 +634,8 @@ def test_a_move_interrupted_by_a_failover_finishes_on_the_new_controller(finish:
     )
     assert handled.records
     (failed,) = driver.controller.renounce()
-    assert failed.response.error_code == errors_pb2.NOT_CONTROLLER
+    answer = cast(controller_pb2.BrokerHeartbeatResponse, failed.response)  # failed is the pending BrokerHeartbeat
+    assert answer.error_code == errors_pb2.NOT_CONTROLLER
     committed_offset, snapshot = driver.controller.snapshot()
     # The new leader starts from the committed state (here: through a snapshot of it).
     successor = Driver(Controller.from_snapshot(snapshot, committed_offset, config=ControllerConfig(cluster_id="c")))

@@ -13,9 +13,9 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from raftmeta.fuzz import decoder
 from raftmeta.fuzz.decoder import DecoderCase, check_case, decoder_cases, reference_log, reference_prefix
 from raftmeta.storage import codec
+from raftmeta.storage.log import SegmentLog
 
 pytestmark = pytest.mark.usefixtures("quiet_disk")
 
@@ -85,7 +85,7 @@ def test_a_recovery_that_keeps_damage_below_the_floor_is_caught(monkeypatch: pyt
     result = check_case(case)
     assert result.failures == [] and result.outcome == "recovery: refused"
     # Planted bug: recovery that never refuses (as if every start were --repair-log).
-    real_open = decoder.SegmentLog.open
-    monkeypatch.setattr(decoder.SegmentLog, "open", lambda d, **kw: real_open(d, **{**kw, "repair": True}))
+    real_open = SegmentLog.open  # the class raftmeta.fuzz.decoder opens its logs with
+    monkeypatch.setattr(SegmentLog, "open", lambda d, **kw: real_open(d, **{**kw, "repair": True}))
     failures = check_case(case).failures
     assert any("below the floor 3, without refusing" in f for f in failures), failures

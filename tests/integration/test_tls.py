@@ -121,7 +121,7 @@ async def health_check(address: str, tls: TlsConfig | None) -> grpc.StatusCode:
     except grpc.aio.AioRpcError as exc:
         return exc.code()
     finally:
-        await channel.close()
+        await channel.close(grace=None)
 
 
 async def pre_vote(address: str, tls: TlsConfig, cluster_id: str) -> grpc.StatusCode:
@@ -134,7 +134,7 @@ async def pre_vote(address: str, tls: TlsConfig, cluster_id: str) -> grpc.Status
     except grpc.aio.AioRpcError as exc:
         return exc.code()
     finally:
-        await channel.close()
+        await channel.close(grace=None)
 
 
 def test_a_peer_with_a_certificate_from_another_ca_is_refused(

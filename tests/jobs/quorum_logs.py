@@ -52,7 +52,7 @@ def partition_change(index: int, partition: int, **fields: object) -> bytes:
     change = records_pb2.PartitionChangeRecord(topic_id=index.to_bytes(16, "big"), partition_id=partition)
     for name, value in fields.items():
         if name in ("isr", "replicas"):
-            getattr(change, name).ids.extend(value)  # type: ignore[call-overload]
+            getattr(change, name).ids.extend(value)
         else:
             setattr(change, name, value)
     return records_pb2.MetadataRecord(partition_change=change).SerializeToString()

@@ -8,13 +8,14 @@ runs), replayed onto the image the synthetic quorum log describes."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from placement.rng import JavaRandom
-from raftmeta.controller import MetadataImage
+from raftmeta.controller import ControllerResult, MetadataImage
 from raftmeta.controller.brokers import broker_heartbeat
+from raftmeta.controller.controller import Handler
 from raftmeta.controller.reassign import alter_partition_reassignments
 from raftmeta.jobs.state import NodeReplay, state_checks
 from raftmeta.storage import codec
@@ -22,6 +23,7 @@ from raftmeta.v1 import controller_pb2, records_pb2
 from tests.jobs.quorum_logs import LogBatch, append_everywhere, write_quorum
 
 if TYPE_CHECKING:
+    from google.protobuf.message import Message
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
@@ -45,7 +47,7 @@ def controller_move(image: MetadataImage) -> list[list[bytes]]:
     """topic-1 partition 0 ([1, 2, 3], leader 1) moves to [4, 5, 3]: three batches, as committed."""
     batches: list[list[bytes]] = []
 
-    def run(handler, request):  # type: ignore[no-untyped-def]
+    def run(handler: Handler, request: Message) -> ControllerResult[Any]:
         nonlocal image
         result = handler(image, request, 0, lambda: b"\x01" * 16, JavaRandom(0))
         image = image.replay_all(result.records)
@@ -82,7 +84,7 @@ def move_change(index: int, partition: int, **fields: object) -> bytes:
     for name, value in fields.items():
         if name in ("isr", "replicas", "adding_replicas", "removing_replicas"):
             getattr(change, name).SetInParent()
-            getattr(change, name).ids.extend(value)  # type: ignore[call-overload]
+            getattr(change, name).ids.extend(value)
         else:
             setattr(change, name, value)
     return records_pb2.MetadataRecord(partition_change=change).SerializeToString()

@@ -35,7 +35,9 @@ def test_record_level_rows_are_typed_and_complete(spark: SparkSession, tmp_path:
     boundary = logs[1][3].base_offset
     (tmp_path / "node-1" / "high-watermark-checkpoint").write_text(f'{{"version": 1, "high_watermark": {boundary}}}')
     committed = spark.read.format("raftmeta").option("committed", "true").load(str(tmp_path))
-    assert committed.where("node_id = 1").agg({"offset": "max"}).first()[0] == boundary - 1
+    last = committed.where("node_id = 1").agg({"offset": "max"}).first()
+    assert last is not None
+    assert last[0] == boundary - 1
     assert committed.where("node_id = 2").count() == df.where("node_id = 2").count()
 
 

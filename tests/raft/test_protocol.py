@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from raftmeta.raft import (
@@ -321,14 +323,16 @@ def test_leader_parks_a_fetch_until_new_data_or_max_wait() -> None:
     net.cores[leader].propose(net.now, [b"wake"])
     net.drive(leader)
     wake = [e for e in net.network if isinstance(e.message, raft_pb2.FetchResponse)]
-    assert wake and wake[0].destination == follower and wake[0].message.records
+    assert wake and wake[0].destination == follower and cast(raft_pb2.FetchResponse, wake[0].message).records
     net.deliver_all()
     net.advance(100)  # committed; the HW is sent, and then the fetch is parked again
     assert not net.network
     net.now = parked_at + 5_000
     deadline = net.cores[leader].poll(net.now)
-    answers = [e for e in net.cores[leader].take_ready().messages if isinstance(e.message, raft_pb2.FetchResponse)]
-    assert len(answers) == 1 and not answers[0].message.records, "max wait passed: an empty answer"
+    answers = [
+        e.message for e in net.cores[leader].take_ready().messages if isinstance(e.message, raft_pb2.FetchResponse)
+    ]
+    assert len(answers) == 1 and not answers[0].records, "max wait passed: an empty answer"
     assert deadline > net.now
 
 
@@ -401,12 +405,16 @@ def test_a_follower_acknowledges_only_what_it_has_flushed() -> None:
     net.stalled_disks.add(follower)
     net.cores[leader].propose(net.now, [b"z"])
     net.advance(100)
-    fetches = [e for e in net.delivered if e.source == follower and isinstance(e.message, raft_pb2.FetchRequest)]
-    assert max(f.message.fetch_offset for f in fetches) == 1, "no fetch claims the unflushed batch"
+    fetches = [
+        e.message for e in net.delivered if e.source == follower and isinstance(e.message, raft_pb2.FetchRequest)
+    ]
+    assert max(f.fetch_offset for f in fetches) == 1, "no fetch claims the unflushed batch"
     net.flush(follower)
     net.advance(100)
-    fetches = [e for e in net.delivered if e.source == follower and isinstance(e.message, raft_pb2.FetchRequest)]
-    assert max(f.message.fetch_offset for f in fetches) == 2
+    fetches = [
+        e.message for e in net.delivered if e.source == follower and isinstance(e.message, raft_pb2.FetchRequest)
+    ]
+    assert max(f.fetch_offset for f in fetches) == 2
 
 
 def test_the_leader_counts_itself_only_once_flushed() -> None:
