@@ -16,8 +16,12 @@ The run, all on loopback in a scratch directory (the same filesystem for every f
 high watermark per second (every committed record: topics, partitions, request records);
 ``latency_ms``: client-side p50/p99 of the acknowledged creates; ``node_cpu_ms_per_op``: CPU time
 (user + system, from /proc) of all node processes over the measured window per acknowledged create
--- steadier than throughput on a shared machine, so A/B comparisons quote it too. Nothing here
-asserts a speed; docs/performance.md compares the figures with their targets.
+-- steadier than throughput on a shared machine, so A/B comparisons quote it too;
+``leader_cpu_ms_per_op``: the leader's share of it (with small requests the leader's event loop is
+the bottleneck); ``machine_busy_percent``: how busy all CPUs were over the window (/proc/stat) --
+well under 100 % with the leader at one core means the run was bound by the leader's one thread,
+not by the machine. Nothing here asserts a speed; docs/performance.md compares the figures with
+their targets.
 """
 
 from __future__ import annotations
@@ -170,6 +174,18 @@ async def measure(operation: Any, tasks: int, duration_s: float) -> Load:
 
 
 # -- the quorum ----------------------------------------------------------------------------------------
+def machine_ticks() -> tuple[int, int] | None:
+    """(busy, total) CPU ticks of the whole machine so far (Linux /proc/stat; None elsewhere).
+    Idle and iowait count as not busy."""
+    try:
+        with open("/proc/stat") as stat:
+            values = [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    total = sum(values[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+    return total - values[3] - values[4], total
+
+
 def cpu_seconds(pids: list[int]) -> float | None:
     """User + system CPU time of these processes so far (Linux /proc; None elsewhere)."""
     total = 0
@@ -184,8 +200,9 @@ def cpu_seconds(pids: list[int]) -> float | None:
 
 
 async def commit_load(
-    addresses: dict[int, str], clients: int, partitions: int, duration_s: float, pids: list[int] | None = None
+    addresses: dict[int, str], clients: int, partitions: int, duration_s: float, pids: dict[int, int] | None = None
 ) -> dict[str, Any]:
+    """The load and its figures; ``pids`` maps node ids to their processes (for the CPU figures)."""
     from raftmeta.client import ControllerClient, RetryPolicy
 
     prefix = f"b{os.getpid()}-{time.monotonic_ns() % 1_000_000}"
@@ -205,15 +222,21 @@ async def commit_load(
             if response.topics[0].error_code != 0:
                 raise RuntimeError(response.topics[0].error_message)
 
-        hw_task = asyncio.create_task(high_watermark_window(client, duration_s, pids or []))
+        hw_task = asyncio.create_task(high_watermark_window(client, duration_s, pids or {}, leader))
         load = await measure(create, clients, duration_s)
-        records, cpu_s = await hw_task
+        window = await hw_task
     lat = load.latencies
+
+    def per_op_ms(cpu_s: float | None) -> float | None:
+        return round(cpu_s * 1000 / len(lat), 3) if cpu_s is not None and lat else None
+
     return {
         "ops": len(lat),
         "ops_per_s": round(len(lat) / duration_s, 1),
-        "node_cpu_ms_per_op": round(cpu_s * 1000 / len(lat), 3) if cpu_s is not None and lat else None,
-        "records_per_s": round(records / duration_s, 1),
+        "node_cpu_ms_per_op": per_op_ms(window.node_cpu_s),
+        "leader_cpu_ms_per_op": per_op_ms(window.leader_cpu_s),
+        "machine_busy_percent": window.machine_busy_percent,
+        "records_per_s": round(window.records / duration_s, 1),
         "latency_ms": {
             "p50": round(median(lat) * 1000, 3) if lat else None,
             "p99": round(percentile(lat, 0.99) * 1000, 3) if lat else None,
@@ -223,17 +246,40 @@ async def commit_load(
     }
 
 
-async def high_watermark_window(client: Any, duration_s: float, pids: list[int]) -> tuple[int, float | None]:
-    """Committed records inside the measured window (the high watermark's growth), and the CPU
-    seconds the node processes spent in it."""
+@dataclass(frozen=True)
+class Window:
+    """What the measured window saw besides the clients' latencies."""
+
+    records: int  # committed: the high watermark's growth
+    node_cpu_s: float | None  # all node processes
+    leader_cpu_s: float | None
+    machine_busy_percent: float | None  # all CPUs of the machine
+
+
+async def high_watermark_window(client: Any, duration_s: float, pids: dict[int, int], leader: int) -> Window:
+    """Committed records inside the measured window, the CPU seconds the node processes (and
+    the leader alone) spent in it, and how busy the machine was."""
     await asyncio.sleep(WARMUP_S)
     before = (await client.describe_quorum()).high_watermark
-    cpu_before = cpu_seconds(pids)
+    nodes = list(pids.values())
+    leader_pids = [pids[leader]] if leader in pids else []
+    cpu_before, leader_before, ticks_before = cpu_seconds(nodes), cpu_seconds(leader_pids), machine_ticks()
     await asyncio.sleep(duration_s)
-    cpu_after = cpu_seconds(pids)
+    cpu_after, leader_after, ticks_after = cpu_seconds(nodes), cpu_seconds(leader_pids), machine_ticks()
     after = (await client.describe_quorum()).high_watermark
-    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    return int(after - before), cpu
+
+    def spent(start: float | None, end: float | None) -> float | None:
+        return None if start is None or end is None else end - start
+
+    busy = None
+    if ticks_before is not None and ticks_after is not None and ticks_after[1] > ticks_before[1]:
+        busy = round(100 * (ticks_after[0] - ticks_before[0]) / (ticks_after[1] - ticks_before[1]), 1)
+    return Window(
+        int(after - before),
+        spent(cpu_before, cpu_after),
+        spent(leader_before, leader_after) if leader_pids else None,
+        busy,
+    )
 
 
 def run_benchmark(
@@ -260,7 +306,7 @@ def run_benchmark(
     )
     try:
         addresses = {n.id: n.address for n in quorum.nodes}
-        pids = [n.pid for n in quorum.nodes]
+        pids = {n.id: n.pid for n in quorum.nodes}
         result = run(commit_load(addresses, clients, partitions, duration_s, pids))
     finally:
         local_quorum.down(quorum)
@@ -338,7 +384,8 @@ def command(
     click.echo(
         f"{nodes} nodes, {clients} clients, {partitions} partition(s)/topic: "
         f"{document['ops_per_s']} creates/s, {document['records_per_s']} records/s, "
-        f"p50 {lat['p50']} ms, p99 {lat['p99']} ms, node CPU {document['node_cpu_ms_per_op']} ms/create"
+        f"p50 {lat['p50']} ms, p99 {lat['p99']} ms, node CPU {document['node_cpu_ms_per_op']} ms/create "
+        f"(leader {document['leader_cpu_ms_per_op']}), machine {document['machine_busy_percent']} % busy"
     )
     click.echo(
         f"floor: gRPC unary {floor['grpc_unary_ops_per_s']} ops/s ({clients} tasks), "

@@ -33,6 +33,9 @@ def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
     assert set(floor) >= {"grpc_unary_rtt_ms", "grpc_unary_ops_per_s", "fsync_ms"}
     assert floor["grpc_unary_rtt_ms"] > 0 and floor["grpc_unary_ops_per_s"] > 0 and floor["fsync_ms"] > 0
     assert document["errors"] == {}
+    # CPU figures from /proc (Linux, as in CI): the leader's share of the nodes', a busy machine.
+    assert 0 < document["leader_cpu_ms_per_op"] <= document["node_cpu_ms_per_op"]
+    assert 0 < document["machine_busy_percent"] <= 100
 
 
 def test_bench_failover_times_each_round() -> None:
