@@ -228,24 +228,17 @@ def decode_records(entry_data: bytes) -> list[records_pb2.MetadataRecord]:
     repair is safe: the node refuses it loudly, naming the batch, instead of protobuf's bare
     "Error parsing message" from deep inside replay."""
     header = codec.check_batch(entry_data)
-    raw = codec.split_records(entry_data, header)
-    try:
-        return [records_pb2.MetadataRecord.FromString(r) for r in raw]
-    except DecodeError as exc:
-        index = next(i for i, r in enumerate(raw) if not _parses(r))
-        raise UnreadableRecordError(
-            f"the log batch at offset {header.base_offset} (epoch {header.epoch}, {header.record_count} records) "
-            f"passed its CRC check, but its record at offset {header.base_offset + index} is not a MetadataRecord "
-            f"({exc}); refusing to apply it: see `raftmeta log dump`"
-        ) from exc
-
-
-def _parses(raw: bytes) -> bool:
-    try:
-        records_pb2.MetadataRecord.FromString(raw)
-    except DecodeError:
-        return False
-    return True
+    records = []
+    for index, raw in enumerate(codec.split_records(entry_data, header)):
+        try:
+            records.append(records_pb2.MetadataRecord.FromString(raw))
+        except DecodeError as exc:
+            raise UnreadableRecordError(
+                f"the log batch at offset {header.base_offset} (epoch {header.epoch}, {header.record_count} records) "
+                f"passed its CRC check, but its record at offset {header.base_offset + index} is not a "
+                f"MetadataRecord ({exc}); refusing to apply it: see `raftmeta log dump`"
+            ) from exc
+    return records
 
 
 class Node:
