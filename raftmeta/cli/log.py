@@ -1,15 +1,21 @@
 """``raftmeta log dump``: every batch and record of a node's log or of a snapshot, decoded
-field by field (like ``kafka-dump-log --cluster-metadata-decoder``).
+field by field (like ``kafka-dump-log --cluster-metadata-decoder``); ``raftmeta log repair``:
+truncate a stopped node's log where recovery refused to.
 
-Read-only: it never repairs anything. Damage is printed where it is found (file, byte
-position, offset, reason) and the dump goes on; the exit code is then 1 (a torn tail of the
-last segment alone does not fail: it is what a live node's write in progress looks like).
+``dump`` is read-only: it never repairs anything. Damage is printed where it is found (file,
+byte position, offset, reason) and the dump goes on; the exit code is then 1 (a torn tail of
+the last segment alone does not fail: it is what a live node's write in progress looks like).
+
+``repair`` is the operator's answer to a refusal to start (docs/storage.md, "Damaged disk"): it
+works on the files directly, without recovery (which refuses), checks that the offset is a
+batch boundary reached through intact batches, says what it will drop, and only then truncates.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,14 +23,15 @@ from typing import Any
 import click
 from google.protobuf.message import Message
 
-from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_error
+from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_option, usage_error
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError, StorageError
-from raftmeta.storage.high_watermark import read_high_watermark
+from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
 from raftmeta.storage.inspect import BatchEntry, Corruption, walk_file, walk_log_dir
+from raftmeta.storage.log import TruncationPlan, apply_truncation, plan_truncation
 from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
-from raftmeta.storage.snapshot import parse_snapshot_name, read_snapshot
+from raftmeta.storage.snapshot import SnapshotStore, parse_snapshot_name, read_snapshot
 from raftmeta.v1 import records_pb2
 
 UUID_FIELDS = {"topic_id", "incarnation_id"}
@@ -32,7 +39,7 @@ UUID_FIELDS = {"topic_id", "incarnation_id"}
 
 @click.group()
 def log() -> None:
-    """Inspect a node's replicated log and snapshots (read-only)."""
+    """Inspect a node's replicated log and snapshots (dump), or truncate a damaged one (repair)."""
 
 
 def decode_record(raw: bytes) -> dict[str, Any]:
@@ -276,3 +283,172 @@ def _print_text(document: dict[str, Any], items: list[tuple[str, dict[str, Any]]
         click.echo(f"INVALID snapshot: {document['error']}")
     s = document["summary"]
     click.echo(f"{s['batches']} batches, {s['records']} records, {s['bytes']} bytes, {s['corruptions']} corruptions")
+
+
+# -- raftmeta log repair ------------------------------------------------------------------------
+
+
+def _resolve_node_dir(path: Path) -> tuple[Path, Path]:
+    """``(data dir, log dir)`` of a node's data dir, or of its log directory given directly."""
+    if (path / LOG_DIR_NAME).is_dir():
+        return path, path / LOG_DIR_NAME
+    if path.name == LOG_DIR_NAME and path.is_dir():
+        return path.parent, path
+    raise usage_error(f"{path} is not a node's data dir: it holds no {LOG_DIR_NAME}/ directory", "--data-dir")
+
+
+def _interactive() -> bool:
+    """Whether there is a terminal to ask the operator on."""
+    return sys.stdin.isatty()
+
+
+def _repair_document(
+    data_dir: Path, plan: TruncationPlan, snapshot_offset: int | None, checkpointed: int
+) -> dict[str, Any]:
+    damage = plan.damage
+    dropped = plan.dropped
+    lowered = min(checkpointed, plan.offset)
+    warnings: list[str] = []
+    if lowered < checkpointed:
+        warnings.append(
+            f"lowers the high-watermark checkpoint from {checkpointed} to {lowered}: offsets "
+            f"{lowered}..{checkpointed - 1} were checkpointed as committed by this node, so they must still be on "
+            "a majority of the other voters (repair one node at a time, only while the rest of the quorum is healthy)"
+        )
+    return {
+        "data_dir": str(data_dir),
+        "log_dir": str(plan.directory),
+        "truncate_at": plan.offset,
+        "log_start_offset": plan.log_start_offset,
+        "snapshot_offset": snapshot_offset,
+        "damage": None
+        if damage is None
+        else {
+            "file": str(plan.segment),
+            "position": damage.position,
+            "offset": damage.offset,
+            "reason": damage.reason,
+            "torn_tail": damage.truncated,
+        },
+        "segment": str(plan.segment),
+        "position": plan.position,
+        "drop": {
+            "batches": dropped.count,
+            "first_offset": dropped.first_offset,
+            "last_offset": dropped.last_offset,
+            "bytes": plan.bytes_dropped,
+            "deleted_segments": [str(p) for p in plan.deleted_segments],
+        },
+        "high_watermark": {"checkpointed": checkpointed, "after": lowered},
+        "warnings": warnings,
+        "applied": False,
+    }
+
+
+def _print_repair_plan(doc: dict[str, Any]) -> None:
+    snapshot = doc["snapshot_offset"]
+    click.echo(
+        f"log directory: {doc['log_dir']} (log start {doc['log_start_offset']}, "
+        f"newest snapshot {'none' if snapshot is None else f'ends at offset {snapshot}'})"
+    )
+    damage = doc["damage"]
+    if damage is not None:
+        kind = "torn write" if damage["torn_tail"] else "damage"
+        click.echo(
+            f"{kind}: {damage['file']} at byte {damage['position']} (offset {damage['offset']}): {damage['reason']}"
+        )
+    drop = doc["drop"]
+    segment = Path(doc["segment"]).name
+    if drop["bytes"] == 0:
+        click.echo(f"the log already ends at offset {doc['truncate_at']} ({segment}, byte {doc['position']})")
+    else:
+        click.echo(f"truncate {segment} at byte {doc['position']}: the log will end at offset {doc['truncate_at']}")
+        batches = f"{drop['batches']} intact batches"
+        if drop["batches"]:
+            batches += f" (offsets {drop['first_offset']}..{drop['last_offset']})"
+        deleted = drop["deleted_segments"]
+        files = ", ".join(Path(p).name for p in deleted) if deleted else "none"
+        click.echo(f"drop: {batches}, {drop['bytes']} bytes; later segment files deleted: {len(deleted)} ({files})")
+    hw = doc["high_watermark"]
+    click.echo(f"high-watermark checkpoint: {hw['checkpointed']} -> {hw['after']}")
+    for warning in doc["warnings"]:
+        click.echo(f"WARNING: {warning}")
+
+
+@log.command("repair")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    required=True,
+    help="A stopped node's data dir (or its __cluster_metadata-0 directory).",
+)
+@click.option(
+    "--truncate-at",
+    "offset",
+    type=click.IntRange(min=0, max=2**63 - 1),  # an int64 log offset
+    required=True,
+    metavar="OFFSET",
+    help="The new log end offset: every batch from OFFSET on is dropped. Must be a batch boundary.",
+)
+@click.option("--yes", "-y", is_flag=True, help="Truncate without asking (required when there is no terminal).")
+@output_option
+def repair_command(data_dir: Path, offset: int, yes: bool, output: str) -> None:
+    """Truncate a stopped node's log at OFFSET: accept the truncation recovery refused.
+
+    For a node that refuses to start on corruption in the middle of its log: the refusal names
+    the command, with OFFSET where the damage starts. Checks that OFFSET is a batch boundary
+    reached through intact batches (else names the nearest ones), is not below the newest
+    snapshot and not beyond the log end; prints what it drops (batches, bytes, segment files,
+    offsets); then, with --yes or when confirmed on a terminal, truncates the segment, deletes
+    the later segment files and their indexes, fsyncs, and lowers the high-watermark
+    checkpoint to OFFSET if it is above. The node refetches the rest from the leader: run it
+    on one node at a time, only while the other voters are healthy (docs/storage.md).
+
+    Exit code 0 when truncated (or nothing to do), 1 if it failed or was declined, 2 for a
+    usage error, including an OFFSET it refuses and a missing --yes without a terminal.
+    """
+    data_dir, log_dir = _resolve_node_dir(data_dir)
+    snapshot = SnapshotStore(log_dir).latest_id()
+    if snapshot is not None and offset < snapshot.offset:
+        raise usage_error(
+            f"offset {offset} is below the end offset {snapshot.offset} of the newest snapshot "
+            f"{snapshot.file_name}: offsets below it are in the snapshot and are never truncated",
+            "--truncate-at",
+        )
+    try:
+        checkpointed = read_high_watermark(data_dir)
+        plan = plan_truncation(log_dir, offset)
+    except ValueError as exc:
+        raise usage_error(str(exc), "--truncate-at") from None
+    except (StorageError, OSError) as exc:
+        raise CheckFailed(str(exc)) from exc
+    doc = _repair_document(data_dir, plan, None if snapshot is None else snapshot.offset, checkpointed)
+    lowers_checkpoint = doc["high_watermark"]["after"] < checkpointed
+    if output != "json":
+        _print_repair_plan(doc)
+    if plan.changes_nothing and not lowers_checkpoint:
+        _repair_done(doc, output, "nothing to do")
+        return
+    if not yes:
+        if not _interactive():
+            _repair_done(doc, output, None)
+            raise usage_error("nothing changed: pass --yes to truncate (there is no terminal to confirm on)")
+        if not click.confirm("Truncate the log as shown?", default=False, err=True):
+            _repair_done(doc, output, None)
+            raise CheckFailed("declined: nothing changed")
+    try:
+        if not plan.changes_nothing:
+            apply_truncation(plan)
+        if lowers_checkpoint:
+            HighWatermarkCheckpoint(data_dir).reset(offset)
+    except (StorageError, OSError) as exc:
+        raise CheckFailed(f"repair failed: {exc}") from exc
+    doc["applied"] = True
+    _repair_done(doc, output, f"truncated: the log ends at offset {offset}; start the node to refetch the rest")
+
+
+def _repair_done(doc: dict[str, Any], output: str, message: str | None) -> None:
+    if output == "json":
+        emit_json(doc)
+    elif message is not None:
+        click.echo(message)

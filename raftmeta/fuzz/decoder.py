@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from raftmeta.fuzz.protobuf import Bounds, messages
 from raftmeta.storage import codec
 from raftmeta.storage.codec import BATCH_BYTES_MAX, CRC_START, HEADER_SIZE, LOG_OVERHEAD, CorruptBatchError
-from raftmeta.storage.errors import LogCorruptionError
+from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError
 from raftmeta.storage.inspect import BatchEntry, Corruption, walk_file
 from raftmeta.storage.log import SegmentLog
 from raftmeta.storage.segment import log_file_name
@@ -526,9 +526,28 @@ def _check_walk(data: bytes, expected: list[RefBatch], stop: int) -> list[str]:
     return []
 
 
+def intact_batch_after(data: bytes, start: int, min_offset: int) -> bool:
+    """The reference for telling damage in the middle of a log from a torn tail, by brute force:
+    does a whole, valid batch (codec.check_batch) start at any byte from ``start`` on, claiming
+    an offset the log could reach -- at least ``min_offset``, and with the high 32 bits of one
+    below ``min_offset + len(data)`` (a record takes at least 4 bytes)? Garbage that happens to
+    frame a CRC-valid batch with an absurd base offset is not a batch the node wrote."""
+    reach = (min_offset + len(data)) >> 32
+    for position in range(start, len(data)):
+        try:
+            header = codec.check_batch(data, position)
+        except codec.CorruptBatchError:
+            continue
+        if header.base_offset >= min_offset and header.base_offset >> 32 <= reach:
+            return True
+    return False
+
+
 def check_recovery(case: DecoderCase) -> CaseResult:
     kept, kept_bytes, end_offset = reference_log(case.data)
     result = CaseResult("recovered" if kept_bytes == len(case.data) else "truncated")
+    # Damage above the floor with intact batches after it is refused as well (docs/storage.md).
+    mid_log = end_offset >= case.floor and intact_batch_after(case.data, kept_bytes + 1, end_offset)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "log"
         directory.mkdir()
@@ -537,8 +556,13 @@ def check_recovery(case: DecoderCase) -> CaseResult:
             log = SegmentLog.open(directory, segment_bytes=SEGMENT_BYTES, recovery_floor_offset=case.floor)
         except LogCorruptionError as exc:
             result.outcome = "refused"
-            if end_offset >= case.floor:
-                result.failures.append(f"refused to open although the damage is above the floor {case.floor}: {exc}")
+            if end_offset >= case.floor and not mid_log:
+                result.failures.append(
+                    f"refused to open although the damage is above the floor {case.floor} "
+                    f"and nothing intact follows it: {exc}"
+                )
+            elif mid_log and not isinstance(exc, MidLogCorruptionError):
+                result.failures.append(f"damage in the middle refused as {type(exc).__name__}: {exc}")
             elif exc.position != kept_bytes or exc.offset != end_offset or not _names_byte(str(exc), kept_bytes):
                 result.failures.append(
                     f"refusal names byte {exc.position} offset {exc.offset}, expected byte {kept_bytes} "
@@ -552,6 +576,10 @@ def check_recovery(case: DecoderCase) -> CaseResult:
             if end_offset < case.floor:
                 result.failures.append(
                     f"opened a log that ends at offset {end_offset}, below the floor {case.floor}, without refusing"
+                )
+            if mid_log:
+                result.failures.append(
+                    f"opened a log damaged at byte {kept_bytes} with intact batches after it, without refusing"
                 )
             if log.log_end_offset != end_offset:
                 result.failures.append(f"recovered log ends at offset {log.log_end_offset}, expected {end_offset}")

@@ -48,6 +48,8 @@ from raftmeta.raft.ready import Ready
 from raftmeta.raft.types import (
     NO_LEADER,
     NO_VOTE,
+    VOTE_UNKNOWN,
+    CommittedTruncationError,
     Envelope,
     NotLeaderError,
     ProposalLimitError,
@@ -61,6 +63,8 @@ from raftmeta.raft.types import (
 __all__ = [
     "NO_LEADER",
     "NO_VOTE",
+    "VOTE_UNKNOWN",
+    "CommittedTruncationError",
     "Entry",
     "Envelope",
     "Faults",

@@ -24,10 +24,18 @@ class Faults:
     # does not wait for its own LeaderChangeRecord to reach a majority), and a follower takes
     # the leader's HW while its log still holds an older epoch's diverging tail.
     hw_from_old_epoch: bool = False
+    # Do not persist a granted vote: the quorum state is written only when the epoch or the
+    # leader changes, so a crash after the grant forgets it.
+    vote_not_persisted: bool = False
+    # Ignore the persisted vote on restart (start as if this node had not voted in its epoch).
+    forget_vote_on_restart: bool = False
+    # After losing the quorum-state file, start in the log's epoch with no vote (Kafka's rule)
+    # instead of VOTE_UNKNOWN, so a vote granted before the loss can be granted again.
+    lost_vote_granted_again: bool = False
 
     @property
     def any(self) -> bool:
-        return self.ack_unpersisted or self.double_vote or self.hw_from_old_epoch
+        return any(getattr(self, name) for name in self.__dataclass_fields__)
 
 
 @dataclass(frozen=True, slots=True)

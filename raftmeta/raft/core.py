@@ -34,6 +34,8 @@ from raftmeta.raft.state import (
 from raftmeta.raft.types import (
     NO_LEADER,
     NO_VOTE,
+    VOTE_UNKNOWN,
+    CommittedTruncationError,
     Envelope,
     NotLeaderError,
     ProposalLimitError,
@@ -100,9 +102,11 @@ class RaftCore:
         self._next_seq = 1
         # (ready seq, offset) of truncations not yet covered by a flush report.
         self._unflushed_truncations: list[tuple[int, int]] = []
-        persisted = quorum_state or QuorumStateData(0)
-        self._persisted = persisted
-        self.state: EpochState = self._initial_state(persisted, now_ms)
+        # What is on disk now; the first Ready rewrites it if recovery had to lift it.
+        self._persisted = quorum_state or QuorumStateData(0)
+        recovered, self.start_note = self._recover_election_state(quorum_state)
+        self.state: EpochState = self._initial_state(recovered, now_ms)
+        self._persist()
         self._soft = SoftState(self.state.role, self.state.epoch, self.state.leader_id)
         self._ready.soft_state = self._soft
         self._emit_committed()
@@ -119,8 +123,33 @@ class RaftCore:
             raft_pb2.FetchSnapshotResponse: self._handle_fetch_snapshot_response,
         }
 
+    def _recover_election_state(self, stored: QuorumStateData | None) -> tuple[QuorumStateData, str | None]:
+        """The election state to start from, and a note for the driver's log when it is not the
+        stored one. The epoch is never below the log's last epoch (or the snapshot's): a batch of
+        epoch E means this node took part in epoch E. When the stored state is missing, or older
+        than the log, the vote this node may have granted in that epoch is unknown: it starts
+        unattached there with VOTE_UNKNOWN and grants no vote in it (Kafka starts unattached
+        with no vote, and could vote a second time in that epoch). docs/consensus.md explains
+        what remains open: a vote granted in a later epoch before the state was lost."""
+        log_epoch = self.log.last_epoch  # the snapshot's epoch when the log above it is empty
+        has_history = self.log.end_offset > 0
+        if stored is None:
+            if not has_history:
+                return QuorumStateData(0), None
+            note = f"no election state, but the log reaches offset {self.log.end_offset} in epoch {log_epoch}"
+        elif stored.epoch < log_epoch:
+            note = f"the election state's epoch {stored.epoch} is older than the log's last epoch {log_epoch}"
+        else:
+            return stored, None
+        voted = NO_VOTE if self._faults.lost_vote_granted_again else VOTE_UNKNOWN
+        return QuorumStateData(log_epoch, NO_LEADER, voted), (
+            f"{note}: starting unattached in epoch {log_epoch} and granting no vote in it"
+        )
+
     def _initial_state(self, persisted: QuorumStateData, now_ms: int) -> EpochState:
         epoch, leader, voted = persisted.epoch, persisted.leader_id, persisted.voted_id
+        if self._faults.forget_vote_on_restart and voted != self.node_id:
+            voted = NO_VOTE  # planted bug
         if leader == self.node_id:
             # Kafka restarts a former leader as resigned: it may not lead that epoch again
             # (its unflushed tail may be gone) and must not vote in it a second time.
@@ -297,6 +326,11 @@ class RaftCore:
     def _persist(self) -> None:
         state = self.state
         current = QuorumStateData(state.epoch, state.leader_id, state.voted_id)
+        if self._faults.vote_not_persisted and (current.epoch, current.leader_id) == (
+            self._persisted.epoch,
+            self._persisted.leader_id,
+        ):
+            return  # planted bug: a new vote alone is not written
         if current != self._persisted:
             self._persisted = current
             self._ready.quorum_state = current
@@ -306,7 +340,12 @@ class RaftCore:
         self._ready.append.append(entry)
         self._ready.flush = True
 
-    def _truncate(self, offset: int) -> None:
+    def _truncate(self, offset: int, reason: str) -> None:
+        if offset < self.high_watermark:
+            # Committed data is never truncated (DESIGN.md §9.11; Kafka throws here too): a
+            # divergence answer below our high watermark is a bug or a forged answer, and
+            # obeying it could lose acknowledged records. Stop instead.
+            raise CommittedTruncationError(self.node_id, offset, self.high_watermark, reason)
         end = self.log.truncate_to(offset)
         ready = self._ready
         kept = [e for e in ready.append if e.next_offset <= end]
@@ -931,7 +970,12 @@ class RaftCore:
             if self._faults.hw_from_old_epoch:
                 # Planted bug: take the leader's HW over our unvalidated older-epoch tail.
                 self._set_high_watermark(min(response.high_watermark, self.log.end_offset))
-            self._truncate(self._divergence_point(response.diverging_epoch))
+            diverging = response.diverging_epoch
+            self._truncate(
+                self._divergence_point(diverging),
+                f"leader {envelope.source} of epoch {response.leader_epoch} answered diverging epoch "
+                f"{diverging.epoch} ending at offset {diverging.end_offset}",
+            )
         elif response.HasField("snapshot_id"):
             state.snapshot = SnapshotDownload(response.snapshot_id.end_offset, response.snapshot_id.epoch)
         else:

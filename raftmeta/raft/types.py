@@ -11,6 +11,10 @@ from raftmeta.v1 import raft_pb2
 
 NO_LEADER = -1
 NO_VOTE = -1
+# The election state was lost (a missing or unreadable quorum-state file next to a non-empty
+# log): this node may have voted in its epoch, for a candidate it no longer knows, so it grants
+# no vote in that epoch (docs/consensus.md, "Lost election state").
+VOTE_UNKNOWN = -2
 
 RaftMessage: TypeAlias = (
     raft_pb2.VoteRequest
@@ -86,6 +90,20 @@ class SoftState:
     role: Role
     epoch: int
     leader_id: int
+
+
+class CommittedTruncationError(Exception):
+    """The log was asked to drop committed offsets (below the high watermark). Never legal
+    (DESIGN.md §9.11): the node must stop rather than lose acknowledged data."""
+
+    def __init__(self, node_id: int, offset: int, high_watermark: int, reason: str) -> None:
+        super().__init__(
+            f"node {node_id} refuses to truncate its log to offset {offset}: offsets [{offset}, {high_watermark}) "
+            f"are below the high watermark {high_watermark} and committed ({reason})"
+        )
+        self.node_id = node_id
+        self.offset = offset
+        self.high_watermark = high_watermark
 
 
 class NotLeaderError(Exception):

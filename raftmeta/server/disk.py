@@ -77,7 +77,7 @@ class DiskWriter:
     def _truncate_and_append_now(self, truncate_to: int | None, batches: Sequence[bytes]) -> None:
         log = self.storage.log
         if truncate_to is not None:
-            log.truncate_to(truncate_to)
+            self.storage.truncate_log(truncate_to)
         if len(batches) == 1:
             log.append(batches[0])
         elif batches:

@@ -55,6 +55,7 @@ from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.logs import get_logger
 from raftmeta.raft import (
     NO_LEADER,
+    CommittedTruncationError,
     Entry,
     Envelope,
     NotLeaderError,
@@ -72,6 +73,7 @@ from raftmeta.server.disk import DiskWriter
 from raftmeta.server.peers import Peers, is_request
 from raftmeta.storage import codec
 from raftmeta.storage.datadir import NodeStorage
+from raftmeta.storage.quorum_state import check_voters
 from raftmeta.storage.snapshot import Snapshot
 from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
 
@@ -94,6 +96,12 @@ INLINE_FLUSH_MAX_BYTES = 4096
 # A leader with at most this many requests waiting for a commit answers them before it sends the
 # watermark-only Fetch answers of the same Ready (latency); busier, it feeds its followers first.
 ANSWER_FIRST_MAX_WAITING = 4
+
+LOST_ELECTION_STATE_HINT = (
+    "if a copy of this node's quorum-state file exists (a backup), stop the node and put it back; otherwise "
+    "nothing is needed: the node rejoins when a leader of a later epoch reaches it, and votes again from the "
+    "next epoch on (docs/storage.md, 'Damaged disk')"
+)
 
 
 class NotControllerError(Exception):
@@ -300,6 +308,8 @@ class Node:
                 snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch, await self.disk.read_file(snapshot)
             )
         stored = storage.quorum_state
+        if stored is not None:
+            check_voters(storage.quorum_state_file.path, stored, tuple(cfg.voters))
         quorum_state = QuorumStateData(stored.epoch, stored.leader_id, stored.voted_id) if stored else None
         self.raft_config = RaftConfig(
             node_id=cfg.node_id,
@@ -323,6 +333,14 @@ class Node:
             # Answers meant for a previous incarnation's requests can never match a new one.
             first_correlation_id=time.time_ns() << 8,
         )
+        if self.core.start_note is not None:
+            self.log.warning(
+                "election state recovered from the log",
+                quorum_state=storage.quorum_state_problem or "older than the log",
+                detail=self.core.start_note,
+                epoch=self.core.epoch,
+                what_to_do=LOST_ELECTION_STATE_HINT,
+            )
         self.controller = self._controller_from(snapshot)
         self.peers = Peers(
             cfg.node_id,
@@ -363,6 +381,14 @@ class Node:
         self._tasks = [asyncio.create_task(self._tick_loop())]
         try:
             await self._loop()
+        except CommittedTruncationError as exc:
+            self.log.error(
+                "stopping: refused to truncate committed offsets",
+                offset=exc.offset,
+                high_watermark=exc.high_watermark,
+                reason=str(exc),
+            )
+            raise
         finally:
             for task in self._tasks:
                 task.cancel()

@@ -1,9 +1,10 @@
 """One simulated run: N raft cores in one process, a virtual clock, a seeded network and disks,
 an event queue ordered by (time, id) -- Kafka's RaftEventSimulationTest, TigerBeetle's VOPR.
 
-Phase 1 runs ``steps`` events with the seed's faults (crashes that lose unflushed data,
-restarts, partitions of five shapes, paused nodes, slow disks, message loss, duplication and
-reordering, leadership transfers) under a stream of client proposals. Phase 2 heals (all but
+Phase 1 runs ``steps`` events with the seed's faults (crashes that lose unflushed data and
+quorum-state writes in flight, lost quorum-state files, restarts from the durable state only,
+partitions of five shapes, paused nodes, slow disks, message loss, duplication and reordering,
+leadership transfers) under a stream of client proposals. Phase 2 heals (all but
 a minority of crashed voters come back, the network is whole) and requires, within a virtual
 time budget, a leader and the commit of a fresh proposal on every running voter (liveness).
 Invariants are checked after every event (checker.py); committed data at the end.
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raftmeta.raft import (
+    CommittedTruncationError,
     Entry,
     Envelope,
     Faults,
@@ -35,9 +37,13 @@ from raftmeta.sim.rng import SeededRandom
 from raftmeta.v1 import raft_pb2
 
 # Event kinds (small ints: compared often).
-DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART = range(7)
-KIND_NAMES = ("deliver", "timer", "flush", "propose", "fault", "heal", "restart")
+DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH = range(9)
+KIND_NAMES = ("deliver", "timer", "flush", "propose", "fault", "heal", "restart", "persisted", "crash")
+# Test-only bugs of the simulated driver (the core's are raftmeta.raft.Faults): send the messages
+# of a Ready before its quorum state is durable.
+DRIVER_BUGS = frozenset({"vote_before_durable"})
 NEVER = 1 << 62
+DUPLICATE_DELAY_MAX_MS = 200
 REQUEST_TYPES = (
     raft_pb2.VoteRequest,
     raft_pb2.BeginQuorumEpochRequest,
@@ -58,9 +64,16 @@ class SimNode:
     timer_at: int = NEVER
     timer_generation: int = 0
     flush_pending: bool = False
+    # A Ready asked for an fsync while one was running: start another when it completes.
+    flush_again: bool = False
     last_ready_seq: int = 0
     last_hw: int = 0
+    hw_checkpoint_ms: int = -NEVER
     paused_until: int = 0
+    # The node task waits for a quorum-state write and handles nothing else meanwhile: the
+    # events that reach it wait here, in order.
+    persisting: bool = False
+    deferred: list[tuple[int, Any]] = field(default_factory=list)
     slow_until: int = 0
     # The state machine: committed batches applied, for snapshots.
     applied: list[bytes] = field(default_factory=list)
@@ -68,6 +81,10 @@ class SimNode:
     snapshot_batches: int = 0
     # base offset of an in-flight proposal on this node -> (epoch, proposal ids)
     pending: dict[int, tuple[int, list[int]]] = field(default_factory=dict)
+
+    def blocked(self, now: int) -> bool:
+        """The node task handles no input now (paused, or waiting for a quorum-state write)."""
+        return self.persisting or self.paused_until > now
 
 
 @dataclass(slots=True)
@@ -92,9 +109,12 @@ class Simulation:
         params: SimParams,
         *,
         core_faults: Faults | None = None,
+        driver_bugs: frozenset[str] = frozenset(),
         trace: Callable[[str], None] | None = None,
     ) -> None:
+        assert driver_bugs <= DRIVER_BUGS, f"unknown driver bugs {sorted(driver_bugs - DRIVER_BUGS)}"
         self.params = params
+        self.driver_bugs = driver_bugs
         self.rng = SeededRandom(params.seed)
         self.trace = trace
         self.now = 0
@@ -155,13 +175,22 @@ class Simulation:
             quorum_state=disk.quorum_state,
             entries=list(disk.entries),
             snapshot=disk.snapshot,
+            # The durable state only, as the real node restarts: log, snapshot, quorum-state file
+            # and the (lagging) high-watermark checkpoint.
+            high_watermark=disk.hw_checkpoint,
             first_correlation_id=node.incarnation << 32,
         )
+        if node.core.start_note is not None:
+            self._trace(f"n{node.node_id} {node.core.start_note}")
         node.timer_at = NEVER
         node.deadline = NEVER
         node.flush_pending = False
+        node.flush_again = False
+        node.persisting = False
+        node.deferred.clear()
         node.last_ready_seq = 0
         node.last_hw = node.core.high_watermark
+        node.hw_checkpoint_ms = -NEVER
         node.pending.clear()
         # The state machine restarts from the snapshot.
         if disk.snapshot is not None:
@@ -175,12 +204,28 @@ class Simulation:
 
     def _crash(self, node: SimNode) -> None:
         assert node.core is not None
-        lost = node.disk.crash(self.rng, self.params.keep_unflushed_on_crash)
+        disk = node.disk
+        lost = disk.crash(self.rng, self.params.keep_unflushed_on_crash)
         node.core = None
         node.pending.clear()
         node.timer_generation += 1
         node.timer_at = NEVER
+        node.persisting = False
+        node.deferred.clear()
         self._trace(f"crash n{node.node_id} lost={lost}")
+        state = disk.quorum_state
+        # The operator's hands or a disk lose the quorum-state file -- only where the recovery
+        # rule claims safety (docs/consensus.md, "Lost election state"): the last epoch the node
+        # persisted is its log's last epoch, so every vote it may have granted is in that epoch.
+        if (
+            "lose_state" in self.params.faults
+            and state is not None
+            and self.rng.random() < 0.3
+            and state.epoch == disk.durable_last_epoch()
+        ):
+            disk.quorum_state = None
+            self._trace(f"n{node.node_id} loses its quorum-state file")
+            self._count("lose_state")
 
     def _drive(self, node: SimNode) -> None:
         """Poll the core, perform its Ready (the driver contract), check invariants, re-arm the timer."""
@@ -202,6 +247,9 @@ class Simulation:
             if core.role is Role.LEADER:
                 self._check_majority_persisted(node, core, hw)
             node.last_hw = hw
+            if self.now - node.hw_checkpoint_ms >= self.params.hw_checkpoint_interval_ms:
+                node.hw_checkpoint_ms = self.now
+                node.disk.checkpoint_high_watermark(hw)
 
     def _check_majority_persisted(self, node: SimNode, core: RaftCore, hw: int) -> None:
         if hw <= core.log.start_offset:
@@ -213,6 +261,42 @@ class Simulation:
         self.checker.on_leader_commit(core.epoch, hw, entry)
 
     def _perform(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
+        """The driver contract: the quorum state is durable before anything else of the Ready
+        happens. Its write takes the disk's latency; the node task waits for it (handles no other
+        input), and a crash meanwhile loses the write and everything after it in the Ready."""
+        if ready.quorum_state is not None:
+            latency = self._disk_latency(node)
+            if latency > 0:
+                done_at = self.now + latency
+                if "vote_before_durable" in self.driver_bugs:
+                    # Planted bug: go on with the Ready (its vote goes out) while the write is in flight.
+                    self._push(done_at, PERSISTED, (node.node_id, node.incarnation, ready.quorum_state, None))
+                    self._perform_rest(node, core, ready)
+                else:
+                    node.persisting = True
+                    self._push(done_at, PERSISTED, (node.node_id, node.incarnation, ready.quorum_state, ready))
+                return
+            node.disk.quorum_state = ready.quorum_state
+        self._perform_rest(node, core, ready)
+
+    def _disk_latency(self, node: SimNode) -> int:
+        return self.params.slow_disk_latency_ms if node.slow_until > self.now else self.params.disk_latency_ms
+
+    def _persisted(self, node: SimNode, payload: tuple[int, int, Any, Ready | None]) -> None:
+        """A quorum-state write completed: the rest of its Ready follows."""
+        _node_id, _incarnation, state, ready = payload
+        node.disk.quorum_state = state
+        if ready is None:
+            return
+        node.persisting = False
+        assert node.core is not None
+        self._perform_rest(node, node.core, ready)
+        self._drive(node)
+        for kind, deferred in node.deferred:
+            self._push(self.now, kind, deferred)
+        node.deferred.clear()
+
+    def _perform_rest(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
         checker = self.checker
         disk = node.disk
         node_id = node.node_id
@@ -226,8 +310,6 @@ class Simulation:
                 checker.check_leader_has_committed(node_id, core)
             if node.pending and soft.role is not Role.LEADER:
                 node.pending.clear()  # indeterminate: neither acknowledged nor rejected
-        if ready.quorum_state is not None:
-            disk.quorum_state = ready.quorum_state  # atomic + fsynced before anything else
         if ready.install_snapshot is not None:
             image = ready.install_snapshot
             disk.install(image)
@@ -244,12 +326,40 @@ class Simulation:
             disk.append(entry)
         for envelope in ready.messages:
             self._send(envelope)
-        if ready.flush and not node.flush_pending:
-            node.flush_pending = True
-            latency = self.params.slow_disk_latency_ms if node.slow_until > self.now else self.params.disk_latency_ms
-            self._push(self.now + latency, FLUSH, (node_id, node.incarnation))
+        if ready.flush:
+            if node.flush_pending:
+                node.flush_again = True
+            else:
+                self._start_flush(node)
         if ready.committed:
             self._apply(node, core, ready.committed)
+
+    def _start_flush(self, node: SimNode) -> None:
+        """Group commit: the fsync covers the writes of every Ready performed so far (its barrier)
+        and is reported with the last of their seqs -- not with the seq of whatever Ready was
+        performed by the time it completes (a later truncation may have undone part of it)."""
+        node.flush_pending = True
+        node.flush_again = False
+        barrier, offset = node.disk.flush_begin()
+        self._push(
+            self.now + self._disk_latency(node),
+            FLUSH,
+            (node.node_id, node.incarnation, (barrier, offset), node.last_ready_seq),
+        )
+
+    def _flushed(self, node: SimNode, barrier: tuple[int, int], seq: int) -> None:
+        """The fsync completed: report the log end it synced, with the seq it covers -- a later
+        truncation may already have removed part of that (the core caps it)."""
+        assert node.core is not None
+        node.flush_pending = False
+        node.disk.flush_end(barrier[0])
+        offset = barrier[1]
+        if self.trace is not None:
+            self._trace(f"n{node.node_id} fsync durable={offset} seq={seq}")
+        node.core.on_log_flushed(self.now, offset, seq)
+        if node.flush_again:
+            self._start_flush(node)
+        self._drive(node)
 
     def _apply(self, node: SimNode, core: RaftCore, entries: list[Entry]) -> None:
         checker = self.checker
@@ -291,15 +401,33 @@ class Simulation:
     def _send(self, envelope: Envelope) -> None:
         params = self.params
         rng = self.rng
+        message = envelope.message
+        if (
+            type(message) is raft_pb2.VoteResponse
+            and message.vote_granted
+            and not message.pre_vote
+            and "crash_after_vote" in params.faults
+            and not self.healed
+            and rng.random() < 0.8
+        ):
+            # Crash the voter within a few ms of granting (maybe before its vote is durable, if
+            # the driver let the answer out early), and bring it back soon, while the election
+            # it voted in may still be running: a forgotten vote is then granted again.
+            voter = self.nodes[envelope.source]
+            self._push(self.now + rng.next_int(3), CRASH, (voter.node_id, voter.incarnation))
         if (envelope.source, envelope.destination) in self.blocked or (
             params.drop_rate and rng.random() < params.drop_rate
         ):
             return
         copies = 2 if params.duplicate_rate and rng.random() < params.duplicate_rate else 1
-        for _ in range(copies):
+        for copy in range(copies):
             delay = params.latency_min_ms + (
                 rng.next_int(params.latency_jitter_ms + 1) if params.latency_jitter_ms else 0
             )
+            if copy:
+                # A duplicate is a late replay (a retransmission, a proxy's retry): it may arrive
+                # after the receiver restarted, or in a later epoch.
+                delay += rng.next_int(DUPLICATE_DELAY_MAX_MS)
             self._push(self.now + delay, DELIVER, envelope)
 
     def _deliver(self, node: SimNode, envelope: Envelope) -> None:
@@ -313,7 +441,7 @@ class Simulation:
     def _propose(self) -> None:
         params = self.params
         rng = self.rng
-        up = [n for n in self.nodes.values() if n.core is not None and n.paused_until <= self.now]
+        up = [n for n in self.nodes.values() if n.core is not None and not n.blocked(self.now)]
         if up:
             leaders = [n for n in up if n.core is not None and n.core.role is Role.LEADER]
             if leaders and rng.random() < 0.9:
@@ -387,7 +515,7 @@ class Simulation:
             leaders = [
                 n
                 for n in self.nodes.values()
-                if n.core is not None and n.core.role is Role.LEADER and n.paused_until <= self.now
+                if n.core is not None and n.core.role is Role.LEADER and not n.blocked(self.now)
             ]
             if not leaders or len(self.voters) == 1:
                 return
@@ -482,6 +610,9 @@ class Simulation:
         except InvariantViolation as violation:
             result.violation = violation
             self._trace(f"VIOLATION {violation}")
+        except CommittedTruncationError as error:
+            result.violation = InvariantViolation("3-committed-never-truncated", str(error))
+            self._trace(f"VIOLATION {result.violation}")
         except AssertionError as error:
             result.violation = InvariantViolation("assertion", str(error) or repr(error))
             self._trace(f"VIOLATION assertion {error}")
@@ -519,6 +650,9 @@ class Simulation:
             self.now = at
             if kind == DELIVER:
                 node = nodes[payload.destination]
+                if node.persisting:
+                    node.deferred.append((kind, payload))
+                    continue
                 if node.paused_until > at:
                     self._push(node.paused_until, DELIVER, payload)
                     continue
@@ -530,6 +664,9 @@ class Simulation:
                 node = nodes[node_id]
                 if node.core is None or generation != node.timer_generation:
                     continue  # superseded by an earlier timer, or the node crashed
+                if node.persisting:
+                    node.deferred.append((kind, payload))
+                    continue
                 wake = max(node.deadline, node.paused_until)
                 if wake > at:  # the deadline moved later, or the node is paused: sleep on
                     node.timer_at = wake
@@ -538,19 +675,25 @@ class Simulation:
                 node.timer_at = NEVER
                 self._drive(node)
             elif kind == FLUSH:
-                node_id, incarnation = payload
+                node_id, incarnation, barrier, seq = payload
                 node = nodes[node_id]
                 if node.core is None or node.incarnation != incarnation:
+                    continue
+                if node.persisting:
+                    node.deferred.append((kind, payload))
                     continue
                 if node.paused_until > at:
                     self._push(node.paused_until, FLUSH, payload)
                     continue
-                node.flush_pending = False
-                offset = node.disk.flush()
-                if self.trace is not None:
-                    self._trace(f"n{node_id} fsync durable={offset}")
-                node.core.on_log_flushed(at, offset, node.last_ready_seq)
-                self._drive(node)
+                self._flushed(node, barrier, seq)
+            elif kind == PERSISTED:
+                node = nodes[payload[0]]
+                if node.core is None or node.incarnation != payload[1]:
+                    continue  # the node crashed before the write completed: it is lost
+                if node.paused_until > at:
+                    self._push(node.paused_until, PERSISTED, payload)
+                    continue
+                self._persisted(node, payload)
             elif kind == PROPOSE:
                 self._propose()
             elif kind == FAULT:
@@ -562,6 +705,13 @@ class Simulation:
                     continue
                 self._recompute_blocked()
                 self._trace("partition healed")
+            elif kind == CRASH:
+                node = nodes[payload[0]]
+                if node.core is None or node.incarnation != payload[1] or self.healed:
+                    continue
+                self._crash(node)
+                self._push(at + 1 + self.rng.next_int(4), RESTART, node.node_id)
+                self._count("crash_after_vote")
             elif kind == RESTART:
                 node = nodes[payload]
                 if node.core is not None or self.healed:

@@ -1,8 +1,20 @@
-"""A node's simulated disk: the log, the quorum-state file and the snapshot, with crash
-semantics. The quorum state and snapshots are written synchronously (atomic rename + fsync,
-as the driver contract demands); log appends and truncations are durable only after a flush.
-A crash returns the log to its state at the last flush (optionally keeping part of the
-unflushed tail, as a disk may have written some of it)."""
+"""A node's simulated disk: the log, the quorum-state file, the high-watermark checkpoint and the
+snapshot, with the crash semantics of the real storage (raftmeta/storage).
+
+* Log appends reach the page cache (``entries``) at once and the disk (``durable``) only through
+  an fsync. An fsync covers what was written before it *started* (:meth:`flush_begin` takes a
+  barrier, :meth:`flush_end` makes the writes before it durable), so a flush that completes after
+  a later truncation and append reports only what it covered -- the race a driver's flush report
+  must get right (``RaftCore.on_log_flushed``).
+* A truncation is durable when it returns (``SegmentLog.truncate_to`` fsyncs the segment and the
+  directory), and so is everything written before it in the same file.
+* A crash keeps the durable log, plus (when the seed says so) an in-order prefix of the writes
+  that were not flushed yet: a disk may have written some of them.
+* The quorum-state file is replaced atomically; a write in flight at a crash is lost whole (the
+  simulator delays it, see ``Simulation._perform``). It can also be lost outright (``lose_state``).
+* The high-watermark checkpoint is written lazily and clamped to the durable log, as
+  ``HighWatermarkCheckpoint`` does; a restart starts the core from it.
+"""
 
 from __future__ import annotations
 
@@ -11,66 +23,112 @@ import bisect
 from raftmeta.raft import Entry, QuorumStateData, SnapshotImage
 from raftmeta.sim.rng import SeededRandom
 
+APPEND, TRUNCATE = 0, 1
+
 
 class SimDisk:
-    __slots__ = ("_durable_count", "_pre_truncation", "entries", "quorum_state", "snapshot")
+    __slots__ = (
+        "_ops_done",
+        "durable",
+        "entries",
+        "hw_checkpoint",
+        "pending",
+        "quorum_state",
+        "snapshot",
+    )
 
     def __init__(self) -> None:
-        self.entries: list[Entry] = []
-        self._durable_count = 0
-        # The durable log as it was before an unflushed truncation (a crash brings it back).
-        self._pre_truncation: list[Entry] | None = None
+        self.entries: list[Entry] = []  # what the node reads back (page cache)
+        self.durable: list[Entry] = []  # what survives a crash
+        # Writes not yet durable, in order: (APPEND, entry) or (TRUNCATE, offset).
+        self.pending: list[tuple[int, Entry | int]] = []
+        self._ops_done = 0  # writes made durable so far (pending[0] is write number _ops_done)
         self.quorum_state: QuorumStateData | None = None
+        self.hw_checkpoint = 0
         self.snapshot: SnapshotImage | None = None
 
     @property
     def end_offset(self) -> int:
-        if self.entries:
-            return self.entries[-1].next_offset
-        return self.snapshot.end_offset if self.snapshot else 0
+        return _end(self.entries, self.snapshot)
+
+    @property
+    def durable_end_offset(self) -> int:
+        return _end(self.durable, self.snapshot)
 
     def last_entry(self) -> Entry | None:
         return self.entries[-1] if self.entries else None
+
+    def durable_last_epoch(self) -> int:
+        if self.durable:
+            return self.durable[-1].epoch
+        return self.snapshot.epoch if self.snapshot else 0
 
     def durably_holds(self, entry: Entry) -> bool:
         """Whether ``entry`` would survive a crash right now (it is flushed, or in the snapshot)."""
         if self.snapshot is not None and entry.next_offset <= self.snapshot.end_offset:
             return True
-        durable = self._pre_truncation if self._pre_truncation is not None else self.entries[: self._durable_count]
+        durable = self.durable
         i = bisect.bisect_left(durable, entry.base_offset, key=lambda e: e.base_offset)
         return i < len(durable) and durable[i].base_offset == entry.base_offset and durable[i].epoch == entry.epoch
 
+    # -- writes ----------------------------------------------------------------------------------
     def append(self, entry: Entry) -> None:
         self.entries.append(entry)
+        self.pending.append((APPEND, entry))
 
     def truncate_to(self, offset: int) -> None:
-        entries = self.entries
-        i = bisect.bisect_left(entries, offset, key=lambda e: e.base_offset)
-        if i < self._durable_count and self._pre_truncation is None:
-            self._pre_truncation = entries[: self._durable_count]
-        del entries[i:]
-        self._durable_count = min(self._durable_count, i)
+        _truncate(self.entries, offset)
+        # Durable on return, with everything written before it (one file, one fsync).
+        self.pending.append((TRUNCATE, offset))
+        self._apply(len(self.pending))
 
-    def flush(self) -> int:
-        self._durable_count = len(self.entries)
-        self._pre_truncation = None
-        return self.end_offset
+    def flush_begin(self) -> tuple[int, int]:
+        """An fsync starts: it covers the writes made so far. Returns its barrier and the log end
+        it will report (``SegmentLog.flush`` returns the end of what it synced)."""
+        return self._ops_done + len(self.pending), self.end_offset
+
+    def flush_end(self, barrier: int) -> None:
+        """The fsync that began at ``barrier`` completed: the writes before it are durable."""
+        self._apply(barrier - self._ops_done)
+
+    def _apply(self, count: int) -> None:
+        for kind, value in self.pending[: max(0, count)]:
+            if kind == APPEND:
+                assert isinstance(value, Entry)
+                self.durable.append(value)
+            else:
+                assert isinstance(value, int)
+                _truncate(self.durable, value)
+        done = max(0, min(count, len(self.pending)))
+        del self.pending[:done]
+        self._ops_done += done
 
     def install(self, image: SnapshotImage) -> None:
+        """A snapshot fetched from the leader replaces the whole log (durable on return)."""
         self.snapshot = image
         self.entries = []
-        self._durable_count = 0
-        self._pre_truncation = None
+        self.durable = []
+        self._ops_done += len(self.pending)
+        self.pending = []
 
     def trim(self, image: SnapshotImage, log_start_offset: int) -> None:
         """A snapshot was written: segments below the core's log start are deleted."""
         self.snapshot = image
-        i = bisect.bisect_left(self.entries, log_start_offset, key=lambda e: e.base_offset)
-        del self.entries[:i]
-        self._durable_count = max(0, self._durable_count - i)
-        if self._pre_truncation is not None:
-            self._pre_truncation = [e for e in self._pre_truncation if e.base_offset >= log_start_offset]
+        for entries in (self.entries, self.durable):
+            i = bisect.bisect_left(entries, log_start_offset, key=lambda e: e.base_offset)
+            del entries[:i]
+        self.pending = [
+            (kind, value)
+            for kind, value in self.pending
+            if not (kind == APPEND and isinstance(value, Entry) and value.base_offset < log_start_offset)
+        ]
 
+    def checkpoint_high_watermark(self, high_watermark: int) -> None:
+        """Lazily persisted HW, never above the durable log, never backwards (HighWatermarkCheckpoint)."""
+        value = min(high_watermark, self.durable_end_offset)
+        self.hw_checkpoint = max(self.hw_checkpoint, value)
+
+    # -- crashes ---------------------------------------------------------------------------------
     def recover(self) -> None:
         """On start, as Kafka's truncateToLatestSnapshot: a log that ends below the snapshot (its
         tail was lost, the snapshot was not), or whose last epoch is older than the snapshot's (a
@@ -82,19 +140,25 @@ class SimDisk:
             and (self.entries[-1].next_offset <= snapshot.end_offset or self.entries[-1].epoch < snapshot.epoch)
         ):
             self.entries = []
-            self._durable_count = 0
-            self._pre_truncation = None
+            self.durable = []
 
     def crash(self, rng: SeededRandom, keep_unflushed: bool) -> int:
-        """Lose what was not flushed; return the number of batches lost."""
+        """Lose what was not flushed (maybe not all of it); return the number of batches lost."""
         before = len(self.entries)
-        if self._pre_truncation is not None:
-            self.entries = self._pre_truncation
-        else:
-            keep = self._durable_count
-            if keep_unflushed and before > keep:
-                keep += rng.randint(0, before - keep)
-            del self.entries[keep:]
-        self._pre_truncation = None
-        self._durable_count = len(self.entries)
+        if keep_unflushed and self.pending:
+            self._apply(rng.randint(0, len(self.pending)))
+        self._ops_done += len(self.pending)
+        self.pending = []
+        self.entries = list(self.durable)
         return max(0, before - len(self.entries))
+
+
+def _end(entries: list[Entry], snapshot: SnapshotImage | None) -> int:
+    if entries:
+        return entries[-1].next_offset
+    return snapshot.end_offset if snapshot else 0
+
+
+def _truncate(entries: list[Entry], offset: int) -> None:
+    i = bisect.bisect_left(entries, offset, key=lambda e: e.base_offset)
+    del entries[i:]

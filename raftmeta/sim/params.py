@@ -8,7 +8,20 @@ from dataclasses import dataclass, field
 
 from raftmeta.sim.rng import SeededRandom
 
-FAULT_KINDS = ("kill", "partition", "pause", "slow_disk", "drop", "duplicate", "reorder", "transfer")
+# lose_state: a crashed node sometimes comes back without its quorum-state file;
+# crash_after_vote: a voter crashes right after granting a vote and soon comes back.
+FAULT_KINDS = (
+    "kill",
+    "crash_after_vote",
+    "lose_state",
+    "partition",
+    "pause",
+    "slow_disk",
+    "drop",
+    "duplicate",
+    "reorder",
+    "transfer",
+)
 PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
 
 
@@ -43,6 +56,9 @@ class SimParams:
     # The leader's wait for records before it answers a Fetch whose only news is the watermark
     # (0: KRaft's immediate answer; the node uses a few ms).
     fetch_hw_linger_ms: int = 0
+    # How often the high-watermark checkpoint is written (0: with every change); a restart
+    # starts from it, so a lagging checkpoint is what the real node recovers too.
+    hw_checkpoint_interval_ms: int = 0
     fault_duration_max_ms: int = 4000
     liveness_budget_ms: int = 60_000
     extra: dict[str, int] = field(default_factory=dict)
@@ -83,4 +99,5 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
         fetch_timeout_ms=max(2 * election_ms, 6 * (latency_min + latency_jitter)),
         # Drawn last, so that adding it left every earlier draw of a seed as it was.
         fetch_hw_linger_ms=rng.choice((0, 0, 5, 20)),
+        hw_checkpoint_interval_ms=rng.choice((0, 100, 1000)),
     )

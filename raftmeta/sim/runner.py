@@ -8,10 +8,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raftmeta.raft import Faults
-from raftmeta.sim.cluster import RunResult, Simulation
+from raftmeta.sim.cluster import DRIVER_BUGS, RunResult, Simulation
 from raftmeta.sim.params import FAULT_KINDS, draw_params
 
-BUGS = ("ack_unpersisted", "double_vote", "hw_from_old_epoch")
+# Each planted bug breaks one rule; the simulator must catch every one (tests/sim). The core's
+# are raftmeta.raft.Faults switches, the others the simulated driver's (DRIVER_BUGS).
+CORE_BUGS = (
+    "ack_unpersisted",
+    "double_vote",
+    "hw_from_old_epoch",
+    "vote_not_persisted",
+    "forget_vote_on_restart",
+)
+BUGS = (*CORE_BUGS, *sorted(DRIVER_BUGS))
 
 
 def parse_faults(text: str) -> frozenset[str]:
@@ -105,8 +114,9 @@ def run_one(
 ) -> RunResult:
     assert bug is None or bug in BUGS, f"unknown bug switch {bug}"
     params = draw_params(seed, voters=voters, allowed_faults=kinds)
-    core_faults = Faults(**{bug: True}) if bug else Faults()
-    return Simulation(params, core_faults=core_faults, trace=trace).run(steps)
+    core_faults = Faults(**{bug: True}) if bug in CORE_BUGS else Faults()
+    driver_bugs = frozenset({bug}) if bug in DRIVER_BUGS else frozenset()
+    return Simulation(params, core_faults=core_faults, driver_bugs=driver_bugs, trace=trace).run(steps)
 
 
 def run_seeds(

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raftmeta.logs import get_logger
-from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
+from raftmeta.storage.errors import InvalidFileError
+from raftmeta.storage.high_watermark import (
+    CommittedTruncationRefusedError,
+    HighWatermarkCheckpoint,
+    read_high_watermark,
+)
 from raftmeta.storage.log import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_BYTES, SegmentLog
 from raftmeta.storage.meta_properties import MetaProperties, ensure_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateData, QuorumStateFile
@@ -45,6 +50,9 @@ class NodeStorage:
     meta: MetaProperties
     quorum_state_file: QuorumStateFile
     quorum_state: QuorumStateData | None
+    # None when the file was read; "missing" or "unreadable (...)" otherwise (a new node's
+    # file is missing too: the core tells the two apart by the log).
+    quorum_state_problem: str | None
     high_watermark: HighWatermarkCheckpoint
     log: SegmentLog
     snapshots: SnapshotStore
@@ -65,15 +73,29 @@ class NodeStorage:
         """Open and recover a node's data dir (created if empty).
 
         Raises DataDirMismatchError for another cluster's or node's dir; LogCorruptionError or
-        SnapshotError (naming file and offset) for damage below the checkpointed high watermark
-        or in the newest snapshot. With ``repair=True`` (``raftmeta node --repair-log``) such
+        SnapshotError (naming file and offset) for damage below the checkpointed high watermark,
+        damage above it with intact batches after it (MidLogCorruptionError), or damage in the
+        newest snapshot. A missing or unreadable quorum-state is not refused: the file is set
+        aside and ``quorum_state_problem`` says why (the core recovers from the log). With ``repair=True`` (``raftmeta node --repair-log``) such
         damage is cut away instead, the high-watermark checkpoint is lowered to what is left,
         and the node refetches the rest from the leader; docs/storage.md explains the risk.
         """
         logger = get_logger("storage.datadir", data_dir=str(data_dir))
         meta = ensure_meta_properties(data_dir, cluster_id, node_id)
         quorum_state_file = QuorumStateFile(data_dir)
-        quorum_state = quorum_state_file.read()
+        quorum_state_problem: str | None = None
+        try:
+            quorum_state = quorum_state_file.read()
+            if quorum_state is None:
+                quorum_state_problem = "missing"
+        except InvalidFileError as exc:
+            # Refusing to start would not bring the vote back; the consensus core starts from
+            # the log's epoch instead and grants no vote in it (NodeStorage.quorum_state_problem).
+            # The damaged file is kept beside, for the operator to inspect.
+            kept = quorum_state_file.set_aside()
+            quorum_state = None
+            quorum_state_problem = f"unreadable ({exc.reason}; moved to {kept.name})"
+            logger.warning("quorum-state is unreadable", reason=exc.reason, moved_to=str(kept))
         floor = read_high_watermark(data_dir)
         snapshots = SnapshotStore(log_dir(data_dir))
         log_dir(data_dir).mkdir(parents=True, exist_ok=True)
@@ -102,6 +124,7 @@ class NodeStorage:
             meta=meta,
             quorum_state_file=quorum_state_file,
             quorum_state=quorum_state,
+            quorum_state_problem=quorum_state_problem,
             high_watermark=high_watermark,
             log=log,
             snapshots=snapshots,
@@ -112,6 +135,14 @@ class NodeStorage:
         """Durably persist the election state; act on it only after this returns."""
         self.quorum_state_file.write(state)
         self.quorum_state = state
+
+    def truncate_log(self, offset: int) -> int:
+        """Truncate the log for a divergence; refused (CommittedTruncationRefusedError, nothing
+        removed) below the checkpointed high watermark: those offsets are committed."""
+        checkpointed = self.high_watermark.checkpointed
+        if offset < checkpointed:
+            raise CommittedTruncationRefusedError(self.data_dir, offset, checkpointed)
+        return self.log.truncate_to(offset)
 
     def checkpoint_high_watermark(self, high_watermark: int, now_ms: int | None = None) -> int:
         """Lazily (every ``interval_ms`` when ``now_ms`` is given, else now) persist the high

@@ -29,8 +29,9 @@ class InvalidFileError(StorageError):
 class LogCorruptionError(StorageError):
     """Corrupt log data where truncating it could lose data the node already reported.
 
-    Raised by recovery when the damage sits below the checkpointed high watermark, and by
-    reads that meet a bad batch. ``path`` and ``position`` locate the bad bytes; ``offset`` is
+    Raised by recovery when the damage sits below the checkpointed high watermark (or, as
+    :class:`MidLogCorruptionError`, when intact batches follow it), and by reads that meet a bad
+    batch. ``path`` and ``position`` locate the bad bytes; ``offset`` is
     the first log offset that is not intact.
     """
 
@@ -40,6 +41,35 @@ class LogCorruptionError(StorageError):
         self.position = position
         self.offset = offset
         self.reason = reason
+
+
+class MidLogCorruptionError(LogCorruptionError):
+    """Corrupt log data followed by intact batches: damage in the middle of the log, not a torn
+    write at its tail, so recovery refuses to truncate it even at or above the checkpointed high
+    watermark (docs/storage.md, "Damaged disk").
+
+    ``intact_batches_after`` is how many CRC-valid batches follow the damage (in the same
+    segment and in later ones), covering ``first_intact_offset`` .. ``last_intact_offset``;
+    ``repair_command`` is the ``raftmeta log repair`` command line that accepts the truncation.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        position: int,
+        offset: int,
+        reason: str,
+        *,
+        intact_batches_after: int,
+        first_intact_offset: int,
+        last_intact_offset: int,
+        repair_command: str,
+    ) -> None:
+        super().__init__(path, position, offset, reason)
+        self.intact_batches_after = intact_batches_after
+        self.first_intact_offset = first_intact_offset
+        self.last_intact_offset = last_intact_offset
+        self.repair_command = repair_command
 
 
 class InvalidAppendError(StorageError):

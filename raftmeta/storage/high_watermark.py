@@ -23,11 +23,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from raftmeta.storage.errors import InvalidFileError
+from raftmeta.storage.errors import InvalidFileError, StorageError
 from raftmeta.storage.fileio import atomic_write
 
 HIGH_WATERMARK_CHECKPOINT = "high-watermark-checkpoint"
 VERSION = 1
+
+
+class CommittedTruncationRefusedError(StorageError):
+    """A truncation below the checkpointed high watermark: committed data, never removed."""
+
+    def __init__(self, data_dir: Path, offset: int, checkpointed: int) -> None:
+        super().__init__(
+            f"{data_dir}: refusing to truncate the log to offset {offset}: offsets [{offset}, {checkpointed}) are "
+            f"below the checkpointed high watermark {checkpointed} and committed"
+        )
+        self.offset = offset
+        self.checkpointed = checkpointed
 
 
 def read_high_watermark(data_dir: Path) -> int:

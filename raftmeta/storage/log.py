@@ -22,14 +22,26 @@ guards the segment list, the indexes and the end offsets, and is never held acro
 readers do not wait for the disk. Readers see only whole batches whose bytes are in the file
 (an append publishes its batches after the write), but may see batches that are not yet
 durable: pass ``upto_offset=log.durable_end_offset`` (or the high watermark) to avoid that.
+
+Recovery
+--------
+Opening the log rescans what may hold undurable bytes and cuts it at the first bad batch. Below
+the checkpointed high watermark that is refused (unless ``repair``). At or above it, the bytes
+past the bad batch decide: nothing intact after it is a torn write at the tail, truncated with a
+warning; intact batches after it are corruption in the middle of the log, refused
+(:class:`MidLogCorruptionError`) unless ``repair``, because this node may have acknowledged
+them. :func:`plan_truncation` and :func:`apply_truncation` are the offline side of that refusal,
+for ``raftmeta log repair`` (docs/storage.md, "Damaged disk").
 """
 
 from __future__ import annotations
 
 import bisect
+import shlex
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from raftmeta.logs import get_logger
@@ -40,11 +52,12 @@ from raftmeta.storage.errors import (
     InvalidAppendError,
     InvalidFileError,
     LogCorruptionError,
+    MidLogCorruptionError,
     OffsetOutOfRangeError,
     StorageError,
 )
 from raftmeta.storage.fileio import fsync_dir
-from raftmeta.storage.segment import PEEK, PEEK_SIZE, ScanError, Segment, parse_log_file_name
+from raftmeta.storage.segment import PEEK, PEEK_SIZE, IntactBatches, ScanError, Segment, parse_log_file_name
 
 DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -55,6 +68,12 @@ REPAIR_HINT = (
     "refusing to start: truncating here would drop data this node may have reported as persisted. "
     "Restore the file, or start with --repair-log to truncate here and refetch from the leader "
     "(docs/storage.md, Recovery)"
+)
+MID_LOG_HINT = (
+    "this is corruption in the middle of the log, not a torn write at its tail. Refusing to start: "
+    "truncating here would drop what follows, which this node may have acknowledged as committed. "
+    "If the other voters are healthy, accept the truncation with `{command}` (or start once with "
+    "--repair-log); the node then refetches them from the leader (docs/storage.md, Damaged disk)"
 )
 
 
@@ -96,7 +115,9 @@ class SegmentLog:
         ``recovery_floor_offset`` is the checkpointed high watermark: corruption below it is
         refused with :class:`LogCorruptionError` (naming file, byte position and offset) unless
         ``repair`` is true, in which case the log is truncated there and the node must refetch
-        the rest from the leader. Damage at or above it (a torn write) is truncated and logged.
+        the rest from the leader. Damage at or above it with nothing intact after it (a torn
+        write) is truncated and logged; damage followed by intact batches (in the same segment
+        or a later one) is refused with :class:`MidLogCorruptionError`, unless ``repair``.
 
         ``snapshot_id`` is ``(end_offset, epoch)`` of the newest valid snapshot: segments wholly
         below it are deleted, and a log that does not reach it (or starts above it) is restarted
@@ -117,7 +138,7 @@ class SegmentLog:
         for stale in sorted(self.directory.glob("*.tmp")):
             self._log.info("removing an unfinished temporary file", file=str(stale))
             stale.unlink()
-        bases = sorted(b for b in (parse_log_file_name(p.name) for p in self.directory.iterdir()) if b is not None)
+        bases = _segment_bases(self.directory)
         segments = [
             Segment.open_existing(self.directory, b, index_interval_bytes=self.index_interval_bytes) for b in bases
         ]
@@ -196,11 +217,15 @@ class SegmentLog:
         )
 
     def _cut(self, index: int, error: ScanError, floor: int, repair: bool) -> None:
-        """Truncate the log at a bad batch of segment ``index`` found by recovery; drop later segments."""
+        """Truncate the log at a bad batch of segment ``index`` found by recovery; drop later segments.
+
+        Refused below ``floor`` (the checkpointed high watermark), and at or above it when intact
+        batches follow the bad one (corruption in the middle, not a torn tail), unless ``repair``.
+        """
         seg = self._segments[index]
         later = self._segments[index + 1 :]
         dropped = seg.file_size() - error.position + sum(s.file_size() for s in later)
-        fields = {
+        fields: dict[str, str | int] = {
             "file": str(seg.path),
             "position": error.position,
             "offset": error.offset,
@@ -218,10 +243,14 @@ class SegmentLog:
             self._log.error(
                 "repairing: truncating corrupt data below the high watermark", high_watermark=floor, **fields
             )
-        elif error.truncated:
-            self._log.warning("truncating a torn write at the log tail", **fields)
         else:
-            self._log.warning("truncating a corrupt batch at the log tail", **fields)
+            intact = intact_batches_after(seg, error, later)
+            if intact.count > 0:
+                self._refuse_mid_log(seg, error, intact, floor, repair, fields)
+            elif error.truncated:
+                self._log.warning("truncating a torn write at the log tail", **fields)
+            else:
+                self._log.warning("truncating a corrupt batch at the log tail", **fields)
         for s in reversed(later):
             s.delete()
         seg.remove_index()
@@ -229,6 +258,49 @@ class SegmentLog:
         seg.truncate(error.position, error.offset)
         seg.fsync()
         fsync_dir(self.directory)
+
+    def _refuse_mid_log(
+        self,
+        seg: Segment,
+        error: ScanError,
+        intact: IntactBatches,
+        floor: int,
+        repair: bool,
+        fields: dict[str, str | int],
+    ) -> None:
+        """Intact batches follow the bad one: refuse (MidLogCorruptionError), or log the repair."""
+        details: dict[str, str | int] = {
+            "intact_batches_after": intact.count,
+            "intact_first_offset": intact.first_offset,
+            "intact_last_offset": intact.last_offset,
+            "high_watermark": floor,
+        }
+        if repair:
+            self._log.error("repairing: truncating corruption in the middle of the log", **fields, **details)
+            return
+        command = repair_command(self.directory, error.offset)
+        # Nothing is dropped: the same count, named for what it is.
+        fields = {("bytes_after" if k == "bytes_dropped" else k): v for k, v in fields.items()}
+        self._log.error(
+            "refusing to start: corruption in the middle of the log, intact batches follow it",
+            **fields,
+            **details,
+            repair_command=command,
+        )
+        span = f"(offsets {intact.first_offset}..{intact.last_offset})"
+        follow = (
+            f"1 intact batch {span} follows" if intact.count == 1 else f"{intact.count} intact batches {span} follow"
+        )
+        raise MidLogCorruptionError(
+            seg.path,
+            error.position,
+            error.offset,
+            f"{error.reason}; {follow} it: " + MID_LOG_HINT.format(command=command),
+            intact_batches_after=intact.count,
+            first_intact_offset=intact.first_offset,
+            last_intact_offset=intact.last_offset,
+            repair_command=command,
+        )
 
     def _rebuild_offsets(self) -> None:
         self._bases = [s.base_offset for s in self._segments]
@@ -669,3 +741,203 @@ class SegmentLog:
 def _flush_run(parts: list[bytes | memoryview], block: bytes, start: int, end: int) -> None:
     if end > start:
         parts.append(block if start == 0 and end == len(block) else memoryview(block)[start:end])
+
+
+# -- telling a torn tail from corruption in the middle ---------------------------------------------
+
+
+def intact_batches_after(segment: Segment, error: ScanError, later: Sequence[Segment]) -> IntactBatches:
+    """The intact batches past the bad batch ``error`` found in ``segment``: further on in the
+    same file (resynchronising past the damage) and in every ``later`` segment file. None
+    means the damage is a torn tail; any means it is corruption in the middle of the log."""
+    found = segment.intact_batches_from(error.position + 1, error.offset)
+    for seg in later:
+        found = found.plus(seg.intact_batches_from(0, seg.base_offset))
+    return found
+
+
+def repair_command(log_directory: Path, offset: int) -> str:
+    """The ``raftmeta log repair`` command line that truncates the log in ``log_directory`` at ``offset``."""
+    from raftmeta.storage.datadir import LOG_DIR_NAME  # datadir imports this module
+
+    data_dir = log_directory.parent if log_directory.name == LOG_DIR_NAME else log_directory
+    return f"raftmeta log repair --data-dir {shlex.quote(str(data_dir))} --truncate-at {offset}"
+
+
+# -- offline truncation (``raftmeta log repair``) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TruncationPlan:
+    """What :func:`apply_truncation` will do to a stopped node's log directory: truncate
+    ``segment`` at byte ``position`` (where the batch at ``offset`` starts, or its end) and
+    delete ``deleted_segments`` with their index files."""
+
+    directory: Path
+    offset: int
+    segment: Path
+    segment_size: int
+    position: int
+    deleted_segments: tuple[Path, ...]
+    bytes_dropped: int
+    dropped: IntactBatches  # the intact batches among the bytes dropped
+    damage: ScanError | None  # the first bad batch of ``segment``, if its scan met one
+    log_start_offset: int
+
+    @property
+    def changes_nothing(self) -> bool:
+        return self.position == self.segment_size and not self.deleted_segments
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    return sorted(b for b in (parse_log_file_name(p.name) for p in directory.iterdir()) if b is not None)
+
+
+def _check_earlier_segments(directory: Path, bases: list[int], i: int, offset: int) -> int:
+    """Check the segments before ``bases[i]`` as recovery would (trust a valid index, else scan)
+    and return the last epoch they hold; ValueError if they are damaged or leave a gap, since an
+    offset after that damage is not reached through intact batches."""
+    min_epoch = 0
+    for j in range(i):
+        seg = Segment.open_existing(directory, bases[j], index_interval_bytes=DEFAULT_INDEX_INTERVAL_BYTES)
+        try:
+            try:
+                seg.load_index()
+            except InvalidFileError:
+                damage = seg.scan(min_epoch)
+                if damage is not None:
+                    raise ValueError(_past_damage(offset, seg.path, damage)) from None
+            if seg.next_offset != bases[j + 1]:
+                raise ValueError(
+                    f"offset {offset} is past a gap: {seg.path.name} ends at offset {seg.next_offset} and the next "
+                    f"segment file starts at {bases[j + 1]}: the nearest boundary is {seg.next_offset}"
+                )
+            min_epoch = seg.last_epoch if seg.last_epoch is not None else min_epoch
+        finally:
+            seg.close()
+    return min_epoch
+
+
+def plan_truncation(directory: Path, offset: int) -> TruncationPlan:
+    """Plan truncating the log in ``directory`` (of a stopped node) so that it ends at ``offset``.
+
+    Reads only. ``offset`` must be a batch boundary of the segment holding it, reached through
+    intact batches from the segment's start (the checks of recovery's scan: CRC, contiguity,
+    epochs); otherwise ValueError says why and names the nearest boundaries. The plan counts
+    what is dropped, including the intact batches past any damage.
+    """
+    bases = _segment_bases(directory)
+    if not bases:
+        raise ValueError(f"{directory} holds no segment files")
+    i = bisect.bisect_right(bases, offset) - 1
+    if i < 0:
+        raise ValueError(f"offset {offset} is below the log start {bases[0]}")
+    min_epoch = _check_earlier_segments(directory, bases, i, offset)
+    # An index entry for every batch: every batch boundary of the segment is then known.
+    seg = Segment.open_existing(directory, bases[i], index_interval_bytes=1)
+    later = [Segment.open_existing(directory, b, index_interval_bytes=1) for b in bases[i + 1 :]]
+    try:
+        damage = seg.scan(min_epoch)
+        boundaries = [*zip(seg.offsets, seg.positions, strict=True), (seg.next_offset, seg.size)]
+        if damage is not None:
+            # An epoch error cuts before an earlier batch than the one that showed it.
+            boundaries = [(o, p) for o, p in boundaries if p < damage.position] + [(damage.offset, damage.position)]
+        positions = dict(boundaries)
+        end = boundaries[-1][0]
+        if offset not in positions:
+            raise ValueError(_not_a_boundary(seg, offset, boundaries, damage, bases, i))
+        position = positions[offset]
+        dropped = IntactBatches()
+        if offset < end:
+            count = sum(1 for o, _ in boundaries[:-1] if o >= offset)
+            dropped = IntactBatches(count, offset, end - 1)
+        if damage is not None:
+            dropped = dropped.plus(intact_batches_after(seg, damage, later))
+        else:
+            for s in later:
+                dropped = dropped.plus(s.intact_batches_from(0, s.base_offset))
+        size = seg.file_size()
+        return TruncationPlan(
+            directory=directory,
+            offset=offset,
+            segment=seg.path,
+            segment_size=size,
+            position=position,
+            deleted_segments=tuple(s.path for s in later),
+            bytes_dropped=size - position + sum(s.file_size() for s in later),
+            dropped=dropped,
+            damage=damage,
+            log_start_offset=bases[0],
+        )
+    finally:
+        seg.close()
+        for s in later:
+            s.close()
+
+
+def _not_a_boundary(
+    seg: Segment,
+    offset: int,
+    boundaries: list[tuple[int, int]],
+    damage: ScanError | None,
+    bases: list[int],
+    i: int,
+) -> str:
+    end = boundaries[-1][0]
+    if offset < end:
+        below = max(o for o, _ in boundaries if o < offset)
+        above = min(o for o, _ in boundaries if o > offset)
+        return (
+            f"offset {offset} is inside the batch holding offsets {below}..{above - 1} of {seg.path}, not at a "
+            f"batch boundary: the nearest boundaries are {below} and {above}"
+        )
+    if damage is not None:
+        return _past_damage(offset, seg.path, damage)
+    if i == len(bases) - 1:
+        return f"offset {offset} is beyond the log end {end}"
+    return (
+        f"offset {offset} is in no segment: {seg.path.name} ends at offset {end} and the next segment file starts "
+        f"at {bases[i + 1]}: the nearest boundary is {end}"
+    )
+
+
+def _past_damage(offset: int, path: Path, damage: ScanError) -> str:
+    return (
+        f"offset {offset} is past offset {damage.offset}, where the damage in {path} at byte {damage.position} starts "
+        f"({damage.reason}), so it is not reached through intact batches: the nearest boundary is {damage.offset}"
+    )
+
+
+def apply_truncation(plan: TruncationPlan) -> None:
+    """Carry out a :func:`plan_truncation`: delete the later segment files and their indexes
+    (newest first), drop the truncated segment's index, truncate it, fsync the file and the
+    directory. Refuses (StorageError) if the segment changed size since the plan: the node
+    must be stopped."""
+    base = parse_log_file_name(plan.segment.name)
+    assert base is not None
+    seg = Segment.open_existing(plan.directory, base, index_interval_bytes=1)
+    try:
+        if seg.file_size() != plan.segment_size:
+            raise StorageError(
+                f"{plan.segment} is {seg.file_size()} bytes, not {plan.segment_size} as planned: "
+                "is the node still running? Stop it first"
+            )
+        for path in reversed(plan.deleted_segments):
+            later = parse_log_file_name(path.name)
+            assert later is not None
+            Segment.open_existing(plan.directory, later, index_interval_bytes=1).delete()
+        seg.remove_index()
+        seg.truncate(plan.position, plan.offset)
+        seg.fsync()
+    finally:
+        seg.close()
+    fsync_dir(plan.directory)
+    get_logger("storage.log", log_dir=str(plan.directory)).warning(
+        "log truncated offline",
+        file=str(plan.segment),
+        position=plan.position,
+        offset=plan.offset,
+        bytes_dropped=plan.bytes_dropped,
+        intact_batches_dropped=plan.dropped.count,
+        segments_deleted=[p.name for p in plan.deleted_segments],
+    )

@@ -1,13 +1,19 @@
 """``quorum-state``: the election state a voter must not forget (DESIGN.md §4).
 
-JSON, as Kafka's ``quorum-state`` file::
+JSON, as Kafka's ``quorum-state`` file, with a version and a checksum::
 
-    {"data_version": 0, "epoch": 5, "voted_id": 2, "leader_id": 2, "voters": [1, 2, 3]}
+    {"data_version": 1, "epoch": 5, "voted_id": 2, "leader_id": 2, "voters": [1, 2, 3],
+     "crc32c": 1234567890}
 
-``voted_id`` and ``leader_id`` are -1 for "none". The file is replaced atomically (temp file,
-fsync, rename, fsync directory) and the driver must wait for :meth:`QuorumStateFile.write` to
-return before acting on the new epoch or vote: a vote granted and then forgotten in a crash
-could elect two leaders in one epoch.
+``crc32c`` is the CRC32C of the document without it, serialized with sorted keys and no
+spaces (:func:`checksum`), so a flipped bit or a hand edit is detected rather than believed.
+``voted_id`` and ``leader_id`` are -1 for "none"; ``voted_id`` -2 means "unknown": the state
+was lost once and this node grants no vote in this epoch (docs/storage.md, "Damaged disk").
+Version 0 files (no checksum, written by older releases) are still read.
+
+The file is replaced atomically (temp file, fsync, rename, fsync directory) and the driver must
+wait for :meth:`QuorumStateFile.write` to return before acting on the new epoch or vote: a vote
+granted and then forgotten in a crash could elect two leaders in one epoch.
 """
 
 from __future__ import annotations
@@ -15,13 +21,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from raftmeta.storage.errors import InvalidFileError
+from raftmeta.storage.codec import crc32c
+from raftmeta.storage.errors import InvalidFileError, StorageError
 from raftmeta.storage.fileio import atomic_write
 
 QUORUM_STATE = "quorum-state"
-DATA_VERSION = 0
+DATA_VERSION = 1
+LEGACY_DATA_VERSION = 0
 NONE_ID = -1
+UNKNOWN_VOTE = -2
+FIELDS = ("data_version", "epoch", "voted_id", "leader_id", "voters")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,20 +43,92 @@ class QuorumStateData:
     voters: tuple[int, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
+        problem = self.problem()
+        if problem is not None:
+            raise ValueError(problem)
+
+    def problem(self) -> str | None:
+        """What makes this state impossible, naming the field; None if it is valid."""
         if self.epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {self.epoch}")
-        if self.voted_id < NONE_ID or self.leader_id < NONE_ID:
-            raise ValueError("voted_id and leader_id are node ids or -1")
+            return f"epoch {self.epoch} is negative"
+        if len(set(self.voters)) != len(self.voters) or any(v < 0 for v in self.voters):
+            return f"voters {list(self.voters)} must be distinct node ids >= 0"
+        if self.voted_id not in (NONE_ID, UNKNOWN_VOTE) and (self.voted_id < 0 or self.voted_id not in self.voters):
+            return f"voted_id {self.voted_id} is not one of the voters {list(self.voters)}, -1 (none) or -2 (unknown)"
+        if self.leader_id != NONE_ID and (self.leader_id < 0 or self.leader_id not in self.voters):
+            return f"leader_id {self.leader_id} is not one of the voters {list(self.voters)} or -1 (none)"
+        return None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "data_version": DATA_VERSION,
-                "epoch": self.epoch,
-                "voted_id": self.voted_id,
-                "leader_id": self.leader_id,
-                "voters": list(self.voters),
-            }
+        doc: dict[str, Any] = {
+            "data_version": DATA_VERSION,
+            "epoch": self.epoch,
+            "voted_id": self.voted_id,
+            "leader_id": self.leader_id,
+            "voters": list(self.voters),
+        }
+        doc["crc32c"] = checksum(doc)
+        return json.dumps(doc)
+
+
+def checksum(doc: dict[str, Any]) -> int:
+    """CRC32C of the document's fields other than ``crc32c``, in a canonical serialization."""
+    body = {k: v for k, v in doc.items() if k != "crc32c"}
+    return crc32c(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _integer(path: Path, doc: dict[str, Any], name: str) -> int:
+    if name not in doc:
+        raise InvalidFileError(path, f"field {name!r} is missing")
+    value = doc[name]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidFileError(path, f"field {name!r} must be an integer, got {value!r}")
+    return value
+
+
+def parse_quorum_state(path: Path, text: str) -> QuorumStateData:
+    """The state in a quorum-state file's text; InvalidFileError naming the field otherwise."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidFileError(path, f"not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidFileError(path, "not a JSON object")
+    version = doc.get("data_version")
+    if version not in (DATA_VERSION, LEGACY_DATA_VERSION) or isinstance(version, bool):
+        raise InvalidFileError(path, f"data_version {version!r} is not supported (expected {DATA_VERSION})")
+    if version == DATA_VERSION:
+        stored = doc.get("crc32c")
+        if not isinstance(stored, int) or isinstance(stored, bool):
+            raise InvalidFileError(path, f"field 'crc32c' must be an integer, got {stored!r}")
+        actual = checksum(doc)
+        if stored != actual:
+            raise InvalidFileError(path, f"checksum mismatch: crc32c {stored} stored, {actual} computed")
+    unknown = sorted(set(doc) - {*FIELDS, "crc32c"})
+    if unknown:
+        raise InvalidFileError(path, f"unknown fields {unknown}")
+    voters = doc.get("voters")
+    if not isinstance(voters, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in voters):
+        raise InvalidFileError(path, f"field 'voters' must be a list of node ids, got {voters!r}")
+    values = {name: _integer(path, doc, name) for name in ("epoch", "voted_id", "leader_id")}
+    try:
+        return QuorumStateData(values["epoch"], values["voted_id"], values["leader_id"], tuple(voters))
+    except ValueError as exc:  # the message names the field
+        raise InvalidFileError(path, str(exc)) from None
+
+
+class VoterSetMismatchError(StorageError):
+    """The configured voters are not the ones the quorum-state file was written for."""
+
+
+def check_voters(path: Path, state: QuorumStateData, configured: tuple[int, ...]) -> None:
+    """Kafka's check: a node must not take part in elections of a voter set other than the one
+    its election state belongs to (its vote may count in a majority it no longer knows)."""
+    if state.voters and sorted(state.voters) != sorted(configured):
+        raise VoterSetMismatchError(
+            f"{path}: field 'voters' is {sorted(state.voters)}, but this node is configured with voters "
+            f"{sorted(configured)}: check that --voters is up to date; if it is and the old set is gone for "
+            "good, stop the node and delete the file (docs/storage.md, 'Damaged disk')"
         )
 
 
@@ -56,24 +139,21 @@ class QuorumStateFile:
         self.path = data_dir / QUORUM_STATE
 
     def read(self) -> QuorumStateData | None:
-        """The persisted state, or None before the first write. A damaged file is refused."""
+        """The persisted state, or None before the first write. A damaged file is refused
+        (InvalidFileError naming the field or the checksum)."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
-        try:
-            doc = json.loads(text)
-            if doc.get("data_version") != DATA_VERSION:
-                raise InvalidFileError(self.path, f"unsupported data_version {doc.get('data_version')!r}")
-            voters = doc["voters"]
-            if not isinstance(voters, list) or not all(isinstance(v, int) for v in voters):
-                raise InvalidFileError(self.path, "voters must be a list of node ids")
-            values = (doc["epoch"], doc["voted_id"], doc["leader_id"])
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-                raise InvalidFileError(self.path, "epoch, voted_id and leader_id must be integers")
-            return QuorumStateData(epoch=values[0], voted_id=values[1], leader_id=values[2], voters=tuple(voters))
-        except (json.JSONDecodeError, KeyError, AttributeError, ValueError) as exc:
-            raise InvalidFileError(self.path, f"not a valid quorum-state document: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidFileError(self.path, f"not UTF-8 text: {exc}") from None
+        return parse_quorum_state(self.path, text)
+
+    def set_aside(self, suffix: str = ".unreadable") -> Path:
+        """Rename a damaged file out of the way (kept for inspection); returns its new path."""
+        target = self.path.with_name(self.path.name + suffix)
+        self.path.replace(target)
+        return target
 
     def write(self, state: QuorumStateData) -> None:
         """Durably replace the file; returns only once the new state survives a crash."""

@@ -26,7 +26,7 @@ def test_ci_seed_budget_finds_no_violation(voters: int) -> None:
     # The runs did real work: elections, commits, faults of every kind.
     assert summary.elections >= CI_SEEDS
     assert summary.commits > 50 * CI_SEEDS
-    for kind in ("kill", "restart", "pause", "slow_disk", "transfer"):
+    for kind in ("kill", "restart", "pause", "slow_disk", "transfer", "crash_after_vote", "lose_state"):
         assert summary.faults.get(kind, 0) > 0, kind
     shapes = {k for k in summary.faults if k.startswith("partition_")}
     assert shapes == {f"partition_{s}" for s in ("symmetric", "one_way", "isolate_leader", "minority", "bridge")}

@@ -1,4 +1,5 @@
-"""Recovery: torn tails are truncated, corruption is located, committed damage is refused."""
+"""Recovery: torn tails are truncated, corruption is located, committed damage and damage with
+intact batches after it are refused."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from raftmeta.storage import codec
-from raftmeta.storage.errors import LogCorruptionError, StorageError
+from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError, StorageError
 from raftmeta.storage.log import SegmentLog
 
 Records = Callable[[int, int], list[bytes]]
@@ -48,10 +49,19 @@ def test_truncating_the_final_batch_at_every_byte_recovers_exactly_the_earlier_b
         log.close()
 
 
+def open_or_refusal(directory: Path) -> SegmentLog | MidLogCorruptionError:
+    try:
+        return SegmentLog.open(directory)
+    except MidLogCorruptionError as exc:
+        return exc
+
+
 def test_every_single_bit_flip_is_detected(tmp_path: Path, make_records: Records, no_fsync: None) -> None:
-    """A flip anywhere in the active segment makes recovery cut the log before the damaged
-    batch: the CRC covers bytes 21.., the length and magic are checked structurally, the base
-    offset by contiguity and the epoch by epoch order. base_offset and epoch are outside the CRC
+    """A flip anywhere in the active segment makes recovery stop before the damaged batch: the
+    CRC covers bytes 21.., the length and magic are checked structurally, the base offset by
+    contiguity and the epoch by epoch order. With nothing intact after the cut (the damage is in
+    the last batch) the log is truncated there; with intact batches after it, recovery refuses
+    and counts them (docs/storage.md, "Damaged disk"). base_offset and epoch are outside the CRC
     (as in Kafka), so an epoch flip that leaves the epochs non-decreasing cannot be seen; the
     test counts those instead of skipping them, and requires them to be only that."""
     batches = build(tmp_path / "src", make_records, 4)
@@ -68,13 +78,23 @@ def test_every_single_bit_flip_is_detected(tmp_path: Path, make_records: Records
             damaged = bytearray(src)
             damaged[byte] ^= 1 << bit
             path.write_bytes(damaged)
-            log = SegmentLog.open(directory)
+            log = open_or_refusal(directory)
+            if isinstance(log, MidLogCorruptionError):
+                # detected, with intact batches after the cut: refused, at a batch boundary at or
+                # before the damaged batch, counting every batch after it (all of them intact)
+                assert log.position in starts[: batch_index + 1], f"flip at byte {byte} bit {bit}"
+                cut = starts.index(log.position)
+                assert log.intact_batches_after == len(batches) - 1 - cut, f"flip at byte {byte} bit {bit}"
+                assert path.read_bytes() == damaged, "a refusal changes nothing"
+                continue
             recovered = log.read(0, 1 << 20) if log.log_end_offset > 0 else b""
             log.close()
             (directory / "00000000000000000000.index").unlink()
             if len(recovered) <= starts[batch_index]:
-                # detected: cut at or before the damaged batch, at a batch boundary of the original
-                assert recovered in {src[:s] for s in starts}, f"flip at byte {byte} bit {bit}"
+                # detected, nothing intact after the cut: the damaged batch is the last one and the
+                # log is truncated exactly before it
+                assert recovered == src[: starts[-1]], f"flip at byte {byte} bit {bit}"
+                assert batch_index == len(batches) - 1, f"flip at byte {byte} bit {bit}"
                 continue
             assert 12 <= rel < 16, f"undetected flip at byte {byte} bit {bit} (byte {rel} of its batch)"
             epochs = [codec.check_batch(bytes(damaged), s).epoch for s in starts]
@@ -103,8 +123,15 @@ def test_corruption_below_the_high_watermark_refuses_to_start(tmp_path: Path, ma
     assert f"offset {third}" in str(error)
     assert "--repair-log" in str(error)
     assert path.stat().st_size == len(data), "a refusal changes nothing"
-    # at or above the floor it is an ordinary torn/corrupt tail
-    log = SegmentLog.open(tmp_path, recovery_floor_offset=third)
+    # at or above the floor, the three intact batches after it make it corruption in the middle
+    # of the log: refused too, now with the command that accepts the truncation
+    with pytest.raises(MidLogCorruptionError) as mid:
+        SegmentLog.open(tmp_path, recovery_floor_offset=third)
+    assert (mid.value.path, mid.value.position, mid.value.offset) == (path, error.position, third)
+    assert mid.value.intact_batches_after == 3
+    assert f"--truncate-at {third}" in str(mid.value)
+    assert path.stat().st_size == len(data), "a refusal changes nothing"
+    log = SegmentLog.open(tmp_path, recovery_floor_offset=third, repair=True)
     assert log.log_end_offset == third
     log.close()
 
@@ -160,7 +187,12 @@ def test_corrupt_sealed_segment_is_located(tmp_path: Path, make_records: Records
     with pytest.raises(LogCorruptionError) as info:
         SegmentLog.open(tmp_path, recovery_floor_offset=10**6)
     assert info.value.path == second
-    reopened = SegmentLog.open(tmp_path)  # no high watermark: an uncommitted tail, truncated
+    # No high watermark, but intact batches follow (in that segment and the next): refused too.
+    with pytest.raises(MidLogCorruptionError) as mid:
+        SegmentLog.open(tmp_path)
+    assert mid.value.path == second
+    assert mid.value.intact_batches_after > 0
+    reopened = SegmentLog.open(tmp_path, repair=True)
     assert reopened.log_end_offset < int(sorted(tmp_path.glob("*.log"))[-1].stem) + 200
     assert expected.startswith(reopened.read(0, 1 << 20))
     assert len(list(tmp_path.glob("*.log"))) == 2

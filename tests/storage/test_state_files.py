@@ -11,7 +11,14 @@ from raftmeta.storage.errors import DataDirMismatchError, InvalidFileError
 from raftmeta.storage.fileio import atomic_write
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, HighWatermarkCheckpoint, read_high_watermark
 from raftmeta.storage.meta_properties import ensure_meta_properties, read_meta_properties
-from raftmeta.storage.quorum_state import QuorumStateData, QuorumStateFile
+from raftmeta.storage.quorum_state import (
+    UNKNOWN_VOTE,
+    QuorumStateData,
+    QuorumStateFile,
+    VoterSetMismatchError,
+    check_voters,
+    checksum,
+)
 
 
 def test_meta_properties_created_then_checked(tmp_path: Path) -> None:
@@ -48,7 +55,14 @@ def test_quorum_state_round_trip(tmp_path: Path) -> None:
     qs.write(state)
     assert qs.read() == state
     doc = json.loads((tmp_path / "quorum-state").read_text())
-    assert doc == {"data_version": 0, "epoch": 5, "voted_id": 2, "leader_id": -1, "voters": [1, 2, 3]}
+    assert doc == {
+        "data_version": 1,
+        "epoch": 5,
+        "voted_id": 2,
+        "leader_id": -1,
+        "voters": [1, 2, 3],
+        "crc32c": checksum({k: v for k, v in doc.items() if k != "crc32c"}),
+    }
     newer = QuorumStateData(epoch=6, leader_id=3, voters=(1, 2, 3))
     qs.write(newer)
     assert QuorumStateFile(tmp_path).read() == newer
@@ -56,21 +70,58 @@ def test_quorum_state_round_trip(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "content",
+    ("content", "names"),
     [
-        "{not json",
-        '{"data_version": 0, "epoch": 1, "voted_id": 2, "voters": []}',
-        '{"data_version": 9, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": []}',
-        '{"data_version": 0, "epoch": -1, "voted_id": 2, "leader_id": 1, "voters": []}',
-        '{"data_version": 0, "epoch": "1", "voted_id": 2, "leader_id": 1, "voters": []}',
-        '{"data_version": 0, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": ["a"]}',
-        "[]",
+        ("{not json", "not JSON"),
+        ('{"data_version": 0, "epoch": 1, "voted_id": 2, "voters": [1, 2]}', "field 'leader_id' is missing"),
+        ('{"data_version": 9, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": []}', "data_version 9"),
+        ('{"data_version": 0, "epoch": -1, "voted_id": 2, "leader_id": 1, "voters": [1, 2]}', "epoch -1"),
+        ('{"data_version": 0, "epoch": "1", "voted_id": 2, "leader_id": 1, "voters": []}', "field 'epoch'"),
+        ('{"data_version": 0, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": ["a"]}', "field 'voters'"),
+        ('{"data_version": 0, "epoch": 1, "voted_id": 8, "leader_id": -1, "voters": [1, 2, 3]}', "voted_id 8"),
+        ('{"data_version": 0, "epoch": 1, "voted_id": -1, "leader_id": 4, "voters": [1, 2, 3]}', "leader_id 4"),
+        ('{"data_version": 0, "epoch": 1, "voted_id": -3, "leader_id": -1, "voters": [1, 2, 3]}', "voted_id -3"),
+        ('{"data_version": 0, "epoch": 1, "voted_id": -1, "leader_id": -1, "voters": [1, 1]}', "distinct"),
+        ('{"data_version": 1, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": [1, 2]}', "field 'crc32c'"),
+        ("[]", "not a JSON object"),
     ],
 )
-def test_quorum_state_damage_is_refused(tmp_path: Path, content: str) -> None:
+def test_quorum_state_damage_is_refused_naming_the_field(tmp_path: Path, content: str, names: str) -> None:
     (tmp_path / "quorum-state").write_text(content)
-    with pytest.raises(InvalidFileError, match="quorum-state"):
+    with pytest.raises(InvalidFileError, match="quorum-state") as caught:
         QuorumStateFile(tmp_path).read()
+    assert names in caught.value.reason
+
+
+def test_quorum_state_checksum_catches_a_changed_value(tmp_path: Path) -> None:
+    """A flipped digit (a bit flip, a hand edit) is a valid-looking document: only the checksum
+    can tell. 5 -> 7 keeps every field legal."""
+    qs = QuorumStateFile(tmp_path)
+    qs.write(QuorumStateData(epoch=5, voted_id=2, voters=(1, 2, 3)))
+    path = tmp_path / "quorum-state"
+    path.write_text(path.read_text().replace('"epoch": 5', '"epoch": 7'))
+    with pytest.raises(InvalidFileError, match="checksum mismatch"):
+        qs.read()
+
+
+def test_quorum_state_legacy_version_0_is_read(tmp_path: Path) -> None:
+    (tmp_path / "quorum-state").write_text(
+        '{"data_version": 0, "epoch": 4, "voted_id": 3, "leader_id": 3, "voters": [1, 2, 3]}'
+    )
+    assert QuorumStateFile(tmp_path).read() == QuorumStateData(4, voted_id=3, leader_id=3, voters=(1, 2, 3))
+
+
+def test_quorum_state_unknown_vote_round_trips(tmp_path: Path) -> None:
+    qs = QuorumStateFile(tmp_path)
+    qs.write(QuorumStateData(epoch=3, voted_id=UNKNOWN_VOTE, voters=(1, 2, 3)))
+    assert qs.read() == QuorumStateData(epoch=3, voted_id=-2, voters=(1, 2, 3))
+
+
+def test_configured_voters_must_match_the_file(tmp_path: Path) -> None:
+    state = QuorumStateData(epoch=3, voters=(1, 2, 3))
+    check_voters(tmp_path / "quorum-state", state, (3, 2, 1))
+    with pytest.raises(VoterSetMismatchError, match=r"field 'voters' is \[1, 2, 3\].*voters \[1, 2, 4\]"):
+        check_voters(tmp_path / "quorum-state", state, (1, 2, 4))
 
 
 def test_atomic_write_leaves_old_or_new(tmp_path: Path) -> None:

@@ -1,0 +1,159 @@
+"""The election state and the committed log on restart (DESIGN.md §9.11): the epoch is never below
+the log's, a lost vote is never granted again in the epoch it may have been granted in, and a
+divergence answer below the high watermark stops the node instead of truncating committed data."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftmeta.raft import (
+    VOTE_UNKNOWN,
+    CommittedTruncationError,
+    Envelope,
+    Faults,
+    QuorumStateData,
+    RaftConfig,
+    RaftCore,
+    Role,
+    SnapshotImage,
+)
+from raftmeta.raft.types import NO_LEADER
+from raftmeta.v1 import raft_pb2
+
+from .harness import SeededSource, make_log
+
+VOTERS = (1, 2, 3)
+
+
+def start(
+    node: int = 1,
+    *,
+    quorum_state: QuorumStateData | None,
+    epochs: list[int],
+    voters: tuple[int, ...] = VOTERS,
+    high_watermark: int = 0,
+    snapshot: SnapshotImage | None = None,
+) -> RaftCore:
+    return RaftCore(
+        RaftConfig(node_id=node, voters=voters, cluster_id="t"),
+        SeededSource(node),
+        0,
+        quorum_state=quorum_state,
+        entries=make_log(epochs, start=snapshot.end_offset if snapshot else 0),
+        snapshot=snapshot,
+        high_watermark=high_watermark,
+    )
+
+
+def vote_from(core: RaftCore, candidate: int, epoch: int, last_epoch: int, last_offset: int) -> bool:
+    request = raft_pb2.VoteRequest(
+        cluster_id="t",
+        candidate_id=candidate,
+        candidate_epoch=epoch,
+        last_offset_epoch=last_epoch,
+        last_offset=last_offset,
+    )
+    core.step(5, Envelope(candidate, core.node_id, 41, request))
+    [reply] = [e.message for e in core.take_ready().messages if e.correlation_id == 41]
+    assert isinstance(reply, raft_pb2.VoteResponse)
+    return reply.vote_granted
+
+
+def test_a_new_node_without_state_starts_in_epoch_0_and_writes_nothing() -> None:
+    core = start(quorum_state=None, epochs=[])
+    assert (core.epoch, core.start_note) == (0, None)
+    assert core.take_ready().quorum_state is None
+
+
+def test_a_lost_state_file_lifts_the_epoch_to_the_log_and_withholds_the_vote_there() -> None:
+    """The file is gone, the log has batches of epochs 1..4: this node took part in epoch 4 and
+    may have voted for 2 there. A candidate 3 of epoch 4 with a longer log is refused (Kafka's
+    unattached state with no vote would grant it: two leaders of epoch 4)."""
+    core = start(quorum_state=None, epochs=[1, 2, 4, 4])
+    assert (core.role, core.epoch) == (Role.UNATTACHED, 4)
+    assert core.start_note is not None and "epoch 4" in core.start_note and "no vote" in core.start_note
+    persisted = core.take_ready().quorum_state
+    assert persisted == QuorumStateData(4, NO_LEADER, VOTE_UNKNOWN), "the fence survives a second crash"
+    assert not vote_from(core, 3, epoch=4, last_epoch=4, last_offset=10)
+    # The next epoch is a new election: it votes there as usual.
+    assert vote_from(core, 3, epoch=5, last_epoch=4, last_offset=10)
+
+
+def test_kafkas_rule_would_grant_the_lost_vote_again() -> None:
+    """The same node under Kafka's rule (unattached in the log's epoch, no vote; planted as a
+    test-only switch): it grants candidate 3 in epoch 4, where it may have elected another leader."""
+    core = RaftCore(
+        RaftConfig(node_id=1, voters=VOTERS, cluster_id="t", faults=Faults(lost_vote_granted_again=True)),
+        SeededSource(1),
+        0,
+        quorum_state=None,
+        entries=make_log([1, 2, 4, 4]),
+    )
+    core.take_ready()
+    assert vote_from(core, 3, epoch=4, last_epoch=4, last_offset=10)
+
+
+def test_the_fence_is_read_back_from_the_file_after_a_second_restart() -> None:
+    core = start(quorum_state=QuorumStateData(4, NO_LEADER, VOTE_UNKNOWN), epochs=[1, 4])
+    assert core.start_note is None
+    assert core.take_ready().quorum_state is None, "already on disk"
+    assert not vote_from(core, 2, epoch=4, last_epoch=4, last_offset=9)
+
+
+def test_a_state_older_than_the_log_is_lifted_the_same_way() -> None:
+    core = start(quorum_state=QuorumStateData(2, NO_LEADER, 3), epochs=[1, 3, 3])
+    assert core.epoch == 3 and core.state.voted_id == VOTE_UNKNOWN
+    assert core.start_note is not None and "older than the log's last epoch 3" in core.start_note
+
+
+def test_the_snapshot_epoch_counts_when_the_log_above_it_is_empty() -> None:
+    snapshot = SnapshotImage(end_offset=7, epoch=6, data=b"")
+    core = start(quorum_state=None, epochs=[], snapshot=snapshot)
+    assert core.epoch == 6 and core.state.voted_id == VOTE_UNKNOWN
+
+
+def test_a_single_voter_that_lost_its_state_elects_itself_in_the_next_epoch() -> None:
+    """Before: 'AssertionError: epoch 1 after 2' at every start (it led epoch 1 over a log of epoch 2)."""
+    core = start(quorum_state=None, epochs=[1, 2, 2], voters=(1,))
+    core.take_ready()
+    core.poll(10_000)
+    ready = core.take_ready()
+    assert (core.role, core.epoch) == (Role.LEADER, 3)
+    assert ready.append and ready.append[0].epoch == 3
+
+
+def test_the_stored_state_is_kept_when_it_is_at_least_the_log_epoch() -> None:
+    core = start(quorum_state=QuorumStateData(5, NO_LEADER, 2), epochs=[1, 4])
+    assert (core.epoch, core.state.voted_id, core.start_note) == (5, 2, None)
+    assert not vote_from(core, 3, epoch=5, last_epoch=4, last_offset=9)
+    assert vote_from(core, 2, epoch=5, last_epoch=4, last_offset=9), "the same candidate again (a retry)"
+
+
+def diverging_answer(leader: int, epoch: int, diverging_epoch: int, end_offset: int) -> raft_pb2.FetchResponse:
+    response = raft_pb2.FetchResponse(leader_id=leader, leader_epoch=epoch, high_watermark=0)
+    response.diverging_epoch.epoch = diverging_epoch
+    response.diverging_epoch.end_offset = end_offset
+    return response
+
+
+def test_a_diverging_answer_below_the_high_watermark_is_refused() -> None:
+    """A forged (or buggy) leader answer telling a follower to drop committed batches: the
+    follower stops with an error naming the offsets and truncates nothing."""
+    core = start(quorum_state=QuorumStateData(3, 2, 2), epochs=[1, 2, 3, 3], high_watermark=3)
+    core.take_ready()
+    core.poll(1)
+    [fetch] = [e for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchRequest)]
+    answer = Envelope(2, 1, fetch.correlation_id, diverging_answer(2, 3, diverging_epoch=1, end_offset=1))
+    with pytest.raises(CommittedTruncationError, match=r"offset 1: offsets \[1, 3\) are below the high watermark 3"):
+        core.step(2, answer)
+    assert core.log.end_offset == 4, "nothing truncated"
+
+
+def test_a_diverging_answer_at_the_high_watermark_truncates() -> None:
+    core = start(quorum_state=QuorumStateData(3, 2, 2), epochs=[1, 2, 2, 2], high_watermark=2)
+    core.take_ready()
+    core.poll(1)
+    [fetch] = [e for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchRequest)]
+    core.step(2, Envelope(2, 1, fetch.correlation_id, diverging_answer(2, 3, diverging_epoch=2, end_offset=2)))
+    assert core.take_ready().truncate_to == 2
+    assert core.log.end_offset == 2
