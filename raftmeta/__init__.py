@@ -1,6 +1,6 @@
 """raftmeta: a KRaft-style replicated metadata log.
 
-Pure cores (``raftmeta.raft``, ``raftmeta.controller``, ``placement``, ``raftmeta.storage.codec``)
+Pure cores (``raftmeta.raft``, ``raftmeta.controller``, ``placement``, ``raftmeta.records``)
 hold the logic; drivers (``raftmeta.server``, ``raftmeta.storage``, ``raftmeta.jobs``,
 ``raftmeta.chaos``, ``raftmeta.cli``) perform IO around them. See docs/architecture.md.
 """

@@ -30,7 +30,7 @@ import click
 
 from raftmeta.bench.results import machine, write_result
 from raftmeta.cli.common import emit_json, output_option
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.v1 import records_pb2
 
 PARTITIONS_PER_TOPIC = 100

@@ -35,7 +35,7 @@ import click
 
 from raftmeta.bench.results import machine, median, percentile, scratch_dir, write_result
 from raftmeta.cli.common import emit_json, output_option
-from raftmeta.storage.codec import LOG_OVERHEAD
+from raftmeta.records.codec import LOG_OVERHEAD
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.log import DEFAULT_SEGMENT_BYTES, SegmentLog
 from raftmeta.storage.segment import INDEX_SUFFIX, PEEK

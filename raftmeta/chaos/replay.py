@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 from raftmeta.controller.errors import ReplayError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.snapshot import image_from_records
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.errors import SnapshotError
 from raftmeta.storage.snapshot import SnapshotId, decode_snapshot
 from raftmeta.v1 import records_pb2

@@ -27,7 +27,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.errors import StorageError
 from raftmeta.storage.high_watermark import read_high_watermark
 from raftmeta.storage.snapshot import SNAPSHOT_SUFFIX, SnapshotId, parse_snapshot_name

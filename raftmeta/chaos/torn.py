@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.v1 import records_pb2
 
 LOG_DIR_NAME = "__cluster_metadata-0"

@@ -39,8 +39,8 @@ import structlog
 from hypothesis import strategies as st
 
 from raftmeta.fuzz.protobuf import Bounds, messages
-from raftmeta.storage import codec
-from raftmeta.storage.codec import BATCH_BYTES_MAX, CRC_START, HEADER_SIZE, LOG_OVERHEAD, CorruptBatchError
+from raftmeta.records import codec
+from raftmeta.records.codec import BATCH_BYTES_MAX, CRC_START, HEADER_SIZE, LOG_OVERHEAD, CorruptBatchError
 from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError
 from raftmeta.storage.inspect import BatchEntry, Corruption, walk_file
 from raftmeta.storage.log import SegmentLog

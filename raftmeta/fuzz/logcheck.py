@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 from raftmeta.controller import ImageBuilder, MetadataImage, ReplayError
 from raftmeta.controller.image import NO_LEADER
 from raftmeta.controller.snapshot import image_from_records
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError
 from raftmeta.storage.high_watermark import read_high_watermark

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from raftmeta.ids import uuid_to_str
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.v1 import records_pb2
 
 ROWS_PER_ARROW_BATCH = 65_536

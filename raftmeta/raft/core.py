@@ -46,7 +46,7 @@ from raftmeta.raft.types import (
     SnapshotImage,
     SoftState,
 )
-from raftmeta.storage.codec import encode_batch, iter_batches
+from raftmeta.records.codec import encode_batch, iter_batches
 from raftmeta.v1 import errors_pb2, raft_pb2, records_pb2
 
 NONE = errors_pb2.NONE

@@ -13,7 +13,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from raftmeta.storage.codec import Batch
+from raftmeta.records.codec import Batch
 
 
 @dataclass(frozen=True, slots=True)

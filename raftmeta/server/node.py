@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from placement import JavaRandom
 from raftmeta.controller import Controller
@@ -68,10 +68,10 @@ from raftmeta.raft import (
     SnapshotImage,
 )
 from raftmeta.raft.state import LeaderState
+from raftmeta.records.decode import decode_records, parse_records
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import DiskWriter
 from raftmeta.server.peers import Peers, is_request
-from raftmeta.storage import codec
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.quorum_state import check_voters
 from raftmeta.storage.snapshot import Snapshot
@@ -226,29 +226,6 @@ def now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-class UnreadableRecordError(RuntimeError):
-    """A committed batch passed its CRC check but holds bytes that are not a MetadataRecord."""
-
-
-def decode_records(entry_data: bytes) -> list[records_pb2.MetadataRecord]:
-    """The records of one committed batch. A CRC-valid batch whose record does not parse was
-    written that way -- by a bug, or by another program writing into the data directory -- so no
-    repair is safe: the node refuses it loudly, naming the batch, instead of protobuf's bare
-    "Error parsing message" from deep inside replay."""
-    header = codec.check_batch(entry_data)
-    records = []
-    for index, raw in enumerate(codec.split_records(entry_data, header)):
-        try:
-            records.append(records_pb2.MetadataRecord.FromString(raw))
-        except DecodeError as exc:
-            raise UnreadableRecordError(
-                f"the log batch at offset {header.base_offset} (epoch {header.epoch}, {header.record_count} records) "
-                f"passed its CRC check, but its record at offset {header.base_offset + index} is not a "
-                f"MetadataRecord ({exc}); refusing to apply it: see `raftmeta log dump`"
-            ) from exc
-    return records
-
-
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -369,7 +346,7 @@ class Node:
         if snapshot is None:
             controller = Controller(config=config)
         else:
-            records = [records_pb2.MetadataRecord.FromString(r) for r in snapshot.records]
+            records = parse_records(snapshot.records)
             self._last_snapshot_records = len(records)
             controller = Controller.from_snapshot(records, snapshot.snapshot_id.offset - 1, config=config)
         controller.ids = lambda: uuid.uuid4().bytes

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftmeta.raft import Entry, RaftCore
-from raftmeta.storage.codec import iter_batches, split_records
+from raftmeta.records.codec import iter_batches, split_records
 
 
 class InvariantViolation(Exception):

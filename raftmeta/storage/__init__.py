@@ -1,5 +1,5 @@
-"""Durable storage for one node: the batch codec (pure), segment log, quorum-state, snapshots.
+"""Durable storage for one node: segment log, quorum-state, high-watermark checkpoint, snapshots.
 
-Only ``raftmeta.storage.codec`` is pure and may be imported by the consensus core; everything
-else in this package does disk IO and belongs to the drivers.
+Everything in this package does disk IO and belongs to the drivers; the batch format it stores
+is ``raftmeta.records`` (pure), which the consensus core and the simulator use instead.
 """

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftmeta.storage import codec
-from raftmeta.storage.codec import BatchHeader, CorruptBatchError, TruncatedBatchError
+from raftmeta.records import codec
+from raftmeta.records.codec import BatchHeader, CorruptBatchError, TruncatedBatchError
 from raftmeta.storage.segment import parse_log_file_name
 
 

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raftmeta.logs import get_logger
-from raftmeta.storage import codec
-from raftmeta.storage.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
+from raftmeta.records import codec
+from raftmeta.records.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
 from raftmeta.storage.epoch_index import EpochIndex
 from raftmeta.storage.errors import (
     InvalidAppendError,

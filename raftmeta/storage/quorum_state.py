@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raftmeta.storage.codec import crc32c
+from raftmeta.records.codec import crc32c
 from raftmeta.storage.errors import InvalidFileError, StorageError
 from raftmeta.storage.fileio import atomic_write
 

@@ -26,8 +26,8 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftmeta.storage import codec
-from raftmeta.storage.codec import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError
+from raftmeta.records import codec
+from raftmeta.records.codec import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError
 from raftmeta.storage.errors import InvalidFileError
 from raftmeta.storage.fileio import atomic_write, pread_exact, pwrite_all
 

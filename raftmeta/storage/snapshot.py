@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from raftmeta.logs import get_logger
-from raftmeta.storage import codec
-from raftmeta.storage.codec import CorruptBatchError
+from raftmeta.records import codec
+from raftmeta.records.codec import CorruptBatchError
 from raftmeta.storage.errors import SnapshotError
 from raftmeta.storage.fileio import fsync_dir, pread_exact, pwrite_all, write_all
 from raftmeta.v1 import records_pb2

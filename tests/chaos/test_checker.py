@@ -11,7 +11,7 @@ from raftmeta.chaos.committed import CommittedLog
 from raftmeta.chaos.history import Op, read_history, write_history
 from raftmeta.chaos.nemesis import FAMILIES, plan_faults
 from raftmeta.chaos.torn import append_torn_batch
-from raftmeta.storage import codec
+from raftmeta.records import codec
 
 
 def op(op_id: int, kind: str, topic: str, topic_id: str, t: tuple[int, int], outcome: str = "ok") -> Op:

@@ -13,7 +13,7 @@ from raftmeta.chaos.moves import MoveVerdict, check_reassignments
 from raftmeta.chaos.tape import LOG_DIR_NAME, CommittedTape
 from raftmeta.controller import Controller, image_to_records
 from raftmeta.controller.image import MetadataImage
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.snapshot import SnapshotId, encode_snapshot
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 from tests.controller.helpers import CounterIds, incarnation

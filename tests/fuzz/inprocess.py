@@ -121,7 +121,7 @@ class InProcessController:
     def replay(self) -> LogReport:
         """The committed log, replayed from nothing with the log check's replay and invariants."""
         from raftmeta.controller import MetadataImage
-        from raftmeta.storage import codec
+        from raftmeta.records import codec
 
         report = LogReport("in-process log")
         replayer = Replayer(MetadataImage.empty(), report)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from raftmeta.fuzz.decoder import DecoderCase, check_case, decoder_cases, reference_log, reference_prefix
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.log import SegmentLog
 
 pytestmark = pytest.mark.usefixtures("quiet_disk")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from raftmeta.controller import MetadataImage
 from raftmeta.fuzz.logcheck import check_batches, check_node_log
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.log import SegmentLog
 from raftmeta.v1 import records_pb2

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.errors import LogCorruptionError
 from raftmeta.storage.log import SegmentLog
 from raftmeta.storage.segment import log_file_name

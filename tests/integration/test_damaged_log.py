@@ -22,7 +22,7 @@ import pytest
 
 from raftmeta import local_quorum
 from raftmeta.client import SyncControllerClient
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.datadir import log_dir
 from raftmeta.storage.high_watermark import read_high_watermark
 from raftmeta.v1 import errors_pb2

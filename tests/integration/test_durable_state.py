@@ -19,7 +19,7 @@ import pytest
 
 from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
-from raftmeta.storage.codec import encode_batch, iter_batches
+from raftmeta.records.codec import encode_batch, iter_batches
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import InvalidFileError
 from raftmeta.storage.quorum_state import QuorumStateData, QuorumStateFile

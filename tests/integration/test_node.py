@@ -16,7 +16,7 @@ from raftmeta import local_quorum
 from raftmeta.client import ClientError, ControllerClient, RetryPolicy, SyncControllerClient
 from raftmeta.jobs import layout
 from raftmeta.jobs.consistency import facts_to_checks, local_facts
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT as HIGH_WATERMARK_FILE
 from raftmeta.storage.meta_properties import META_PROPERTIES, MetaProperties

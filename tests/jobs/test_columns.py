@@ -12,7 +12,7 @@ import pytest
 from raftmeta.ids import uuid_to_str
 from raftmeta.jobs import columns
 from raftmeta.jobs.datasource import read_options
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.v1 import records_pb2 as pb
 
 TOPIC_ID = b"\x01" * 16

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from raftmeta.jobs.consistency import facts_to_checks, local_facts
 from raftmeta.jobs.layout import discover
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.v1 import records_pb2
 from tests.jobs.quorum_logs import replace_in_node, rewrite_batch, segment_files, write_quorum
 

@@ -18,7 +18,7 @@ from raftmeta.controller.brokers import broker_heartbeat
 from raftmeta.controller.controller import Handler
 from raftmeta.controller.reassign import alter_partition_reassignments
 from raftmeta.jobs.state import NodeReplay, state_checks
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.v1 import controller_pb2, records_pb2
 from tests.jobs.quorum_logs import LogBatch, append_everywhere, write_quorum
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from raftmeta.jobs.verify import run_verify
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.snapshot import SnapshotId, encode_snapshot
 from raftmeta.v1 import records_pb2
 from tests.jobs.quorum_logs import LogBatch, segment_files, write_quorum

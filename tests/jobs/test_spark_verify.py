@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from raftmeta.jobs.consistency import facts_to_checks, local_facts, spark_facts
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from tests.jobs.quorum_logs import replace_in_node, rewrite_batch, write_quorum
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from raftmeta.raft import Entry, Envelope, Faults, QuorumStateData, RaftConfig, RaftCore, Ready, Role
-from raftmeta.storage.codec import encode_batch
+from raftmeta.records.codec import encode_batch
 
 
 class SeededSource:

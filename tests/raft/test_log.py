@@ -74,7 +74,7 @@ def test_truncate_removes_whole_batches_and_the_epoch_index() -> None:
 def test_truncate_inside_a_batch_drops_that_batch() -> None:
     view = LogView()
     from raftmeta.raft.log import Entry
-    from raftmeta.storage.codec import encode_batch
+    from raftmeta.records.codec import encode_batch
 
     view.append(Entry(0, 1, 3, encode_batch(0, 1, [b"a", b"b", b"c"], 0)))
     view.append(Entry(3, 2, 5, encode_batch(3, 2, [b"d", b"e"], 0)))

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftmeta.raft.log import Entry, LogView, OffsetAndEpoch, Validation
-from raftmeta.storage.codec import encode_batch
+from raftmeta.records.codec import encode_batch
 
 Op = tuple[str, int, int]
 ops = st.lists(

@@ -56,7 +56,7 @@ def test_a_leader_is_elected_and_writes_a_leader_change_record_first() -> None:
     assert core.epoch == 1
     first = core.log.entries()[0]
     assert first.epoch == 1
-    from raftmeta.storage.codec import iter_batches
+    from raftmeta.records.codec import iter_batches
 
     batch = next(iter_batches(first.data))
     assert batch.header.is_control

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.quorum_state import QuorumStateData
 from raftmeta.storage.snapshot import SnapshotId

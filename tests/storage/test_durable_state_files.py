@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta.storage.codec import encode_batch
+from raftmeta.records.codec import encode_batch
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.high_watermark import CommittedTruncationRefusedError
 from raftmeta.storage.quorum_state import QuorumStateData

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.errors import InvalidAppendError, OffsetOutOfRangeError, StorageError
 from raftmeta.storage.log import SegmentLog
 from raftmeta.storage.segment import Segment

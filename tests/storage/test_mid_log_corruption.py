@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from raftmeta.cli import log as log_cli
 from raftmeta.cli.main import cli
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError
 from raftmeta.storage.high_watermark import read_high_watermark

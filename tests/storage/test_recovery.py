@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError, StorageError
 from raftmeta.storage.log import SegmentLog
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import DataDirMismatchError, LogCorruptionError, SnapshotError
 from raftmeta.storage.high_watermark import read_high_watermark

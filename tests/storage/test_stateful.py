@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from raftmeta.storage import codec
+from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.errors import InvalidAppendError
 from raftmeta.storage.high_watermark import read_high_watermark

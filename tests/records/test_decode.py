@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raftmeta.server.node import UnreadableRecordError, decode_records
-from raftmeta.storage.codec import encode_batch
+from raftmeta.records.codec import encode_batch
+from raftmeta.records.decode import UnreadableRecordError, decode_records
 from raftmeta.v1 import records_pb2
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raftmeta.storage import codec
-from raftmeta.storage.codec import CorruptBatchError, TruncatedBatchError
+from raftmeta.records import codec
+from raftmeta.records.codec import CorruptBatchError, TruncatedBatchError
 from raftmeta.v1 import records_pb2
 
 

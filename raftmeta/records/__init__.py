@@ -1,0 +1,5 @@
+"""The one record codec, pure: the batch format (``codec``: framing, CRC32C, the batch -> record
+bytes loop; docs/log-format.md) and the decoding of record bytes into ``MetadataRecord`` messages
+(``decode``). Every writer and reader uses it: the consensus core, the node, the storage, the
+simulator, ``log dump``, the chaos tape and the Spark jobs' reader. No IO.
+"""

@@ -1,0 +1,40 @@
+"""A batch's bytes -> its ``MetadataRecord`` messages: the one decoding loop every reader uses
+(the node's replay, snapshot loading, the chaos tape and replay, ``log dump``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from google.protobuf.message import DecodeError
+
+from raftmeta.records.codec import check_batch, split_records
+from raftmeta.v1 import records_pb2
+
+
+class UnreadableRecordError(RuntimeError):
+    """A batch passed its CRC check but holds bytes that are not a MetadataRecord."""
+
+
+def decode_records(batch: bytes | memoryview) -> list[records_pb2.MetadataRecord]:
+    """The records of one whole batch. A CRC-valid batch whose record does not parse was
+    written that way -- by a bug, or by another program writing into the data directory -- so no
+    repair is safe: the reader refuses it loudly, naming the batch and the record's offset,
+    instead of protobuf's bare "Error parsing message" from deep inside a replay."""
+    header = check_batch(batch)
+    records = []
+    for index, raw in enumerate(split_records(batch, header)):
+        try:
+            records.append(records_pb2.MetadataRecord.FromString(raw))
+        except DecodeError as exc:
+            raise UnreadableRecordError(
+                f"the log batch at offset {header.base_offset} (epoch {header.epoch}, {header.record_count} records) "
+                f"passed its CRC check, but its record at offset {header.base_offset + index} is not a "
+                f"MetadataRecord ({exc}); refusing to apply it: see `raftmeta log dump`"
+            ) from exc
+    return records
+
+
+def parse_records(raws: Iterable[bytes]) -> list[records_pb2.MetadataRecord]:
+    """Records given as serialized messages (a snapshot's payload)."""
+    parse = records_pb2.MetadataRecord.FromString
+    return [parse(raw) for raw in raws]
