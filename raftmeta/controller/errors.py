@@ -7,6 +7,8 @@
   topic, an epoch that does not follow). Replay raises it and changes nothing -- a node must stop
   rather than build an image that differs from its peers'.
 - :class:`RequestError` is a malformed request as a whole (the driver answers INVALID_ARGUMENT).
+- :class:`NotControllerError` and :class:`ControllerFailedError` are a request's outcome when this
+  node cannot answer it (not the active controller) or a handler failed (a bug, INTERNAL).
 """
 
 from __future__ import annotations
@@ -35,3 +37,16 @@ class ReplayError(ValueError):
 
 class RequestError(ValueError):
     """A request that is malformed as a whole (driver: gRPC INVALID_ARGUMENT); nothing is written."""
+
+
+class NotControllerError(Exception):
+    """This node is not (or no longer) the active controller; ``leader_id`` is -1 if unknown."""
+
+    def __init__(self, leader_id: int) -> None:
+        super().__init__(f"NOT_CONTROLLER: this node is not the controller (leader {leader_id})")
+        self.leader_id = leader_id
+
+
+class ControllerFailedError(Exception):
+    """The controller raised something other than a RequestError on one request: a bug. The
+    request is answered INTERNAL and dropped; the node keeps serving (``__cause__`` is the bug)."""

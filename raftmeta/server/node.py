@@ -1,5 +1,7 @@
-"""The node: one asyncio task owns the consensus core and the controller and performs the core's
-Readies in the order the core's driver contract requires (raftmeta/raft/__init__.py):
+"""The node: the IO driver around one pure :class:`~raftmeta.controller.quorum.QuorumController`
+(the consensus core, the controller and the request lifecycle between them). One asyncio task
+owns it and performs its Readies in the order the core's driver contract requires
+(raftmeta/raft/__init__.py):
 
     quorum state (fsync'd) -> snapshot install -> truncate/append -> send -> flush -> apply
 
@@ -7,23 +9,14 @@ Readies in the order the core's driver contract requires (raftmeta/raft/__init__
 without the task waiting for them: see raftmeta/server/disk.py). Inputs arrive on one inbox:
 RaftService requests and the answers to our own requests, ControllerService requests, fsync
 completions, controller ticks, finished snapshots and "the leader's process is gone". The gRPC
-servicers (raftmeta/server/services.py) enqueue and await a future; the task resolves it.
-External inputs are bounded (``inbox_max``, ``pending_requests_max``): past the bound the
-servicer answers RESOURCE_EXHAUSTED instead of growing memory.
+servicers (raftmeta/server/services.py) enqueue and await a future; the task resolves it from the
+QuorumController's answers. External inputs are bounded (``inbox_max``, ``pending_requests_max``):
+past the bound the servicer answers RESOURCE_EXHAUSTED instead of growing memory.
 
-Proposing (the open batch): the records of handled requests wait in an open batch until a
-follower asks for data (its Fetch arrives, or one is parked here), the batch is full, or
-``LINGER_MS`` passed; then they are proposed as ONE log batch. With no load a follower's Fetch is
-always parked, so nothing waits; under load one append, one fsync and one Fetch round serve every
-request that queued meanwhile. Each request keeps its own pending state, answer and RequestRecord
-(its records end with it, so every record of a combined batch belongs to the request after it).
-
-Leadership: a new leader's controller answers requests only once the first batch of its own
-epoch (the LeaderChangeRecord) is committed, so it has replayed everything the previous leader
-committed (KRaft's rule). On losing leadership, requests waiting for a commit fail with
-NotControllerError: the gRPC layer turns that into UNAVAILABLE/NOT_CONTROLLER, the client
-retries with the same request id, and the new leader answers from its request table if the
-batch did commit -- an outcome that was never "failed".
+What the node keeps is IO only: the inbox and the futures, the disk (writer thread, group
+commit, inline follower fsync), the peers, the timers, snapshot writing and the leader probe. The
+open batch, commit routing, held requests, renouncing and the snapshot policy are the
+QuorumController's (docs/architecture.md walks one CreateTopics through both).
 
 Stopping (SIGTERM): a leader resigns first (EndQuorumEpoch, waiting up to ``resign_timeout_ms``
 for the acknowledgements) so that a successor is elected at once. A follower whose leader's
@@ -41,16 +34,16 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from google.protobuf.message import Message
 
 from placement import JavaRandom
 from raftmeta.controller import Controller
-from raftmeta.controller.controller import METHODS
-from raftmeta.controller.errors import RequestError
+from raftmeta.controller.errors import ControllerFailedError, NotControllerError
+from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig, SnapshotDue
 from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.logs import get_logger
 from raftmeta.raft import (
@@ -58,8 +51,6 @@ from raftmeta.raft import (
     CommittedTruncationError,
     Entry,
     Envelope,
-    NotLeaderError,
-    ProposalLimitError,
     QuorumStateData,
     RaftConfig,
     RaftCore,
@@ -68,27 +59,16 @@ from raftmeta.raft import (
     SnapshotImage,
 )
 from raftmeta.raft.state import LeaderState
-from raftmeta.records.decode import decode_records, parse_records
+from raftmeta.records.decode import parse_records
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import DiskWriter
 from raftmeta.server.peers import Peers, is_request
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.quorum_state import check_voters
-from raftmeta.storage.snapshot import Snapshot
 from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
 
-METHOD_RESPONSES: dict[str, type[Message]] = {name: m.response_type for name, m in METHODS.items()}
-# Snapshot once this many times the last snapshot's records were committed (if more than the
-# configured interval): see Node._maybe_snapshot.
-SNAPSHOT_GROWTH = 2
 # How many queued inputs the task handles before it asks the core for a Ready (batching).
 DRAIN_MAX = 512
-# The open batch (see Node._stage): at most this many bytes of records are combined into one log
-# batch, so that Fetch answers and a follower's work per answer stay bounded with big requests.
-COMBINED_BATCH_BYTES = 512 * 1024
-# ... and it is proposed after at most this long even if no follower asks for data (a safety net:
-# under load a follower's Fetch closes it much sooner; with no load one is waiting already).
-LINGER_MS = 5
 # A follower appends and fsyncs on its loop thread (no writer-thread hand-offs) up to this many
 # bytes per Ready -- a lightly loaded quorum's single request; under load, with bigger batches,
 # the writer thread's fsync overlaps the loop's replay instead (see Node._flush_inline).
@@ -104,21 +84,8 @@ LOST_ELECTION_STATE_HINT = (
 )
 
 
-class NotControllerError(Exception):
-    """This node is not (or no longer) the active controller; ``leader_id`` is -1 if unknown."""
-
-    def __init__(self, leader_id: int) -> None:
-        super().__init__(f"NOT_CONTROLLER: this node is not the controller (leader {leader_id})")
-        self.leader_id = leader_id
-
-
 class OverloadedError(Exception):
     """A bound was hit (inbox or pending requests): RESOURCE_EXHAUSTED."""
-
-
-class ControllerFailedError(Exception):
-    """The controller raised something other than a RequestError on one request: a bug. The
-    request is answered INTERNAL and dropped; the node keeps serving (see ``_handle_admin``)."""
 
 
 class SystemRandom:
@@ -157,7 +124,10 @@ class Tick:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotTaken:
-    image: SnapshotImage
+    """A snapshot written (``image``, its record count), or failed (``image`` None)."""
+
+    image: SnapshotImage | None
+    records: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,25 +206,14 @@ class Node:
         self._stopping = False
         self._inbound: dict[int, asyncio.Future[Any]] = {}
         self._next_inbound_id = -1
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._held: deque[AdminInput] = deque()
-        self._own: set[int] = set()  # last offsets of the log batches our controller proposed
-        # The open batch: records of handled requests not yet proposed (see _stage).
-        self._open_keys: list[int] = []
-        self._open_records: list[bytes] = []
-        self._open_bytes = 0
-        self._open_since = 0
-        self._controller_ready = False
+        # Admin requests waiting for their answer from the QuorumController, by key.
+        self._replies: dict[int, asyncio.Future[Any]] = {}
+        self._next_key = 1
         # Group commit: at most one fsync queued on the writer thread; Readies that want one while
         # it runs get the next one, which covers all their appends.
         self._flush_seq = 0
-        # Committed batches whose replay waits for the next turn (see _perform).
-        self._deferred_committed: list[Entry] = []
         self._flush_running = False
         self._flush_again = False
-        self._records_since_snapshot = 0
-        self._last_snapshot_records = 0  # records in the last snapshot taken or loaded
-        self._snapshotting = False
         self._snapshot_encoder = SnapshotEncoder()  # used by one snapshot at a time (_snapshotting)
         self._tasks: list[asyncio.Task[None]] = []
         self._disk_failure: BaseException | None = None
@@ -299,7 +258,7 @@ class Node:
             fetch_hw_linger_ms=cfg.fetch_hw_linger_ms,
             request_timeout_ms=cfg.request_timeout_ms,
         )
-        self.core = RaftCore(
+        core = RaftCore(
             self.raft_config,
             self.random,
             now_ms(),
@@ -310,15 +269,25 @@ class Node:
             # Answers meant for a previous incarnation's requests can never match a new one.
             first_correlation_id=time.time_ns() << 8,
         )
-        if self.core.start_note is not None:
+        if core.start_note is not None:
             self.log.warning(
                 "election state recovered from the log",
                 quorum_state=storage.quorum_state_problem or "older than the log",
-                detail=self.core.start_note,
-                epoch=self.core.epoch,
+                detail=core.start_note,
+                epoch=core.epoch,
                 what_to_do=LOST_ELECTION_STATE_HINT,
             )
-        self.controller = self._controller_from(snapshot)
+        snapshot_records = parse_records(snapshot.records) if snapshot is not None else None
+        self.qc = QuorumController(
+            core,
+            self._make_controller(snapshot_records, snapshot.snapshot_id.offset - 1 if snapshot is not None else -1),
+            self._make_controller,
+            config=QuorumControllerConfig(
+                snapshot_interval_records=cfg.snapshot_interval_records,
+                unsafe_ack_before_commit=cfg.unsafe_ack_before_commit,
+            ),
+            snapshot_records=len(snapshot_records) if snapshot_records is not None else 0,
+        )
         self.peers = Peers(
             cfg.node_id,
             cfg.voters,
@@ -338,20 +307,25 @@ class Node:
             snapshot=start_offset,
         )
 
-    def _controller_from(self, snapshot: Snapshot | None) -> Controller:
-        config = self.config.controller
-        from dataclasses import replace
-
-        config = replace(config, cluster_id=self.config.cluster_id, node_id=self.node_id)
-        if snapshot is None:
+    def _make_controller(self, records: Sequence[records_pb2.MetadataRecord] | None, offset: int) -> Controller:
+        """A controller whose committed image is a snapshot's (``records`` up to ``offset``), or
+        empty; the driver's topic ids and placement randomness."""
+        config = replace(self.config.controller, cluster_id=self.config.cluster_id, node_id=self.node_id)
+        if records is None:
             controller = Controller(config=config)
         else:
-            records = parse_records(snapshot.records)
-            self._last_snapshot_records = len(records)
-            controller = Controller.from_snapshot(records, snapshot.snapshot_id.offset - 1, config=config)
+            controller = Controller.from_snapshot(records, offset, config=config)
         controller.ids = lambda: uuid.uuid4().bytes
         controller.random = JavaRandom(int.from_bytes(os.urandom(6), "big"))
         return controller
+
+    @property
+    def core(self) -> RaftCore:
+        return self.qc.core
+
+    @property
+    def controller(self) -> Controller:
+        return self.qc.controller
 
     # -- the task ----------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -372,8 +346,8 @@ class Node:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _loop(self) -> None:
-        deadline = self.core.poll(now_ms())
-        await self._perform(self.core.take_ready())  # the start-up replay: committed batches on disk
+        deadline = self.qc.poll(now_ms())
+        await self._perform(self.qc.take_ready())  # the start-up replay: committed batches on disk
         self._freeze_heap("start-up replay")
         while not self._stopping:
             deadline = await self._turn(deadline)
@@ -393,22 +367,20 @@ class Node:
         now = now_ms()
         for item in items:
             self._handle(now, item)
-        if self._open_keys:
-            self._maybe_close_open(now)
-        deadline = self.core.poll(now)
-        ready = self.core.take_ready()
+        deadline = self.qc.poll(now)
+        ready = self.qc.take_ready()
         if not ready.is_empty():
             await self._perform(ready)
-        if self._deferred_committed and not self.inbox.qsize():
+        else:
+            self._deliver()
+        if self.qc.has_deferred and not self.inbox.qsize():
             # The replay waits for the Fetch this turn sent (see _perform): one loop round lets
             # the Fetch stream's writer task hand it to gRPC first -- replayed right here, it
             # would leave only after the replay (0.2 ms per commit on the critical path).
             await asyncio.sleep(0)
             if not self.inbox.qsize():
                 self._apply_committed_entries([])
-        if self._open_keys:
-            deadline = min(deadline, self._open_since + LINGER_MS)
-        return deadline
+        return self.qc.deadline(deadline)
 
     async def _resign(self, deadline: int) -> None:
         """Graceful shutdown of the leader (SIGTERM): EndQuorumEpoch to the other voters, with the
@@ -420,8 +392,8 @@ class Node:
         now = now_ms()
         self.log.info("resigning leadership before stopping", epoch=self.core.epoch)
         self.core.resign(now)
-        deadline = min(deadline, self.core.poll(now))
-        await self._perform(self.core.take_ready())
+        deadline = min(deadline, self.qc.poll(now))
+        await self._perform(self.qc.take_ready())
         until = now + self.config.resign_timeout_ms
         while now_ms() < until:
             state = self.core.state
@@ -462,7 +434,7 @@ class Node:
         self.inbox.put_nowait(Tick())
 
     async def close(self) -> None:
-        for future in (*self._inbound.values(), *self._waiting.values()):
+        for future in (*self._inbound.values(), *self._replies.values()):
             if not future.done():
                 future.set_exception(NotControllerError(NO_LEADER))
         await self.peers.close()
@@ -481,10 +453,10 @@ class Node:
 
     def submit_admin(self, method: str, request: Message) -> asyncio.Future[Any]:
         """A ControllerService request for this node's controller (the servicer checked leadership)."""
-        if self.inbox.qsize() >= self.config.inbox_max or len(self._waiting) >= self.config.pending_requests_max:
+        if self.inbox.qsize() >= self.config.inbox_max or len(self._replies) >= self.config.pending_requests_max:
             raise OverloadedError(
                 f"node {self.node_id} is overloaded: inbox {self.inbox.qsize()}/{self.config.inbox_max}, "
-                f"pending {len(self._waiting)}/{self.config.pending_requests_max}"
+                f"pending {len(self._replies)}/{self.config.pending_requests_max}"
             )
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.inbox.put_nowait(AdminInput(method, request, future))
@@ -492,152 +464,67 @@ class Node:
 
     @property
     def is_leader(self) -> bool:
-        return self.core.role is Role.LEADER
+        return self.qc.is_leader
 
     def _handle(self, now: int, item: Input) -> None:
         if isinstance(item, RaftInput):
             envelope = item.envelope
             if item.reply is not None and item.reply.done():
                 return  # the caller gave up (deadline): do not step a request nobody waits for
-            if self._open_keys and type(envelope.message) is raft_pb2.FetchRequest:
-                self._close_open(now)  # a follower asks for data: the open batch goes in its answer
-            self.core.step(now, envelope)
+            self.qc.step(now, envelope)
         elif isinstance(item, AdminInput):
-            self._handle_admin(now, item)
+            if item.reply.done():
+                return
+            key = self._next_key
+            self._next_key += 1
+            self._replies[key] = item.reply
+            self.qc.submit(now, key, item.method, item.request)
         elif isinstance(item, Flushed):
-            self.core.on_log_flushed(now, item.durable_end_offset, item.ready_seq)
+            self.qc.on_log_flushed(now, item.durable_end_offset, item.ready_seq)
         elif isinstance(item, SnapshotTaken):
-            self._snapshotting = False
-            self.core.on_snapshot_created(now, item.image)
+            if item.image is None:
+                self.qc.snapshot_failed()
+                return
+            self.qc.on_snapshot_created(now, item.image, item.records)
             # The image grew since the last freeze: without this, each time the heap grows by a
             # quarter the collector walks all of it (Python's full-collection rule) -- pauses of
             # hundreds of ms with a big image, showing up as p99 latency.
             self._freeze_heap("snapshot taken")
         elif isinstance(item, LeaderGone):
             self._leader_gone(now, item)
-        elif self.is_leader and self._controller_ready:
-            handled = self.controller.tick(now)
-            if handled is not None:
-                self._stage(now, handled.key, handled.records)
-
-    def _handle_admin(self, now: int, item: AdminInput) -> None:
-        if item.reply.done():
-            return
-        if not self.is_leader:
-            item.reply.set_exception(NotControllerError(self.core.leader_id))
-            return
-        if not self._controller_ready:
-            self._held.append(item)  # answered once this leader's epoch has its first commit
-            return
-        try:
-            handled = self.controller.handle(item.method, item.request, now)
-        except RequestError as exc:
-            item.reply.set_exception(exc)
-            return
-        except Exception as exc:
-            # A handler bug must not become a query of death: if it ended the node task, the
-            # client's retry (same request id) would kill the next leader too. Handlers are pure
-            # and the controller only adopts a new working image once replay succeeded, so its state
-            # is as before this request; answer INTERNAL and keep serving.
-            self.log.exception("controller failed on a request", method=item.method)
-            item.reply.set_exception(ControllerFailedError(f"{item.method}: {type(exc).__name__}: {exc}"))
-            return
-        if handled.done:
-            item.reply.set_result(handled.response)
-            return
-        early = None
-        if self.config.unsafe_ack_before_commit and handled.records:
-            # Test-only bug: the answer the commit would release, released before the commit.
-            early = self._uncommitted_answer(item)
-        if early is not None:
-            item.reply.set_result(early)
         else:
-            self._waiting[handled.key] = item.reply
-        if handled.records:
-            self._stage(now, handled.key, handled.records)
+            self.qc.tick(now)
 
-    def _uncommitted_answer(self, item: AdminInput) -> Message | None:
-        """The response stored in the pending batch's RequestRecord (unsafe_ack_before_commit only);
-        None for requests without a request id (broker registrations, heartbeats): those wait for
-        the commit as usual, so the planted bug only touches the admin writes the checker follows."""
-        request_id: str = getattr(item.request, "request_id", "")
-        entry = self.controller.image.requests.get(request_id) if request_id else None
-        if entry is None:
-            return None
-        response: Message = METHOD_RESPONSES[item.method].FromString(entry.response)
-        return response
-
-    # -- proposing: the open batch ------------------------------------------------------------------
-    def _stage(self, now: int, key: int, records: tuple[records_pb2.MetadataRecord, ...]) -> None:
-        """Queue a handled request's records for the log. Requests with a request id (their
-        records end with their RequestRecord, so every record of a combined batch is attributable
-        to the request after it) join the open batch, which becomes ONE log batch when a follower
-        asks for data, when it is full, or after ``LINGER_MS`` (see ``_maybe_close_open``): under
-        load, one append, one fsync and one Fetch round then serve many requests (Kafka's
-        controller accumulates its records the same way). Anything else -- broker registrations,
-        heartbeats, fencing -- is a batch of its own, in order behind the open batch."""
-        data = [r.SerializeToString() for r in records]
-        if records[-1].WhichOneof("record") != "request":
-            self._close_open(now)
-            self._propose([key], data, now)
-            return
-        size = sum(map(len, data))
-        if self._open_keys and self._open_bytes + size > COMBINED_BATCH_BYTES:
-            self._close_open(now)
-        if not self._open_keys:
-            self._open_since = now
-        self._open_keys.append(key)
-        self._open_records.extend(data)
-        self._open_bytes += size
-
-    def _maybe_close_open(self, now: int) -> None:
-        """Propose the open batch if waiting longer gains nothing: a follower's Fetch is parked
-        here (it would carry the batch at once), there is no other voter, or it lingered enough."""
-        state = self.core.state
-        if (
-            now - self._open_since >= LINGER_MS
-            or len(self.raft_config.voters) == 1
-            or (isinstance(state, LeaderState) and state.parked)
-        ):
-            self._close_open(now)
-
-    def _close_open(self, now: int) -> None:
-        if self._open_keys:
-            keys, records = self._open_keys, self._open_records
-            self._open_keys, self._open_records, self._open_bytes = [], [], 0
-            self._propose(keys, records, now)
-
-    def _propose(self, keys: list[int], records: list[bytes], now: int) -> None:
-        try:
-            entry = self.core.propose(now, records)
-        except (NotLeaderError, ProposalLimitError) as exc:
-            # The controller already counts the batches as pending; with the log refusing them, the
-            # only consistent state is a clean slate (rare: leadership just changed, or overload).
-            self.log.warning("proposal refused; renouncing pending controller state", error=str(exc))
-            self._renounce()
-            return
-        last = entry.next_offset - 1
-        self.controller.appended_together(keys, last)
-        self._own.add(last)
+    def _deliver(self) -> None:
+        """Hand the QuorumController's outputs to the outside: answers to their futures, events to
+        the log, a due snapshot to the snapshot thread."""
+        for answer in self.qc.take_answers():
+            future = self._replies.pop(answer.key, None)
+            if future is None or future.done():
+                continue
+            if answer.error is None:
+                future.set_result(answer.response)
+                continue
+            if isinstance(answer.error, ControllerFailedError):
+                cause = answer.error.__cause__
+                self.log.error("controller failed on a request", error=str(answer.error), exc_info=cause)
+            future.set_exception(answer.error)
+        for event, fields in self.qc.take_events():
+            self.log.info(event, **fields)
+        due = self.qc.take_snapshot_due()
+        if due is not None:
+            self._start_snapshot(due)
 
     # -- performing a Ready ------------------------------------------------------------------------
     async def _perform(self, ready: Ready) -> None:
         soft = ready.soft_state
-        if self._deferred_committed and (soft is not None or ready.install_snapshot is not None):
-            self._apply_committed_entries([])  # a role change or a new image sees every commit first
-        if (
-            soft is not None
-            and soft.role is not Role.LEADER
-            and (self._own or self._waiting or self._held or self._open_keys)
-        ):
-            self._renounce()
+        self._deliver()  # a role change may have failed waiting requests (NOT_CONTROLLER)
         if ready.quorum_state is not None:
             await self.disk.write_quorum_state(ready.quorum_state)
         if ready.install_snapshot is not None:
             image = ready.install_snapshot
             snapshot = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
-            self.controller = self._controller_from(snapshot)
-            self._own.clear()
+            self.qc.install_snapshot(parse_records(snapshot.records), image.end_offset)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
             self._freeze_heap("snapshot installed")
         flushed_now = False
@@ -657,7 +544,9 @@ class Node:
         # opposite: its next Fetch is what the leader waits for, its replay is not. Under load the
         # leader feeds its followers first: their next round is what the waiting requests need.
         committed_first = (
-            bool(ready.committed) and self.core.role is Role.LEADER and len(self._waiting) <= ANSWER_FIRST_MAX_WAITING
+            bool(ready.committed)
+            and self.core.role is Role.LEADER
+            and self.qc.waiting_count <= ANSWER_FIRST_MAX_WAITING
         )
         if committed_first:
             self._apply_committed_entries(ready.committed)
@@ -678,11 +567,12 @@ class Node:
             if flushed_now:
                 # The Fetch that reports this flush goes out in the next turn (its Flushed input
                 # is queued already): replay after it, not before, since the leader waits for it.
-                self._deferred_committed.extend(ready.committed)
+                self.qc.defer_committed(now_ms(), ready.committed)
             else:
                 self._apply_committed_entries(ready.committed)
         if soft is not None:
             self._on_soft_state(soft.role, soft.epoch, soft.leader_id)
+        self._deliver()
 
     def _flush_inline(self, ready: Ready) -> bool:
         """Whether to append and fsync this Ready's batches on the loop thread (see
@@ -699,114 +589,38 @@ class Node:
         )
 
     def _apply_committed_entries(self, entries: list[Entry]) -> None:
-        if self._deferred_committed:
-            entries = [*self._deferred_committed, *entries]
-            self._deferred_committed.clear()
-        if not entries:
+        if not entries and not self.qc.has_deferred:
             return
-        self._apply_committed(entries)
+        self.qc.apply_committed(now_ms(), entries)
+        self._deliver()  # the answers go out now: a light leader answers before its Fetch answers
         self.disk.checkpoint_high_watermark(self.core.high_watermark, self._disk_failed)
-        self._maybe_snapshot(entries[-1])
-
-    def _apply_committed(self, entries: list[Entry]) -> None:
-        """Apply committed batches in order. Consecutive batches this controller did not produce
-        (all of a follower's, a start-up replay, a new leader's inherited tail) are replayed as
-        one: building the next persistent image costs about as much for one batch as for a
-        thousand, and a follower under load commits hundreds of small batches per Ready."""
-        foreign: list[records_pb2.MetadataRecord] = []
-        foreign_last = -1
-        for entry in entries:
-            last = entry.next_offset - 1
-            mine = last in self._own
-            if mine:
-                self._own.discard(last)
-            if (mine or self._own) and foreign:
-                self.controller.apply_committed(foreign, foreign_last)
-                foreign = []
-            if mine:
-                for completion in self.controller.on_commit(last):
-                    future = self._waiting.pop(completion.key, None)
-                    if future is not None and not future.done() and completion.response is not None:
-                        future.set_result(completion.response)
-            elif self._own:
-                self.controller.apply_committed(decode_records(entry.data), last)  # between our own batches
-            else:
-                foreign.extend(decode_records(entry.data))
-                foreign_last = last
-            self._records_since_snapshot += entry.next_offset - entry.base_offset
-            if self.is_leader and not self._controller_ready and entry.epoch == self.core.epoch:
-                if foreign:
-                    self.controller.apply_committed(foreign, foreign_last)
-                    foreign = []
-                self._activate_controller(last)
-        if foreign:
-            self.controller.apply_committed(foreign, foreign_last)
-
-    def _activate_controller(self, committed_offset: int) -> None:
-        """The first batch of this leader's epoch is committed: everything before it is replayed."""
-        self._controller_ready = True
-        self.log.info("controller active", epoch=self.core.epoch, committed_offset=committed_offset)
-        held, self._held = list(self._held), deque()
-        now = now_ms()
-        for item in held:
-            self._handle_admin(now, item)
-
-    def _renounce(self) -> None:
-        for completion in self.controller.renounce():
-            del completion
-        failed = [*self._waiting.values(), *(h.reply for h in self._held)]
-        self._waiting.clear()
-        self._held.clear()
-        self._own.clear()
-        self._open_keys, self._open_records, self._open_bytes = [], [], 0
-        for future in failed:
-            if not future.done():
-                future.set_exception(NotControllerError(self.core.leader_id))
 
     def _on_soft_state(self, role: Role, epoch: int, leader_id: int) -> None:
         self.log = self.log.bind(epoch=epoch)
         self.log.info("role changed", role=role.value, leader_id=leader_id)
-        if role is not Role.LEADER:
-            self._controller_ready = False
         self.leader_changed.set()
         self.leader_changed = asyncio.Event()
 
-    def _maybe_snapshot(self, last_entry: Entry) -> None:
-        """Snapshot every ``snapshot_interval_records`` committed records -- or, once the image is
-        big, every time twice as many records as the last snapshot held were committed. A
-        snapshot costs time proportional to the whole image (every node converts it to records
-        and writes it), so a fixed interval would make its cost per committed record grow with
-        the cluster (quadratic overall); this keeps it at about half a record converted per
-        record committed, and the log a restart replays at most twice the snapshot (Kafka bounds
-        it by bytes, 20 MiB by default, for the same reason)."""
-        threshold = max(self.config.snapshot_interval_records, SNAPSHOT_GROWTH * self._last_snapshot_records)
-        if self._snapshotting or self._records_since_snapshot < threshold:
-            return
-        offset = self.controller.committed_offset
-        if offset != last_entry.next_offset - 1:
-            return  # the controller has not applied up to this batch yet (cannot happen, checked anyway)
-        image = self.controller.committed_image
+    def _start_snapshot(self, due: SnapshotDue) -> None:
         encoder = self._snapshot_encoder
-        self._snapshotting = True
-        self._records_since_snapshot = 0
+        image = due.image
 
         def records() -> list[bytes]:
             # On the snapshot thread: images are immutable values, so reading this one while the
             # node task builds the next ones is safe.
             return encoder.records(image)
 
-        self._track(asyncio.create_task(self._take_snapshot(offset + 1, last_entry.epoch, records)))
+        self._track(asyncio.create_task(self._take_snapshot(due.end_offset, due.epoch, records)))
 
     async def _take_snapshot(self, end_offset: int, epoch: int, records: Callable[[], list[bytes]]) -> None:
         try:
             _, data, count = await self.disk.take_snapshot(end_offset, epoch, records, int(time.time() * 1000))
         except Exception:
-            self._snapshotting = False
             self.log.exception("snapshot failed", end_offset=end_offset)
+            self.inbox.put_nowait(SnapshotTaken(None, 0))
             return
-        self._last_snapshot_records = count
         self.log.info("snapshot taken", end_offset=end_offset, epoch=epoch, bytes=len(data), records=count)
-        self.inbox.put_nowait(SnapshotTaken(SnapshotImage(end_offset, epoch, data)))
+        self.inbox.put_nowait(SnapshotTaken(SnapshotImage(end_offset, epoch, data), count))
 
     # -- background tasks --------------------------------------------------------------------------
     def _start_flush(self) -> None:

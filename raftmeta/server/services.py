@@ -24,12 +24,12 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from raftmeta.controller.errors import RequestError
+from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.logs import get_logger
 from raftmeta.request_limits import check_controller_request
 from raftmeta.rpc_errors import INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED, error_metadata
 from raftmeta.server.guards import Membership, RejectionLogLimiter, check_raft_call, claimed_id, common_names
-from raftmeta.server.node import ControllerFailedError, Node, NotControllerError, OverloadedError
+from raftmeta.server.node import Node, OverloadedError
 from raftmeta.tls import material, open_channel
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, raft_pb2, raft_pb2_grpc
 

@@ -1,0 +1,177 @@
+"""The QuorumController, driven in-process the way the node drives it (no IO): held requests until
+the leader's first commit, NOT_CONTROLLER off the leader, one log batch for the open batch,
+renouncing on leadership loss, a handler bug answered instead of raised, the snapshot policy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from placement import JavaRandom
+from raftmeta.controller import Controller
+from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
+from raftmeta.controller.quorum import Answer, QuorumController, QuorumControllerConfig
+from raftmeta.raft import QuorumStateData, RaftConfig, RaftCore, Role
+from raftmeta.v1 import controller_pb2, records_pb2
+
+from ..raft.harness import SeededSource
+
+ELECTED_MS = 10_000  # past any election timeout of a single voter
+
+
+def make_controller(records: Sequence[records_pb2.MetadataRecord], offset: int) -> Controller:
+    controller = Controller.from_snapshot(records, offset) if records else Controller()
+    controller.ids = iter(bytes([i]) * 16 for i in range(1, 1000)).__next__
+    controller.random = JavaRandom(1)
+    return controller
+
+
+def quorum(
+    voters: tuple[int, ...] = (1,),
+    state: QuorumStateData | None = None,
+    config: QuorumControllerConfig | None = None,
+) -> QuorumController:
+    core = RaftCore(RaftConfig(node_id=1, voters=voters, cluster_id="t"), SeededSource(1), 0, quorum_state=state)
+    return QuorumController(core, make_controller([], -1), make_controller, config=config)
+
+
+def drive(qc: QuorumController, now: int, *, flush: bool = True) -> int:
+    """Perform Readies until none is left (an fsync completes at once when ``flush``); the
+    number of log batches appended."""
+    appended = 0
+    qc.poll(now)
+    for _ in range(100):
+        ready = qc.take_ready()
+        if ready.is_empty():
+            return appended
+        appended += len(ready.append)
+        if ready.flush and flush:
+            qc.on_log_flushed(now, qc.core.log_end_offset, ready.seq)
+        if ready.committed:
+            qc.apply_committed(now, ready.committed)
+        qc.poll(now)
+    raise AssertionError("the quorum controller never went quiet")
+
+
+def register(broker_id: int) -> controller_pb2.RegisterBrokerRequest:
+    return controller_pb2.RegisterBrokerRequest(broker_id=broker_id, incarnation_id=bytes([broker_id]) * 16)
+
+
+def create(name: str, request_id: str) -> controller_pb2.CreateTopicsRequest:
+    topic = controller_pb2.CreatableTopic(name=name, num_partitions=2, replication_factor=1)
+    return controller_pb2.CreateTopicsRequest(topics=[topic], request_id=request_id)
+
+
+def active() -> QuorumController:
+    qc = quorum()
+    drive(qc, ELECTED_MS)
+    assert qc.is_leader and qc.active
+    qc.submit(ELECTED_MS, 100, "RegisterBroker", register(1))
+    drive(qc, ELECTED_MS)
+    epoch = qc.controller.image.brokers[1].epoch
+    qc.submit(
+        ELECTED_MS, 101, "BrokerHeartbeat", controller_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=epoch)
+    )
+    drive(qc, ELECTED_MS)
+    assert [a.error for a in qc.take_answers()] == [None, None]
+    assert not qc.controller.image.brokers[1].fenced
+    return qc
+
+
+def test_off_the_leader_every_request_is_answered_not_controller_naming_the_leader() -> None:
+    qc = quorum(voters=(1, 2, 3), state=QuorumStateData(4, leader_id=2, voted_id=2))
+    qc.submit(5, 7, "RegisterBroker", register(1))
+    [answer] = qc.take_answers()
+    assert answer.key == 7 and isinstance(answer.error, NotControllerError) and answer.error.leader_id == 2
+
+
+def test_requests_before_the_leaders_first_commit_are_held_then_answered() -> None:
+    qc = quorum()
+    qc.poll(ELECTED_MS)  # elected: the LeaderChangeRecord is appended, not yet committed
+    assert qc.is_leader and not qc.active
+    qc.submit(ELECTED_MS, 1, "RegisterBroker", register(1))
+    assert qc.take_answers() == [] and qc.waiting_count == 1
+    drive(qc, ELECTED_MS)
+    [answer] = qc.take_answers()
+    assert answer.key == 1 and answer.error is None
+    assert isinstance(answer.response, controller_pb2.RegisterBrokerResponse)
+    assert ("controller active", {"epoch": 1, "committed_offset": 0}) in qc.take_events()
+    assert 1 in qc.controller.committed_image.brokers
+
+
+def test_requests_with_request_ids_share_one_log_batch() -> None:
+    qc = active()
+    qc.submit(ELECTED_MS, 1, "CreateTopics", create("a", "r-a"))
+    qc.submit(ELECTED_MS, 2, "CreateTopics", create("b", "r-b"))
+    assert drive(qc, ELECTED_MS) == 1, "the open batch is one log batch"
+    answers = {a.key: a for a in qc.take_answers()}
+    assert sorted(answers) == [1, 2]
+    for key, name in ((1, "a"), (2, "b")):
+        response = answers[key].response
+        assert isinstance(response, controller_pb2.CreateTopicsResponse)
+        assert response.topics[0].name == name and response.topics[0].error_code == 0
+    assert set(qc.controller.committed_image.topic_ids) == {"a", "b"}
+
+
+def test_an_answer_waits_for_the_commit() -> None:
+    qc = active()
+    qc.submit(ELECTED_MS, 1, "CreateTopics", create("a", "r-a"))
+    drive(qc, ELECTED_MS, flush=False)
+    assert qc.take_answers() == [], "appended, not durable, not committed: no answer yet"
+    qc.on_log_flushed(ELECTED_MS, qc.core.log_end_offset, 1 << 40)
+    drive(qc, ELECTED_MS)
+    assert [a.key for a in qc.take_answers()] == [1]
+
+
+def test_the_planted_ack_before_commit_bug_answers_early() -> None:
+    qc = active()
+    qc.config = QuorumControllerConfig(unsafe_ack_before_commit=True)
+    qc.submit(ELECTED_MS, 1, "CreateTopics", create("a", "r-a"))
+    drive(qc, ELECTED_MS, flush=False)
+    assert [a.key for a in qc.take_answers()] == [1]
+
+
+def test_losing_leadership_fails_every_waiting_request_and_rolls_back() -> None:
+    qc = active()
+    qc.submit(ELECTED_MS, 1, "CreateTopics", create("a", "r-a"))
+    drive(qc, ELECTED_MS, flush=False)
+    assert "a" in qc.controller.image.topic_ids
+    qc.core.resign(ELECTED_MS)
+    ready = qc.take_ready()
+    assert ready.soft_state is not None and ready.soft_state.role is Role.RESIGNED
+    [answer] = qc.take_answers()
+    assert answer.key == 1 and isinstance(answer.error, NotControllerError)
+    assert not qc.active and qc.waiting_count == 0
+    assert "a" not in qc.controller.image.topic_ids, "the working image rolled back"
+
+
+def test_a_bad_request_and_a_handler_bug_are_answers_not_crashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    qc = active()
+    qc.submit(ELECTED_MS, 1, "NoSuchMethod", register(1))
+    [bad] = qc.take_answers()
+    assert isinstance(bad.error, RequestError)
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise KeyError("a handler bug")
+
+    monkeypatch.setattr(qc.controller, "handle", broken)
+    qc.submit(ELECTED_MS, 2, "CreateTopics", create("a", "r-a"))
+    [failed] = qc.take_answers()
+    assert failed == Answer(2, None, failed.error)
+    assert isinstance(failed.error, ControllerFailedError) and isinstance(failed.error.__cause__, KeyError)
+    assert qc.is_leader and qc.active, "the node keeps serving"
+
+
+def test_a_snapshot_is_due_every_interval_of_committed_records() -> None:
+    qc = quorum(config=QuorumControllerConfig(snapshot_interval_records=3))
+    drive(qc, ELECTED_MS)
+    for broker in range(1, 4):
+        qc.submit(ELECTED_MS, broker, "RegisterBroker", register(broker))
+        drive(qc, ELECTED_MS)
+    due = qc.take_snapshot_due()  # 3 records: the LeaderChangeRecord and two registrations
+    assert due is not None and (due.end_offset, due.epoch) == (3, 1)
+    assert set(due.image.brokers) == {1, 2}
+    qc.submit(ELECTED_MS, 9, "RegisterBroker", register(4))
+    drive(qc, ELECTED_MS)
+    assert qc.take_snapshot_due() is None, "one snapshot at a time"
