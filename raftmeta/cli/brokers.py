@@ -16,7 +16,16 @@ from pathlib import Path
 import click
 import grpc
 
-from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.common import (
+    BROKER_ID,
+    INT32_MAX,
+    CheckFailed,
+    check_int,
+    emit_json,
+    int_range,
+    output_option,
+    usage_error,
+)
 from raftmeta.cli.connect import bootstrap_options, connect, tls_from_context, tls_options
 from raftmeta.cli.topics import error_name
 from raftmeta.client import ControllerClient, RetryPolicy, parse_bootstrap
@@ -24,6 +33,9 @@ from raftmeta.fleet import FLEET_ENDPOINT, BrokerFleet, BrokerSpec, FleetService
 from raftmeta.limits import grpc_channel_options
 from raftmeta.tls import TlsConfig
 from raftmeta.v1 import controller_pb2, fleet_pb2, fleet_pb2_grpc
+
+# The most brokers one simulated fleet runs (and so the longest id range a --pool can name).
+FLEET_BROKERS_MAX = 10_000
 
 
 def parse_pools(specs: tuple[str, ...]) -> dict[str, list[int]]:
@@ -36,8 +48,12 @@ def parse_pools(specs: tuple[str, ...]) -> dict[str, list[int]]:
         ids: list[int] = []
         try:
             for part in members.split(","):
-                low, dash, high = part.partition("-")
-                ids.extend(range(int(low), int(high) + 1) if dash else [int(low)])
+                low_text, dash, high_text = part.partition("-")
+                low = check_int(int(low_text), BROKER_ID.low, BROKER_ID.high, f"{spec!r}: broker id", "--pool")
+                high = check_int(int(high_text), low, BROKER_ID.high, f"{spec!r}: range end", "--pool") if dash else low
+                if high - low >= FLEET_BROKERS_MAX:
+                    raise usage_error(f"{spec!r}: {part} names more than {FLEET_BROKERS_MAX} brokers", "--pool")
+                ids.extend(range(low, high + 1))
         except ValueError as exc:
             raise usage_error(f"{spec!r}: broker ids must be integers or ranges like 0-2", "--pool") from exc
         pools[name] = ids
@@ -52,12 +68,13 @@ def brokers() -> None:
 @brokers.command("fleet")
 @click.option("--bootstrap-server", "bootstrap_server", required=True, envvar="RAFTMETA_BOOTSTRAP_SERVER",
               help="host:port[,host:port...] of quorum nodes.")  # fmt: skip
-@click.option("--brokers", "count", type=click.IntRange(min=1, max=10_000), default=9, show_default=True)
-@click.option("--racks", type=click.IntRange(min=0), default=3, show_default=True, help="0 = no rack information.")
+@click.option("--brokers", "count", type=int_range(1, FLEET_BROKERS_MAX), default=9, show_default=True)
+@click.option("--racks", type=int_range(0, FLEET_BROKERS_MAX), default=3, show_default=True,
+              help="0 = no rack information.")  # fmt: skip
 @click.option("--pool", "pools", multiple=True, help="Broker pool NAME=IDS, e.g. fast=0-2; repeatable.")
-@click.option("--first-id", type=click.IntRange(min=0), default=0, show_default=True, help="Id of the first broker.")
-@click.option("--heartbeat-interval-ms", type=click.IntRange(min=10), default=1000, show_default=True)
-@click.option("--catch-up-delay-ms", type=click.IntRange(min=0), default=2000, show_default=True,
+@click.option("--first-id", type=BROKER_ID, default=0, show_default=True, help="Id of the first broker.")
+@click.option("--heartbeat-interval-ms", type=int_range(10), default=1000, show_default=True)
+@click.option("--catch-up-delay-ms", type=int_range(0), default=2000, show_default=True,
               help="How long a broker takes to copy a partition it is told to add (reassignment).")  # fmt: skip
 @click.option("--listen", default="127.0.0.1:0", show_default=True, help="Address of the fleet's control service.")
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -75,6 +92,8 @@ def fleet(
     ready_file: Path | None,
 ) -> None:
     """Run simulated brokers that register and heartbeat until stopped (SIGTERM or Ctrl-C)."""
+    if first_id + count - 1 > INT32_MAX:
+        raise usage_error(f"broker ids {first_id}..{first_id + count - 1} go past {INT32_MAX}", "--first-id")
     try:
         parse_bootstrap(bootstrap_server)
         specs = plan_fleet(count, racks, parse_pools(pools), first_id)
@@ -121,7 +140,7 @@ async def _run_fleet(
 
 @brokers.command("register")
 @bootstrap_options
-@click.option("--id", "broker_id", type=click.IntRange(min=0), required=True, help="Broker id.")
+@click.option("--id", "broker_id", type=BROKER_ID, required=True, help="Broker id.")
 @click.option("--rack", default=None, help="Rack of the broker.")
 @click.option("--pool", default=None, help="Broker pool of the broker.")
 @output_option
@@ -211,7 +230,11 @@ def _fleet_call(
                 fleet_pb2.FleetBrokerIds(broker_ids=list(broker_ids)), timeout=timeout
             )
         except grpc.RpcError as exc:
-            raise CheckFailed(f"fleet at {address}: {exc.code().name}: {exc.details()}") from exc
+            raise CheckFailed(
+                f"fleet at {address}: {exc.code().name}: {exc.details()}",
+                code=exc.code().name,
+                details={"method": method, "grpc_status": exc.code().name},
+            ) from exc
     return status
 
 
@@ -226,7 +249,7 @@ def _print_fleet_result(status: fleet_pb2.FleetStatus, broker_ids: tuple[int, ..
 
 @brokers.command("fail")
 @bootstrap_options
-@click.option("--id", "broker_ids", type=int, multiple=True, required=True, help="Broker to fail; repeatable.")
+@click.option("--id", "broker_ids", type=BROKER_ID, multiple=True, required=True, help="Broker to fail; repeatable.")
 @output_option
 def fail(bootstrap_server: str, timeout: float, broker_ids: tuple[int, ...], output: str) -> None:
     """Stop a simulated broker's heartbeats: the controller fences it after its session timeout."""
@@ -236,7 +259,8 @@ def fail(bootstrap_server: str, timeout: float, broker_ids: tuple[int, ...], out
 
 @brokers.command("recover")
 @bootstrap_options
-@click.option("--id", "broker_ids", type=int, multiple=True, required=True, help="Broker to recover; repeatable.")
+@click.option("--id", "broker_ids", type=BROKER_ID, multiple=True, required=True,
+              help="Broker to recover; repeatable.")  # fmt: skip
 @output_option
 def recover(bootstrap_server: str, timeout: float, broker_ids: tuple[int, ...], output: str) -> None:
     """Resume a simulated broker's heartbeats: the controller unfences it."""

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import click
 
-from raftmeta.cli.common import emit_json, output_option, usage_error
+from raftmeta.cli.common import emit_json, int_range, output_option, usage_error
+
+# A certificate's validity: up to 100 years (datetime, and so the certificate's notAfter, ends in 9999).
+DAYS_MAX = 36_500
 
 
 @click.group()
@@ -15,14 +18,14 @@ def certs() -> None:
 
 
 @certs.command("make")
-@click.option("--nodes", type=click.IntRange(1, 99), default=3, show_default=True,
+@click.option("--nodes", type=int_range(1, 99), default=3, show_default=True,
               help="Node certificates to make, for node ids 1..N (CN node-N).")  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Directory to write ca.crt/.key, node-N.crt/.key and client.crt/.key into.")  # fmt: skip
 @click.option("--host", "hosts", multiple=True,
               help="Extra DNS name or IP address for the node certificates (besides localhost and "
               "127.0.0.1); repeatable.")  # fmt: skip
-@click.option("--days", type=click.IntRange(min=1), default=90, show_default=True, help="Validity in days.")
+@click.option("--days", type=int_range(1, DAYS_MAX), default=90, show_default=True, help="Validity in days.")
 @click.option("--force", is_flag=True, help="Replace certificates already in --out (including the CA).")
 @output_option
 def make(nodes: int, out: Path, hosts: tuple[str, ...], days: int, force: bool, output: str) -> None:

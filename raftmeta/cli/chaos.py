@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.common import EXIT_FAILED, SEED, CheckFailed, emit_json, int_range, output_option, usage_error
 
 FAULT_KINDS = "kill,pause,partition,torn-write,broker"
 
@@ -18,12 +18,12 @@ FAULT_KINDS = "kill,pause,partition,torn-write,broker"
 @click.option("--duration", type=click.FloatRange(min=5), default=60.0, show_default=True,
               help="Seconds of the fault phase (workload + nemesis).")  # fmt: skip
 @click.option("--faults", default=FAULT_KINDS, show_default=True, help="Comma-separated fault kinds.")
-@click.option("--clients", type=click.IntRange(min=1, max=64), default=8, show_default=True)
-@click.option("--seed", type=int, default=None, help="Seed of the fault plan and workload (default: random).")
+@click.option("--clients", type=int_range(1, 64), default=8, show_default=True)
+@click.option("--seed", type=SEED, default=None, help="Seed of the fault plan and workload (default: random).")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Where report.json, report.html, timeline.png, history.jsonl and the nodes' data go.")  # fmt: skip
-@click.option("--brokers", type=click.IntRange(min=3, max=100), default=6, show_default=True)
-@click.option("--snapshot-interval-records", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--brokers", type=int_range(3, 100), default=6, show_default=True)
+@click.option("--snapshot-interval-records", type=int_range(1), default=1000, show_default=True)
 @click.option("--convergence-timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="Seconds allowed after the heal for every node to catch up.")  # fmt: skip
 @click.option("--spark/--no-spark", default=True, show_default=True, help="Run the Spark verify job with the history.")

@@ -87,7 +87,9 @@ def bootstrap_options(func: F) -> F:
 
 @contextmanager
 def connect(bootstrap_server: str, timeout: float, tls: TlsConfig | None = None) -> Iterator[SyncControllerClient]:
-    """A client for the command; client errors become exit code 1 with the server's message.
+    """A client for the command; client errors become exit code 1 with the server's message
+    (:class:`CheckFailed` named by the quorum's error code or the gRPC status, which
+    ``--output json`` prints as the error object: transport, limit and rejection errors alike).
 
     ``tls`` defaults to the command's ``--tls-*`` flags (see :func:`bootstrap_options`).
     """
@@ -102,11 +104,25 @@ def connect(bootstrap_server: str, timeout: float, tls: TlsConfig | None = None)
     try:
         yield client
     except OutcomeUnknownError as exc:
-        raise CheckFailed(f"{exc}. Run the same command again to learn the outcome.") from exc
+        raise CheckFailed(
+            f"{exc}. Run the same command again to learn the outcome.",
+            code="OUTCOME_UNKNOWN",
+            details={**_error_details(exc), "request_id": exc.request_id},
+        ) from exc
     except ClientError as exc:
-        raise CheckFailed(str(exc) + _tls_hint(exc, tls)) from exc
+        raise CheckFailed(
+            str(exc) + _tls_hint(exc, tls), code=exc.error_code or exc.code.name, details=_error_details(exc)
+        ) from exc
     finally:
         client.close()
+
+
+def _error_details(exc: ClientError) -> dict[str, str]:
+    """The keys a failed call adds to the ``--output json`` error object (common.error_document)."""
+    details = {"method": exc.method, "grpc_status": exc.code.name}
+    if exc.error_code:
+        details["error_code"] = exc.error_code
+    return details
 
 
 def _tls_hint(exc: ClientError, tls: TlsConfig | None) -> str:

@@ -76,7 +76,7 @@ def demo(data_dir: Path, keep: bool) -> None:
             "topics", "create", *via, "--topic", "latency-critical", "--partitions", "3", "--replication-factor", "3",
             "--broker-pool", "fast")  # fmt: skip
         run("An invalid request is refused, naming the field and the rule (and nothing is written)",
-            "topics", "create", *via, "--topic", "bad name!", "--partitions", "0", "--replication-factor", "3",
+            "topics", "create", *via, "--topic", "bad name!", "--partitions", "3", "--replication-factor", "10",
             expect_failure=True)  # fmt: skip
         described = run("Where the leaders of 'orders' are", "topics", "describe", *via, "--topic", "orders",
                         "--output", "json", capture=True)  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.common import EXIT_FAILED, SEED, CheckFailed, emit_json, output_option, usage_error
 
 TARGETS = ("controller", "decoder", "all")
 # Outcomes printed per target in the text summary (JSON has them all).
@@ -22,7 +22,7 @@ OUTCOMES_SHOWN = 12
 @click.option("--target", type=click.Choice(TARGETS), default="all", show_default=True, help="What to fuzz.")
 @click.option("--duration", type=click.FloatRange(min=0), default=60.0, show_default=True,
               help="Seconds of fuzzing; the controller's final checks (stop, replay the logs) come after.")  # fmt: skip
-@click.option("--seed", type=int, default=None, help="Seed of the first round (default: random); round k uses seed+k.")
+@click.option("--seed", type=SEED, default=None, help="Seed of the first round (default: random); round k uses seed+k.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the controller target runs its quorum (new or empty). Default: a temporary "
               "directory, kept only when the run fails.")  # fmt: skip

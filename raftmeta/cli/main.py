@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from raftmeta import __version__
-from raftmeta.cli.common import EXIT_FAILED
+from raftmeta.cli.common import EXIT_FAILED, emit_json, emitted, error_document, json_requested
 from raftmeta.logs import LOG_LEVELS, configure_logging
 
 # name -> "module:attribute" of a click.Command or click.Group. A command whose module is not
@@ -66,7 +66,46 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+# The raw arguments of the invocation, for json_requested (click may fail before parsing --output).
+_ARGS = "raftmeta.args"
+
+
+class RootGroup(LazyGroup):
+    """The ``raftmeta`` group: the one place where an error that ends a command becomes output.
+
+    Click prints a usage error or a :class:`~raftmeta.cli.common.CheckFailed` (gRPC transport
+    and limit errors arrive as one, see ``raftmeta.cli.connect``) on stderr and exits 2 or 1.
+    With ``--output json`` this adds the JSON error object on stdout (unless the command already
+    printed its document), so scripts always get JSON. Both parsing (a bad flag of any
+    subcommand) and running go through here.
+    """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        raw = list(args)
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            _report(exc, raw, None)
+            raise
+        ctx.meta[_ARGS] = raw
+        return ctx
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            _report(exc, ctx.meta.get(_ARGS, []), ctx)
+            raise
+
+
+def _report(exc: click.ClickException, args: list[str], ctx: click.Context | None) -> None:
+    if json_requested(args) and (ctx is None or not emitted(ctx)):
+        emit_json(error_document(exc))
+
+
+@click.group(cls=RootGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="raftmeta")
 @click.option(
     "--log-level",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from raftmeta.cli.common import CheckFailed, usage_error
+from raftmeta.cli.common import NODE_ID, CheckFailed, check_int, int_range, usage_error
 from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 
 # A PEM file (certificate, key or CA bundle); its content is checked by raftmeta.tls.
@@ -14,7 +14,7 @@ PEM = click.Path(dir_okay=False, path_type=Path)
 
 
 @click.command()
-@click.option("--node-id", type=click.IntRange(min=0), required=True, help="This node's id (one of the voters).")
+@click.option("--node-id", type=NODE_ID, required=True, help="This node's id (one of the voters).")
 @click.option("--listen", required=True, help="host:port for RaftService and ControllerService.")
 @click.option("--tls-cert", type=PEM, help="Certificate of --listen, also presented to the other voters.")
 @click.option("--tls-key", type=PEM, help="Private key of --tls-cert.")
@@ -34,14 +34,14 @@ PEM = click.Path(dir_okay=False, path_type=Path)
     help="Truncate corruption below the high watermark instead of refusing to start "
     "(the node refetches from the leader; see docs/storage.md).",
 )
-@click.option("--snapshot-interval-records", type=click.IntRange(min=1), default=10_000, show_default=True)
-@click.option("--fetch-timeout-ms", type=click.IntRange(min=10), default=2000, show_default=True)
-@click.option("--election-timeout-ms", type=click.IntRange(min=10), default=1000, show_default=True)
-@click.option("--session-timeout-ms", type=click.IntRange(min=10), default=9000, show_default=True,
+@click.option("--snapshot-interval-records", type=int_range(1), default=10_000, show_default=True)
+@click.option("--fetch-timeout-ms", type=int_range(10), default=2000, show_default=True)
+@click.option("--election-timeout-ms", type=int_range(10), default=1000, show_default=True)
+@click.option("--session-timeout-ms", type=int_range(10), default=9000, show_default=True,
               help="broker.session.timeout.ms: a broker silent this long is fenced.")  # fmt: skip
-@click.option("--segment-bytes", type=click.IntRange(min=1024), default=None, hidden=True,
+@click.option("--segment-bytes", type=int_range(1024), default=None, hidden=True,
               help="Log segment size (default 16 MiB); small ones let tests see snapshots delete them.")  # fmt: skip
-@click.option("--fetch-hw-linger-ms", type=click.IntRange(min=0), default=5, show_default=True,
+@click.option("--fetch-hw-linger-ms", type=int_range(0), default=5, show_default=True,
               help="How long the leader holds a Fetch whose only news is the high watermark, for records "
               "to send with it (0: answer at once, as KRaft does).")  # fmt: skip
 @click.option("--fetch-rpc", type=click.Choice(FETCH_RPCS), default="stream", show_default=True,
@@ -75,6 +75,7 @@ def node(
     """Run one quorum node (voter) in the foreground."""
     from dataclasses import replace
 
+    from raftmeta.raft import CommittedTruncationError
     from raftmeta.server.app import run, serve
     from raftmeta.server.config import NodeConfig, parse_voters
     from raftmeta.storage.errors import StorageError
@@ -85,6 +86,8 @@ def node(
         voter_map = parse_voters(voters)
     except ValueError as exc:
         raise usage_error(str(exc), "--voters") from exc
+    for voter in voter_map:
+        check_int(voter, NODE_ID.low, NODE_ID.high, "voter id", "--voters")
     try:
         tls = TlsConfig.from_flags(tls_cert, tls_key, tls_ca)
         client_tls = TlsConfig.from_flags(client_tls_cert, client_tls_key, client_tls_ca, flag_prefix="--client-tls")
@@ -128,7 +131,7 @@ def node(
         config = replace(config, segment_bytes=segment_bytes)
     try:
         run(serve(config))
-    except StorageError as exc:
+    except (StorageError, CommittedTruncationError) as exc:
         raise CheckFailed(str(exc)) from exc
     except OSError as exc:
         raise CheckFailed(f"node {node_id}: {exc}") from exc

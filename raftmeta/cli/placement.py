@@ -30,13 +30,27 @@ from placement.manual import parse_replica_assignment, validate_replica_assignme
 from placement.metrics import BalanceReport, balance_report
 from placement.pools import restrict_to_pool
 from placement.rng import JavaRandom
-from raftmeta.cli.common import emit_json, output_option, usage_error
+from raftmeta.cli.common import (
+    BROKER_ID,
+    INT32_MAX,
+    REPLICATION_FACTOR,
+    SEED,
+    check_int,
+    emit_json,
+    int_range,
+    output_option,
+    usage_error,
+)
 
 # A table with more rows than this is cut (the balance figures always cover every partition).
 TABLE_PARTITIONS_MAX = 64
 # Tables are as wide as their content (brokers are columns): never squeeze or ellipsize them;
 # a terminal narrower than the table wraps the lines instead.
 CONSOLE_WIDTH = 4000
+# Previews run here, in memory: partitions of one topic (what `raftmeta bench placement` places in
+# about 2 s) and brokers of one cluster.
+PREVIEW_PARTITIONS_MAX = 1_000_000
+PREVIEW_BROKERS_MAX = 10_000
 
 
 def _console() -> Console:
@@ -52,8 +66,8 @@ def parse_brokers(spec: str, racks: int | None) -> list[UsableBroker]:
     spec = spec.strip()
     if spec.isdigit():
         count = int(spec)
-        if count < 1:
-            raise usage_error("the broker count must be at least 1", "--brokers")
+        if not 1 <= count <= PREVIEW_BROKERS_MAX:
+            raise usage_error(f"the broker count {count} is not in the range 1..{PREVIEW_BROKERS_MAX}", "--brokers")
         if racks is not None and not 1 <= racks <= count:
             raise usage_error(f"--racks must be between 1 and the broker count {count}, got {racks}", "--racks")
         return [UsableBroker(i, None if racks is None else f"rack{i * racks // count}") for i in range(count)]
@@ -65,7 +79,7 @@ def parse_brokers(spec: str, racks: int | None) -> list[UsableBroker]:
         parts = [p.strip() for p in item.split(":")]
         if not parts[0].isdigit():
             raise usage_error(f"{item!r}: expected id[:rack][:fenced][:pool=NAME] with a non-negative id", "--brokers")
-        broker_id = int(parts[0])
+        broker_id = check_int(int(parts[0]), BROKER_ID.low, BROKER_ID.high, f"{item!r}: broker id", "--brokers")
         if broker_id in seen:
             raise usage_error(f"broker {broker_id} is listed twice", "--brokers")
         seen.add(broker_id)
@@ -82,6 +96,8 @@ def parse_brokers(spec: str, racks: int | None) -> list[UsableBroker]:
             else:
                 raise usage_error(f"{item!r}: unexpected {token!r} (id[:rack][:fenced][:pool=NAME])", "--brokers")
         brokers.append(UsableBroker(broker_id, rack, fenced=fenced, pool=pool))
+    if len(brokers) > PREVIEW_BROKERS_MAX:
+        raise usage_error(f"{len(brokers)} brokers: at most {PREVIEW_BROKERS_MAX}", "--brokers")
     return brokers
 
 
@@ -114,13 +130,18 @@ def placement() -> None:
     help="Brokers as id[:rack][:fenced][:pool=NAME],... (e.g. 0:rack-a,1:rack-a,2:rack-b,3:rack-b:fenced), or a count.",
 )
 @click.option(
-    "--racks", type=click.IntRange(min=1), default=None, help="With a broker count: spread them over R racks."
+    "--racks",
+    type=int_range(1, PREVIEW_BROKERS_MAX),
+    default=None,
+    help="With a broker count: spread them over R racks.",
 )
-@click.option("--partitions", type=int, default=None, help="Number of partitions to place.")
-@click.option("--replication-factor", type=int, default=None, help="Replicas per partition.")
+@click.option(
+    "--partitions", type=int_range(1, PREVIEW_PARTITIONS_MAX), default=None, help="Number of partitions to place."
+)
+@click.option("--replication-factor", type=REPLICATION_FACTOR, default=None, help="Replicas per partition.")
 @click.option("--placer", type=click.Choice(PLACERS), default="striped", show_default=True, help="Which placer.")
 @click.option(
-    "--seed", type=int, default=None, help="Seed of the java.util.Random the placer draws from (random if unset)."
+    "--seed", type=SEED, default=None, help="Seed of the java.util.Random the placer draws from (random if unset)."
 )
 @click.option("--broker-pool", default=None, help="Place only on brokers of this pool.")
 @click.option(
@@ -263,7 +284,9 @@ def assign_consumers_command(
     for name, count in _parse_pairs(topics, "--topic", "NAME=N"):
         if not count.isdigit():
             raise usage_error(f"{name}={count}: the partition count must be a non-negative integer", "--topic")
-        partitions_per_topic[name] = int(count)
+        partitions_per_topic[name] = check_int(
+            int(count), 0, PREVIEW_PARTITIONS_MAX, f"{name}: partition count", "--topic"
+        )
     subscriptions: dict[str, list[str]] = {}
     for member, listed in _parse_pairs(members, "--member", "ID=topic,topic"):
         if member in subscriptions:
@@ -278,7 +301,7 @@ def assign_consumers_command(
             topic, _, number = item.rpartition("-")
             if not topic or not number.isdigit():
                 raise usage_error(f"{item!r}: expected topic-partition", "--previous")
-            entries.append((topic, int(number)))
+            entries.append((topic, check_int(int(number), 0, INT32_MAX, f"{item!r}: partition", "--previous")))
         previous[member] = entries
     try:
         result = assign_consumers(strategy, partitions_per_topic, subscriptions, previous)

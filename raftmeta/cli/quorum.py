@@ -1,4 +1,4 @@
-"""``raftmeta quorum up|down|status|kill|restart|pause|resume``: a local quorum of real processes."""
+"""``raftmeta quorum up|down|bootstrap|status|kill|restart|pause|resume``: a local quorum of real processes."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from pathlib import Path
 
 import click
 
-from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.brokers import FLEET_BROKERS_MAX, parse_pools
+from raftmeta.cli.common import NODE_ID, CheckFailed, FlagConflict, emit_json, int_range, output_option, usage_error
 from raftmeta.cli.connect import bootstrap_options, connect
 from raftmeta.v1 import controller_pb2
 
 DATA_DIR = click.option(
     "--data-dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="The quorum's directory."
 )
-NODE = click.option("--node", "node_id", type=click.IntRange(min=0), required=True, help="Node id.")
+NODE = click.option("--node", "node_id", type=NODE_ID, required=True, help="Node id.")
 
 
 @click.group()
@@ -26,19 +27,24 @@ def quorum() -> None:
 
 @quorum.command("up")
 @DATA_DIR
-@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True, help="Number of voters.")
-@click.option("--brokers", type=click.IntRange(min=0), default=0, show_default=True, help="Simulated brokers to run.")
-@click.option("--racks", type=click.IntRange(min=0), default=3, show_default=True, help="Racks of the brokers.")
+@click.option("--nodes", type=int_range(1, 9), default=3, show_default=True, help="Number of voters.")
+@click.option("--brokers", type=int_range(0, FLEET_BROKERS_MAX), default=0, show_default=True,
+              help="Simulated brokers to run.")  # fmt: skip
+@click.option("--racks", type=int_range(0, FLEET_BROKERS_MAX), default=3, show_default=True,
+              help="Racks of the brokers.")  # fmt: skip
 @click.option("--pool", "pools", multiple=True, help="Broker pool NAME=IDS for the fleet, e.g. fast=0-2.")
-@click.option("--snapshot-interval-records", type=click.IntRange(min=1), default=None, help="Passed to every node.")
-@click.option("--session-timeout-ms", type=click.IntRange(min=10), default=None, help="Broker session timeout.")
-@click.option("--heartbeat-interval-ms", type=click.IntRange(min=10), default=1000, show_default=True)
-@click.option("--catch-up-delay-ms", type=click.IntRange(min=0), default=None,
+@click.option("--snapshot-interval-records", type=int_range(1), default=None, help="Passed to every node.")
+@click.option("--session-timeout-ms", type=int_range(10), default=None, help="Broker session timeout.")
+@click.option("--heartbeat-interval-ms", type=int_range(10), default=1000, show_default=True)
+@click.option("--catch-up-delay-ms", type=int_range(0), default=None,
               help="How long a simulated broker takes to copy a partition it is told to add "
               "(reassignment); the fleet's default is 2000.")  # fmt: skip
 @click.option("--tls", is_flag=True,
               help="Mutual TLS between all processes, with throwaway certificates made in DATA_DIR/tls.")  # fmt: skip
 @click.option("--detach", is_flag=True, help="Return once a leader is elected (and brokers registered).")
+@click.option("--print-bootstrap-server", is_flag=True,
+              help="Print only the bootstrap server on stdout (the rest goes to stderr), for B=$(raftmeta quorum up "
+              "... --detach --print-bootstrap-server).")  # fmt: skip
 @output_option
 def up(
     data_dir: Path,
@@ -52,13 +58,17 @@ def up(
     catch_up_delay_ms: int | None,
     tls: bool,
     detach: bool,
+    print_bootstrap_server: bool,
     output: str,
 ) -> None:
     """Start the quorum; in the foreground unless --detach (Ctrl-C stops it)."""
     from raftmeta import local_quorum
 
+    if print_bootstrap_server and output == "json":
+        raise FlagConflict("--print-bootstrap-server", "--output json", "the JSON document has bootstrap_server")
     if brokers and racks > brokers:
         raise usage_error(f"--racks ({racks}) cannot exceed --brokers ({brokers})", "--racks")
+    parse_pools(pools)  # the fleet process parses them again; a bad one is a usage error here, not there
     node_args: list[str] = []
     if snapshot_interval_records is not None:
         node_args += ["--snapshot-interval-records", str(snapshot_interval_records)]
@@ -88,17 +98,22 @@ def up(
     if output == "json":
         emit_json(document)
     else:
-        click.echo(f"quorum of {nodes} nodes up; bootstrap server {started.bootstrap_server}")
+        if print_bootstrap_server:
+            click.echo(started.bootstrap_server)
+        to_stderr = print_bootstrap_server  # stdout holds the bootstrap server alone
+        click.echo(f"quorum of {nodes} nodes up; bootstrap server {started.bootstrap_server}", err=to_stderr)
         for n in started.nodes:
-            click.echo(f"  node {n.id}: pid {n.pid} at {n.address}, data {n.data_dir}, log {n.log}")
+            click.echo(f"  node {n.id}: pid {n.pid} at {n.address}, data {n.data_dir}, log {n.log}", err=to_stderr)
         if started.brokers_pid:
-            click.echo(f"  {brokers} simulated brokers in {racks} racks: pid {started.brokers_pid}")
+            click.echo(f"  {brokers} simulated brokers in {racks} racks: pid {started.brokers_pid}", err=to_stderr)
         client_tls = started.client_tls
         if client_tls is not None:
-            click.echo("  mutual TLS on every node; other commands need these flags (or the environment):")
-            click.echo(f"    {shlex.join(client_tls.to_args())}")
+            click.echo(
+                "  mutual TLS on every node; other commands need these flags (or the environment):", err=to_stderr
+            )
+            click.echo(f"    {shlex.join(client_tls.to_args())}", err=to_stderr)
             for part, path in client_tls.to_json().items():
-                click.echo(f"    export RAFTMETA_TLS_{part.upper()}={shlex.quote(str(path))}")
+                click.echo(f"    export RAFTMETA_TLS_{part.upper()}={shlex.quote(str(path))}", err=to_stderr)
     if detach:
         return
     click.echo("running; Ctrl-C stops the quorum", err=True)
@@ -125,6 +140,24 @@ def down(data_dir: Path, output: str) -> None:
         emit_json({"stopped_pids": stopped})
     else:
         click.echo(f"stopped {len(stopped)} processes")
+
+
+@quorum.command("bootstrap")
+@DATA_DIR
+@output_option
+def bootstrap(data_dir: Path, output: str) -> None:
+    """Print the bootstrap server of the quorum started in --data-dir, alone on a line:
+    B=$(raftmeta quorum bootstrap --data-dir DIR)."""
+    from raftmeta import local_quorum
+
+    try:
+        started = local_quorum.LocalQuorum.load(data_dir)
+    except FileNotFoundError as exc:
+        raise usage_error(str(exc), "--data-dir") from exc
+    if output == "json":
+        emit_json({"bootstrap_server": started.bootstrap_server, "cluster_id": started.cluster_id})
+    else:
+        click.echo(started.bootstrap_server)
 
 
 def _act(data_dir: Path, node_id: int, sig: signal.Signals, verb: str, output: str) -> None:

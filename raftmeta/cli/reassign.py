@@ -23,7 +23,17 @@ from placement.errors import PlacementError
 from placement.metrics import BalanceReport
 from placement.reassign import PLAN_PLACERS, ReassignmentPlan, plan_reassignment
 from placement.rng import JavaRandom
-from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.common import (
+    BROKER_ID,
+    INT32_MAX,
+    SEED,
+    CheckFailed,
+    check_int,
+    emit_json,
+    int_range,
+    output_option,
+    usage_error,
+)
 from raftmeta.cli.connect import bootstrap_options, connect
 from raftmeta.cli.topics import error_name
 from raftmeta.client import SyncControllerClient
@@ -66,9 +76,10 @@ def _cluster(client: SyncControllerClient, topics: list[str]) -> tuple[dict[str,
 
 def _parse_ids(text: str, option: str) -> list[int]:
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        ids = [int(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
         raise usage_error(f"{text!r} is not a comma-separated list of broker ids", option) from exc
+    return [check_int(i, BROKER_ID.low, BROKER_ID.high, "broker id", option) for i in ids]
 
 
 # ---- generate ------------------------------------------------------------------------------------
@@ -112,7 +123,7 @@ def plan_document(plan: ReassignmentPlan) -> dict[str, Any]:
 @click.option("--rebalance", is_flag=True, help="Even out replicas (±1 per broker) and preferred leaders.")
 @click.option("--placer", type=click.Choice(PLAN_PLACERS), default="minimal", show_default=True,
               help="With --rebalance: minimal = fewest moves; balanced = re-place topics (per-topic ±1).")  # fmt: skip
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the balanced placer.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed of the balanced placer.")
 @click.option("--plan-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the proposed plan (Kafka's JSON) to this file for execute.")  # fmt: skip
 @output_option
@@ -199,6 +210,11 @@ def read_plan(path: Path) -> list[PlanEntry]:
                 f"{path}: partitions[{index}] needs a string topic, an int partition and an int list replicas",
                 "--plan",
             )
+        check_int(partition, 0, INT32_MAX, f"{path}: partitions[{index}].partition", "--plan")
+        for broker in replicas:
+            check_int(
+                broker, BROKER_ID.low, BROKER_ID.high, f"{path}: partitions[{index}].replicas: broker id", "--plan"
+            )
         if (topic, partition) in seen:
             raise usage_error(f"{path}: partition {topic}-{partition} appears twice", "--plan")
         seen.add((topic, partition))
@@ -261,7 +277,7 @@ def _waves(entries: list[PlanEntry], current: dict[str, list[list[int]]], moves_
 @bootstrap_options
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Reassignment JSON (reassign generate's proposal, or Kafka's format).")  # fmt: skip
-@click.option("--throttle-moves", type=click.IntRange(min=1), default=None,
+@click.option("--throttle-moves", type=int_range(1), default=None,
               help="At most N replica copies in flight: submit in waves, each once the last completes.")  # fmt: skip
 @click.option("--additional", is_flag=True, help="Start even though other reassignments are in progress.")
 @click.option("--wait-timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
