@@ -260,10 +260,13 @@ class ControllerClient:
         response: controller_pb2.DeleteTopicsResponse = await self.call("DeleteTopics", request, deadline_s=deadline_s)
         return response
 
-    async def describe_topics(self, topics: Sequence[str] = ()) -> controller_pb2.DescribeTopicsResponse:
-        response: controller_pb2.DescribeTopicsResponse = await self.call(
-            "DescribeTopics", controller_pb2.DescribeTopicsRequest(topics=list(topics))
-        )
+    async def describe_topics(
+        self, topics: Sequence[str] = (), *, stale: bool = False
+    ) -> controller_pb2.DescribeTopicsResponse:
+        """Linearizable by default (the leader answers after a read-index round); ``stale``: the node
+        called answers from its own image at once (docs/controller.md, "Reads")."""
+        request = controller_pb2.DescribeTopicsRequest(topics=list(topics), consistency=_consistency(stale))
+        response: controller_pb2.DescribeTopicsResponse = await self.call("DescribeTopics", request)
         return response
 
     async def register_broker(
@@ -280,9 +283,9 @@ class ControllerClient:
         )
         return response
 
-    async def describe_cluster(self) -> controller_pb2.DescribeClusterResponse:
+    async def describe_cluster(self, *, stale: bool = False) -> controller_pb2.DescribeClusterResponse:
         response: controller_pb2.DescribeClusterResponse = await self.call(
-            "DescribeCluster", controller_pb2.DescribeClusterRequest()
+            "DescribeCluster", controller_pb2.DescribeClusterRequest(consistency=_consistency(stale))
         )
         return response
 
@@ -373,8 +376,10 @@ class SyncControllerClient:
     ) -> controller_pb2.DeleteTopicsResponse:
         return self._run(self._client.delete_topics(request, deadline_s=deadline_s))
 
-    def describe_topics(self, topics: Sequence[str] = ()) -> controller_pb2.DescribeTopicsResponse:
-        return self._run(self._client.describe_topics(topics))
+    def describe_topics(
+        self, topics: Sequence[str] = (), *, stale: bool = False
+    ) -> controller_pb2.DescribeTopicsResponse:
+        return self._run(self._client.describe_topics(topics, stale=stale))
 
     def register_broker(self, request: controller_pb2.RegisterBrokerRequest) -> controller_pb2.RegisterBrokerResponse:
         return self._run(self._client.register_broker(request))
@@ -384,8 +389,8 @@ class SyncControllerClient:
     ) -> controller_pb2.BrokerHeartbeatResponse:
         return self._run(self._client.broker_heartbeat(request))
 
-    def describe_cluster(self) -> controller_pb2.DescribeClusterResponse:
-        return self._run(self._client.describe_cluster())
+    def describe_cluster(self, *, stale: bool = False) -> controller_pb2.DescribeClusterResponse:
+        return self._run(self._client.describe_cluster(stale=stale))
 
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
         return self._run(self._client.describe_quorum())
@@ -399,3 +404,7 @@ class SyncControllerClient:
         self, request: controller_pb2.ListPartitionReassignmentsRequest | None = None
     ) -> controller_pb2.ListPartitionReassignmentsResponse:
         return self._run(self._client.list_partition_reassignments(request))
+
+
+def _consistency(stale: bool) -> controller_pb2.ReadConsistency.ValueType:
+    return controller_pb2.STALE if stale else controller_pb2.LINEARIZABLE

@@ -79,13 +79,194 @@ def test_create_with_replica_assignment_leaves_counts_unset(server: ServerThread
         (["--replica-assignment", "0:x"], "partition 0: 'x' is not a broker id"),
         (["--replica-assignment", "0:1,,2"], "partition 1: The manual partition assignment includes an empty"),
         (["--config", "novalue"], "'novalue' is not key=value"),
-        (["--replica-assignment", "0:1", "--partitions", "2"], "either --replica-assignment or --partitions"),
+        (["--replica-assignment", "0:1", "--partitions", "2"], "--replica-assignment can't be used with --partitions"),
+        (["--replica-assignment", "0:1", "--replication-factor", "2"], "can't be used with --replication-factor"),
+        (["--replica-assignment", ""], "Invalid value for --replica-assignment: empty"),
+        (["--replica-assignment", "  "], "Invalid value for --replica-assignment: empty"),
+        (["--replica-assignment", "0:1", "--placer", "balanced"], "--replica-assignment can't be used with --placer"),
+        # An explicit --placer is refused even when it names the default.
+        (["--replica-assignment", "0:1", "--placer", "striped"], "--replica-assignment can't be used with --placer"),
+        (
+            ["--replica-assignment", "0:2147483648"],
+            "partition 0: broker id 2147483648 is not in the range 0..2147483647",
+        ),
+        (["--partitions", "99999999999"], "'--partitions': 99999999999 is not in the range 1..2147483647"),
+        (["--partitions", "0"], "'--partitions': 0 is not in the range 1..2147483647"),
+        (["--partitions", "-3"], "'--partitions': -3 is not in the range 1..2147483647"),
+        (["--replication-factor", "99999999999"], "'--replication-factor': 99999999999 is not in the range 1..32767"),
+        (["--replication-factor", "32768"], "'--replication-factor': 32768 is not in the range 1..32767"),
+        (["--partitions", "three"], "'--partitions': 'three' is not an integer in the range 1..2147483647"),
     ],
 )
-def test_create_usage_errors_exit_2_and_name_the_flag(args: list[str], message: str) -> None:
-    code, out, err = invoke("topics", "create", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", *args)
+def test_create_usage_errors_exit_2_and_name_the_flag(args: list[str], message: str, server: ServerThread) -> None:
+    code, out, err = invoke("topics", "create", "--bootstrap-server", server.address, "--topic", "t", *args)
     assert code == 2
     assert message in out + err
+    assert server.controller.requests == [], "nothing is sent"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--partitions", "99999999999"], "'--partitions': 99999999999 is not in the range 1..2147483647"),
+        (["--partitions", "4", "--replica-assignment", ""], "Invalid value for --replica-assignment: empty"),
+        (["--partitions", "4", "--replica-assignment", "3:4", "--placer", "legacy"], "can't be used with --placer"),
+    ],
+)
+def test_alter_usage_errors_exit_2_and_name_the_flag(args: list[str], message: str, server: ServerThread) -> None:
+    code, out, err = invoke("topics", "alter", "--bootstrap-server", server.address, "--topic", "t", *args)
+    assert code == 2
+    assert message in out + err
+    assert server.controller.requests == []
+
+
+def test_alter_with_replica_assignment_and_default_placer_is_accepted(server: ServerThread) -> None:
+    server.controller.responses["CreatePartitions"] = controller_pb2.CreatePartitionsResponse(
+        results=[controller_pb2.CreatePartitionsTopicResult(name="t")]
+    )
+    code, _, _ = invoke("topics", "alter", "--bootstrap-server", server.address, "--topic", "t",
+                        "--partitions", "3", "--replica-assignment", "3:4,4:5")  # fmt: skip
+    assert code == 0
+    topic = server.controller.requests[0][1].topics[0]
+    assert [list(a.broker_ids) for a in topic.assignments] == [[3, 4], [4, 5]]
+
+
+def _exists_and_new(code: errors_pb2.ErrorCode.ValueType) -> controller_pb2.CreateTopicsResponse:
+    return controller_pb2.CreateTopicsResponse(
+        topics=[
+            controller_pb2.CreatableTopicResult(
+                name="orders", error_code=code, error_message="Topic 'orders' already exists."
+            ),
+            controller_pb2.CreatableTopicResult(name="fresh", topic_id=b"\x02" * 16, num_partitions=1),
+        ]
+    )
+
+
+def test_create_if_not_exists_makes_an_existing_topic_not_an_error(server: ServerThread) -> None:
+    """Kafka's --if-not-exists: the request is still sent; TOPIC_ALREADY_EXISTS is no failure."""
+    server.controller.responses["CreateTopics"] = _exists_and_new(errors_pb2.TOPIC_ALREADY_EXISTS)
+    args = ("topics", "create", "--bootstrap-server", server.address, "--topic", "orders", "--topic", "fresh")
+    code, out, err = invoke(*args)
+    assert code == 1
+    assert "TOPIC_ALREADY_EXISTS" in err
+    code, out, err = invoke(*args, "--if-not-exists")
+    assert code == 0, err
+    fresh_id = uuid_to_str(b"\x02" * 16)
+    assert out == f"Topic fresh created (TopicId: {fresh_id}).\n"
+    assert err == ""
+    code, out, _ = invoke(*args, "--if-not-exists", "--output", "json")
+    assert code == 0
+    assert [t["error_code"] for t in json.loads(out)["topics"]] == ["TOPIC_ALREADY_EXISTS", "NONE"]
+    assert len(server.controller.requests) == 3
+
+
+def test_create_if_not_exists_still_fails_on_other_errors(server: ServerThread) -> None:
+    server.controller.responses["CreateTopics"] = _exists_and_new(errors_pb2.INVALID_REPLICATION_FACTOR)
+    code, _, err = invoke("topics", "create", "--bootstrap-server", server.address, "--topic", "orders",
+                          "--topic", "fresh", "--if-not-exists")  # fmt: skip
+    assert code == 1
+    assert "INVALID_REPLICATION_FACTOR" in err
+
+
+UNKNOWN = errors_pb2.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_alter_and_delete_if_exists_make_a_missing_topic_not_an_error(server: ServerThread) -> None:
+    server.controller.responses["CreatePartitions"] = controller_pb2.CreatePartitionsResponse(
+        results=[
+            controller_pb2.CreatePartitionsTopicResult(name="gone", error_code=UNKNOWN, error_message="No such topic")
+        ]
+    )
+    server.controller.responses["DeleteTopics"] = controller_pb2.DeleteTopicsResponse(
+        responses=[
+            controller_pb2.DeletableTopicResult(name="gone", error_code=UNKNOWN, error_message="No such topic"),
+            controller_pb2.DeletableTopicResult(name="orders", topic_id=bytes(range(16))),
+        ]
+    )
+    alter = ("topics", "alter", "--bootstrap-server", server.address, "--topic", "gone", "--partitions", "6")
+    assert invoke(*alter)[0] == 1
+    code, out, err = invoke(*alter, "--if-exists")
+    assert (code, out, err) == (0, "", "")
+    delete = ("topics", "delete", "--bootstrap-server", server.address, "--topic", "gone", "--topic", "orders")
+    code, _, err = invoke(*delete)
+    assert code == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in err
+    code, out, err = invoke(*delete, "--if-exists")
+    assert (code, out, err) == (0, "Topic orders deleted.\n", "")
+    code, out, _ = invoke(*delete, "--if-exists", "-o", "json")
+    assert code == 0
+    assert [t["error_code"] for t in json.loads(out)["topics"]] == ["UNKNOWN_TOPIC_OR_PARTITION", "NONE"]
+
+
+def _listing() -> controller_pb2.DescribeTopicsResponse:
+    response = controller_pb2.DescribeTopicsResponse()
+    for name in ("payments", "__consumer_offsets", "orders", "orders-dlq"):
+        response.topics.add(name=name, topic_id=bytes([len(name)]) * 16)
+    return response
+
+
+def test_list_prints_names_one_per_line_sorted(server: ServerThread) -> None:
+    server.controller.responses["DescribeTopics"] = _listing()
+    code, out, _ = invoke("topics", "list", "--bootstrap-server", server.address)
+    assert code == 0
+    assert out == "__consumer_offsets\norders\norders-dlq\npayments\n"
+    assert list(server.controller.requests[0][1].topics) == [], "DescribeTopics of every topic"
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--exclude-internal"], ["orders", "orders-dlq", "payments"]),
+        (["--topic", "orders.*"], ["orders", "orders-dlq"]),
+        (["--topic", "orders"], ["orders"]),  # the whole name must match
+        (["--topic", "orders,payments"], ["orders", "payments"]),
+        (["--topic", "__.*", "--exclude-internal"], []),
+    ],
+)
+def test_list_filters_like_kafka(server: ServerThread, args: list[str], names: list[str]) -> None:
+    server.controller.responses["DescribeTopics"] = _listing()
+    code, out, _ = invoke("topics", "list", "--bootstrap-server", server.address, *args)
+    assert code == 0
+    assert out.splitlines() == names
+
+
+def test_list_json_and_kafkas_list_flag(server: ServerThread) -> None:
+    server.controller.responses["DescribeTopics"] = _listing()
+    code, out, _ = invoke("topics", "--list", "--bootstrap-server", server.address, "-o", "json")
+    assert code == 0
+    topics = json.loads(out)["topics"]
+    assert [t["name"] for t in topics] == ["__consumer_offsets", "orders", "orders-dlq", "payments"]
+    assert topics[0] == {"name": "__consumer_offsets", "topic_id": uuid_to_str(bytes([18]) * 16), "internal": True}
+    assert not topics[1]["internal"]
+
+
+def test_kafka_action_flags_map_to_subcommands(server: ServerThread) -> None:
+    server.controller.responses["DescribeTopics"] = sample_describe()
+    code, out, _ = invoke("topics", "--bootstrap-server", server.address, "--describe", "--topic", "orders")
+    assert code == 0
+    assert out.startswith("Topic: orders\t")
+    code, _, err = invoke("topics", "--list", "--describe", "--bootstrap-server", server.address)
+    assert code == 2
+    assert "exactly one action" in err
+
+
+def test_list_bad_regex_is_a_usage_error() -> None:
+    code, _, err = invoke("topics", "list", "--bootstrap-server", "127.0.0.1:1", "--topic", "orders(")
+    assert code == 2
+    assert "--topic" in err and "not a regular expression" in err
+
+
+def test_describe_if_exists_and_exclude_internal(server: ServerThread) -> None:
+    response = sample_describe()
+    response.topics.add(name="gone", error_code=errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, error_message="No such topic")
+    response.topics.add(name="__consumer_offsets", topic_id=b"\x03" * 16)
+    server.controller.responses["DescribeTopics"] = response
+    args = ("topics", "describe", "--bootstrap-server", server.address)
+    code, _, _ = invoke(*args)
+    assert code == 1
+    code, out, _ = invoke(*args, "--if-exists", "--exclude-internal", "-o", "json")
+    assert code == 0
+    assert [t["name"] for t in json.loads(out)["topics"]] == ["orders"]
 
 
 def test_describe_prints_kafka_layout(server: ServerThread) -> None:
@@ -98,6 +279,15 @@ def test_describe_prints_kafka_layout(server: ServerThread) -> None:
     assert lines[1] == "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3"
     assert lines[2] == "\tTopic: orders\tPartition: 1\tLeader: none\tReplicas: 2,3,1\tIsr: 2"
     assert list(server.controller.requests[0][1].topics) == ["orders"]
+
+
+def test_describe_is_linearizable_unless_asked_for_stale(server: ServerThread) -> None:
+    server.controller.responses["DescribeTopics"] = sample_describe()
+    assert invoke("topics", "describe", "--bootstrap-server", server.address)[0] == 0
+    args = ("topics", "describe", "--bootstrap-server", server.address, "--consistency", "stale")
+    assert invoke(*args)[0] == 0
+    sent = [request.consistency for _, request in server.controller.requests]
+    assert sent == [controller_pb2.LINEARIZABLE, controller_pb2.STALE]
 
 
 def test_describe_json_shape(server: ServerThread) -> None:

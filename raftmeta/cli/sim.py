@@ -10,17 +10,22 @@ import sys
 
 import click
 
-from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_error
+from raftmeta.cli.common import EXIT_FAILED, INT64_MAX, emit_json, int_range, output_option, usage_error
 from raftmeta.sim.cluster import RunResult
 from raftmeta.sim.params import FAULT_KINDS
 from raftmeta.sim.runner import BUGS, parse_faults, run_seeds
 
+# ``--soak``: far more seeds than CI's budget, none of them CI's (docs/consensus.md, "Budgets").
+SOAK_SEEDS = 10_000
+SOAK_FIRST_SEED = 100_000
+
 
 @click.command("sim")
-@click.option("--seeds", "seed_count", type=click.IntRange(min=1), default=None, help="Number of seeds to run [100].")
-@click.option("--seed", "first_seed", type=click.IntRange(min=0), default=None, help="First seed (alone: run only it).")
-@click.option("--steps", type=click.IntRange(min=1), default=3000, show_default=True, help="Events in the fault phase.")
-@click.option("--voters", type=click.IntRange(1, 5), default=None, help="Voters (1-5); default: the seed picks.")
+@click.option("--seeds", "seed_count", type=int_range(1), default=None, help="Number of seeds to run [100].")
+@click.option("--seed", "first_seed", type=int_range(0, INT64_MAX), default=None,
+              help="First seed (alone: run only it).")  # fmt: skip
+@click.option("--steps", type=int_range(1), default=3000, show_default=True, help="Events in the fault phase.")
+@click.option("--voters", type=int_range(1, 5), default=None, help="Voters (1-5); default: the seed picks.")
 @click.option(
     "--faults",
     "faults_text",
@@ -30,6 +35,11 @@ from raftmeta.sim.runner import BUGS, parse_faults, run_seeds
 )
 @click.option("--trace", is_flag=True, help="Print one line per event (to stderr with --output json).")
 @click.option("--bug", type=click.Choice(BUGS), default=None, hidden=True, help="Plant a known bug (tests only).")
+@click.option(
+    "--soak",
+    is_flag=True,
+    help=f"The long run: {SOAK_SEEDS} seeds from {SOAK_FIRST_SEED} (unless --seeds/--seed say otherwise).",
+)
 @output_option
 def sim(
     seed_count: int | None,
@@ -39,6 +49,7 @@ def sim(
     faults_text: str,
     trace: bool,
     bug: str | None,
+    soak: bool,
     output: str,
 ) -> None:
     """Simulate quorums under seeded faults and check the consensus invariants.
@@ -51,8 +62,12 @@ def sim(
         kinds = parse_faults(faults_text)
     except ValueError as exc:
         raise usage_error(str(exc), "--faults") from None
-    start = first_seed if first_seed is not None else 0
-    count = seed_count if seed_count is not None else (1 if first_seed is not None else 100)
+    if soak:
+        start = first_seed if first_seed is not None else SOAK_FIRST_SEED
+        count = seed_count if seed_count is not None else SOAK_SEEDS
+    else:
+        start = first_seed if first_seed is not None else 0
+        count = seed_count if seed_count is not None else (1 if first_seed is not None else 100)
     as_json = output == "json"
     trace_out = sys.stderr if as_json else sys.stdout
 
@@ -86,6 +101,8 @@ def sim(
         emit_json(summary.to_json())
     else:
         faults = ", ".join(f"{k}={v}" for k, v in sorted(summary.faults.items())) or "none"
+        checks = ", ".join(f"{k}={v:,}" for k, v in sorted(summary.checks.items()))
+        click.echo(f"checks: {checks}")
         click.echo(
             f"total: runs={summary.runs} events={summary.events} elections={summary.elections} "
             f"commits={summary.commits} acked={summary.acknowledged} violations={len(summary.violations)} "

@@ -1,23 +1,47 @@
-"""``raftmeta topics create|describe|alter|delete``, mirroring kafka-topics.sh.
+"""``raftmeta topics create|list|describe|alter|delete``, mirroring kafka-topics.sh.
 
 Flags and the describe layout are Kafka's (``Topic: t Partition: 0 Leader: 1 Replicas: 1,2,3
-Isr: 1,2,3``), so what a Kafka user types and reads works here. JSON shapes are the contract of
+Isr: 1,2,3``), so what a Kafka user types and reads works here; so do kafka-topics.sh's action
+flags (``raftmeta topics --list`` is ``raftmeta topics list``). JSON shapes are the contract of
 DESIGN.md §8.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 import placement
-from raftmeta.cli.common import CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.common import (
+    BROKER_ID,
+    PARTITION_COUNT,
+    REPLICATION_FACTOR,
+    FlagConflict,
+    check_int,
+    emit_json,
+    output_option,
+    usage_error,
+)
 from raftmeta.cli.connect import bootstrap_options, connect
 from raftmeta.ids import uuid_to_str
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 PLACERS = ("striped", "legacy", "balanced")
+# kafka-topics.sh's actions, as flags, and the subcommand each one is here.
+ACTION_FLAGS = {
+    "--create": "create",
+    "--list": "list",
+    "--describe": "describe",
+    "--alter": "alter",
+    "--delete": "delete",
+}
+# Errors that --if-not-exists / --if-exists turn into "nothing to do" (Kafka's TopicExistsException
+# and its missing-topic check).
+ALREADY_EXISTS = "TOPIC_ALREADY_EXISTS"
+UNKNOWN_TOPIC = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
 def parse_configs(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -44,7 +68,26 @@ def parse_replica_assignment(text: str) -> list[controller_pb2.ReplicaAssignment
         partitions = placement.parse_replica_assignment(text)
     except placement.PlacementError as exc:
         raise usage_error(str(exc), "--replica-assignment") from exc
+    for index, brokers in enumerate(partitions):
+        for broker in brokers:
+            check_int(broker, BROKER_ID.low, BROKER_ID.high, f"partition {index}: broker id", "--replica-assignment")
     return [controller_pb2.ReplicaAssignment(partition_index=i, broker_ids=b) for i, b in enumerate(partitions)]
+
+
+def check_manual_assignment(ctx: click.Context, replica_assignment: str | None, *counts: str) -> None:
+    """``--replica-assignment`` is the whole placement: it cannot be empty, and the flags that
+    would place replicas otherwise cannot be given with it. kafka-topics.sh refuses
+    ``--partitions``/``--replication-factor`` with it on create (``Option "[replica-assignment]"
+    can't be used with option "[partitions]"``); an explicit ``--placer`` would be ignored, so it
+    is refused too (its default is not). ``counts``: the count flags refused here, as set."""
+    if replica_assignment is None:
+        return
+    if not replica_assignment.strip():
+        raise usage_error("empty: give one broker list per partition, e.g. 0:1:2,1:2:0", "--replica-assignment")
+    if counts:
+        raise FlagConflict("--replica-assignment", counts[0], "the assignment sets it")
+    if ctx.get_parameter_source("placer") not in (ParameterSource.DEFAULT, None):
+        raise FlagConflict("--replica-assignment", "--placer", "a manual assignment is not placed by a placer")
 
 
 def error_name(code: int) -> str:
@@ -53,25 +96,58 @@ def error_name(code: int) -> str:
     return str(code)
 
 
-@click.group()
+class TopicsGroup(click.Group):
+    """``topics`` also takes kafka-topics.sh's action flags: ``topics --list ...`` runs ``topics
+    list ...`` (exactly one action, as in Kafka)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands:
+            actions = [arg for arg in args if arg in ACTION_FLAGS]
+            if len(actions) > 1:
+                raise usage_error(
+                    "Command must include exactly one action: --list, --describe, --create, --alter or --delete"
+                )
+            if actions:
+                rest = list(args)
+                rest.remove(actions[0])
+                args = [ACTION_FLAGS[actions[0]], *rest]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=TopicsGroup)
 def topics() -> None:
-    """Create, describe, alter and delete topics (kafka-topics.sh flags)."""
+    """Create, list, describe, alter and delete topics (kafka-topics.sh flags).
+
+    kafka-topics.sh's action flags work too: `raftmeta topics --list --bootstrap-server B` is
+    `raftmeta topics list --bootstrap-server B`.
+    """
 
 
 @topics.command("create")
 @bootstrap_options
 @click.option("--topic", "names", multiple=True, required=True, help="Topic name; repeat to create several.")
-@click.option("--partitions", type=int, default=None, help="Number of partitions (default: the cluster's).")
-@click.option("--replication-factor", type=int, default=None, help="Replicas per partition (default: the cluster's).")
+@click.option("--partitions", type=PARTITION_COUNT, default=None, help="Number of partitions (default: the cluster's).")
+@click.option(
+    "--replication-factor",
+    type=REPLICATION_FACTOR,
+    default=None,
+    help="Replicas per partition (default: the cluster's).",
+)
 @click.option(
     "--replica-assignment", default=None, help="Manual placement, e.g. 0:1:2,1:2:0 (partition i = i-th group)."
 )
 @click.option("--config", "configs", multiple=True, help="Topic config key=value; repeatable.")
-@click.option("--placer", type=click.Choice(PLACERS), default="striped", show_default=True, help="Replica placer.")
+@click.option("--placer", type=click.Choice(PLACERS), default="striped", show_default=True,
+              help="Replica placer (not with --replica-assignment).")  # fmt: skip
 @click.option("--broker-pool", default="", help="Place replicas only on brokers of this pool.")
 @click.option("--validate-only", is_flag=True, help="Check the request and show the answer; write nothing.")
+@click.option(
+    "--if-not-exists", is_flag=True, help="A topic that already exists is not an error (it is left as it is)."
+)
 @output_option
+@click.pass_context
 def create(
+    ctx: click.Context,
     bootstrap_server: str,
     timeout: float,
     names: tuple[str, ...],
@@ -82,11 +158,13 @@ def create(
     placer: str,
     broker_pool: str,
     validate_only: bool,
+    if_not_exists: bool,
     output: str,
 ) -> None:
     """Create topics. Exits 1 if any topic was rejected (each rejection names the rule)."""
-    if replica_assignment and (partitions is not None or replication_factor is not None):
-        raise usage_error("give either --replica-assignment or --partitions/--replication-factor, not both")
+    counts = {"--partitions": partitions, "--replication-factor": replication_factor}
+    check_manual_assignment(ctx, replica_assignment, *(flag for flag, value in counts.items() if value is not None))
+    assignments = parse_replica_assignment(replica_assignment) if replica_assignment is not None else []
     request = controller_pb2.CreateTopicsRequest(validate_only=validate_only)
     for name in names:
         topic = controller_pb2.CreatableTopic(name=name, placer=placer, broker_pool=broker_pool)
@@ -94,8 +172,7 @@ def create(
             topic.num_partitions = partitions
         if replication_factor is not None:
             topic.replication_factor = replication_factor
-        if replica_assignment:
-            topic.assignments.extend(parse_replica_assignment(replica_assignment))
+        topic.assignments.extend(assignments)
         topic.configs.update(parse_configs(configs))
         request.topics.append(topic)
     with connect(bootstrap_server, timeout) as client:
@@ -111,7 +188,9 @@ def create(
         }
         for result in response.topics
     ]
-    failed = [r for r in results if r["error_code"] != "NONE"]
+    # Kafka's --if-not-exists: the request is still sent, and TOPIC_ALREADY_EXISTS is not an error.
+    ignored = {ALREADY_EXISTS} if if_not_exists else set()
+    failed = [r for r in results if r["error_code"] not in ("NONE", *ignored)]
     if output == "json":
         emit_json({"topics": results, "validate_only": validate_only})
     else:
@@ -119,10 +198,54 @@ def create(
         for r in results:
             if r["error_code"] == "NONE":
                 click.echo(f"Topic {r['name']} {verb} (TopicId: {r['topic_id'] or '-'}).")
-            else:
+            elif r["error_code"] not in ignored:
                 click.echo(f"Error while creating topic {r['name']}: {r['error_code']}: {r['error_message']}", err=True)
     if failed:
         raise SystemExit(1)
+
+
+def is_internal(name: str) -> bool:
+    """Internal topics, for --exclude-internal: names starting with ``__`` (Kafka's own, such as
+    ``__consumer_offsets`` and ``__transaction_state``, all do)."""
+    return name.startswith("__")
+
+
+def topic_filter(pattern: str | None) -> re.Pattern[str] | None:
+    """Kafka's ``--topic`` with --list/--describe is a regular expression matched against the
+    whole name, with ``,`` as ``|`` (kafka.tools.filter.TopicFilter.IncludeList)."""
+    if pattern is None:
+        return None
+    text = pattern.strip().replace(",", "|").lstrip("\"'").rstrip("\"'")
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise usage_error(f"{pattern!r} is not a regular expression: {exc}", "--topic") from exc
+
+
+@topics.command("list")
+@bootstrap_options
+@click.option("--topic", "pattern", default=None, help="Only topics whose whole name matches this regular expression.")
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (names starting with '__').")
+@output_option
+def list_topics(
+    bootstrap_server: str, timeout: float, pattern: str | None, exclude_internal: bool, output: str
+) -> None:
+    """List topic names, one per line, sorted (kafka-topics.sh --list)."""
+    wanted = topic_filter(pattern)
+    with connect(bootstrap_server, timeout) as client:
+        response = client.describe_topics(())
+    listed = [
+        {"name": t.name, "topic_id": uuid_to_str(t.topic_id), "internal": is_internal(t.name)}
+        for t in sorted(response.topics, key=lambda t: t.name)
+        if t.error_code == errors_pb2.NONE and (wanted is None or wanted.fullmatch(t.name))
+    ]
+    if exclude_internal:
+        listed = [t for t in listed if not t["internal"]]
+    if output == "json":
+        emit_json({"topics": listed})
+        return
+    for t in listed:
+        click.echo(t["name"])
 
 
 def describe_document(response: controller_pb2.DescribeTopicsResponse) -> list[dict[str, Any]]:
@@ -186,15 +309,37 @@ def _ids(ids: list[int]) -> str:
 @topics.command("describe")
 @bootstrap_options
 @click.option("--topic", "names", multiple=True, help="Topic to describe; repeatable. Default: every topic.")
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (names starting with '__').")
+@click.option("--if-exists", is_flag=True, help="A topic that does not exist is not an error (it is left out).")
+@click.option(
+    "--consistency",
+    type=click.Choice(["linearizable", "stale"]),
+    default="linearizable",
+    show_default=True,
+    help="linearizable: the leader answers after confirming it still leads (every acknowledged write "
+    "shows); stale: the first node reached answers from its own copy at once (may lag; needs no leader).",
+)
 @output_option
-def describe(bootstrap_server: str, timeout: float, names: tuple[str, ...], output: str) -> None:
+def describe(
+    bootstrap_server: str,
+    timeout: float,
+    names: tuple[str, ...],
+    exclude_internal: bool,
+    if_exists: bool,
+    consistency: str,
+    output: str,
+) -> None:
     """Describe topics: leaders, replicas and ISR of every partition."""
     with connect(bootstrap_server, timeout) as client:
-        response = client.describe_topics(names)
-    document = describe_document(response)
+        response = client.describe_topics(names, stale=consistency == "stale")
+    document = [
+        t
+        for t in describe_document(response)
+        if not (exclude_internal and is_internal(t["name"])) and not (if_exists and t["error_code"] == UNKNOWN_TOPIC)
+    ]
     if output == "json":
         emit_json({"topics": document})
-    else:
+    elif document:
         click.echo(format_describe(document))
     if any(t["error_code"] != "NONE" for t in document):
         raise SystemExit(1)
@@ -203,24 +348,33 @@ def describe(bootstrap_server: str, timeout: float, names: tuple[str, ...], outp
 @topics.command("alter")
 @bootstrap_options
 @click.option("--topic", "name", required=True, help="Topic to alter.")
-@click.option("--partitions", type=click.IntRange(min=1), required=True, help="The new total number of partitions.")
+@click.option("--partitions", type=PARTITION_COUNT, required=True, help="The new total number of partitions.")
 @click.option("--replica-assignment", default=None, help="Manual placement of the new partitions only, e.g. 3:4,4:5.")
 @click.option(
-    "--placer", type=click.Choice(PLACERS), default="striped", show_default=True, help="Placer for new partitions."
+    "--placer",
+    type=click.Choice(PLACERS),
+    default="striped",
+    show_default=True,
+    help="Placer for new partitions (not with --replica-assignment).",
 )
+@click.option("--if-exists", is_flag=True, help="A topic that does not exist is not an error (nothing is changed).")
 @output_option
+@click.pass_context
 def alter(
+    ctx: click.Context,
     bootstrap_server: str,
     timeout: float,
     name: str,
     partitions: int,
     replica_assignment: str | None,
     placer: str,
+    if_exists: bool,
     output: str,
 ) -> None:
     """Add partitions to a topic (partitions only grow, as in Kafka)."""
+    check_manual_assignment(ctx, replica_assignment)
     topic = controller_pb2.CreatePartitionsTopic(name=name, count=partitions, placer=placer)
-    if replica_assignment:
+    if replica_assignment is not None:
         topic.assignments.extend(parse_replica_assignment(replica_assignment))
     with connect(bootstrap_server, timeout) as client:
         response = client.create_partitions(controller_pb2.CreatePartitionsRequest(topics=[topic]), deadline_s=timeout)
@@ -228,23 +382,25 @@ def alter(
         {"name": r.name, "error_code": error_name(r.error_code), "error_message": r.error_message}
         for r in response.results
     ]
+    ignored = {UNKNOWN_TOPIC} if if_exists else set()
     if output == "json":
         emit_json({"topics": results})
     else:
         for r in results:
             if r["error_code"] == "NONE":
                 click.echo(f"Topic {r['name']} now has {partitions} partitions.")
-            else:
+            elif r["error_code"] not in ignored:
                 click.echo(f"Error while altering topic {r['name']}: {r['error_code']}: {r['error_message']}", err=True)
-    if any(r["error_code"] != "NONE" for r in results):
+    if any(r["error_code"] not in ("NONE", *ignored) for r in results):
         raise SystemExit(1)
 
 
 @topics.command("delete")
 @bootstrap_options
 @click.option("--topic", "names", multiple=True, required=True, help="Topic to delete; repeatable.")
+@click.option("--if-exists", is_flag=True, help="A topic that does not exist is not an error.")
 @output_option
-def delete(bootstrap_server: str, timeout: float, names: tuple[str, ...], output: str) -> None:
+def delete(bootstrap_server: str, timeout: float, names: tuple[str, ...], if_exists: bool, output: str) -> None:
     """Delete topics."""
     request = controller_pb2.DeleteTopicsRequest(topic_names=list(names))
     with connect(bootstrap_server, timeout) as client:
@@ -258,13 +414,14 @@ def delete(bootstrap_server: str, timeout: float, names: tuple[str, ...], output
         }
         for r in response.responses
     ]
+    ignored = {UNKNOWN_TOPIC} if if_exists else set()
     if output == "json":
         emit_json({"topics": results})
     else:
         for r in results:
             if r["error_code"] == "NONE":
                 click.echo(f"Topic {r['name']} deleted.")
-            else:
+            elif r["error_code"] not in ignored:
                 click.echo(f"Error while deleting topic {r['name']}: {r['error_code']}: {r['error_message']}", err=True)
-    if any(r["error_code"] != "NONE" for r in results):
-        raise CheckFailed("some topics were not deleted")
+    if any(r["error_code"] not in ("NONE", *ignored) for r in results):
+        raise SystemExit(1)

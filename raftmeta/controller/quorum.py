@@ -25,6 +25,16 @@ Outputs, after any input:
   ``RequestError``, ``ControllerFailedError``).
 * ``take_snapshot_due()``: a :class:`SnapshotDue` when the committed image should be written.
 * ``take_events()``: things worth a log line (the driver logs them; this object cannot).
+* ``read_stale(now, method, request)``: a read answered at once from this node's committed image
+  (``consistency: STALE``), leader or not.
+
+Reads
+-----
+DescribeTopics, DescribeCluster and ListPartitionReassignments are linearizable by default: the
+leader starts a read-index round (``RaftCore.read_index``) and answers once the core confirms it
+and the controller has applied every batch below the read's index -- from an image at least as
+new as the commit point when the read arrived, after a majority of voters proved that no other
+leader had been elected by then. A read costs one Fetch round trip and writes nothing.
 * ``deadline(core_deadline)``: when to come back even without input (the open batch's linger).
 
 The open batch
@@ -68,7 +78,7 @@ from raftmeta.raft import (
 )
 from raftmeta.raft.state import LeaderState
 from raftmeta.records.decode import decode_records
-from raftmeta.v1 import raft_pb2, records_pb2
+from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
 
 # The open batch: at most this many bytes of records are combined into one log batch, so Fetch
 # answers and a follower's work per answer stay bounded with big requests ...
@@ -113,6 +123,11 @@ class QuorumControllerConfig:
     unsafe_ack_before_commit: bool = False
 
 
+def is_stale_read(request: Message) -> bool:
+    """Whether a request asks to be answered from the local image (``consistency: STALE``)."""
+    return getattr(request, "consistency", controller_pb2.LINEARIZABLE) == controller_pb2.STALE
+
+
 class QuorumController:
     """One node's consensus core and controller with the request lifecycle between them. Not
     thread-safe: one driver task owns it (see the module docstring)."""
@@ -141,6 +156,10 @@ class QuorumController:
         self._deferred: list[Entry] = []
         self._deferred_at = 0
         self._answers: list[Answer] = []
+        # Linearizable reads: started (read id -> request), then confirmed, waiting for the image.
+        self._reads: dict[int, tuple[int, str, Message]] = {}
+        self._confirmed: deque[tuple[int, int, str, Message]] = deque()  # (index, key, method, request)
+        self._now_ms = 0
         self._events: list[tuple[str, dict[str, Any]]] = []
         self._records_since_snapshot = 0
         self._last_snapshot_records = snapshot_records  # records in the last snapshot taken or loaded
@@ -159,8 +178,8 @@ class QuorumController:
 
     @property
     def waiting_count(self) -> int:
-        """Requests waiting for a commit or for the controller to become active."""
-        return len(self._waiting) + len(self._held)
+        """Requests waiting for a commit, a read-index round or the controller to become active."""
+        return len(self._waiting) + len(self._held) + len(self._reads) + len(self._confirmed)
 
     @property
     def has_deferred(self) -> bool:
@@ -175,8 +194,12 @@ class QuorumController:
 
     # -- inputs ------------------------------------------------------------------------------------
     def submit(self, now_ms: int, key: int, method: str, request: Message) -> None:
-        """An admin request; its answer comes out of ``take_answers`` under ``key``."""
-        if not self.is_leader:
+        """An admin request; its answer comes out of ``take_answers`` under ``key``. A read that
+        asks for ``consistency: STALE`` is answered at once from this node's image, leader or not."""
+        self._now_ms = now_ms
+        if is_stale_read(request):
+            self._handle_read(key, method, request)
+        elif not self.is_leader:
             self._answers.append(Answer(key, error=NotControllerError(self.core.leader_id)))
         elif not self._active:
             self._held.append((key, method, request))
@@ -184,6 +207,7 @@ class QuorumController:
             self._handle(now_ms, key, method, request)
 
     def step(self, now_ms: int, envelope: Envelope) -> None:
+        self._now_ms = now_ms
         if self._open_keys and type(envelope.message) is raft_pb2.FetchRequest:
             self._close_open(now_ms)  # a follower asks for data: the open batch goes in its answer
         self.core.step(now_ms, envelope)
@@ -218,11 +242,26 @@ class QuorumController:
         soft = ready.soft_state
         if self._deferred and (soft is not None or ready.install_snapshot is not None):
             self.apply_committed(self._deferred_at, [])  # a role change or a new image sees every commit first
+        for read_id, index in ready.reads:
+            started = self._reads.pop(read_id, None)
+            if started is not None:
+                self._confirmed.append((index, *started))
         if soft is not None and soft.role is not Role.LEADER:
             self._active = False
-            if self._own or self._waiting or self._held or self._open_keys:
+            if self._own or self._waiting or self._held or self._open_keys or self._reads or self._confirmed:
                 self._renounce()
+        self._answer_reads()
         return ready
+
+    def read_stale(self, now_ms: int, method: str, request: Message) -> Message:
+        """A read answered from this node's committed image now, without a read-index round (it
+        may miss the newest writes). RequestError for a request that is not a read."""
+        spec = METHODS.get(method)
+        if spec is None or spec.mutating:
+            raise RequestError(f"{method} is not a read: only reads can be served stale")
+        handled = self.controller.handle(method, request, now_ms)
+        assert handled.done and handled.response is not None
+        return handled.response
 
     def install_snapshot(self, records: Sequence[records_pb2.MetadataRecord], end_offset: int) -> None:
         """The driver wrote the Ready's ``install_snapshot``: the image is the snapshot's now."""
@@ -241,6 +280,7 @@ class QuorumController:
         this controller's own batches, replay the others. Consecutive foreign batches are
         replayed as one: building the next image costs about as much for one batch as for a
         thousand, and a follower under load commits hundreds of small batches per Ready."""
+        self._now_ms = now_ms
         if self._deferred:
             entries = [*self._deferred, *entries]
             self._deferred = []
@@ -275,9 +315,16 @@ class QuorumController:
                 self._activate(now_ms, last)
         if foreign:
             controller.apply_committed(foreign, foreign_last)
+        self._answer_reads()
         self._maybe_snapshot(entries[-1])
 
     # -- outputs -----------------------------------------------------------------------------------
+    @property
+    def has_output(self) -> bool:
+        """Anything for ``take_answers``, ``take_events`` or ``take_snapshot_due`` (a driver
+        checks this once per turn: most turns have nothing)."""
+        return bool(self._answers or self._events or self._snapshot_due is not None)
+
     def take_answers(self) -> list[Answer]:
         answers, self._answers = self._answers, []
         return answers
@@ -292,6 +339,12 @@ class QuorumController:
 
     # -- requests ----------------------------------------------------------------------------------
     def _handle(self, now_ms: int, key: int, method: str, request: Message) -> None:
+        spec = METHODS.get(method)
+        if spec is not None and not spec.mutating and isinstance(request, spec.request_type):
+            # A read: answered after a read-index round (the request itself cannot fail validation
+            # later: reads are answered from the committed image like this, only later).
+            self._reads[self.core.read_index(now_ms)] = (key, method, request)
+            return
         try:
             handled = self.controller.handle(method, request, now_ms)
         except RequestError as exc:
@@ -317,6 +370,25 @@ class QuorumController:
         if handled.records:
             self._stage(now_ms, handled.key, handled.records)
 
+    def _answer_reads(self) -> None:
+        """Answer the confirmed reads whose index the controller's committed image has reached."""
+        confirmed = self._confirmed
+        while confirmed and confirmed[0][0] <= self.controller.committed_offset + 1:
+            _index, key, method, request = confirmed.popleft()
+            self._handle_read(key, method, request)
+
+    def _handle_read(self, key: int, method: str, request: Message) -> None:
+        try:
+            response = self.read_stale(self._now_ms, method, request)
+        except RequestError as exc:
+            self._answers.append(Answer(key, error=exc))
+        except Exception as exc:
+            error = ControllerFailedError(f"{method}: {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            self._answers.append(Answer(key, error=error))
+        else:
+            self._answers.append(Answer(key, response))
+
     def _uncommitted_answer(self, method: str, request: Message) -> Message | None:
         """The response stored in the pending batch's RequestRecord (unsafe_ack_before_commit
         only); None for requests without a request id (broker registrations, heartbeats): those
@@ -341,9 +413,16 @@ class QuorumController:
         held fails with NOT_CONTROLLER; the controller's working image rolls back."""
         self.controller.renounce()
         error = NotControllerError(self.core.leader_id)
-        keys = [*self._waiting.values(), *(key for key, _, _ in self._held)]
+        keys = [
+            *self._waiting.values(),
+            *(key for key, _, _ in self._held),
+            *(key for key, _, _ in self._reads.values()),
+            *(key for _, key, _, _ in self._confirmed),
+        ]
         self._waiting.clear()
         self._held.clear()
+        self._reads.clear()
+        self._confirmed.clear()
         self._own.clear()
         self._open_keys, self._open_records, self._open_bytes = [], [], 0
         self._answers.extend(Answer(key, error=error) for key in keys)

@@ -32,6 +32,8 @@ class Faults:
     # After losing the quorum-state file, start in the log's epoch with no vote (Kafka's rule)
     # instead of VOTE_UNKNOWN, so a vote granted before the loss can be granted again.
     lost_vote_granted_again: bool = False
+    # Serve linearizable reads without the read-index round (a deposed leader answers stale).
+    stale_reads: bool = False
 
     @property
     def any(self) -> bool:

@@ -25,6 +25,7 @@ from raftmeta.raft.state import (
     FollowerState,
     LeaderState,
     ParkedFetch,
+    PendingRead,
     ReplicaState,
     ResignedState,
     SnapshotDownload,
@@ -98,6 +99,7 @@ class RaftCore:
         # A restarted driver passes a fresh base (e.g. incarnation << 32) so that answers to
         # requests of an earlier incarnation can never match a new request.
         self._next_correlation_id = first_correlation_id
+        self._next_read_id = 1
         self._ready = Ready()
         self._next_seq = 1
         # (ready seq, offset) of truncations not yet covered by a flush report.
@@ -212,6 +214,49 @@ class RaftCore:
         self._append(entry)
         self._release_parked(now_ms)
         return entry
+
+    def read_index(self, now_ms: int) -> int:
+        """Start a linearizable read (etcd's ReadIndex, over KRaft's pull replication); returns its
+        id. A later Ready's ``reads`` lists ``(id, index)`` once (1) a majority of voters, this leader
+        counted, sent a Fetch in this epoch *after* the read started -- proof that no other leader
+        had been elected by then -- and (2) the high watermark reached ``index``, the commit point
+        when the read started (at least this leader's first batch, so it includes everything any
+        earlier leader committed). Raises NotLeaderError (also while resigned).
+
+        How (1) is proved without a clock: the leader raises its read barrier, answers every parked
+        Fetch at once (each answer carries the barrier), and counts a voter once one of its Fetches
+        echoes that barrier -- sent after it received such an answer. A fetcher in another epoch is
+        refused before it is counted (FENCED/UNKNOWN_LEADER_EPOCH)."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            raise NotLeaderError(state.leader_id if state.role is not Role.RESIGNED else NO_LEADER, state.epoch)
+        read_id = self._next_read_id
+        self._next_read_id += 1
+        state.read_barrier += 1
+        index = max(self.high_watermark, state.epoch_start_offset + 1)
+        state.reads.append(PendingRead(read_id, index, state.read_barrier))
+        self._release_parked(now_ms)
+        self._maybe_release_reads(state)
+        return read_id
+
+    def _maybe_release_reads(self, state: LeaderState) -> None:
+        """Confirm the reads a majority has echoed the barrier of; release, in order, the confirmed
+        reads whose index the high watermark has reached."""
+        reads = state.reads
+        if not reads:
+            return
+        majority = len(self.voters) // 2 + 1
+        for read in reads:
+            if not read.confirmed:
+                echoed = 1 + sum(1 for r in state.replicas.values() if r.read_barrier >= read.barrier)
+                read.confirmed = echoed >= majority or self._faults.stale_reads
+        released = 0
+        while released < len(reads) and reads[released].confirmed and reads[released].index <= self.high_watermark:
+            read = reads[released]
+            self._ready.reads.append((read.read_id, read.index))
+            released += 1
+        if released:
+            del reads[:released]
 
     def poll(self, now_ms: int) -> int:
         """Fire the timers that are due; return the absolute time the core next needs a poll."""
@@ -823,6 +868,7 @@ class RaftCore:
             leader_epoch=state.epoch,
             high_watermark=self.high_watermark,
             log_start_offset=self.log.start_offset,
+            read_barrier=state.read_barrier if isinstance(state, LeaderState) else 0,
         )
 
     def _handle_fetch_request(self, now_ms: int, envelope: Envelope, request: raft_pb2.FetchRequest) -> None:
@@ -843,6 +889,9 @@ class RaftCore:
         replica = state.replicas[replica_id] if is_voter else state.observers.setdefault(replica_id, ReplicaState())
         replica.last_fetch_ms = now_ms
         replica.acknowledged = True
+        if is_voter and request.read_barrier > replica.read_barrier:
+            replica.read_barrier = min(request.read_barrier, state.read_barrier)  # never more than we gave out
+            self._maybe_release_reads(state)
         previous = state.parked.pop(replica_id, None)
         if previous is not None:
             self._answer_fetch(now_ms, state, previous.envelope)  # superseded by this fetch
@@ -864,7 +913,12 @@ class RaftCore:
         if is_voter:
             self._maybe_advance_high_watermark(now_ms, state)
         linger = self.config.fetch_hw_linger_ms
-        if request.fetch_offset < self.log.end_offset or request.max_wait_ms <= 0:
+        if (
+            request.fetch_offset < self.log.end_offset
+            or request.max_wait_ms <= 0
+            or (is_voter and state.reads and replica.read_barrier < state.read_barrier)
+        ):
+            # (A read waits for this voter to echo the newest barrier: do not park its Fetch.)
             self._answer_fetch(now_ms, state, envelope)
         elif replica.hw_sent < self.high_watermark:
             if linger <= 0:
@@ -906,6 +960,7 @@ class RaftCore:
         if candidate <= state.epoch_start_offset and not self._faults.hw_from_old_epoch:
             return  # Raft §5.4.2 / figure 8: never commit an older epoch's entry by counting replicas
         self._set_high_watermark(candidate)
+        self._maybe_release_reads(state)
         linger = self.config.fetch_hw_linger_ms
         if linger <= 0:
             self._release_parked(now_ms)
@@ -918,6 +973,7 @@ class RaftCore:
     # -- Fetch (follower side) --------------------------------------------------------------------------
     def _fetch_request(self, max_wait_ms: int) -> raft_pb2.FetchRequest:
         log = self.log
+        state = self.state
         return raft_pb2.FetchRequest(
             cluster_id=self.config.cluster_id,
             replica_id=self.node_id,
@@ -927,6 +983,7 @@ class RaftCore:
             max_wait_ms=max_wait_ms,
             max_bytes=self.config.fetch_max_bytes,
             log_start_offset=log.start_offset,
+            read_barrier=state.read_barrier if isinstance(state, FollowerState) else 0,
         )
 
     def _maybe_send_fetch(self, now_ms: int, state: FollowerState) -> None:
@@ -966,6 +1023,7 @@ class RaftCore:
         state.last_fetch_ok_ms = now_ms
         state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
         state.leader_alive = True
+        state.read_barrier = max(state.read_barrier, response.read_barrier)
         if response.HasField("diverging_epoch"):
             if self._faults.hw_from_old_epoch:
                 # Planted bug: take the leader's HW over our unvalidated older-epoch tail.

@@ -37,6 +37,10 @@ class Ready:
     committed: list[Entry] = field(default_factory=list)
     # Role / epoch / leader changed since the last Ready (fail pending proposals on a change).
     soft_state: SoftState | None = None
+    # Linearizable reads confirmed (RaftCore.read_index): (read id, index). Answer each from a state
+    # machine that has applied every committed batch below index (it may have to apply this
+    # Ready's ``committed`` first). A read not listed when leadership is lost never will be.
+    reads: list[tuple[int, int]] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         return (
@@ -48,4 +52,5 @@ class Ready:
             and not self.flush
             and not self.committed
             and self.soft_state is None
+            and not self.reads
         )

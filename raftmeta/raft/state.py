@@ -98,12 +98,24 @@ class ReplicaState:
     hw_sent: int = -1
     # Acknowledged this epoch (BeginQuorumEpoch answered, or fetched).
     acknowledged: bool = False
+    # The highest read barrier its Fetches echoed: it followed us after we raised that barrier.
+    read_barrier: int = 0
 
 
 @dataclass(slots=True)
 class ParkedFetch:
     envelope: Envelope
     deadline_ms: int
+
+
+@dataclass(slots=True)
+class PendingRead:
+    """A linearizable read waiting for its read-index round (see RaftCore.read_index)."""
+
+    read_id: int
+    index: int  # answer from a state machine that has applied every offset below this
+    barrier: int  # a majority of voters must echo this barrier (or a later one)
+    confirmed: bool = False
 
 
 @dataclass(slots=True)
@@ -114,6 +126,9 @@ class LeaderState(EpochState):
     observers: dict[int, ReplicaState] = field(default_factory=dict)
     parked: dict[int, ParkedFetch] = field(default_factory=dict)
     begin_retry_ms: int = 0
+    # Linearizable reads: the barrier every Fetch answer carries, and the reads waiting on it.
+    read_barrier: int = 0
+    reads: list[PendingRead] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -139,6 +154,8 @@ class FollowerState(EpochState):
     # are then granted without waiting for the fetch timeout (KIP-996).
     leader_alive: bool = True
     snapshot: SnapshotDownload | None = None
+    # The leader's read barrier from its last answer: echoed in every Fetch (FetchRequest.read_barrier).
+    read_barrier: int = 0
 
 
 @dataclass(slots=True)

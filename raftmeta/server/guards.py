@@ -134,6 +134,7 @@ def _fields(method: str, request: Message, voters: Collection[int]) -> Rejection
             fetch_offset=request.fetch_offset,
             max_bytes=request.max_bytes,
             log_start_offset=request.log_start_offset,
+            read_barrier=request.read_barrier,
         )
         if rejection is None and request.last_fetched_epoch > request.replica_epoch:
             rejection = _invalid(

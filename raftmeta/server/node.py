@@ -277,6 +277,7 @@ class Node:
                 epoch=core.epoch,
                 what_to_do=LOST_ELECTION_STATE_HINT,
             )
+        self.core = core  # the QuorumController's, for views (describe_quorum) and the hot path
         snapshot_records = parse_records(snapshot.records) if snapshot is not None else None
         self.qc = QuorumController(
             core,
@@ -318,10 +319,6 @@ class Node:
         controller.ids = lambda: uuid.uuid4().bytes
         controller.random = JavaRandom(int.from_bytes(os.urandom(6), "big"))
         return controller
-
-    @property
-    def core(self) -> RaftCore:
-        return self.qc.core
 
     @property
     def controller(self) -> Controller:
@@ -498,6 +495,8 @@ class Node:
     def _deliver(self) -> None:
         """Hand the QuorumController's outputs to the outside: answers to their futures, events to
         the log, a due snapshot to the snapshot thread."""
+        if not self.qc.has_output:
+            return
         for answer in self.qc.take_answers():
             future = self._replies.pop(answer.key, None)
             if future is None or future.done():

@@ -25,6 +25,7 @@ import grpc.aio
 from google.protobuf.message import Message
 
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
+from raftmeta.controller.quorum import is_stale_read
 from raftmeta.logs import get_logger
 from raftmeta.request_limits import check_controller_request
 from raftmeta.rpc_errors import INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED, error_metadata
@@ -151,8 +152,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         deadline = time.monotonic() + _remaining(context)
         forwarded = any(key == FORWARDED_KEY for key, _ in context.invocation_metadata() or ())
         wait_until = time.monotonic() + node.config.forward_wait_ms / 1000
+        stale = is_stale_read(request)  # answered by this node from its own image: no forwarding
         while True:
-            if node.is_leader:
+            if node.is_leader or stale:
                 try:
                     if method == "DescribeQuorum":
                         return node.describe_quorum()

@@ -19,6 +19,17 @@ from dataclasses import dataclass
 from raftmeta.raft import Entry, RaftCore
 from raftmeta.records.codec import iter_batches, split_records
 
+INVARIANTS = (
+    "1-single-leader",
+    "2-log-matching",
+    "3-committed-never-truncated",
+    "3-leader-completeness",
+    "3-majority-persisted",
+    "4-committed-prefixes-identical",
+    "5-hw-monotonic",
+    "6-exactly-once",
+)
+
 
 class InvariantViolation(Exception):
     def __init__(self, invariant: str, detail: str) -> None:
@@ -39,6 +50,9 @@ Key = tuple[int, int]
 
 class Checker:
     def __init__(self) -> None:
+        # How many times each invariant was checked (``raftmeta sim`` prints them: a check that
+        # never runs cannot fail).
+        self.checks: dict[str, int] = dict.fromkeys(INVARIANTS, 0)
         self.leaders: dict[int, int] = {}
         # (base offset, epoch) -> (bytes, predecessor key): log matching (invariant 2).
         self.batches: dict[Key, tuple[bytes, Key | None]] = {}
@@ -50,6 +64,7 @@ class Checker:
 
     # -- invariant 1 -----------------------------------------------------------------------------
     def on_leader(self, node_id: int, epoch: int) -> None:
+        self.checks["1-single-leader"] += 1
         other = self.leaders.setdefault(epoch, node_id)
         if other != node_id:
             raise InvariantViolation("1-single-leader", f"nodes {other} and {node_id} both lead epoch {epoch}")
@@ -63,6 +78,7 @@ class Checker:
     def check_leader_has_committed(self, node_id: int, core: RaftCore) -> None:
         """Raft's Leader Completeness: a batch committed in epoch E is in the log of every leader
         of an epoch > E (a leader of an older epoch may still be around, unaware)."""
+        self.checks["3-leader-completeness"] += 1
         best: tuple[int, Key] | None = None
         for epoch, commit in self.commits_by_epoch.items():
             if epoch < core.epoch and (best is None or commit[0] > best[0]):
@@ -82,6 +98,7 @@ class Checker:
     def check_majority_persisted(self, leader_id: int, entry: Entry, holders: int, voters: int) -> None:
         """Kafka's MajorityReachedHighWatermark: the batch just below a leader's new HW is on the
         disks (flushed) of a majority of voters -- otherwise a crash could lose it."""
+        self.checks["3-majority-persisted"] += 1
         if holders < voters // 2 + 1:
             raise InvariantViolation(
                 "3-majority-persisted",
@@ -91,6 +108,7 @@ class Checker:
 
     # -- invariant 2 -----------------------------------------------------------------------------
     def on_append(self, node_id: int, previous: Entry | None, entry: Entry) -> None:
+        self.checks["2-log-matching"] += 1
         prev_key: Key | None = None
         if previous is not None:
             if previous.next_offset != entry.base_offset:
@@ -119,12 +137,14 @@ class Checker:
 
     # -- invariants 3 and 4 ----------------------------------------------------------------------
     def on_truncate(self, node_id: int, offset: int, high_watermark: int) -> None:
+        self.checks["3-committed-never-truncated"] += 1
         if offset < high_watermark:
             raise InvariantViolation(
                 "3-committed-never-truncated", f"node {node_id} truncates to {offset} below its HW {high_watermark}"
             )
 
     def on_commit(self, node_id: int, entry: Entry) -> None:
+        self.checks["4-committed-prefixes-identical"] += 1
         known = self.committed.get(entry.base_offset)
         if known is None:
             self.committed[entry.base_offset] = CommittedBatch(entry.epoch, entry.next_offset, entry.data)
@@ -172,6 +192,7 @@ class Checker:
                     ids[pid] = ids.get(pid, 0) + 1
             offset = batch.next_offset
         # 6: acknowledged exactly once, rejected never, nothing twice.
+        self.checks["6-exactly-once"] += len(ids) + len(acknowledged - ids.keys())
         for pid, count in ids.items():
             if count > 1:
                 raise InvariantViolation("6-exactly-once", f"proposal {pid} committed {count} times")

@@ -101,6 +101,7 @@ class RunResult:
     liveness_ms: int = -1
     snapshots_taken: int = 0
     snapshots_installed: int = 0
+    checks: dict[str, int] = field(default_factory=dict)
 
 
 class Simulation:
@@ -242,6 +243,7 @@ class Simulation:
             self._push(deadline, TIMER, (node.node_id, node.timer_generation))
         hw = core.high_watermark
         if hw != node.last_hw:
+            self.checker.checks["5-hw-monotonic"] += 1
             if hw < node.last_hw:
                 raise InvariantViolation("5-hw-monotonic", f"node {node.node_id} HW {node.last_hw} -> {hw}")
             if core.role is Role.LEADER:
@@ -617,6 +619,7 @@ class Simulation:
             result.violation = InvariantViolation("assertion", str(error) or repr(error))
             self._trace(f"VIOLATION assertion {error}")
         result.virtual_ms = self.now
+        result.checks = self.checker.checks
         return result
 
     def _leader_summary(self) -> str:

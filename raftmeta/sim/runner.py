@@ -62,6 +62,7 @@ class Summary:
     acknowledged: int = 0
     snapshots_installed: int = 0
     faults: dict[str, int] = field(default_factory=dict)
+    checks: dict[str, int] = field(default_factory=dict)
     violations: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -78,6 +79,8 @@ class Summary:
         self.snapshots_installed += result.snapshots_installed
         for kind, count in result.faults.items():
             self.faults[kind] = self.faults.get(kind, 0) + count
+        for invariant, count in result.checks.items():
+            self.checks[invariant] = self.checks.get(invariant, 0) + count
         if result.violation is not None:
             self.violations.append(
                 {
@@ -97,6 +100,7 @@ class Summary:
             "acknowledged": self.acknowledged,
             "snapshots_installed": self.snapshots_installed,
             "faults": dict(sorted(self.faults.items())),
+            "checks": dict(sorted(self.checks.items())),
             "violations": self.violations,
             "events_per_s": round(self.events_per_s),
             "seconds": round(self.seconds, 3),

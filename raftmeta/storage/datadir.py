@@ -76,9 +76,10 @@ class NodeStorage:
         SnapshotError (naming file and offset) for damage below the checkpointed high watermark,
         damage above it with intact batches after it (MidLogCorruptionError), or damage in the
         newest snapshot. A missing or unreadable quorum-state is not refused: the file is set
-        aside and ``quorum_state_problem`` says why (the core recovers from the log). With ``repair=True`` (``raftmeta node --repair-log``) such
-        damage is cut away instead, the high-watermark checkpoint is lowered to what is left,
-        and the node refetches the rest from the leader; docs/storage.md explains the risk.
+        aside and ``quorum_state_problem`` says why (the core recovers from the log). With
+        ``repair=True`` (``raftmeta node --repair-log``) such damage is cut away instead, the
+        high-watermark checkpoint is lowered to what is left, and the node refetches the rest
+        from the leader; docs/storage.md explains the risk.
         """
         logger = get_logger("storage.datadir", data_dir=str(data_dir))
         meta = ensure_meta_properties(data_dir, cluster_id, node_id)

@@ -32,6 +32,27 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _ReadConsistency:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ReadConsistencyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ReadConsistency.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LINEARIZABLE: _ReadConsistency.ValueType  # 0
+    STALE: _ReadConsistency.ValueType  # 1
+
+class ReadConsistency(_ReadConsistency, metaclass=_ReadConsistencyEnumTypeWrapper):
+    """How fresh a read must be. LINEARIZABLE (the default): answered by the leader once a majority of
+    voters confirmed its leadership after the read arrived (a read-index round), from an image at least
+    as new as its commit point then, so it reflects every write acknowledged before the call. STALE:
+    answered at once by the node called, from its own committed image, which may lag (no round trip,
+    no leader needed).
+    """
+
+LINEARIZABLE: ReadConsistency.ValueType  # 0
+STALE: ReadConsistency.ValueType  # 1
+Global___ReadConsistency: _TypeAlias = ReadConsistency  # noqa: Y015
+
 class _ElectionType:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -465,6 +486,8 @@ class DescribeTopicsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOPICS_FIELD_NUMBER: _builtins.int
+    CONSISTENCY_FIELD_NUMBER: _builtins.int
+    consistency: Global___ReadConsistency.ValueType
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Empty = every topic."""
@@ -473,10 +496,11 @@ class DescribeTopicsRequest(_message.Message):
         self,
         *,
         topics: _abc.Iterable[_builtins.str] | None = ...,
+        consistency: Global___ReadConsistency.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consistency", b"consistency", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -798,12 +822,16 @@ Global___BrokerHeartbeatResponse: _TypeAlias = BrokerHeartbeatResponse  # noqa: 
 class DescribeClusterRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    CONSISTENCY_FIELD_NUMBER: _builtins.int
+    consistency: Global___ReadConsistency.ValueType
     def __init__(
         self,
+        *,
+        consistency: Global___ReadConsistency.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consistency", b"consistency"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1251,6 +1279,8 @@ class ListPartitionReassignmentsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOPICS_FIELD_NUMBER: _builtins.int
+    CONSISTENCY_FIELD_NUMBER: _builtins.int
+    consistency: Global___ReadConsistency.ValueType
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicPartitions]:
         """Empty = every ongoing reassignment. A named partition with no reassignment is left out."""
@@ -1259,10 +1289,11 @@ class ListPartitionReassignmentsRequest(_message.Message):
         self,
         *,
         topics: _abc.Iterable[Global___TopicPartitions] | None = ...,
+        consistency: Global___ReadConsistency.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consistency", b"consistency", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -275,6 +275,7 @@ class FetchRequest(_message.Message):
     MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+    READ_BARRIER_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     replica_id: _builtins.int
     """The fetching node's id. Voters' fetches count toward the high watermark, observers' never."""
@@ -290,6 +291,11 @@ class FetchRequest(_message.Message):
     """Upper bound for the response's records (at least one batch is returned if any exists)."""
     log_start_offset: _builtins.int
     """The fetcher's log start offset (for observability)."""
+    read_barrier: _builtins.int
+    """The read_barrier of the last FetchResponse this fetcher got from this leader (0: none). The
+    leader raises its barrier when it takes a linearizable read; a voter's Fetch that echoes it
+    was sent after that answer, so it proves the voter still followed this leader then.
+    """
     def __init__(
         self,
         *,
@@ -301,10 +307,11 @@ class FetchRequest(_message.Message):
         max_wait_ms: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
         log_start_offset: _builtins.int = ...,
+        read_barrier: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "fetch_offset", b"fetch_offset", "last_fetched_epoch", b"last_fetched_epoch", "log_start_offset", b"log_start_offset", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "replica_epoch", b"replica_epoch", "replica_id", b"replica_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "fetch_offset", b"fetch_offset", "last_fetched_epoch", b"last_fetched_epoch", "log_start_offset", b"log_start_offset", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "read_barrier", b"read_barrier", "replica_epoch", b"replica_epoch", "replica_id", b"replica_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -347,6 +354,7 @@ class FetchResponse(_message.Message):
     DIVERGING_EPOCH_FIELD_NUMBER: _builtins.int
     SNAPSHOT_ID_FIELD_NUMBER: _builtins.int
     RECORDS_FIELD_NUMBER: _builtins.int
+    READ_BARRIER_FIELD_NUMBER: _builtins.int
     error_code: _errors_pb2.ErrorCode.ValueType
     leader_id: _builtins.int
     leader_epoch: _builtins.int
@@ -355,6 +363,8 @@ class FetchResponse(_message.Message):
     log_start_offset: _builtins.int
     records: _builtins.bytes
     """Zero or more framed batches (docs/log-format.md), copied byte for byte from the leader's log."""
+    read_barrier: _builtins.int
+    """The leader's read barrier now: echo it in the next FetchRequest (see FetchRequest.read_barrier)."""
     @_builtins.property
     def diverging_epoch(self) -> Global___DivergingEpoch:
         """Set when the fetcher's log diverges from the leader's: truncate, then fetch again."""
@@ -374,10 +384,11 @@ class FetchResponse(_message.Message):
         diverging_epoch: Global___DivergingEpoch | None = ...,
         snapshot_id: Global___SnapshotId | None = ...,
         records: _builtins.bytes = ...,
+        read_barrier: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["diverging_epoch", b"diverging_epoch", "snapshot_id", b"snapshot_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["diverging_epoch", b"diverging_epoch", "error_code", b"error_code", "high_watermark", b"high_watermark", "leader_epoch", b"leader_epoch", "leader_id", b"leader_id", "log_start_offset", b"log_start_offset", "records", b"records", "snapshot_id", b"snapshot_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["diverging_epoch", b"diverging_epoch", "error_code", b"error_code", "high_watermark", b"high_watermark", "leader_epoch", b"leader_epoch", "leader_id", b"leader_id", "log_start_offset", b"log_start_offset", "read_barrier", b"read_barrier", "records", b"records", "snapshot_id", b"snapshot_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -175,3 +175,47 @@ def test_a_snapshot_is_due_every_interval_of_committed_records() -> None:
     qc.submit(ELECTED_MS, 9, "RegisterBroker", register(4))
     drive(qc, ELECTED_MS)
     assert qc.take_snapshot_due() is None, "one snapshot at a time"
+
+
+def describe(
+    consistency: controller_pb2.ReadConsistency.ValueType = controller_pb2.LINEARIZABLE,
+) -> controller_pb2.DescribeTopicsRequest:
+    return controller_pb2.DescribeTopicsRequest(consistency=consistency)
+
+
+def test_a_linearizable_read_waits_for_its_read_index_round_then_sees_every_commit() -> None:
+    qc = active()
+    qc.submit(ELECTED_MS, 1, "CreateTopics", create("a", "r-a"))
+    drive(qc, ELECTED_MS)
+    assert [a.key for a in qc.take_answers()] == [1]  # acknowledged
+    qc.submit(ELECTED_MS, 2, "DescribeTopics", describe())
+    qc.submit(ELECTED_MS, 3, "CreateTopics", create("b", "r-b"))  # concurrent with the read
+    assert qc.take_answers() == [], "a read is answered after its round, not at once"
+    drive(qc, ELECTED_MS)
+    answers = {a.key: a for a in qc.take_answers()}
+    response = answers[2].response
+    assert isinstance(response, controller_pb2.DescribeTopicsResponse)
+    assert "a" in [t.name for t in response.topics], "a write acknowledged before the read is visible"
+
+
+def test_off_the_leader_a_linearizable_read_is_not_controller_and_a_stale_one_is_answered() -> None:
+    qc = quorum(voters=(1, 2, 3), state=QuorumStateData(4, leader_id=2, voted_id=2))
+    qc.submit(5, 1, "DescribeTopics", describe())
+    qc.submit(5, 2, "DescribeTopics", describe(controller_pb2.STALE))
+    first, second = qc.take_answers()
+    assert isinstance(first.error, NotControllerError)
+    assert isinstance(second.response, controller_pb2.DescribeTopicsResponse) and second.error is None
+
+
+def test_losing_leadership_fails_the_reads_in_their_round() -> None:
+    qc = quorum(voters=(1, 2, 3))
+    qc.core.poll(ELECTED_MS)  # a candidate of a three-voter quorum, not a leader: no round can start
+    qc.submit(ELECTED_MS, 1, "DescribeTopics", describe())
+    [answer] = qc.take_answers()
+    assert isinstance(answer.error, NotControllerError)
+
+
+def test_a_stale_read_of_a_write_is_refused() -> None:
+    qc = active()
+    with pytest.raises(RequestError, match="not a read"):
+        qc.read_stale(ELECTED_MS, "CreateTopics", create("a", "r-a"))

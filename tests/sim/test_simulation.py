@@ -9,7 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
+from raftmeta.cli.sim import SOAK_FIRST_SEED, SOAK_SEEDS
 from raftmeta.sim import BUGS, FAULT_KINDS, draw_params, run_one, run_seeds
+from raftmeta.sim.checker import INVARIANTS
 from raftmeta.sim.runner import parse_faults
 
 ALL = frozenset(FAULT_KINDS)
@@ -31,6 +33,9 @@ def test_ci_seed_budget_finds_no_violation(voters: int) -> None:
     shapes = {k for k in summary.faults if k.startswith("partition_")}
     assert shapes == {f"partition_{s}" for s in ("symmetric", "one_way", "isolate_leader", "minority", "bridge")}
     assert summary.snapshots_installed > 0
+    # Every invariant was checked, many times (a check that never runs cannot fail).
+    assert set(summary.checks) == set(INVARIANTS)
+    assert min(summary.checks.values()) > CI_SEEDS, summary.checks
 
 
 @pytest.mark.sim
@@ -117,6 +122,6 @@ def test_parse_faults() -> None:
 
 @pytest.mark.slow
 def test_soak_ten_thousand_seeds() -> None:
-    """The documented soak (also: ``raftmeta sim --seeds 10000``)."""
-    summary = run_seeds(range(100_000, 110_000), steps=STEPS, voters=None, kinds=ALL)
+    """The documented soak (also: ``raftmeta sim --soak``)."""
+    summary = run_seeds(range(SOAK_FIRST_SEED, SOAK_FIRST_SEED + SOAK_SEEDS), steps=STEPS, voters=None, kinds=ALL)
     assert summary.violations == [], summary.violations[:3]
