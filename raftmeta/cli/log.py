@@ -31,6 +31,7 @@ from raftmeta.storage.inspect import BatchEntry, Corruption, walk_file, walk_log
 from raftmeta.storage.log import TruncationPlan, apply_truncation, plan_truncation
 from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
+from raftmeta.storage.segment import parse_log_file_name
 from raftmeta.storage.snapshot import SnapshotStore, parse_snapshot_name, read_snapshot
 from raftmeta.v1 import records_pb2
 
@@ -186,11 +187,18 @@ def _node_state(data_dir: Path) -> dict[str, Any]:
 @log.command("dump")
 @click.option(
     "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=click.Path(path_type=Path),
     help="A node's data dir (or its __cluster_metadata-0 directory).",
 )
 @click.option(
     "--snapshot", "snapshot_file", type=click.Path(path_type=Path, dir_okay=False), help="Dump this snapshot file."
+)
+@click.option(
+    "--files",
+    "segment_files_given",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Dump these segment (.log) files alone, as kafka-dump-log --files does; repeatable.",
 )
 @click.option(
     "--from-offset", type=click.IntRange(min=0), default=0, show_default=True, help="Skip batches below this offset."
@@ -198,7 +206,12 @@ def _node_state(data_dir: Path) -> dict[str, Any]:
 @click.option("--records/--no-records", default=True, show_default=True, help="Decode every record of every batch.")
 @output_option
 def dump_command(
-    data_dir: Path | None, snapshot_file: Path | None, from_offset: int, records: bool, output: str
+    data_dir: Path | None,
+    snapshot_file: Path | None,
+    segment_files_given: tuple[Path, ...],
+    from_offset: int,
+    records: bool,
+    output: str,
 ) -> None:
     """Print every batch (offsets, epoch, count, CRC check, size) and every record decoded.
 
@@ -206,10 +219,21 @@ def dump_command(
     incomplete batch at the end of the last segment is reported as a torn tail and does not
     fail: on a live node it is a write in progress, after a crash recovery truncates it.
     """
-    if (data_dir is None) == (snapshot_file is None):
-        raise usage_error("give exactly one of --data-dir or --snapshot")
+    if sum((data_dir is not None, snapshot_file is not None, bool(segment_files_given))) != 1:
+        raise usage_error("give exactly one of --data-dir, --snapshot or --files")
     document: dict[str, Any] = {}
-    if snapshot_file is not None:
+    if segment_files_given:
+        entries: list[BatchEntry | Corruption] = []
+        for path in segment_files_given:
+            if not path.is_file():
+                raise usage_error(f"{path} is not a file", "--files")
+            base = parse_log_file_name(path.name)
+            if base is None:
+                raise usage_error(f"{path.name} is not a segment file name (20-digit base offset, .log)", "--files")
+            # Alone, a segment's end may be a write in progress: reported as a torn tail.
+            entries.extend(walk_file(path, first_offset=base, from_offset=from_offset, last_segment=True))
+        document["files"] = [str(p) for p in segment_files_given]
+    elif snapshot_file is not None:
         if not snapshot_file.is_file():
             raise usage_error(f"{snapshot_file} is not a file", "--snapshot")
         entries = list(walk_file(snapshot_file, first_offset=0, from_offset=from_offset))
@@ -225,6 +249,8 @@ def dump_command(
             document["error"] = exc.reason
     else:
         assert data_dir is not None
+        if data_dir.is_file():
+            raise usage_error(f"{data_dir} is a file: dump one segment file with --files {data_dir}", "--data-dir")
         if not data_dir.is_dir():
             raise usage_error(f"{data_dir} is not a directory", "--data-dir")
         log_dir = _resolve_log_dir(data_dir)

@@ -72,6 +72,11 @@ class RaftConfig:
     snapshots_retained: int = 2
     # Bound on batches appended by this leader and not yet committed.
     max_uncommitted_batches: int = 1024
+    # Wall clock minus the ``now_ms`` clock the driver passes, in ms: a batch's append timestamp
+    # (docs/log-format.md: ms since the Unix epoch) is ``now_ms + wall_clock_offset_ms``. The driver
+    # measures it when it starts (timers keep using its monotonic ``now_ms``); the simulator
+    # leaves it 0 (virtual time).
+    wall_clock_offset_ms: int = 0
     faults: Faults = field(default_factory=Faults)
 
     def __post_init__(self) -> None:

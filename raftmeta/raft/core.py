@@ -209,7 +209,7 @@ class RaftCore:
         if uncommitted >= self.config.max_uncommitted_batches:
             raise ProposalLimitError(f"{uncommitted} uncommitted batches (limit {self.config.max_uncommitted_batches})")
         base = log.end_offset
-        data = encode_batch(base, state.epoch, records, now_ms)
+        data = encode_batch(base, state.epoch, records, now_ms + self.config.wall_clock_offset_ms)
         entry = Entry(base, state.epoch, base + len(records), data)
         self._append(entry)
         self._release_parked(now_ms)
@@ -573,7 +573,7 @@ class RaftCore:
             granting_voters=[records_pb2.Voter(voter_id=v) for v in granting],
         )
         record = records_pb2.MetadataRecord(leader_change=change).SerializeToString()
-        data = encode_batch(start, epoch, [record], now_ms, control=True)
+        data = encode_batch(start, epoch, [record], now_ms + self.config.wall_clock_offset_ms, control=True)
         self._append(Entry(start, epoch, start + 1, data))
         self._send_begin_quorum_epoch(now_ms, new, list(replicas))
         self._maybe_advance_high_watermark(now_ms, new)

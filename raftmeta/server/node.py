@@ -257,6 +257,8 @@ class Node:
             fetch_max_wait_ms=cfg.fetch_max_wait_ms,
             fetch_hw_linger_ms=cfg.fetch_hw_linger_ms,
             request_timeout_ms=cfg.request_timeout_ms,
+            # Append timestamps are wall-clock time (docs/log-format.md); timers stay monotonic.
+            wall_clock_offset_ms=time.time_ns() // 1_000_000 - now_ms(),
         )
         core = RaftCore(
             self.raft_config,

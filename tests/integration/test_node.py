@@ -290,3 +290,20 @@ def test_concurrent_creates_each_get_their_own_answer(
     assert {f"burst-{i}" for i in range(30)} | {"dup", "retried"} <= set(names)
     verdict = facts_to_checks(local_facts(quorum.data_dir))
     assert all(c.passed for c in verdict), verdict
+
+
+def test_batches_carry_the_leaders_wall_clock_time(
+    quorum: local_quorum.LocalQuorum, client: SyncControllerClient
+) -> None:
+    """docs/log-format.md: append_timestamp is ms since the Unix epoch (log dump shows a date), not
+    the monotonic clock the node's timers run on."""
+    before_ms = int(time.time() * 1000) - 60_000  # the quorum started a few seconds ago
+    assert create(client, "dated").error_code == errors_pb2.NONE
+    after_ms = int(time.time() * 1000)
+    local_quorum.down(quorum)
+    stamps = [
+        batch.header.append_timestamp_ms
+        for segment in sorted((Path(quorum.nodes[0].data_dir) / "__cluster_metadata-0").glob("*.log"))
+        for batch in codec.iter_batches(segment.read_bytes())
+    ]
+    assert stamps and all(before_ms <= stamp <= after_ms for stamp in stamps), stamps

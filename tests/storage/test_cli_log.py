@@ -158,3 +158,21 @@ def test_dump_usage_errors(tmp_path: Path) -> None:
     assert dump()[0] == 2
     assert dump("--data-dir", str(tmp_path))[0] == 2
     assert dump("--data-dir", str(tmp_path / "missing"))[0] == 2
+
+
+def test_dump_files_reads_one_segment_as_kafka_dump_log_does(data_dir: Path) -> None:
+    segments = sorted((data_dir / "__cluster_metadata-0").glob("*.log"))
+    code, out = dump("--files", str(segments[-1]), "--output", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["files"] == [str(segments[-1])]
+    base = int(segments[-1].name.split(".")[0])
+    assert doc["batches"] and doc["batches"][0]["base_offset"] == base
+    assert "quorum_state" not in doc, "a file alone has no node state"
+
+
+def test_dump_data_dir_given_a_file_points_to_files(data_dir: Path) -> None:
+    segment = next((data_dir / "__cluster_metadata-0").glob("*.log"))
+    result = CliRunner().invoke(cli, ["log", "dump", "--data-dir", str(segment)])
+    assert result.exit_code == 2
+    assert f"--files {segment}" in result.output
