@@ -6,12 +6,13 @@ import shlex
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
 from raftmeta.cli.brokers import FLEET_BROKERS_MAX, parse_pools
 from raftmeta.cli.common import NODE_ID, CheckFailed, FlagConflict, emit_json, int_range, output_option, usage_error
-from raftmeta.cli.connect import bootstrap_options, connect
+from raftmeta.cli.connect import connect, tls_options
 from raftmeta.v1 import controller_pb2
 
 DATA_DIR = click.option(
@@ -228,43 +229,123 @@ def restart(data_dir: Path, node_id: int, output: str) -> None:
 
 
 @quorum.command("status")
-@bootstrap_options
+@click.option(
+    "--bootstrap-server",
+    envvar="RAFTMETA_BOOTSTRAP_SERVER",
+    default=None,
+    help="host:port[,host:port...] of any quorum nodes (env RAFTMETA_BOOTSTRAP_SERVER); or --data-dir.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="A quorum started by `raftmeta quorum up`: its bootstrap server (and TLS files) from quorum.json.",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=15.0, show_default=True, help="Seconds to keep trying."
+)
+@click.option(
+    "--status", "show_status", is_flag=True, help="Only the summary (kafka-metadata-quorum describe --status)."
+)
+@click.option(
+    "--replication", "show_replication", is_flag=True, help="Only the per-replica table (describe --replication)."
+)
+@tls_options
 @output_option
-def status(bootstrap_server: str, timeout: float, output: str) -> None:
-    """The quorum as its leader sees it (kafka-metadata-quorum describe --status/--replication)."""
-    with connect(bootstrap_server, timeout) as client:
+def status(
+    bootstrap_server: str | None,
+    data_dir: Path | None,
+    timeout: float,
+    show_status: bool,
+    show_replication: bool,
+    output: str,
+) -> None:
+    """The quorum as its leader sees it, as kafka-metadata-quorum describe --status and --replication
+    print it (both without a flag). -1 where a value is unknown: a voter that has not fetched from
+    this leader (down, or not reached yet) has no known log end offset, lag or timestamps."""
+    if (bootstrap_server is None) == (data_dir is None):
+        raise usage_error("give exactly one of --bootstrap-server or --data-dir", "--bootstrap-server")
+    tls = None
+    if data_dir is not None:
+        from raftmeta import local_quorum
+
+        try:
+            started = local_quorum.LocalQuorum.load(data_dir)
+        except FileNotFoundError as exc:
+            raise usage_error(str(exc), "--data-dir") from exc
+        bootstrap_server, tls = started.bootstrap_server, started.client_tls
+    assert bootstrap_server is not None
+    with connect(bootstrap_server, timeout, tls) as client:
         answer = client.describe_quorum()
-    voters = [_replica_row(v) for v in answer.voters]
-    observers = [_replica_row(o) for o in answer.observers]
-    document = {
+    document = status_document(answer, int(time.time() * 1000))
+    if output == "json":
+        emit_json(document)
+        return
+    both = show_status == show_replication
+    if show_status or both:
+        _print_status(document)
+    if both:
+        click.echo("")
+    if show_replication or both:
+        _print_replication(document)
+
+
+def status_document(answer: controller_pb2.DescribeQuorumResponse, now_ms: int) -> dict[str, Any]:
+    """DESIGN.md §8's ``quorum status`` shape, plus Kafka's figures: MaxFollowerLag and
+    MaxFollowerLagTimeMs (-1 while any follower is unknown), and per replica its wall-clock
+    LastFetchTimestamp and LastCaughtUpTimestamp and its Status."""
+    voters = [
+        _replica_row(v, now_ms, "Leader" if v.replica_id == answer.leader_id else "Follower") for v in answer.voters
+    ]
+    observers = [_replica_row(o, now_ms, "Observer") for o in answer.observers]
+    followers = [v for v in voters if v["status"] == "Follower"]
+    unknown = any(f["lag"] < 0 or f["last_caught_up_ms_ago"] < 0 for f in followers)
+    return {
         "cluster_id": answer.cluster_id,
         "leader_id": answer.leader_id,
         "leader_epoch": answer.leader_epoch,
         "high_watermark": answer.high_watermark,
+        "max_follower_lag": -1 if unknown else max((f["lag"] for f in followers), default=0),
+        "max_follower_lag_time_ms": -1 if unknown else max((f["last_caught_up_ms_ago"] for f in followers), default=0),
         "voters": voters,
         "observers": observers,
     }
-    if output == "json":
-        emit_json(document)
-        return
-    click.echo(f"ClusterId:              {answer.cluster_id}")
-    click.echo(f"LeaderId:               {answer.leader_id}")
-    click.echo(f"LeaderEpoch:            {answer.leader_epoch}")
-    click.echo(f"HighWatermark:          {answer.high_watermark}")
-    click.echo(f"CurrentVoters:          [{','.join(str(v['id']) for v in voters)}]")
-    click.echo(f"CurrentObservers:       [{','.join(str(o['id']) for o in observers)}]")
-    click.echo("")
-    click.echo(f"{'NodeId':<8}{'LogEndOffset':>14}{'Lag':>8}{'LastFetchMsAgo':>16}  Status")
-    roles = [("Leader" if v["id"] == answer.leader_id else "Follower", v) for v in voters]
-    for role, r in [*roles, *(("Observer", o) for o in observers)]:
-        click.echo(f"{r['id']:<8}{r['log_end_offset']:>14}{r['lag']:>8}{r['last_fetch_ms_ago']:>16}  {role}")
 
 
-def _replica_row(replica: controller_pb2.QuorumReplicaState) -> dict[str, int]:
-    """One voter or observer in the JSON shape of DESIGN.md §8."""
+def _replica_row(replica: controller_pb2.QuorumReplicaState, now_ms: int, status: str) -> dict[str, Any]:
+    """One voter or observer: DESIGN.md §8's keys, Kafka's timestamps (ms since the Unix epoch)."""
+    fetch_ago, caught_up_ago = replica.last_fetch_ms_ago, replica.last_caught_up_ms_ago
     return {
         "id": replica.replica_id,
         "log_end_offset": replica.log_end_offset,
         "lag": replica.lag,
-        "last_fetch_ms_ago": replica.last_fetch_ms_ago,
+        "last_fetch_ms_ago": fetch_ago,
+        "last_caught_up_ms_ago": caught_up_ago,
+        "last_fetch_timestamp": now_ms - fetch_ago if fetch_ago >= 0 else -1,
+        "last_caught_up_timestamp": now_ms - caught_up_ago if caught_up_ago >= 0 else -1,
+        "status": status,
     }
+
+
+def _print_status(document: dict[str, Any]) -> None:
+    rows = [
+        ("ClusterId", document["cluster_id"]),
+        ("LeaderId", document["leader_id"]),
+        ("LeaderEpoch", document["leader_epoch"]),
+        ("HighWatermark", document["high_watermark"]),
+        ("MaxFollowerLag", document["max_follower_lag"]),
+        ("MaxFollowerLagTimeMs", document["max_follower_lag_time_ms"]),
+        ("CurrentVoters", f"[{','.join(str(v['id']) for v in document['voters'])}]"),
+        ("CurrentObservers", f"[{','.join(str(o['id']) for o in document['observers'])}]"),
+    ]
+    for name, value in rows:
+        click.echo(f"{name + ':':<24}{value}")
+
+
+def _print_replication(document: dict[str, Any]) -> None:
+    columns = ("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")
+    keys = ("id", "log_end_offset", "lag", "last_fetch_timestamp", "last_caught_up_timestamp", "status")
+    rows = [[str(r[k]) for k in keys] for r in (*document["voters"], *document["observers"])]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(columns)]
+    for line in (list(columns), *rows):
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())

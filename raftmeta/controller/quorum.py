@@ -76,7 +76,7 @@ from raftmeta.raft import (
     Role,
     SnapshotImage,
 )
-from raftmeta.raft.state import LeaderState
+from raftmeta.raft.state import LeaderState, ReplicaState
 from raftmeta.records.decode import decode_records
 from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
 
@@ -252,6 +252,45 @@ class QuorumController:
                 self._renounce()
         self._answer_reads()
         return ready
+
+    def describe_quorum(self, now_ms: int, cluster_id: str) -> controller_pb2.DescribeQuorumResponse:
+        """The quorum as this node sees it (Kafka's DescribeQuorum): per replica only on the
+        leader. -1 where a value is unknown: a voter that has not fetched in this epoch (down,
+        or not yet reached) has no known log end offset, lag or fetch time."""
+        core = self.core
+        response = controller_pb2.DescribeQuorumResponse(
+            cluster_id=cluster_id, leader_id=core.leader_id, leader_epoch=core.epoch, high_watermark=core.high_watermark
+        )
+        state = core.state
+        if not isinstance(state, LeaderState):
+            return response
+        hw = core.high_watermark
+
+        def row(replica_id: int, replica: ReplicaState | None) -> controller_pb2.QuorumReplicaState:
+            if replica_id == core.node_id:
+                return controller_pb2.QuorumReplicaState(
+                    replica_id=replica_id,
+                    log_end_offset=core.durable_end_offset,
+                    lag=max(0, hw - core.durable_end_offset),
+                    last_fetch_ms_ago=0,
+                    last_caught_up_ms_ago=0,
+                )
+            if replica is None or not replica.acknowledged:
+                return controller_pb2.QuorumReplicaState(
+                    replica_id=replica_id, log_end_offset=-1, lag=-1, last_fetch_ms_ago=-1, last_caught_up_ms_ago=-1
+                )
+            caught_up = replica.last_caught_up_ms
+            return controller_pb2.QuorumReplicaState(
+                replica_id=replica_id,
+                log_end_offset=replica.end_offset,
+                lag=max(0, hw - replica.end_offset),
+                last_fetch_ms_ago=now_ms - replica.last_fetch_ms,
+                last_caught_up_ms_ago=now_ms - caught_up if caught_up >= 0 else -1,
+            )
+
+        response.voters.extend(row(v, state.replicas.get(v)) for v in sorted(core.voters))
+        response.observers.extend(row(o, replica) for o, replica in sorted(state.observers.items()))
+        return response
 
     def read_stale(self, now_ms: int, method: str, request: Message) -> Message:
         """A read answered from this node's committed image now, without a read-index round (it

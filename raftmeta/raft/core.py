@@ -910,6 +910,9 @@ class RaftCore:
             self._reply(envelope, response)
             return
         replica.end_offset = request.fetch_offset
+        if request.fetch_offset >= replica.end_at_last_answer:
+            replica.last_caught_up_ms = now_ms
+        replica.end_at_last_answer = self.log.end_offset
         if is_voter:
             self._maybe_advance_high_watermark(now_ms, state)
         linger = self.config.fetch_hw_linger_ms

@@ -100,6 +100,10 @@ class ReplicaState:
     acknowledged: bool = False
     # The highest read barrier its Fetches echoed: it followed us after we raised that barrier.
     read_barrier: int = 0
+    # Kafka's lastCaughtUpTimestamp: the last Fetch whose offset reached our log end offset as it
+    # was when we answered its previous Fetch (-1: never); that end offset.
+    last_caught_up_ms: int = -1
+    end_at_last_answer: int = 0
 
 
 @dataclass(slots=True)

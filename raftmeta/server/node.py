@@ -58,7 +58,6 @@ from raftmeta.raft import (
     Role,
     SnapshotImage,
 )
-from raftmeta.raft.state import LeaderState
 from raftmeta.records.decode import parse_records
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import DiskWriter
@@ -715,42 +714,4 @@ class Node:
 
     # -- views -------------------------------------------------------------------------------------
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
-
-        core = self.core
-        response = controller_pb2.DescribeQuorumResponse(
-            cluster_id=self.config.cluster_id,
-            leader_id=core.leader_id,
-            leader_epoch=core.epoch,
-            high_watermark=core.high_watermark,
-        )
-        state = core.state
-        if not isinstance(state, LeaderState):
-            return response
-        now = now_ms()
-        hw = core.high_watermark
-        for voter in sorted(self.config.voters):
-            if voter == self.node_id:
-                end, fetched = core.durable_end_offset, now
-            else:
-                replica = state.replicas.get(voter)
-                end, fetched = (replica.end_offset, replica.last_fetch_ms) if replica else (0, -1)
-            response.voters.append(
-                controller_pb2.QuorumReplicaState(
-                    replica_id=voter,
-                    log_end_offset=end,
-                    lag=max(0, hw - end),
-                    last_fetch_ms_ago=now - fetched if fetched > 0 else -1,
-                    last_caught_up_ms_ago=-1,
-                )
-            )
-        for observer, replica in sorted(state.observers.items()):
-            response.observers.append(
-                controller_pb2.QuorumReplicaState(
-                    replica_id=observer,
-                    log_end_offset=replica.end_offset,
-                    lag=max(0, hw - replica.end_offset),
-                    last_fetch_ms_ago=now - replica.last_fetch_ms,
-                    last_caught_up_ms_ago=-1,
-                )
-            )
-        return response
+        return self.qc.describe_quorum(now_ms(), self.config.cluster_id)
