@@ -108,6 +108,32 @@ def int_range(low: int, high: int = INT32_MAX) -> BoundedInt:
 _EMITTED = "raftmeta.emitted"
 
 
+def request_id_option(func: F) -> F:
+    """Add ``--request-id`` to a command that writes: the id its request carries. The quorum answers
+    a repeated id with the first request's answer, so running a command again with the id an
+    "outcome unknown" error printed learns what happened instead of doing it twice."""
+    decorated: F = click.option(
+        "--request-id",
+        default=None,
+        callback=_check_request_id,
+        help="Send the request under this id (1-64 characters); repeat it to learn an unknown outcome. "
+        "Default: a new one.",
+    )(func)
+    return decorated
+
+
+def _check_request_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    import uuid
+
+    from raftmeta.limits import REQUEST_ID_CHARS_MAX
+
+    if value is None:
+        return str(uuid.uuid4())
+    if not 1 <= len(value) <= REQUEST_ID_CHARS_MAX:
+        raise click.BadParameter(f"must be 1..{REQUEST_ID_CHARS_MAX} characters, got {len(value)}", ctx, param)
+    return value
+
+
 def output_option(func: F) -> F:
     """Add ``--output text|json`` to a command; the value arrives as the ``output`` parameter."""
     decorated: F = click.option(

@@ -105,7 +105,9 @@ def connect(bootstrap_server: str, timeout: float, tls: TlsConfig | None = None)
         yield client
     except OutcomeUnknownError as exc:
         raise CheckFailed(
-            f"{exc}. Run the same command again to learn the outcome.",
+            f"{exc}. The request may or may not have been applied: run the same command again with "
+            f"--request-id {exc.request_id} to learn its outcome (the quorum answers a repeated request id "
+            "with the first request's answer, and never applies it twice).",
             code="OUTCOME_UNKNOWN",
             details={**_error_details(exc), "request_id": exc.request_id},
         ) from exc

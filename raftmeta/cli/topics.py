@@ -23,6 +23,7 @@ from raftmeta.cli.common import (
     check_int,
     emit_json,
     output_option,
+    request_id_option,
     usage_error,
 )
 from raftmeta.cli.connect import bootstrap_options, connect
@@ -144,6 +145,7 @@ def topics() -> None:
 @click.option(
     "--if-not-exists", is_flag=True, help="A topic that already exists is not an error (it is left as it is)."
 )
+@request_id_option
 @output_option
 @click.pass_context
 def create(
@@ -159,13 +161,14 @@ def create(
     broker_pool: str,
     validate_only: bool,
     if_not_exists: bool,
+    request_id: str,
     output: str,
 ) -> None:
     """Create topics. Exits 1 if any topic was rejected (each rejection names the rule)."""
     counts = {"--partitions": partitions, "--replication-factor": replication_factor}
     check_manual_assignment(ctx, replica_assignment, *(flag for flag, value in counts.items() if value is not None))
     assignments = parse_replica_assignment(replica_assignment) if replica_assignment is not None else []
-    request = controller_pb2.CreateTopicsRequest(validate_only=validate_only)
+    request = controller_pb2.CreateTopicsRequest(validate_only=validate_only, request_id=request_id)
     for name in names:
         topic = controller_pb2.CreatableTopic(name=name, placer=placer, broker_pool=broker_pool)
         if partitions is not None:
@@ -358,6 +361,7 @@ def describe(
     help="Placer for new partitions (not with --replica-assignment).",
 )
 @click.option("--if-exists", is_flag=True, help="A topic that does not exist is not an error (nothing is changed).")
+@request_id_option
 @output_option
 @click.pass_context
 def alter(
@@ -369,6 +373,7 @@ def alter(
     replica_assignment: str | None,
     placer: str,
     if_exists: bool,
+    request_id: str,
     output: str,
 ) -> None:
     """Add partitions to a topic (partitions only grow, as in Kafka)."""
@@ -377,7 +382,8 @@ def alter(
     if replica_assignment is not None:
         topic.assignments.extend(parse_replica_assignment(replica_assignment))
     with connect(bootstrap_server, timeout) as client:
-        response = client.create_partitions(controller_pb2.CreatePartitionsRequest(topics=[topic]), deadline_s=timeout)
+        request = controller_pb2.CreatePartitionsRequest(topics=[topic], request_id=request_id)
+        response = client.create_partitions(request, deadline_s=timeout)
     results = [
         {"name": r.name, "error_code": error_name(r.error_code), "error_message": r.error_message}
         for r in response.results
@@ -399,10 +405,13 @@ def alter(
 @bootstrap_options
 @click.option("--topic", "names", multiple=True, required=True, help="Topic to delete; repeatable.")
 @click.option("--if-exists", is_flag=True, help="A topic that does not exist is not an error.")
+@request_id_option
 @output_option
-def delete(bootstrap_server: str, timeout: float, names: tuple[str, ...], if_exists: bool, output: str) -> None:
+def delete(
+    bootstrap_server: str, timeout: float, names: tuple[str, ...], if_exists: bool, request_id: str, output: str
+) -> None:
     """Delete topics."""
-    request = controller_pb2.DeleteTopicsRequest(topic_names=list(names))
+    request = controller_pb2.DeleteTopicsRequest(topic_names=list(names), request_id=request_id)
     with connect(bootstrap_server, timeout) as client:
         response = client.delete_topics(request, deadline_s=timeout)
     results = [
