@@ -88,18 +88,34 @@ RAFT_EPOCH_MAX: Final = 2**31 - 2
 RAFT_FETCH_WAIT_MS_MAX: Final = 60_000
 
 
+# Keepalive: every channel pings an idle connection this often, to detect a dead peer (SIGSTOP'd
+# node, cut link) without waiting for TCP timeouts ...
+KEEPALIVE_TIME_MS: Final = 10_000
+KEEPALIVE_TIMEOUT_MS: Final = 5_000
+# ... and every server accepts pings on a connection without calls this often. gRPC's default is 5
+# minutes: a peer pinging every 10 s was answered GOAWAY too_many_pings after two strikes (node
+# logs showed it between nodes). It must stay below KEEPALIVE_TIME_MS.
+SERVER_MIN_PING_INTERVAL_MS: Final = KEEPALIVE_TIME_MS // 2
+
+
 def grpc_channel_options() -> list[tuple[str, int]]:
     """Options for every channel (and the basis of the server's): message size limits and keepalive."""
     return [
         ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
         ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX),
-        # Detect a dead peer (SIGSTOP'd node, cut link) without waiting for TCP timeouts.
-        ("grpc.keepalive_time_ms", 10_000),
-        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ("grpc.keepalive_permit_without_calls", 1),
+        # Keep pinging an idle connection (the default stops after two pings without data).
+        ("grpc.http2.max_pings_without_data", 0),
     ]
 
 
 def grpc_server_options() -> list[tuple[str, int]]:
-    """Options for a node's gRPC server: the channel options plus the per-connection stream limit."""
-    return [*grpc_channel_options(), ("grpc.max_concurrent_streams", CONCURRENT_STREAMS_PER_CONNECTION_MAX)]
+    """Options for a node's gRPC server: the channel options, the per-connection stream limit, and
+    the ping policy that lets clients keep their keepalive (see SERVER_MIN_PING_INTERVAL_MS)."""
+    return [
+        *grpc_channel_options(),
+        ("grpc.max_concurrent_streams", CONCURRENT_STREAMS_PER_CONNECTION_MAX),
+        ("grpc.http2.min_ping_interval_without_data_ms", SERVER_MIN_PING_INTERVAL_MS),
+    ]

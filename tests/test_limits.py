@@ -393,3 +393,14 @@ def test_the_largest_admitted_request_appends_a_batch_one_fetch_can_carry() -> N
     batch = encode_batch(0, 1, [r.SerializeToString() for r in handled.records], 0)
     # Room for the FetchResponse's own fields (a few dozen bytes) is left by a wide margin.
     assert len(batch) < limits.GRPC_MESSAGE_BYTES_MAX * 3 // 4, len(batch)
+
+
+def test_servers_accept_the_keepalive_pings_every_channel_sends() -> None:
+    """A server that allows fewer pings than its peers send answers GOAWAY too_many_pings (seen in
+    node logs between nodes): the server's minimum ping interval must be below the keepalive time."""
+    from raftmeta.limits import grpc_channel_options, grpc_server_options
+
+    channel = dict(grpc_channel_options())
+    server = dict(grpc_server_options())
+    assert server["grpc.http2.min_ping_interval_without_data_ms"] < channel["grpc.keepalive_time_ms"]
+    assert channel["grpc.keepalive_permit_without_calls"] == 1 and server["grpc.keepalive_permit_without_calls"] == 1
