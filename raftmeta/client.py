@@ -87,6 +87,37 @@ class OutcomeUnknownError(ClientError):
         self.request_id = request_id
 
 
+# What gRPC says when a call never left this process: the address did not resolve or the TCP
+# connection failed (wait_for_ready is off, so a call does not wait for a connection).
+_NOT_SENT = (
+    "failed to connect",
+    "connection refused",
+    "dns resolution failed",
+    "name resolution",
+    "errors resolving",
+    "lookup failed",
+)
+
+
+def may_have_reached(code: grpc.StatusCode, details: str) -> bool:
+    """Whether a failed attempt may have reached a server (so a write may have been applied): a
+    deadline or a dropped stream may have; a refused connection or an unresolved name cannot."""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return True
+    if code != grpc.StatusCode.UNAVAILABLE:
+        return False
+    text = details.lower()
+    return not any(marker in text for marker in _NOT_SENT)
+
+
+def _answer_text(code: grpc.StatusCode, error_code: str, details: str) -> str:
+    """One attempt's outcome for an error message: the quorum's error code or the gRPC status, and
+    the first line of what the server (or gRPC) said."""
+    first = details.strip().splitlines()[0] if details.strip() else ""
+    label = error_code or code.name
+    return f"{label} ({first[:120]})" if first else label
+
+
 def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
     """``"h:p,h:p"`` or a list of ``"h:p"`` → a validated list of targets."""
     items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
@@ -192,6 +223,7 @@ class ControllerClient:
         budget = self.retry.deadline_s if deadline_s is None else deadline_s
         deadline = time.monotonic() + budget
         self.last_attempts = []
+        answers: dict[str, str] = {}  # target -> its last answer, in words
         attempt = 0
         maybe_reached = False
         handshake_failed: set[str] = set()
@@ -206,11 +238,8 @@ class ControllerClient:
                 code = exc.code()
                 details = parse_error_metadata(exc.trailing_metadata())  # type: ignore[arg-type]
                 self.last_attempts.append((target, details.error_code or code.name))
-                # UNAVAILABLE before the connection was made never reached the server; a deadline or
-                # a dropped stream may have.
-                if code == grpc.StatusCode.DEADLINE_EXCEEDED or (
-                    code == grpc.StatusCode.UNAVAILABLE and "connect" not in (exc.details() or "").lower()
-                ):
+                answers[target] = _answer_text(code, details.error_code, exc.details() or "")
+                if may_have_reached(code, exc.details() or ""):
                     maybe_reached = True
                 # RESOURCE_EXHAUSTED also means "message larger than the limit" or a request over a
                 # limit of raftmeta.limits (POLICY_VIOLATION): retrying cannot help.
@@ -228,9 +257,15 @@ class ControllerClient:
                         give_up = True
                         message += " (check the TLS settings: CA, certificate and key)"
                 if give_up:
+                    tried = "; ".join(f"{t}: {a}" for t, a in answers.items())
+                    summary = f"no node could serve it within {budget:g} s (tried {tried})"
                     if method in MUTATING_METHODS and maybe_reached:
-                        raise OutcomeUnknownError(method, code, message, request.request_id) from exc
-                    raise UnavailableError(method, code, message, details.error_code) from exc
+                        raise OutcomeUnknownError(
+                            method, code, f"{summary}; an attempt may have reached the quorum", request.request_id
+                        ) from exc
+                    if method in MUTATING_METHODS:
+                        summary += "; no attempt reached a node, so nothing was applied"
+                    raise UnavailableError(method, code, summary, details.error_code) from exc
                 log.debug("retrying", method=method, target=target, code=code.name, attempt=attempt)
                 self._current = (self._current + 1) % len(self.targets)
                 pause = min(self.retry.backoff_s(attempt, self._rng), max(0.0, deadline - time.monotonic()))

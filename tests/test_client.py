@@ -21,6 +21,7 @@ from raftmeta.client import (
     RetryPolicy,
     SyncControllerClient,
     UnavailableError,
+    may_have_reached,
     parse_bootstrap,
 )
 from raftmeta.rpc_errors import error_metadata
@@ -219,3 +220,31 @@ def test_sync_client_against_a_real_server() -> None:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         loop.close()
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "reached"),
+    [
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True),
+        (grpc.StatusCode.UNAVAILABLE, "Socket closed", True),
+        (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: Connection refused", False),
+        (grpc.StatusCode.UNAVAILABLE, "errors resolving nosuchhost.invalid:9092: address lookup failed", False),
+        (grpc.StatusCode.UNAVAILABLE, "DNS resolution failed for nosuchhost:1", False),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "overloaded", False),
+    ],
+)
+def test_which_failures_may_have_reached_a_node(code: grpc.StatusCode, details: str, reached: bool) -> None:
+    assert may_have_reached(code, details) is reached
+
+
+def test_a_write_no_node_received_says_so_and_names_every_address() -> None:
+    """Before: a name that does not resolve was an "outcome unknown", with no word on what was tried."""
+    client = SyncControllerClient("127.0.0.1:1,nosuchhost.invalid:9092", retry=RetryPolicy(deadline_s=0.5))
+    try:
+        with pytest.raises(UnavailableError) as caught:
+            client.create_topics(controller_pb2.CreateTopicsRequest(topics=[controller_pb2.CreatableTopic(name="t")]))
+    finally:
+        client.close()
+    message = str(caught.value)
+    assert "127.0.0.1:1: UNAVAILABLE" in message and "nosuchhost.invalid:9092: UNAVAILABLE" in message
+    assert "no attempt reached a node, so nothing was applied" in message
