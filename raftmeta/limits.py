@@ -55,9 +55,11 @@ PARTITIONS_PER_REQUEST_MAX: Final = 10_000
 # Replicas of one partition: a replication factor, a manual assignment's broker list, a
 # reassignment target. Kafka has no cap; replication factors above 5 are unheard of.
 REPLICAS_PER_PARTITION_MAX: Final = 16
-# Characters of a topic name: Kafka's 249 (org.apache.kafka.common.internals.Topic). The
-# controller's name rule (raftmeta.controller.names) uses this constant.
-TOPIC_NAME_CHARS_MAX: Final = 249
+# Characters of a topic name field in a request. Kafka's naming rule (at most 249 characters,
+# raftmeta.controller.names.MAX_NAME_LENGTH) is the controller's to answer per topic, with
+# INVALID_TOPIC_EXCEPTION, as Kafka does; this bound only keeps absurd fields (megabytes of name)
+# out of a request as a whole.
+TOPIC_NAME_FIELD_CHARS_MAX: Final = 4096
 # Config entries of one topic. Kafka knows about 40 topic configs (the controller accepts 10 and
 # answers INVALID_CONFIG for the others).
 CONFIGS_PER_TOPIC_MAX: Final = 128

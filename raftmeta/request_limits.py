@@ -77,7 +77,7 @@ def _too_long(field: str, text: str, limit: str) -> LimitViolation | None:
 
 def _names(field: str, names: Iterable[str]) -> Iterator[LimitViolation | None]:
     for i, name in enumerate(names):
-        yield _too_long(f"{field}[{i}]", name, "TOPIC_NAME_CHARS_MAX")
+        yield _too_long(f"{field}[{i}]", name, "TOPIC_NAME_FIELD_CHARS_MAX")
 
 
 def _request_id(request: Any) -> Iterator[LimitViolation | None]:
@@ -101,7 +101,7 @@ def _create_topics(request: controller_pb2.CreateTopicsRequest) -> Iterator[Limi
     total = 0
     for i, topic in enumerate(request.topics):
         field = f"topics[{i}]"
-        yield _too_long(f"{field}.name", topic.name, "TOPIC_NAME_CHARS_MAX")
+        yield _too_long(f"{field}.name", topic.name, "TOPIC_NAME_FIELD_CHARS_MAX")
         yield _too_many(f"{field}.num_partitions", topic.num_partitions, "PARTITIONS_PER_TOPIC_MAX")
         yield _too_many(f"{field}.replication_factor", topic.replication_factor, "REPLICAS_PER_PARTITION_MAX")
         yield from _assignments(f"{field}.assignments", topic.assignments)
@@ -120,7 +120,7 @@ def _create_partitions(request: controller_pb2.CreatePartitionsRequest) -> Itera
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
     for i, topic in enumerate(request.topics):
         field = f"topics[{i}]"
-        yield _too_long(f"{field}.name", topic.name, "TOPIC_NAME_CHARS_MAX")
+        yield _too_long(f"{field}.name", topic.name, "TOPIC_NAME_FIELD_CHARS_MAX")
         yield _too_many(f"{field}.count", topic.count, "PARTITIONS_PER_TOPIC_MAX")
         yield from _assignments(f"{field}.assignments", topic.assignments)
         yield from _placement(field, topic)
@@ -163,7 +163,7 @@ def _topic_partitions(field: str, topics: Any) -> Iterator[LimitViolation | None
     """``TopicPartitions`` lists (ElectLeaders, ListPartitionReassignments)."""
     yield _too_many(f"len({field})", len(topics), "TOPICS_PER_REQUEST_MAX")
     for i, topic in enumerate(topics):
-        yield _too_long(f"{field}[{i}].topic", topic.topic, "TOPIC_NAME_CHARS_MAX")
+        yield _too_long(f"{field}[{i}].topic", topic.topic, "TOPIC_NAME_FIELD_CHARS_MAX")
     total = sum(len(t.partitions) for t in topics)
     yield _too_many(f"partitions in {field}", total, "PARTITIONS_PER_REQUEST_MAX")
 
@@ -180,7 +180,7 @@ def _alter_reassignments(
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
     total = 0
     for i, topic in enumerate(request.topics):
-        yield _too_long(f"topics[{i}].name", topic.name, "TOPIC_NAME_CHARS_MAX")
+        yield _too_long(f"topics[{i}].name", topic.name, "TOPIC_NAME_FIELD_CHARS_MAX")
         for j, partition in enumerate(topic.partitions):
             field = f"len(topics[{i}].partitions[{j}].replicas)"
             yield _too_many(field, len(partition.replicas), "REPLICAS_PER_PARTITION_MAX")

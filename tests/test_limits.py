@@ -206,29 +206,29 @@ CASES: list[tuple[str, grpc.StatusCode, str, Build]] = [
         "len(request_id)",
         lambda n: ("ElectLeaders", pb.ElectLeadersRequest(request_id="r" * n)),
     ),
-    ("TOPIC_NAME_CHARS_MAX", INVALID, "len(topics[1].name)", lambda n: create(topic("ok"), topic("a" * n))),
-    ("TOPIC_NAME_CHARS_MAX", INVALID, "len(topics[0].name)", lambda n: grow(name="a" * n, count=2)),
+    ("TOPIC_NAME_FIELD_CHARS_MAX", INVALID, "len(topics[1].name)", lambda n: create(topic("ok"), topic("a" * n))),
+    ("TOPIC_NAME_FIELD_CHARS_MAX", INVALID, "len(topics[0].name)", lambda n: grow(name="a" * n, count=2)),
     (
-        "TOPIC_NAME_CHARS_MAX",
+        "TOPIC_NAME_FIELD_CHARS_MAX",
         INVALID,
         "len(topic_names[0])",
         lambda n: ("DeleteTopics", pb.DeleteTopicsRequest(topic_names=["a" * n])),
     ),
     (
-        "TOPIC_NAME_CHARS_MAX",
+        "TOPIC_NAME_FIELD_CHARS_MAX",
         INVALID,
         "len(topics[0])",
         lambda n: ("DescribeTopics", pb.DescribeTopicsRequest(topics=["a" * n])),
     ),
     (
-        "TOPIC_NAME_CHARS_MAX",
+        "TOPIC_NAME_FIELD_CHARS_MAX",
         INVALID,
         "len(topic_partitions[0].topic)",
         lambda n: ("ElectLeaders", pb.ElectLeadersRequest(topic_partitions=[pb.TopicPartitions(topic="a" * n)])),
     ),
-    ("TOPIC_NAME_CHARS_MAX", INVALID, "len(topics[0].name)", lambda n: alter(1, name="a" * n)),
+    ("TOPIC_NAME_FIELD_CHARS_MAX", INVALID, "len(topics[0].name)", lambda n: alter(1, name="a" * n)),
     (
-        "TOPIC_NAME_CHARS_MAX",
+        "TOPIC_NAME_FIELD_CHARS_MAX",
         INVALID,
         "len(topics[0].topic)",
         lambda n: (
@@ -309,12 +309,15 @@ def test_every_limit_a_client_controls_has_a_case() -> None:
 def test_the_message_quotes_only_the_start_of_an_overlong_value() -> None:
     violation = check_controller_request(*create(topic("x" * 100_000)))
     assert violation is not None
-    assert "len(topics[0].name)=100000 exceeds TOPIC_NAME_CHARS_MAX=249" in violation.message
+    assert "len(topics[0].name)=100000 exceeds TOPIC_NAME_FIELD_CHARS_MAX=4096" in violation.message
     assert len(violation.message) < 200
 
 
-def test_the_topic_name_limit_is_the_controllers_rule() -> None:
-    assert limits.TOPIC_NAME_CHARS_MAX == MAX_NAME_LENGTH == 249
+def test_a_name_the_naming_rule_refuses_reaches_the_controller() -> None:
+    """Kafka answers a 250-character name per topic (INVALID_TOPIC_EXCEPTION), not by refusing the
+    request: the field bound is far above the naming rule."""
+    assert MAX_NAME_LENGTH == 249 < limits.TOPIC_NAME_FIELD_CHARS_MAX
+    assert check_controller_request(*create(topic("ok"), topic("a" * 250))) is None
 
 
 def test_a_config_value_over_pythons_int_digit_limit_never_reaches_the_controller() -> None:
@@ -373,7 +376,7 @@ def _largest_request() -> pb.CreateTopicsRequest:
     configs = {name: key.default for name, key in TOPIC_CONFIGS.items()}
     request = pb.CreateTopicsRequest(request_id="r" * limits.REQUEST_ID_CHARS_MAX)
     while True:
-        name = f"{len(request.topics):06d}".ljust(limits.TOPIC_NAME_CHARS_MAX, "x")
+        name = f"{len(request.topics):06d}".ljust(MAX_NAME_LENGTH, "x")
         request.topics.add(name=name, replication_factor=BROKERS, num_partitions=1, configs=configs)
         if request.ByteSize() > limits.CONTROLLER_REQUEST_BYTES_MAX:
             del request.topics[-1]

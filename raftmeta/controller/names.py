@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 
-from raftmeta.limits import TOPIC_NAME_CHARS_MAX
-
-MAX_NAME_LENGTH = TOPIC_NAME_CHARS_MAX
+# Kafka's Topic.MAX_NAME_LENGTH. A longer name is INVALID_TOPIC_EXCEPTION for that topic alone.
+MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]*")
 COLLISION_WARNING = (
     "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could "
