@@ -45,7 +45,14 @@ log = get_logger("client")
 
 # Calls that change metadata: they get a request id and an "unknown" outcome on timeout.
 MUTATING_METHODS = frozenset(
-    {"CreateTopics", "CreatePartitions", "DeleteTopics", "ElectLeaders", "AlterPartitionReassignments"}
+    {
+        "CreateTopics",
+        "CreatePartitions",
+        "DeleteTopics",
+        "ElectLeaders",
+        "AlterPartitionReassignments",
+        "IncrementalAlterConfigs",
+    }
 )
 
 
@@ -324,6 +331,23 @@ class ControllerClient:
         )
         return response
 
+    async def describe_configs(
+        self, topics: Sequence[str] = (), *, include_defaults: bool = False, stale: bool = False
+    ) -> controller_pb2.DescribeConfigsResponse:
+        request = controller_pb2.DescribeConfigsRequest(
+            topics=list(topics), include_defaults=include_defaults, consistency=_consistency(stale)
+        )
+        response: controller_pb2.DescribeConfigsResponse = await self.call("DescribeConfigs", request)
+        return response
+
+    async def incremental_alter_configs(
+        self, request: controller_pb2.IncrementalAlterConfigsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.IncrementalAlterConfigsResponse:
+        response: controller_pb2.IncrementalAlterConfigsResponse = await self.call(
+            "IncrementalAlterConfigs", request, deadline_s=deadline_s
+        )
+        return response
+
     async def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
         response: controller_pb2.DescribeQuorumResponse = await self.call(
             "DescribeQuorum", controller_pb2.DescribeQuorumRequest()
@@ -426,6 +450,16 @@ class SyncControllerClient:
 
     def describe_cluster(self, *, stale: bool = False) -> controller_pb2.DescribeClusterResponse:
         return self._run(self._client.describe_cluster(stale=stale))
+
+    def describe_configs(
+        self, topics: Sequence[str] = (), *, include_defaults: bool = False, stale: bool = False
+    ) -> controller_pb2.DescribeConfigsResponse:
+        return self._run(self._client.describe_configs(topics, include_defaults=include_defaults, stale=stale))
+
+    def incremental_alter_configs(
+        self, request: controller_pb2.IncrementalAlterConfigsRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.IncrementalAlterConfigsResponse:
+        return self._run(self._client.incremental_alter_configs(request, deadline_s=deadline_s))
 
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
         return self._run(self._client.describe_quorum())

@@ -192,6 +192,23 @@ def _list_reassignments(request: controller_pb2.ListPartitionReassignmentsReques
     yield from _topic_partitions("topics", request.topics)
 
 
+def _describe_configs(request: controller_pb2.DescribeConfigsRequest) -> Iterator[LimitViolation | None]:
+    yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
+    yield from _names("topics", request.topics)
+
+
+def _alter_configs(request: controller_pb2.IncrementalAlterConfigsRequest) -> Iterator[LimitViolation | None]:
+    yield from _request_id(request)
+    yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
+    for i, topic in enumerate(request.topics):
+        field = f"topics[{i}]"
+        yield _too_long(f"{field}.topic", topic.topic, "TOPIC_NAME_FIELD_CHARS_MAX")
+        yield _too_many(f"len({field}.ops)", len(topic.ops), "CONFIGS_PER_TOPIC_MAX")
+        for j, op in enumerate(topic.ops):
+            yield _too_long(f"{field}.ops[{j}].name", op.name, "CONFIG_KEY_CHARS_MAX")
+            yield _too_long(f"{field}.ops[{j}].value", op.value, "CONFIG_VALUE_CHARS_MAX")
+
+
 _CHECKS: dict[str, Callable[[Any], Iterator[LimitViolation | None]]] = {
     "CreateTopics": _create_topics,
     "CreatePartitions": _create_partitions,
@@ -202,6 +219,8 @@ _CHECKS: dict[str, Callable[[Any], Iterator[LimitViolation | None]]] = {
     "ElectLeaders": _elect_leaders,
     "AlterPartitionReassignments": _alter_reassignments,
     "ListPartitionReassignments": _list_reassignments,
+    "DescribeConfigs": _describe_configs,
+    "IncrementalAlterConfigs": _alter_configs,
 }
 
 

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "bench": "raftmeta.cli.bench:bench",
     "brokers": "raftmeta.cli.brokers:brokers",
     "certs": "raftmeta.cli.certs:certs",
+    "configs": "raftmeta.cli.configs:configs",
     "chaos": "raftmeta.cli.chaos:chaos",
     "demo": "raftmeta.cli.demo:demo",
     "fuzz": "raftmeta.cli.fuzz:fuzz",

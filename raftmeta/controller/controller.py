@@ -46,7 +46,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from raftmeta.controller import brokers, reassign, topics
+from raftmeta.controller import brokers, reassign, topic_configs, topics
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.elections import fence_records
 from raftmeta.controller.errors import RequestError
@@ -145,6 +145,20 @@ METHODS: dict[str, Method] = {
             controller_pb2.DescribeClusterRequest,
             controller_pb2.DescribeClusterResponse,
             False,
+        ),
+        Method(
+            "DescribeConfigs",
+            topic_configs.describe_configs,
+            controller_pb2.DescribeConfigsRequest,
+            controller_pb2.DescribeConfigsResponse,
+            False,
+        ),
+        Method(
+            "IncrementalAlterConfigs",
+            topic_configs.incremental_alter_configs,
+            controller_pb2.IncrementalAlterConfigsRequest,
+            controller_pb2.IncrementalAlterConfigsResponse,
+            True,
         ),
     )
 }
@@ -486,6 +500,11 @@ def not_controller_response(method: str, request: Message) -> Message:
                     partition_index=partition.partition_index, error_code=code, error_message=message
                 )
         return alter
+    if isinstance(request, controller_pb2.IncrementalAlterConfigsRequest):
+        configs = controller_pb2.IncrementalAlterConfigsResponse()
+        for altered in request.topics:
+            configs.results.add(topic=altered.topic, error_code=code, error_message=message)
+        return configs
     if isinstance(request, controller_pb2.RegisterBrokerRequest):
         return controller_pb2.RegisterBrokerResponse(error_code=code, error_message=message)
     if isinstance(request, controller_pb2.BrokerHeartbeatRequest):

@@ -238,3 +238,11 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
 
     async def DescribeQuorum(self, request: controller_pb2.DescribeQuorumRequest, context: Context) -> Any:
         return await self._serve("DescribeQuorum", request, context)
+
+    async def DescribeConfigs(self, request: controller_pb2.DescribeConfigsRequest, context: Context) -> Any:
+        return await self._serve("DescribeConfigs", request, context)
+
+    async def IncrementalAlterConfigs(
+        self, request: controller_pb2.IncrementalAlterConfigsRequest, context: Context
+    ) -> Any:
+        return await self._serve("IncrementalAlterConfigs", request, context)

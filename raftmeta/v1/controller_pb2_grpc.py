@@ -89,6 +89,16 @@ class ControllerServiceStub:
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=raftmeta_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.DescribeConfigs = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/DescribeConfigs',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.DescribeConfigsResponse.FromString,
+                _registered_method=True)
+        self.IncrementalAlterConfigs = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/IncrementalAlterConfigs',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -160,6 +170,18 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IncrementalAlterConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +239,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=raftmeta_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=raftmeta_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeConfigs,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.DescribeConfigsResponse.SerializeToString,
+            ),
+            'IncrementalAlterConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.IncrementalAlterConfigs,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -516,6 +548,60 @@ class ControllerService:
             '/raftmeta.v1.ControllerService/ListPartitionReassignments',
             raftmeta_dot_v1_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             raftmeta_dot_v1_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/DescribeConfigs',
+            raftmeta_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.DescribeConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IncrementalAlterConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/IncrementalAlterConfigs',
+            raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -277,6 +277,9 @@ def test_not_controller_response_for_every_write_method() -> None:
                 )
             ]
         ),
+        "IncrementalAlterConfigs": controller_pb2.IncrementalAlterConfigsRequest(
+            topics=[controller_pb2.AlterConfigsTopic(topic="a")]
+        ),
     }
     assert set(requests) == {name for name, spec in METHODS.items() if spec.mutating}
     for method, request in requests.items():
