@@ -13,8 +13,10 @@ Goals, in order:
    given, moves -- and nothing else does, so the number of moves is exactly the number of those
    replicas (the least possible). A replacement takes the evacuated replica's position (a moved
    preferred leader is replaced as preferred leader) and is chosen among the *target brokers*
-   (unfenced, not excluded, in the pool) not already in the partition: first one on a rack the
-   partition's other replicas do not use, then the least loaded, then the lowest id.
+   (unfenced, not excluded, in the pool) not already in the partition: first one below the cap
+   (ceil(replicas / target brokers): the lowest most-loaded count the targets can reach), then one
+   on a rack the partition's other replicas do not use, then the least loaded, then the lowest id.
+   So an evacuation never raises the most loaded broker above the cap or the most loaded before.
 2. **Rebalance** (``rebalance=True``): then, while the most and least loaded target brokers differ
    by two replicas or more, move one replica from the most loaded to the least loaded broker that
    does not hold that partition (a rack-preserving choice first). Each such move lowers the minimum
@@ -204,21 +206,37 @@ class _Planner:
         replicas[index] = to
 
     def evacuate(self, must_leave: Any) -> None:
-        for topic in sorted(self.proposed):
-            for replicas in self.proposed[topic]:
-                for index, broker in enumerate(replicas):
-                    if not must_leave(broker):
-                        continue
-                    others = self._racks_of_others(replicas, broker, must_leave)
-                    candidates = [b.id for b in self.targets if b.id not in replicas]
-                    # Rack spread first, then the least loaded (leaders too, for a leader's place),
-                    # then the lowest id.
-                    lead = index == 0
-                    best = min(
-                        candidates,
-                        key=lambda c: (self.rack[c] in others, self.count[c], self.leaders[c] if lead else 0, c),
-                    )
-                    self._move(replicas, index, best)
+        """Move every replica ``must_leave`` names, and nothing else. A replacement goes to a target
+        broker below the cap -- ceil(replicas on the targets after the move / targets), the lowest
+        most-loaded count possible -- if any can take it; then on a rack the partition does not
+        use; then the least loaded (leaders too, for a leader's place); then the lowest id. So a
+        retirement never raises the most loaded broker above max(the cap, the most loaded before)
+        unless the partition's own replicas leave it no other choice."""
+        leaving = [
+            (replicas, index)
+            for topic in sorted(self.proposed)
+            for replicas in self.proposed[topic]
+            for index, broker in enumerate(replicas)
+            if must_leave(broker)
+        ]
+        held = sum(self.count[b.id] for b in self.targets) + len(leaving)
+        cap = -(-held // len(self.targets))
+        for replicas, index in leaving:
+            broker = replicas[index]
+            others = self._racks_of_others(replicas, broker, must_leave)
+            candidates = [b.id for b in self.targets if b.id not in replicas]
+            lead = index == 0
+            best = min(
+                candidates,
+                key=lambda c: (
+                    self.count[c] >= cap,
+                    self.rack[c] in others,
+                    self.count[c],
+                    self.leaders[c] if lead else 0,
+                    c,
+                ),
+            )
+            self._move(replicas, index, best)
 
     def rebalance_replicas(self) -> None:
         ids = [b.id for b in self.targets]

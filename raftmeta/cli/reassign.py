@@ -28,6 +28,7 @@ from raftmeta.cli.common import (
     INT32_MAX,
     SEED,
     CheckFailed,
+    FlagConflict,
     check_int,
     emit_json,
     int_range,
@@ -118,8 +119,20 @@ def plan_document(plan: ReassignmentPlan) -> dict[str, Any]:
 @reassign.command("generate")
 @bootstrap_options
 @click.option("--topics", "topic_list", default="", help="Comma-separated topics to plan for (default: every topic).")
+@click.option(
+    "--topics-to-move-json-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help='Topics to plan for, as kafka-reassign-partitions.sh reads them: {"topics": [{"topic": "t"}], "version": 1}.',
+)
 @click.option("--to-pool", default=None, help="Move every replica outside this broker pool into it.")
 @click.option("--exclude-brokers", default=None, help="Comma-separated broker ids to move every replica off.")
+@click.option(
+    "--broker-list",
+    default=None,
+    help="Comma-separated broker ids the replicas may use (kafka-reassign-partitions.sh): every other broker "
+    "is excluded.",
+)
 @click.option("--rebalance", is_flag=True, help="Even out replicas (±1 per broker) and preferred leaders.")
 @click.option("--placer", type=click.Choice(PLAN_PLACERS), default="minimal", show_default=True,
               help="With --rebalance: minimal = fewest moves; balanced = re-place topics (per-topic ±1).")  # fmt: skip
@@ -131,8 +144,10 @@ def generate(
     bootstrap_server: str,
     timeout: float,
     topic_list: str,
+    topics_to_move_json_file: Path | None,
     to_pool: str | None,
     exclude_brokers: str | None,
+    broker_list: str | None,
     rebalance: bool,
     placer: str,
     seed: int,
@@ -140,14 +155,26 @@ def generate(
     output: str,
 ) -> None:
     """Propose a reassignment: into a pool, off some brokers, or rebalanced."""
-    if to_pool is None and exclude_brokers is None and not rebalance:
-        raise usage_error("give at least one of --to-pool, --exclude-brokers, --rebalance")
+    if to_pool is None and exclude_brokers is None and broker_list is None and not rebalance:
+        raise usage_error("give at least one of --to-pool, --exclude-brokers, --broker-list, --rebalance")
     if placer == "balanced" and not rebalance:
         raise usage_error("--placer balanced re-places topics: it needs --rebalance", "--placer")
+    if topic_list and topics_to_move_json_file is not None:
+        raise FlagConflict("--topics", "--topics-to-move-json-file", "both name the topics")
     exclude = _parse_ids(exclude_brokers, "--exclude-brokers") if exclude_brokers else []
+    allowed = _parse_ids(broker_list, "--broker-list") if broker_list is not None else None
+    if allowed is not None and not allowed:
+        raise usage_error("is empty: name the brokers the replicas may use", "--broker-list")
     topics = [t.strip() for t in topic_list.split(",") if t.strip()]
+    if topics_to_move_json_file is not None:
+        topics = read_topics_to_move(topics_to_move_json_file)
     with connect(bootstrap_server, timeout) as client:
         current, brokers = _cluster(client, topics)
+    if allowed is not None:
+        unknown = sorted(set(allowed) - {b.id for b in brokers})
+        if unknown:
+            raise usage_error(f"brokers {unknown} are not registered", "--broker-list")
+        exclude = sorted(set(exclude) | {b.id for b in brokers if b.id not in allowed})
     if not current:
         raise CheckFailed("no topics to plan for")
     try:
@@ -179,6 +206,27 @@ def generate(
         click.echo(f"{name:<{width}}  {before:>14}  {after:>14}")
     if plan_file is not None:
         click.echo(f"Plan written to {plan_file}.")
+
+
+def read_topics_to_move(path: Path) -> list[str]:
+    """kafka-reassign-partitions.sh's --topics-to-move-json-file: ``{"topics": [{"topic": "t"}, ...],
+    "version": 1}`` -> the topic names; a malformed file is a usage error naming the flag."""
+    option = "--topics-to-move-json-file"
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise usage_error(f"cannot read {path}: {exc}", option) from exc
+    items = document.get("topics") if isinstance(document, dict) else None
+    if not isinstance(items, list) or not items:
+        raise usage_error(f'{path}: expected {{"topics": [{{"topic": "name"}}, ...], "version": 1}}', option)
+    names: list[str] = []
+    for index, item in enumerate(items):
+        name = item.get("topic") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            raise usage_error(f"{path}: topics[{index}] needs a string topic", option)
+        if name not in names:
+            names.append(name)
+    return names
 
 
 # ---- plan files ----------------------------------------------------------------------------------

@@ -169,4 +169,21 @@ def test_bad_plan_files_are_usage_errors(tmp_path: Path, content: str, message: 
 
 def test_generate_needs_a_goal() -> None:
     code, _, err = invoke("reassign", "generate", "--bootstrap-server", "127.0.0.1:1")
-    assert code == 2 and "give at least one of --to-pool, --exclude-brokers, --rebalance" in err
+    assert code == 2 and "give at least one of --to-pool, --exclude-brokers, --broker-list, --rebalance" in err
+
+
+def test_broker_list_and_topics_to_move_json_file_as_kafka_reads_them(server: ControllerServer, tmp_path: Path) -> None:
+    """kafka-reassign-partitions.sh --generate --topics-to-move-json-file F --broker-list 1,2,3,4,5: the
+    replicas may use only the listed brokers (broker 0 is left)."""
+    move = tmp_path / "topics.json"
+    move.write_text(json.dumps({"topics": [{"topic": "orders"}], "version": 1}))
+    args = ("reassign", "generate", "--bootstrap-server", server.address, "--output", "json")
+    code, out, err = invoke(*args, "--topics-to-move-json-file", str(move), "--broker-list", "1,2,3,4,5")
+    assert code == 0, err
+    proposed = json.loads(out)["proposed"]["partitions"]
+    assert proposed and all(0 not in p["replicas"] and p["topic"] == "orders" for p in proposed)
+    move.write_text(json.dumps({"topics": [{"name": "orders"}]}))
+    code, _, err = invoke(*args, "--topics-to-move-json-file", str(move), "--broker-list", "1,2,3")
+    assert code == 2 and "--topics-to-move-json-file" in err and "topics[0] needs a string topic" in err
+    code, _, err = invoke(*args, "--broker-list", "1,2,99")
+    assert code == 2 and "brokers [99] are not registered" in err

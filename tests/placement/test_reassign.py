@@ -165,3 +165,28 @@ def test_fenced_brokers_keep_their_replicas_but_get_no_new_ones() -> None:
     assert plan.proposed["t"][0][0] in (2, 3)
     with pytest.raises(PlacementError, match="plan placer must be one of minimal, balanced"):
         plan_reassignment({"t": [[0, 1]]}, brokers, placer="striped")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_retiring_a_broker_keeps_the_most_loaded_broker_as_low_as_it_can_be(seed: int) -> None:
+    """Issue 22, item 4: retiring one of 9 brokers (3 racks) used to raise the most loaded broker from
+    8 to 11 replicas (rack spread first, then the least loaded). Now no broker goes above the cap,
+    ceil(replicas / remaining brokers), or the most loaded before -- with exactly the moves the
+    retirement needs (e.g. seed 0, broker 0: most loaded 9, not 11, in 7 moves)."""
+    brokers = [UsableBroker(i, rack=f"r{i // 3}") for i in range(9)]
+    placer = StripedReplicaPlacer(JavaRandom(seed))
+    current = {f"t{k}": placer.place(brokers, 4 + k, 3) for k in range(4)}
+    for retire in range(9):
+        plan = plan_reassignment(current, brokers, exclude=[retire])
+        before = {b.id: 0 for b in brokers}
+        after = {b.id: 0 for b in brokers if b.id != retire}
+        for topic, parts in current.items():
+            for old, new in zip(parts, plan.proposed[topic], strict=True):
+                for broker in old:
+                    before[broker] += 1
+                for broker in new:
+                    after[broker] += 1
+        cap = math.ceil(sum(after.values()) / len(after))
+        assert max(after.values()) <= max(cap, *(v for b, v in before.items() if b != retire))
+        assert plan.moves == before[retire], "only the retired broker's replicas move"
+        assert_valid(plan.proposed, current)
