@@ -1,7 +1,8 @@
 """The verify report: ``report.json`` for scripts and ``report.html`` with PNG plots for people.
 
-Plots: replicas and leaders per broker (placement's preferred leaders and the current ones), a
-rack x broker heat map of replicas, and the committed offset of every node.
+Plots: replicas and leaders per broker (placement's preferred leaders and the current ones),
+replicas and leaders per rack (with more than one rack), the ISR size of every partition
+(under-replicated ones in red), and the committed and end offsets of every node when they differ.
 """
 
 from __future__ import annotations
@@ -59,30 +60,44 @@ def _plots(
         fig.savefig(out["per_broker_png"], dpi=PLOT_DPI)
         plt.close(fig)
 
-        racks = sorted({brokers.get(i, (None, None, False))[0] or "(none)" for i in ids})
-        grid = [
-            [replicas.get(i, 0) if (brokers.get(i, (None, None, False))[0] or "(none)") == rack else 0 for i in ids]
-            for rack in racks
-        ]
-        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(ids) + 2), 0.6 * len(racks) + 1.8))
-        image = ax.imshow(grid, cmap="viridis", aspect="auto")
-        ax.set_xticks(range(len(ids)), [str(i) for i in ids])
-        ax.set_yticks(range(len(racks)), racks)
-        for r, row in enumerate(grid):
-            for c, value in enumerate(row):
-                if value:
-                    ax.text(c, r, str(value), ha="center", va="center", color="white", fontsize=8)
-        ax.set_xlabel("broker")
-        ax.set_title("Replicas per broker, by rack")
-        fig.colorbar(image, ax=ax)
+    per_rack = figures.get("replicas_per_rack", {})
+    leaders_rack = figures.get("leaders_per_rack", {})
+    if len(per_rack) > 1:
+        racks = sorted(per_rack)
+        fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(racks) + 2), 3.2))
+        xs = range(len(racks))
+        ax.bar([x - 0.2 for x in xs], [per_rack[r] for r in racks], 0.4, label="replicas")
+        ax.bar([x + 0.2 for x in xs], [leaders_rack.get(r, 0) for r in racks], 0.4, label="leaders")
+        ax.set_xticks(list(xs), racks)
+        ax.set_xlabel("rack")
+        ax.set_ylabel("count")
+        ax.set_title("Replicas and leaders per rack")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
         fig.tight_layout()
-        out["rack_heatmap_png"] = report_dir / "rack-heatmap.png"
-        fig.savefig(out["rack_heatmap_png"], dpi=PLOT_DPI)
+        out["per_rack_png"] = report_dir / "per-rack.png"
+        fig.savefig(out["per_rack_png"], dpi=PLOT_DPI)
+        plt.close(fig)
+
+    isr_sizes = figures.get("isr_size_counts", {})
+    if isr_sizes:
+        keys = sorted(isr_sizes, key=lambda k: (int(k.split("/")[1]), int(k.split("/")[0])))
+        colors = ["#cf222e" if int(k.split("/")[0]) < int(k.split("/")[1]) else "#1a7f37" for k in keys]
+        fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(keys) + 2), 3.2))
+        ax.bar(keys, [isr_sizes[k] for k in keys], color=colors)
+        ax.set_xlabel("in-sync replicas / replicas (red: under-replicated)")
+        ax.set_ylabel("partitions")
+        ax.set_title("ISR size of every partition")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.tight_layout()
+        out["isr_sizes_png"] = report_dir / "isr-sizes.png"
+        fig.savefig(out["isr_sizes_png"], dpi=PLOT_DPI)
         plt.close(fig)
 
     committed = {int(k): v for k, v in figures.get("committed_offset_by_node", {}).items()}
     log_end = {int(k): v for k, v in figures.get("log_end_offset_by_node", {}).items()}
-    if committed:
+    # Only worth a picture when the nodes differ (equal bars say nothing the table does not).
+    if committed and (len(set(committed.values())) > 1 or len({log_end.get(n, 0) for n in committed}) > 1):
         nodes = sorted(committed)
         fig, ax = plt.subplots(figsize=(5, 3.2))
         ax.bar([str(n) for n in nodes], [log_end.get(n, 0) for n in nodes], color="lightgray", label="log end offset")

@@ -51,7 +51,7 @@ class VerifyResult:
     def to_json(self, data_dir: str) -> dict[str, Any]:
         return {
             "passed": self.passed,
-            "data_dir": data_dir,
+            "data_dir": str(Path(data_dir).resolve()),
             "checks": [c.to_json() for c in self.checks],
             "figures": self.figures,
         }
@@ -76,6 +76,7 @@ def balance_figures(state: ClusterState) -> dict[str, Any]:
         return out
 
     replicas, preferred, current = counts(balance.replicas), counts(balance.preferred_leaders), counts(balance.leaders)
+    isr_sizes = isr_size_counts(state)
     return {
         "topics": balance.topics,
         "partitions": balance.partitions,
@@ -88,7 +89,34 @@ def balance_figures(state: ClusterState) -> dict[str, Any]:
         "replicas_per_broker": {str(k): v for k, v in sorted(replicas.items())},
         "preferred_leaders_per_broker": {str(k): v for k, v in sorted(preferred.items())},
         "leaders_per_broker": {str(k): v for k, v in sorted(current.items())},
+        # "in-sync/replicas" -> partitions, e.g. {"3/3": 30, "2/3": 6}; fewer in sync = under-replicated.
+        "isr_size_counts": {f"{isr}/{rf}": n for (isr, rf), n in sorted(isr_sizes.items(), key=lambda kv: kv[0])},
+        "under_replicated_partitions": sum(n for (isr, rf), n in isr_sizes.items() if isr < rf),
+        "replicas_per_rack": _per_rack(replicas, state.brokers),
+        "leaders_per_rack": _per_rack(current, state.brokers),
     }
+
+
+def isr_size_counts(state: ClusterState) -> dict[tuple[int, int], int]:
+    """(ISR size, replica count) -> live partitions, aggregated in Spark (no per-partition collect)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        state.final.groupBy(
+            F.size(F.coalesce("isr", F.array())).alias("isr"), F.size(F.coalesce("replicas", F.array())).alias("rf")
+        )
+        .count()
+        .collect()
+    )
+    return {(int(r["isr"]), int(r["rf"])): int(r["count"]) for r in rows}
+
+
+def _per_rack(per_broker: dict[int, int], brokers: dict[int, tuple[str | None, str | None, bool]]) -> dict[str, int]:
+    racks: dict[str, int] = {}
+    for broker, n in per_broker.items():
+        rack = brokers.get(broker, (None, None, False))[0] or "(none)"
+        racks[rack] = racks.get(rack, 0) + n
+    return dict(sorted(racks.items()))
 
 
 def split_bytes_for(spark: SparkSession, files_bytes: int) -> int:

@@ -39,9 +39,14 @@ def test_verify_passes_on_clean_logs_and_writes_the_report(spark: SparkSession, 
     assert {c["name"] for c in document["checks"]} >= {"committed-prefixes-agree", "partition-states-valid"}
     html = paths["html"].read_text()
     assert "raftmeta verify: <span>PASSED</span>" in html
-    for key in ("per_broker_png", "rack_heatmap_png", "offsets_png"):
+    assert figures["under_replicated_partitions"] == 1, "the partition whose ISR lost broker 1"
+    assert sum(figures["isr_size_counts"].values()) == 36
+    for key in ("per_broker_png", "isr_sizes_png"):
         assert paths[key].stat().st_size > 1000
         assert paths[key].name in html
+    assert set(figures["log_end_offset_by_node"].values()) != {max(figures["log_end_offset_by_node"].values())}
+    assert paths["offsets_png"].name in html, "the lagging node's offsets differ: worth a picture"
+    assert f"Data: {data.resolve()}" in html, "the absolute path, not as typed"
 
 
 @pytest.mark.spark
@@ -59,3 +64,18 @@ def test_verify_cli_refuses_a_dir_without_node_data(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["verify", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "no node data dirs" in result.output
+
+
+def test_the_report_draws_no_picture_of_equal_offsets(tmp_path: Path) -> None:
+    """Three equal bars say nothing the table does not: the offsets plot only when nodes differ."""
+    from raftmeta.jobs.report import write_report
+
+    figures = {
+        "committed_offset_by_node": {"1": 40, "2": 40, "3": 40},
+        "log_end_offset_by_node": {"1": 41, "2": 41, "3": 41},
+        "replicas_per_broker": {"1": 3},
+        "isr_size_counts": {"3/3": 1},
+    }
+    document = {"passed": True, "data_dir": str(tmp_path), "checks": [], "figures": figures}
+    paths = write_report(tmp_path / "report", document, {1: ("a", None, False)})
+    assert "offsets_png" not in paths and "isr_sizes_png" in paths
