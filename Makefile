@@ -8,10 +8,12 @@ PYTEST_ARGS ?=
 
 .PHONY: venv test test-all lint format proto demo clean
 
+# setuptools warns on every editable install of a flat layout ("Editable installation ... folders
+# with the same name as your package"): nothing a user can act on, so it is not shown.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -223,6 +223,38 @@ class QuorumController:
     def snapshot_failed(self) -> None:
         self._snapshotting = False
 
+    def leader_gone(self, now_ms: int, leader_id: int, epoch: int, correlation_id: int) -> bool:
+        """The driver proved that the leader of ``epoch`` is gone (its port refuses connections):
+        start the election now rather than after the fetch timeout (2 s by default). Returns
+        whether it applied (this node still follows that leader in that epoch).
+
+        The core has one input for "the leader is gone": the leader's own EndQuorumEpoch, which a
+        resigning leader sends. A dead leader cannot send it, so it is stepped on the leader's
+        behalf (``correlation_id`` is the driver's, for an answer nobody waits for) -- it only
+        moves this follower's election timer (KIP-595: the follower stops defending the leader
+        against pre-votes and runs after a rank-based delay); it persists nothing and changes no
+        epoch or vote, so safety does not depend on it.
+
+        Every follower ranks the successors the same way: the dead leader's own id first, then the
+        others by id. The core starts the voter at rank k after 0, 100, 200, 400... ms (Kafka's
+        rank backoff), so the first follower runs after 100 ms rather than at once: the other
+        followers notice the death within a few ms of each other (their Fetches break together),
+        and a pre-vote that reached one still defending the dead leader would be refused, leaving
+        the candidate to wait out a whole election timeout. If the first follower's log is behind,
+        the next one runs 100 ms later and wins."""
+        core = self.core
+        if core.role is not Role.FOLLOWER or core.leader_id != leader_id or core.epoch != epoch:
+            return False
+        successors = [leader_id, *(v for v in sorted(core.voters) if v != leader_id)]
+        request = raft_pb2.EndQuorumEpochRequest(
+            cluster_id=core.config.cluster_id,
+            leader_id=leader_id,
+            leader_epoch=epoch,
+            preferred_successors=successors,
+        )
+        self.step(now_ms, Envelope(leader_id, core.node_id, correlation_id, request))
+        return True
+
     def tick(self, now_ms: int) -> None:
         """The controller's timers: fence brokers whose session ran out (leader only)."""
         if self.is_leader and self._active:

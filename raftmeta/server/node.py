@@ -29,21 +29,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import os
-import random
 import time
-import uuid
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import Message
 
-from placement import JavaRandom
 from raftmeta.controller import Controller
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError
-from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig, SnapshotDue
+from raftmeta.controller.quorum import SnapshotDue
 from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.logs import get_logger
 from raftmeta.raft import (
@@ -51,9 +45,6 @@ from raftmeta.raft import (
     CommittedTruncationError,
     Entry,
     Envelope,
-    QuorumStateData,
-    RaftConfig,
-    RaftCore,
     Ready,
     Role,
     SnapshotImage,
@@ -61,10 +52,11 @@ from raftmeta.raft import (
 from raftmeta.records.decode import parse_records
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import DiskWriter
+from raftmeta.server.inbox import AdminInput, Flushed, Inbox, Input, LeaderGone, RaftInput, SnapshotTaken, Tick
 from raftmeta.server.peers import Peers, is_request
+from raftmeta.server.recover import SystemRandom, now_ms, recover_quorum_controller
 from raftmeta.storage.datadir import NodeStorage
-from raftmeta.storage.quorum_state import check_voters
-from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
+from raftmeta.v1 import controller_pb2
 
 # How many queued inputs the task handles before it asks the core for a Ready (batching).
 DRAIN_MAX = 512
@@ -76,112 +68,9 @@ INLINE_FLUSH_MAX_BYTES = 4096
 # watermark-only Fetch answers of the same Ready (latency); busier, it feeds its followers first.
 ANSWER_FIRST_MAX_WAITING = 4
 
-LOST_ELECTION_STATE_HINT = (
-    "if a copy of this node's quorum-state file exists (a backup), stop the node and put it back; otherwise "
-    "nothing is needed: the node rejoins when a leader of a later epoch reaches it, and votes again from the "
-    "next epoch on (docs/storage.md, 'Damaged disk')"
-)
-
 
 class OverloadedError(Exception):
     """A bound was hit (inbox or pending requests): RESOURCE_EXHAUSTED."""
-
-
-class SystemRandom:
-    """The core's and placers' injected randomness, from the OS (drivers may use real randomness)."""
-
-    def __init__(self) -> None:
-        self._rng = random.Random(os.urandom(16))
-
-    def next_int(self, bound: int) -> int:
-        return self._rng.randrange(bound)
-
-
-@dataclass(frozen=True, slots=True)
-class RaftInput:
-    envelope: Envelope
-    reply: asyncio.Future[Any] | None  # set for inbound requests
-
-
-@dataclass(frozen=True, slots=True)
-class AdminInput:
-    method: str
-    request: Message
-    reply: asyncio.Future[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Flushed:
-    durable_end_offset: int
-    ready_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotTaken:
-    """A snapshot written (``image``, its record count), or failed (``image`` None)."""
-
-    image: SnapshotImage | None
-    records: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderGone:
-    """The leader of ``epoch`` refused a TCP connection: its process is gone."""
-
-    leader_id: int
-    epoch: int
-
-
-Input = RaftInput | AdminInput | Flushed | Tick | SnapshotTaken | LeaderGone
-
-
-class Inbox:
-    """The node task's input queue: a deque and at most one waiter. ``asyncio.Queue.get`` under
-    ``wait_for`` costs a Task and extra loop rounds on every wake-up; this node task wakes up
-    thousands of times a second, and the wake-up is on the commit path."""
-
-    def __init__(self) -> None:
-        self._items: deque[Input] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-
-    def put_nowait(self, item: Input) -> None:
-        self._items.append(item)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def get_nowait(self) -> Input:
-        return self._items.popleft()
-
-    def qsize(self) -> int:
-        return len(self._items)
-
-    def empty(self) -> bool:
-        return not self._items
-
-    async def wait(self, timeout_s: float) -> None:
-        """Until an item is queued or ``timeout_s`` passed."""
-        if self._items:
-            return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._waiter = waiter
-        timer = loop.call_later(timeout_s, _release, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-
-
-def _release(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 # Probing a leader whose connection broke: a refused connect proves it gone; no answer (timeout)
@@ -189,10 +78,6 @@ def _release(waiter: asyncio.Future[None]) -> None:
 LEADER_PROBE_TIMEOUT_S = 0.2
 LEADER_PROBES = 10
 LEADER_PROBE_INTERVAL_S = 0.02
-
-
-def now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class Node:
@@ -234,62 +119,9 @@ class Node:
         self.disk = DiskWriter(storage, list(cfg.voters))
         snapshot = storage.latest_snapshot
         start_offset = snapshot.snapshot_id.offset if snapshot else 0
-        entries = [
-            Entry.from_batch(b) for b in storage.log.iter_batches(max(start_offset, storage.log.log_start_offset))
-        ]
-        image = None
-        if snapshot is not None:
-            image = SnapshotImage(
-                snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch, await self.disk.read_file(snapshot)
-            )
-        stored = storage.quorum_state
-        if stored is not None:
-            check_voters(storage.quorum_state_file.path, stored, tuple(cfg.voters))
-        quorum_state = QuorumStateData(stored.epoch, stored.leader_id, stored.voted_id) if stored else None
-        self.raft_config = RaftConfig(
-            node_id=cfg.node_id,
-            voters=tuple(sorted(cfg.voters)),
-            cluster_id=cfg.cluster_id,
-            fetch_timeout_ms=cfg.fetch_timeout_ms,
-            election_timeout_ms=cfg.election_timeout_ms,
-            election_backoff_max_ms=cfg.election_backoff_max_ms,
-            fetch_max_wait_ms=cfg.fetch_max_wait_ms,
-            fetch_hw_linger_ms=cfg.fetch_hw_linger_ms,
-            request_timeout_ms=cfg.request_timeout_ms,
-            # Append timestamps are wall-clock time (docs/log-format.md); timers stay monotonic.
-            wall_clock_offset_ms=time.time_ns() // 1_000_000 - now_ms(),
-        )
-        core = RaftCore(
-            self.raft_config,
-            self.random,
-            now_ms(),
-            quorum_state=quorum_state,
-            entries=entries,
-            snapshot=image,
-            high_watermark=storage.high_watermark.checkpointed,
-            # Answers meant for a previous incarnation's requests can never match a new one.
-            first_correlation_id=time.time_ns() << 8,
-        )
-        if core.start_note is not None:
-            self.log.warning(
-                "election state recovered from the log",
-                quorum_state=storage.quorum_state_problem or "older than the log",
-                detail=core.start_note,
-                epoch=core.epoch,
-                what_to_do=LOST_ELECTION_STATE_HINT,
-            )
-        self.core = core  # the QuorumController's, for views (describe_quorum) and the hot path
-        snapshot_records = parse_records(snapshot.records) if snapshot is not None else None
-        self.qc = QuorumController(
-            core,
-            self._make_controller(snapshot_records, snapshot.snapshot_id.offset - 1 if snapshot is not None else -1),
-            self._make_controller,
-            config=QuorumControllerConfig(
-                snapshot_interval_records=cfg.snapshot_interval_records,
-                unsafe_ack_before_commit=cfg.unsafe_ack_before_commit,
-            ),
-            snapshot_records=len(snapshot_records) if snapshot_records is not None else 0,
-        )
+        snapshot_bytes = await self.disk.read_file(snapshot) if snapshot is not None else b""
+        self.qc = recover_quorum_controller(cfg, storage, snapshot_bytes, self.random, self.log)
+        self.core = self.qc.core  # for views (describe_quorum) and the hot path
         self.peers = Peers(
             cfg.node_id,
             cfg.voters,
@@ -308,18 +140,6 @@ class Node:
             high_watermark=storage.high_watermark.checkpointed,
             snapshot=start_offset,
         )
-
-    def _make_controller(self, records: Sequence[records_pb2.MetadataRecord] | None, offset: int) -> Controller:
-        """A controller whose committed image is a snapshot's (``records`` up to ``offset``), or
-        empty; the driver's topic ids and placement randomness."""
-        config = replace(self.config.controller, cluster_id=self.config.cluster_id, node_id=self.node_id)
-        if records is None:
-            controller = Controller(config=config)
-        else:
-            controller = Controller.from_snapshot(records, offset, config=config)
-        controller.ids = lambda: uuid.uuid4().bytes
-        controller.random = JavaRandom(int.from_bytes(os.urandom(6), "big"))
-        return controller
 
     @property
     def controller(self) -> Controller:
@@ -682,35 +502,11 @@ class Node:
             self.log.info("probed the leader after a failed call", leader_id=peer, outcome=outcome)
 
     def _leader_gone(self, now: int, item: LeaderGone) -> None:
-        """Start the election now rather than after the fetch timeout (2 s by default).
-
-        The core has one input for "the leader is gone": the leader's own EndQuorumEpoch, which
-        a resigning leader sends. A dead leader cannot send it, so the driver steps it on the
-        leader's behalf -- it only moves this follower's election timer (KIP-595: the follower
-        stops defending the leader against pre-votes and runs after a rank-based delay); it
-        persists nothing and changes no epoch or vote, so safety does not depend on it.
-
-        Every follower ranks the successors the same way: the dead leader's own id first, then
-        the others by id. The core starts the voter at rank k after 0, 100, 200, 400... ms
-        (Kafka's rank backoff), so the first follower runs after 100 ms rather than at once:
-        the other followers notice the death within a few ms of each other (their Fetches break
-        together), and a pre-vote that reached one still defending the dead leader would be
-        refused, leaving the candidate to wait out a whole election timeout. If the first
-        follower's log is behind, the next one runs 100 ms later and wins."""
-        core = self.core
-        if core.role is not Role.FOLLOWER or core.leader_id != item.leader_id or core.epoch != item.epoch:
-            return
-        successors = [item.leader_id, *(v for v in sorted(self.config.voters) if v != item.leader_id)]
-        self.log.info("leader process gone; electing a successor now", leader_id=item.leader_id)
-        request = raft_pb2.EndQuorumEpochRequest(
-            cluster_id=self.config.cluster_id,
-            leader_id=item.leader_id,
-            leader_epoch=item.epoch,
-            preferred_successors=successors,
-        )
+        """The leader's port refuses connections: elect a successor now (QuorumController.leader_gone)."""
         correlation_id = self._next_inbound_id  # no future waits on it: the core's answer is dropped
         self._next_inbound_id -= 1
-        core.step(now, Envelope(item.leader_id, self.node_id, correlation_id, request))
+        if self.qc.leader_gone(now, item.leader_id, item.epoch, correlation_id):
+            self.log.info("leader process gone; electing a successor now", leader_id=item.leader_id)
 
     # -- views -------------------------------------------------------------------------------------
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:

@@ -20,7 +20,8 @@ import pytest_asyncio
 from raftmeta.raft import Envelope
 from raftmeta.records import codec
 from raftmeta.server.config import NodeConfig
-from raftmeta.server.node import Node, RaftInput
+from raftmeta.server.inbox import RaftInput
+from raftmeta.server.node import Node
 from raftmeta.v1 import controller_pb2, errors_pb2, raft_pb2, records_pb2
 
 CLUSTER = "batching"
