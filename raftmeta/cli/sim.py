@@ -13,7 +13,7 @@ import click
 from raftmeta.cli.common import EXIT_FAILED, INT64_MAX, emit_json, int_range, output_option, usage_error
 from raftmeta.sim.cluster import RunResult
 from raftmeta.sim.params import FAULT_KINDS
-from raftmeta.sim.runner import BUGS, parse_faults, run_seeds
+from raftmeta.sim.runner import BUGS, PLANE_BUGS, parse_faults, run_seeds
 
 # ``--soak``: far more seeds than CI's budget, none of them CI's (docs/consensus.md, "Budgets").
 SOAK_SEEDS = 10_000
@@ -36,6 +36,11 @@ SOAK_FIRST_SEED = 100_000
 @click.option("--trace", is_flag=True, help="Print one line per event (to stderr with --output json).")
 @click.option("--bug", type=click.Choice(BUGS), default=None, hidden=True, help="Plant a known bug (tests only).")
 @click.option(
+    "--plane",
+    is_flag=True,
+    help="Simulate the whole metadata plane: QuorumControllers, a broker fleet and clients (creates, reads).",
+)
+@click.option(
     "--soak",
     is_flag=True,
     help=f"The long run: {SOAK_SEEDS} seeds from {SOAK_FIRST_SEED} (unless --seeds/--seed say otherwise).",
@@ -49,6 +54,7 @@ def sim(
     faults_text: str,
     trace: bool,
     bug: str | None,
+    plane: bool,
     soak: bool,
     output: str,
 ) -> None:
@@ -58,6 +64,8 @@ def sim(
     --steps events with faults, phase 2 heals and requires progress. Invariants (DESIGN.md §9,
     1-6) are checked after every event and at the end.
     """
+    if bug in PLANE_BUGS and not plane:
+        raise usage_error(f"{bug} is a bug of the whole plane: add --plane", "--bug")
     try:
         kinds = parse_faults(faults_text)
     except ValueError as exc:
@@ -96,6 +104,7 @@ def sim(
         bug=bug,
         trace=write_trace if trace else None,
         on_result=report,
+        plane=plane,
     )
     if as_json:
         emit_json(summary.to_json())

@@ -37,8 +37,8 @@ from raftmeta.sim.rng import SeededRandom
 from raftmeta.v1 import raft_pb2
 
 # Event kinds (small ints: compared often).
-DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH = range(9)
-KIND_NAMES = ("deliver", "timer", "flush", "propose", "fault", "heal", "restart", "persisted", "crash")
+DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH, CUSTOM = range(10)
+KIND_NAMES = ("deliver", "timer", "flush", "propose", "fault", "heal", "restart", "persisted", "crash", "custom")
 # Test-only bugs of the simulated driver (the core's are raftmeta.raft.Faults): send the messages
 # of a Ready before its quorum state is durable.
 DRIVER_BUGS = frozenset({"vote_before_durable"})
@@ -201,7 +201,27 @@ class Simulation:
             node.applied = []
             node.applied_offset = 0
         node.snapshot_batches = 0
+        self._on_start(node)
         self._drive(node)
+
+    # -- hooks: what a simulation of the whole plane (raftmeta.sim.plane) drives instead -------------
+    def _on_start(self, node: SimNode) -> None:
+        """A node's core was just built from its disk."""
+
+    def _poll(self, node: SimNode, core: RaftCore) -> int:
+        return core.poll(self.now)
+
+    def _take_ready(self, node: SimNode, core: RaftCore) -> Ready:
+        return core.take_ready()
+
+    def _step(self, node: SimNode, core: RaftCore, envelope: Envelope) -> None:
+        core.step(self.now, envelope)
+
+    def _on_install(self, node: SimNode, image: SnapshotImage) -> None:
+        """A snapshot fetched from the leader replaced the node's log."""
+
+    def _custom(self, payload: Any) -> None:
+        """An event a subclass queued with kind CUSTOM."""
 
     def _crash(self, node: SimNode) -> None:
         assert node.core is not None
@@ -232,8 +252,8 @@ class Simulation:
         """Poll the core, perform its Ready (the driver contract), check invariants, re-arm the timer."""
         core = node.core
         assert core is not None
-        deadline = core.poll(self.now)
-        ready = core.take_ready()
+        deadline = self._poll(node, core)
+        ready = self._take_ready(node, core)
         self._perform(node, core, ready)
         node.deadline = deadline
         if deadline < node.timer_at:
@@ -317,6 +337,7 @@ class Simulation:
             disk.install(image)
             node.applied = [e.data for e in checker.on_commit_snapshot(node_id, image.data)]
             node.applied_offset = image.end_offset
+            self._on_install(node, image)
             self.result.snapshots_installed += 1
             self._trace(f"n{node_id} install snapshot end={image.end_offset}")
         if ready.truncate_to is not None:
@@ -436,7 +457,7 @@ class Simulation:
         assert node.core is not None
         if self.trace is not None:
             self._trace(f"n{envelope.source}->n{envelope.destination} {describe_message(envelope)}")
-        node.core.step(self.now, envelope)
+        self._step(node, node.core, envelope)
         self._drive(node)
 
     # -- client ------------------------------------------------------------------------------------
@@ -708,6 +729,8 @@ class Simulation:
                     continue
                 self._recompute_blocked()
                 self._trace("partition healed")
+            elif kind == CUSTOM:
+                self._custom(payload)
             elif kind == CRASH:
                 node = nodes[payload[0]]
                 if node.core is None or node.incarnation != payload[1] or self.healed:

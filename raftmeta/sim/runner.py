@@ -20,7 +20,9 @@ CORE_BUGS = (
     "vote_not_persisted",
     "forget_vote_on_restart",
 )
-BUGS = (*CORE_BUGS, *sorted(DRIVER_BUGS))
+# Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes it.
+PLANE_BUGS = ("ack_before_commit",)
+BUGS = (*CORE_BUGS, *sorted(DRIVER_BUGS), *PLANE_BUGS)
 
 
 def parse_faults(text: str) -> frozenset[str]:
@@ -42,8 +44,12 @@ def faults_arg(kinds: frozenset[str]) -> str:
     return ",".join(sorted(kinds)) if kinds else "none"
 
 
-def repro_command(seed: int, steps: int, voters: int | None, kinds: frozenset[str], bug: str | None) -> str:
+def repro_command(
+    seed: int, steps: int, voters: int | None, kinds: frozenset[str], bug: str | None, plane: bool = False
+) -> str:
     parts = ["raftmeta sim", f"--seed {seed}", f"--steps {steps}"]
+    if plane:
+        parts.append("--plane")
     if voters is not None:
         parts.append(f"--voters {voters}")
     parts.append(f"--faults {faults_arg(kinds)}")
@@ -115,12 +121,23 @@ def run_one(
     kinds: frozenset[str],
     bug: str | None = None,
     trace: Callable[[str], None] | None = None,
+    plane: bool = False,
 ) -> RunResult:
+    """One seed: the consensus cores alone, or (``plane``) the whole metadata plane."""
     assert bug is None or bug in BUGS, f"unknown bug switch {bug}"
+    assert plane or bug not in PLANE_BUGS, f"{bug} is a bug of the whole plane: run it with plane=True"
     params = draw_params(seed, voters=voters, allowed_faults=kinds)
     core_faults = Faults(**{bug: True}) if bug in CORE_BUGS else Faults()
     driver_bugs = frozenset({bug}) if bug in DRIVER_BUGS else frozenset()
-    return Simulation(params, core_faults=core_faults, driver_bugs=driver_bugs, trace=trace).run(steps)
+    if plane:
+        from raftmeta.sim.plane import PlaneSimulation
+
+        simulation: Simulation = PlaneSimulation(
+            params, core_faults=core_faults, ack_before_commit=bug == "ack_before_commit", trace=trace
+        )
+    else:
+        simulation = Simulation(params, core_faults=core_faults, driver_bugs=driver_bugs, trace=trace)
+    return simulation.run(steps)
 
 
 def run_seeds(
@@ -133,12 +150,13 @@ def run_seeds(
     trace: Callable[[str], None] | None = None,
     on_result: Callable[[RunResult, str], None] | None = None,
     stop_on_violation: bool = False,
+    plane: bool = False,
 ) -> Summary:
     summary = Summary()
     started = time.perf_counter()
     for seed in seeds:
-        result = run_one(seed, steps=steps, voters=voters, kinds=kinds, bug=bug, trace=trace)
-        command = repro_command(seed, steps, voters, kinds, bug)
+        result = run_one(seed, steps=steps, voters=voters, kinds=kinds, bug=bug, trace=trace, plane=plane)
+        command = repro_command(seed, steps, voters, kinds, bug, plane)
         summary.add(result, command)
         if on_result is not None:
             on_result(result, command)
