@@ -257,15 +257,17 @@ class ControllerClient:
                     raise ClientError(method, code, exc.details() or "", details.error_code) from exc
                 message = exc.details() or ""
                 give_up = time.monotonic() >= deadline
+                hint = ""
                 # A TLS mismatch does not heal by waiting: give up once every node has shown it.
                 if is_handshake_failure(message):
                     handshake_failed.add(target)
                     if handshake_failed >= set(self.targets):
                         give_up = True
-                        message += " (check the TLS settings: CA, certificate and key)"
+                        hint = "; every node refused the TLS handshake: check the TLS settings: CA, certificate and key"
                 if give_up:
                     tried = "; ".join(f"{t}: {a}" for t, a in answers.items())
-                    summary = f"no node could serve it within {budget:g} s (tried {tried})"
+                    waited = "" if hint else f" within {budget:g} s"
+                    summary = f"no node could serve it{waited} (tried {tried}){hint}"
                     if method in MUTATING_METHODS and maybe_reached:
                         raise OutcomeUnknownError(
                             method, code, f"{summary}; an attempt may have reached the quorum", request.request_id
