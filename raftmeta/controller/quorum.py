@@ -209,7 +209,7 @@ class QuorumController:
     def step(self, now_ms: int, envelope: Envelope) -> None:
         self._now_ms = now_ms
         if self._open_keys and type(envelope.message) is raft_pb2.FetchRequest:
-            self._close_open(now_ms)  # a follower asks for data: the open batch goes in its answer
+            self._propose_open_batch(now_ms)  # a follower asks for data: the open batch goes in its answer
         self.core.step(now_ms, envelope)
 
     def on_log_flushed(self, now_ms: int, offset: int, ready_seq: int) -> None:
@@ -266,7 +266,7 @@ class QuorumController:
         """Close the open batch if waiting longer gains nothing; fire the core's timers. Returns
         the core's next deadline (see :meth:`deadline`)."""
         if self._open_keys:
-            self._maybe_close_open(now_ms)
+            self._maybe_propose_open_batch(now_ms)
         return self.core.poll(now_ms)
 
     def take_ready(self) -> Ready:
@@ -502,19 +502,19 @@ class QuorumController:
     def _stage(self, now_ms: int, key: int, records: tuple[records_pb2.MetadataRecord, ...]) -> None:
         data = [r.SerializeToString() for r in records]
         if records[-1].WhichOneof("record") != "request":
-            self._close_open(now_ms)
+            self._propose_open_batch(now_ms)
             self._propose([key], data, now_ms)
             return
         size = sum(map(len, data))
         if self._open_keys and self._open_bytes + size > COMBINED_BATCH_BYTES:
-            self._close_open(now_ms)
+            self._propose_open_batch(now_ms)
         if not self._open_keys:
             self._open_since = now_ms
         self._open_keys.append(key)
         self._open_records.extend(data)
         self._open_bytes += size
 
-    def _maybe_close_open(self, now_ms: int) -> None:
+    def _maybe_propose_open_batch(self, now_ms: int) -> None:
         """Propose the open batch if waiting longer gains nothing: a follower's Fetch is parked
         here (it would carry the batch at once), there is no other voter, or it lingered enough."""
         state = self.core.state
@@ -523,9 +523,9 @@ class QuorumController:
             or len(self.core.voters) == 1
             or (isinstance(state, LeaderState) and state.parked)
         ):
-            self._close_open(now_ms)
+            self._propose_open_batch(now_ms)
 
-    def _close_open(self, now_ms: int) -> None:
+    def _propose_open_batch(self, now_ms: int) -> None:
         if self._open_keys:
             keys, records = self._open_keys, self._open_records
             self._open_keys, self._open_records, self._open_bytes = [], [], 0
