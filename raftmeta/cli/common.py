@@ -231,7 +231,7 @@ def error_document(exc: click.ClickException) -> dict[str, Any]:
     elif isinstance(exc, FlagConflict):
         error["params"] = list(exc.params)
     elif isinstance(exc, click.UsageError):
-        pass  # USAGE_ERROR, with no single argument to name
+        return {"error": error}  # USAGE_ERROR, with no single argument to name
     elif isinstance(exc, CheckFailed):
         error["code"] = exc.code
         error.update({k: v for k, v in exc.details.items() if k not in error})

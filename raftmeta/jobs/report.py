@@ -44,40 +44,32 @@ def _plots(
     ids = sorted(set(replicas) | set(current) | set(brokers))
     if ids:
         fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(ids) + 2), 3.6))
-        width = 0.28
-        xs = range(len(ids))
-        ax.bar([x - width for x in xs], [replicas.get(i, 0) for i in ids], width, label="replicas")
-        ax.bar(list(xs), [preferred.get(i, 0) for i in ids], width, label="preferred leaders")
-        ax.bar([x + width for x in xs], [current.get(i, 0) for i in ids], width, label="current leaders")
-        ax.set_xticks(list(xs), [f"{i}{'*' if brokers.get(i, (None, None, False))[2] else ''}" for i in ids])
+        _grouped_bars(
+            ax,
+            [f"{i}{'*' if brokers.get(i, (None, None, False))[2] else ''}" for i in ids],
+            {
+                "replicas": [replicas.get(i, 0) for i in ids],
+                "preferred leaders": [preferred.get(i, 0) for i in ids],
+                "current leaders": [current.get(i, 0) for i in ids],
+            },
+        )
         ax.set_xlabel("broker (* = fenced)")
-        ax.set_ylabel("count")
         ax.set_title("Replicas and leaders per broker")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
-        fig.tight_layout()
-        out["per_broker_png"] = report_dir / "per-broker.png"
-        fig.savefig(out["per_broker_png"], dpi=PLOT_DPI)
-        plt.close(fig)
+        out["per_broker_png"] = _save(fig, report_dir / "per-broker.png")
 
     per_rack = figures.get("replicas_per_rack", {})
     leaders_rack = figures.get("leaders_per_rack", {})
     if len(per_rack) > 1:
         racks = sorted(per_rack)
         fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(racks) + 2), 3.2))
-        xs = range(len(racks))
-        ax.bar([x - 0.2 for x in xs], [per_rack[r] for r in racks], 0.4, label="replicas")
-        ax.bar([x + 0.2 for x in xs], [leaders_rack.get(r, 0) for r in racks], 0.4, label="leaders")
-        ax.set_xticks(list(xs), racks)
+        _grouped_bars(
+            ax,
+            racks,
+            {"replicas": [per_rack[r] for r in racks], "leaders": [leaders_rack.get(r, 0) for r in racks]},
+        )
         ax.set_xlabel("rack")
-        ax.set_ylabel("count")
         ax.set_title("Replicas and leaders per rack")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
-        fig.tight_layout()
-        out["per_rack_png"] = report_dir / "per-rack.png"
-        fig.savefig(out["per_rack_png"], dpi=PLOT_DPI)
-        plt.close(fig)
+        out["per_rack_png"] = _save(fig, report_dir / "per-rack.png")
 
     isr_sizes = figures.get("isr_size_counts", {})
     if isr_sizes:
@@ -89,10 +81,7 @@ def _plots(
         ax.set_ylabel("partitions")
         ax.set_title("ISR size of every partition")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        fig.tight_layout()
-        out["isr_sizes_png"] = report_dir / "isr-sizes.png"
-        fig.savefig(out["isr_sizes_png"], dpi=PLOT_DPI)
-        plt.close(fig)
+        out["isr_sizes_png"] = _save(fig, report_dir / "isr-sizes.png")
 
     committed = {int(k): v for k, v in figures.get("committed_offset_by_node", {}).items()}
     log_end = {int(k): v for k, v in figures.get("log_end_offset_by_node", {}).items()}
@@ -105,12 +94,38 @@ def _plots(
         ax.set_xlabel("node")
         ax.set_ylabel("offset")
         ax.set_title("Committed offset per node")
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
-        fig.tight_layout()
-        out["offsets_png"] = report_dir / "committed-offsets.png"
-        fig.savefig(out["offsets_png"], dpi=PLOT_DPI)
-        plt.close(fig)
+        _legend_below(ax, 2)
+        out["offsets_png"] = _save(fig, report_dir / "committed-offsets.png")
     return out
+
+
+def _grouped_bars(ax: Any, labels: list[str], series: dict[str, list[int]]) -> None:
+    """One group of bars per label, one bar per series side by side, integer counts, the legend
+    below the plot."""
+    from matplotlib.ticker import MaxNLocator
+
+    width = 0.8 / len(series)
+    xs = range(len(labels))
+    for k, (name, values) in enumerate(series.items()):
+        offset = (k - (len(series) - 1) / 2) * width
+        ax.bar([x + offset for x in xs], values, width, label=name)
+    ax.set_xticks(list(xs), labels)
+    ax.set_ylabel("count")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _legend_below(ax, len(series))
+
+
+def _legend_below(ax: Any, columns: int) -> None:
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=columns, frameon=False)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=PLOT_DPI)
+    plt.close(fig)
+    return path
 
 
 def _html(document: dict[str, Any], images: dict[str, str]) -> str:
