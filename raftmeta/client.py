@@ -52,6 +52,7 @@ MUTATING_METHODS = frozenset(
         "ElectLeaders",
         "AlterPartitionReassignments",
         "IncrementalAlterConfigs",
+        "UnregisterBroker",
     }
 )
 
@@ -265,6 +266,9 @@ class ControllerClient:
                         give_up = True
                         hint = "; every node refused the TLS handshake: check the TLS settings: CA, certificate and key"
                 if give_up:
+                    # The next call starts at another node: a node that stops answering (paused,
+                    # partitioned) must not take every later call's whole budget too.
+                    self._current = (self._current + 1) % len(self.targets)
                     tried = "; ".join(f"{t}: {a}" for t, a in answers.items())
                     waited = "" if hint else f" within {budget:g} s"
                     summary = f"no node could serve it{waited} (tried {tried}){hint}"
@@ -324,6 +328,22 @@ class ControllerClient:
     ) -> controller_pb2.BrokerHeartbeatResponse:
         response: controller_pb2.BrokerHeartbeatResponse = await self.call(
             "BrokerHeartbeat", request, deadline_s=deadline_s
+        )
+        return response
+
+    async def unregister_broker(
+        self, request: controller_pb2.UnregisterBrokerRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.UnregisterBrokerResponse:
+        response: controller_pb2.UnregisterBrokerResponse = await self.call(
+            "UnregisterBroker", request, deadline_s=deadline_s
+        )
+        return response
+
+    async def alter_partition(
+        self, request: controller_pb2.AlterPartitionRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.AlterPartitionResponse:
+        response: controller_pb2.AlterPartitionResponse = await self.call(
+            "AlterPartition", request, deadline_s=deadline_s
         )
         return response
 
@@ -449,6 +469,16 @@ class SyncControllerClient:
         self, request: controller_pb2.BrokerHeartbeatRequest
     ) -> controller_pb2.BrokerHeartbeatResponse:
         return self._run(self._client.broker_heartbeat(request))
+
+    def unregister_broker(
+        self, request: controller_pb2.UnregisterBrokerRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.UnregisterBrokerResponse:
+        return self._run(self._client.unregister_broker(request, deadline_s=deadline_s))
+
+    def alter_partition(
+        self, request: controller_pb2.AlterPartitionRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.AlterPartitionResponse:
+        return self._run(self._client.alter_partition(request, deadline_s=deadline_s))
 
     def describe_cluster(self, *, stale: bool = False) -> controller_pb2.DescribeClusterResponse:
         return self._run(self._client.describe_cluster(stale=stale))

@@ -1,10 +1,22 @@
-"""A fleet of simulated brokers: they register with the controller and heartbeat, nothing more.
+"""A fleet of simulated brokers: they register with the controller, heartbeat, and lead partitions.
 
 raftmeta has no data plane, but the controller's broker lifecycle is real: a broker that stops
 heartbeating is fenced after ``broker.session.timeout.ms`` and its partitions elect new leaders
 (seed 002); a broker that heartbeats again is unfenced. The fleet makes that observable:
-``FailBrokers`` stops a broker's heartbeats, ``RecoverBrokers`` resumes them. The fleet's control
-service is advertised as each broker's ``FLEET`` endpoint so the CLI can find it from any node.
+``FailBrokers`` stops a broker's heartbeats, ``RecoverBrokers`` resumes them, ``ShutdownBrokers``
+runs Kafka's controlled shutdown (leaderships and ISR memberships move away first, then the broker
+stops). The fleet's control service is advertised as each broker's ``FLEET`` endpoint so the CLI
+can find it from any node.
+
+Partition leaders (:mod:`raftmeta.partition_leader`): every ``isr_check_interval_ms`` the fleet
+reads the partitions (a stale read from the node it talks to, as a broker's metadata cache
+lags), and each partition led by one of its live brokers sends AlterPartition when a follower's
+broker has been up for ``catch_up_delay_ms`` (it joins the ISR) or down for longer than
+``replica_lag_time_max_ms`` (it leaves). So a recovered broker rejoins its ISRs by itself, and the
+controller's automatic preferred-leader election then gives it its leaderships back.
+
+Heartbeats use a per-call deadline well under the session timeout, and a call that fails moves
+the broker's client on to another node: a paused or partitioned node cannot get the fleet fenced.
 
 Reassignment catch-up (KIP-455 without a data plane): each heartbeat answer lists the partitions
 the broker is adding (``adding_replicas``). The broker notes when it first heard of each, "copies"
@@ -27,6 +39,13 @@ import grpc.aio
 from raftmeta.client import ClientError, ControllerClient
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
+from raftmeta.partition_leader import (
+    REPLICA_LAG_TIME_MAX_MS,
+    BrokerLiveness,
+    alter_partition_requests,
+    isr_changes,
+    partition_states,
+)
 from raftmeta.v1 import controller_pb2, errors_pb2, fleet_pb2, fleet_pb2_grpc
 
 FLEET_ENDPOINT = "FLEET"
@@ -89,6 +108,26 @@ class BrokerState:
     # (topic id, partition) -> monotonic time the controller first listed it as being added here.
     adding_since: dict[tuple[bytes, int], float] = field(default_factory=dict)
     caught_up_reported: int = 0
+    # Liveness as partition leaders see it (monotonic seconds): up = heartbeating and unfenced.
+    up_since: float | None = None
+    down_since: float | None = None
+    # Controlled shutdown: asked for (heartbeats say want_shutdown_now), then done (stopped).
+    shutting_down: bool = False
+    shut_down: bool = False
+    alter_partition_sent: int = 0
+    isr_changes_accepted: int = 0
+
+    def liveness(self) -> BrokerLiveness:
+        return BrokerLiveness(
+            self.broker_epoch,
+            None if self.up_since is None else int(self.up_since * 1000),
+            None if self.down_since is None else int(self.down_since * 1000),
+        )
+
+    def went_down(self, now: float) -> None:
+        if self.up_since is not None:
+            self.up_since = None
+            self.down_since = now
 
     def to_proto(self, now: float) -> fleet_pb2.FleetBrokerState:
         state = fleet_pb2.FleetBrokerState(
@@ -99,6 +138,9 @@ class BrokerState:
             last_heartbeat_ms_ago=(
                 -1 if self.last_heartbeat_monotonic is None else int((now - self.last_heartbeat_monotonic) * 1000)
             ),
+            shut_down=self.shut_down,
+            alter_partition_sent=self.alter_partition_sent,
+            isr_changes_accepted=self.isr_changes_accepted,
         )
         if self.spec.rack is not None:
             state.rack = self.spec.rack
@@ -118,12 +160,24 @@ class BrokerFleet:
         heartbeat_interval_ms: int = 1000,
         control_address: str = "",
         catch_up_delay_ms: int = 0,
+        replica_lag_time_max_ms: int = REPLICA_LAG_TIME_MAX_MS,
+        isr_check_interval_ms: int = 1000,
     ) -> None:
         if heartbeat_interval_ms < 10:
             raise ValueError(f"heartbeat interval must be at least 10 ms, got {heartbeat_interval_ms}")
         if catch_up_delay_ms < 0:
             raise ValueError(f"catch-up delay must not be negative, got {catch_up_delay_ms}")
+        if replica_lag_time_max_ms < 1 or isr_check_interval_ms < 10:
+            raise ValueError(
+                "replica lag time must be at least 1 ms and the ISR check interval at least 10 ms, got "
+                f"{replica_lag_time_max_ms} and {isr_check_interval_ms}"
+            )
+        self.catch_up_delay_ms = catch_up_delay_ms
         self.catch_up_delay_s = catch_up_delay_ms / 1000
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.isr_check_interval_s = isr_check_interval_ms / 1000
+        # (topic id, partition, broker) -> monotonic ms the leaders first saw that replica assigned.
+        self.replica_seen_ms: dict[tuple[bytes, int, int], int] = {}
         self.client = client
         self.states = {spec.broker_id: BrokerState(spec) for spec in specs}
         for state in self.states.values():
@@ -134,6 +188,7 @@ class BrokerFleet:
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._run_broker(state)) for state in self.states.values()]
+        self._tasks.append(asyncio.create_task(self._run_partition_leaders()))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -152,15 +207,47 @@ class BrokerFleet:
             state.failed = True
             state.resumed.clear()
             state.adding_since.clear()  # a crashed broker's copies start over
+            state.went_down(time.monotonic())
             log.info("broker failed (heartbeats stopped)", broker_id=broker_id)
 
     def recover(self, broker_ids: Sequence[int]) -> None:
         self._check_ids(broker_ids)
         for broker_id in broker_ids:
             state = self.states[broker_id]
+            if state.shut_down:
+                # A broker that shut down starts again as a new process: a new incarnation, which
+                # registers anew (Kafka's restart), rather than resuming the old session.
+                state.incarnation_id = uuid.uuid4().bytes
+                state.broker_epoch = -1
+                state.shut_down = False
+            state.shutting_down = False
             state.failed = False
             state.resumed.set()
             log.info("broker recovered (heartbeats resumed)", broker_id=broker_id)
+
+    async def shutdown(self, broker_ids: Sequence[int], timeout_s: float) -> None:
+        """Kafka's controlled shutdown for each broker: its heartbeats ask for it until the
+        controller says it is done, then the broker stops. Returns once all have stopped; raises
+        TimeoutError if they have not within ``timeout_s``."""
+        self._check_ids(broker_ids)
+        for broker_id in broker_ids:
+            state = self.states[broker_id]
+            if state.failed or state.broker_epoch < 0:
+                raise ValueError(
+                    f"broker {broker_id} is not running (failed, shut down or never registered): "
+                    "only a running broker can shut down in a controlled way"
+                )
+        for broker_id in broker_ids:
+            self.states[broker_id].shutting_down = True
+            log.info("controlled shutdown requested", broker_id=broker_id)
+        deadline = time.monotonic() + timeout_s
+        while not all(self.states[b].shut_down for b in broker_ids):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"brokers {sorted(b for b in broker_ids if not self.states[b].shut_down)} did not finish "
+                    f"their controlled shutdown within {timeout_s:g} s (is the quorum reachable?)"
+                )
+            await asyncio.sleep(min(0.05, self.heartbeat_interval_s))
 
     def status(self) -> fleet_pb2.FleetStatus:
         now = time.monotonic()
@@ -206,7 +293,9 @@ class BrokerFleet:
         log.info("broker registered", broker_id=state.spec.broker_id, broker_epoch=state.broker_epoch)
 
     async def _heartbeat(self, state: BrokerState) -> None:
-        request = controller_pb2.BrokerHeartbeatRequest(broker_id=state.spec.broker_id, broker_epoch=state.broker_epoch)
+        request = controller_pb2.BrokerHeartbeatRequest(
+            broker_id=state.spec.broker_id, broker_epoch=state.broker_epoch, want_shutdown_now=state.shutting_down
+        )
         now = time.monotonic()
         for (topic_id, partition_id), since in sorted(state.adding_since.items()):
             if now - since >= self.catch_up_delay_s:
@@ -219,6 +308,20 @@ class BrokerFleet:
         if response.error_code != errors_pb2.NONE:
             log.warning("heartbeat refused", broker_id=state.spec.broker_id, message=response.error_message)
             return
+        if state.shutting_down and response.should_shut_down:
+            state.fenced = True
+            state.shut_down = True
+            state.failed = True
+            state.resumed.clear()
+            state.adding_since.clear()
+            state.went_down(time.monotonic())
+            log.info("controlled shutdown complete: broker stopped", broker_id=state.spec.broker_id)
+            return
+        if response.is_fenced:
+            state.went_down(time.monotonic())
+        elif state.up_since is None:
+            state.up_since = time.monotonic()
+            state.down_since = None
         state.fenced = response.is_fenced
         state.heartbeats += 1
         state.last_heartbeat_monotonic = time.monotonic()
@@ -226,6 +329,80 @@ class BrokerFleet:
         # What the controller still lists is still being copied; anything else is done or cancelled.
         listed = {(bytes(a.topic_id), a.partition_id) for a in response.adding_replicas}
         state.adding_since = {key: state.adding_since.get(key, now) for key in listed}
+
+    # -- partition leaders --------------------------------------------------------------------------
+    async def _run_partition_leaders(self) -> None:
+        while True:
+            await asyncio.sleep(self.isr_check_interval_s)
+            try:
+                await self.check_isrs()
+            except ClientError as exc:
+                log.debug("ISR check skipped", error=str(exc))
+
+    async def check_isrs(self) -> int:
+        """One round of the partition leaders' ISR checks; returns the ISR changes accepted."""
+        described = await self.client.describe_topics(stale=True)
+        now = time.monotonic()
+        now_ms = int(now * 1000)
+        states = partition_states(described)
+        for state in states:
+            for replica in state.replicas:
+                self.replica_seen_ms.setdefault((state.topic_id, state.partition, replica), now_ms)
+        live = {b: s.liveness() for b, s in self.states.items() if s.broker_epoch >= 0}
+        changes = isr_changes(
+            states,
+            live,
+            now_ms,
+            catch_up_ms=self.catch_up_delay_ms,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            replica_seen_since_ms=self.replica_seen_ms,
+        )
+        if not changes:
+            return 0
+        names = {bytes(t.topic_id): t.name for t in described.topics}
+        for change in changes:
+            log.info(
+                "partition leader asks for an ISR change",
+                broker_id=change.state.leader,
+                topic=names.get(change.state.topic_id, change.state.topic_id.hex()),
+                partition=change.state.partition,
+                leader_epoch=change.state.leader_epoch,
+                partition_epoch=change.state.partition_epoch,
+                isr=list(change.state.isr),
+                new_isr=list(change.new_isr),
+            )
+        requests = alter_partition_requests(changes, live)
+        answers = await asyncio.gather(
+            *(
+                self.client.alter_partition(r, deadline_s=max(1.0, self.isr_check_interval_s))
+                for r in requests.values()
+            ),
+            return_exceptions=True,
+        )
+        accepted = 0
+        for leader, answer in zip(requests, answers, strict=True):
+            self.states[leader].alter_partition_sent += 1
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, ClientError):
+                    raise answer
+                log.debug("AlterPartition failed", broker_id=leader, error=str(answer))
+                continue
+            ok = sum(1 for t in answer.topics for p in t.partitions if p.error_code == errors_pb2.NONE)
+            refused = [
+                f"{names.get(bytes(t.topic_id), bytes(t.topic_id).hex())}-{p.partition_index}: "
+                f"{errors_pb2.ErrorCode.Name(p.error_code)}"
+                for t in answer.topics
+                for p in t.partitions
+                if p.error_code != errors_pb2.NONE
+            ]
+            if answer.error_code != errors_pb2.NONE:
+                refused.append(errors_pb2.ErrorCode.Name(answer.error_code))
+            if refused:
+                # Stale metadata (an epoch moved meanwhile) is normal: the next round recomputes.
+                log.info("AlterPartition refused in part", broker_id=leader, refused=refused[:10])
+            self.states[leader].isr_changes_accepted += ok
+            accepted += ok
+        return accepted
 
 
 FleetContext = grpc.aio.ServicerContext[object, fleet_pb2.FleetStatus]
@@ -247,6 +424,20 @@ class FleetServicer(fleet_pb2_grpc.BrokerFleetServiceServicer):
             self.fleet.recover(list(request.broker_ids))
         except KeyError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc.args[0]))
+        return self.fleet.status()
+
+    async def ShutdownBrokers(self, request: fleet_pb2.FleetBrokerIds, context: FleetContext) -> fleet_pb2.FleetStatus:
+        timeout = context.time_remaining()
+        try:
+            await self.fleet.shutdown(
+                list(request.broker_ids), timeout_s=30.0 if timeout is None else max(0.1, timeout - 0.5)
+            )
+        except KeyError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc.args[0]))
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except TimeoutError as exc:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(exc))
         return self.fleet.status()
 
     async def Status(self, request: fleet_pb2.FleetStatusRequest, context: FleetContext) -> fleet_pb2.FleetStatus:

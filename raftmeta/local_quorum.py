@@ -31,6 +31,8 @@ from raftmeta.server.config import format_voters
 from raftmeta.tls import TlsConfig
 
 QUORUM_FILE = "quorum.json"
+# The Prometheus scrape config `quorum up` writes for its nodes (deploy/prometheus/README.md).
+PROMETHEUS_FILE = "prometheus.yml"
 TLS_DIR = "tls"
 
 
@@ -42,6 +44,10 @@ class NodeProcess:
     data_dir: str
     log: str
     argv: list[str]
+    # The node's Kafka listener (``quorum up --kafka``); None: not serving Kafka clients.
+    kafka_address: str | None = None
+    # The node's Prometheus endpoint (``--metrics-listen``); None: no metrics.
+    metrics_address: str | None = None
 
 
 @dataclass
@@ -54,6 +60,8 @@ class LocalQuorum:
     brokers_argv: list[str] = field(default_factory=list)
     # The client's TLS files ({"cert", "key", "ca"}) when the quorum runs TLS; None: plaintext.
     tls: dict[str, str | None] | None = None
+    # Kafka's bootstrap.servers for the nodes' Kafka listeners (``quorum up --kafka``); None: off.
+    kafka_bootstrap_servers: str | None = None
 
     @property
     def path(self) -> Path:
@@ -72,7 +80,16 @@ class LocalQuorum:
     def to_json(self) -> dict[str, Any]:
         document = asdict(self)
         document["nodes"] = [
-            {"id": n.id, "pid": n.pid, "address": n.address, "data_dir": n.data_dir, "log": n.log, "argv": n.argv}
+            {
+                "id": n.id,
+                "pid": n.pid,
+                "address": n.address,
+                "data_dir": n.data_dir,
+                "log": n.log,
+                "argv": n.argv,
+                "kafka_address": n.kafka_address,
+                "metrics_address": n.metrics_address,
+            }
             for n in self.nodes
         ]
         return document
@@ -160,7 +177,10 @@ def up(
     heartbeat_interval_ms: int = 1000,
     catch_up_delay_ms: int | None = None,
     tls: bool = False,
+    kafka: bool = False,
+    metrics: bool = True,
     timeout_s: float = 30.0,
+    fleet_args: list[str] | None = None,
 ) -> LocalQuorum:
     """Start ``nodes`` node processes (and a broker fleet); return once a leader is elected and
     the brokers have registered. ``tls``: mutual TLS everywhere, with certificates in DIR/tls."""
@@ -178,8 +198,14 @@ def up(
         cluster_id = previous.cluster_id
     else:
         cluster_id = new_cluster_id()
-    ports = free_ports(nodes)
-    voters = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports)}
+    # One call for every port, so no two listeners are given the same one.
+    ports = free_ports(nodes * 2 if kafka else nodes)
+    voters = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports[:nodes])}
+    # ``kafka``: every node also serves Kafka admin clients, and lists the others as brokers.
+    kafka_addresses = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports[nodes:])}
+    # ``metrics``: a Prometheus endpoint per node (ports distinct from the listeners' above).
+    metrics_ports = [p for p in free_ports(2 * nodes + len(ports)) if p not in ports][:nodes] if metrics else []
+    metrics_addresses = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(metrics_ports)}
     node_tls, client_tls = _make_tls(data_dir.absolute() / TLS_DIR, list(voters)) if tls else ({}, None)
     processes: list[NodeProcess] = []
     for node_id, address in voters.items():
@@ -190,11 +216,33 @@ def up(
             "--node-id", str(node_id), "--listen", address, "--voters", format_voters(voters),
             "--data-dir", str(node_dir), "--cluster-id", cluster_id, *tls_args, *(node_args or []),
         ]  # fmt: skip
+        if kafka:
+            peers = format_voters({i: a for i, a in kafka_addresses.items() if i != node_id})
+            argv += ["--kafka-listener", kafka_addresses[node_id], *(["--kafka-peers", peers] if peers else [])]
+        if metrics:
+            argv += ["--metrics-listen", metrics_addresses[node_id]]
         log_path = data_dir / "logs" / f"node-{node_id}.log"
-        processes.append(NodeProcess(node_id, spawn(argv, log_path), address, str(node_dir), str(log_path), argv))
+        processes.append(
+            NodeProcess(
+                node_id,
+                spawn(argv, log_path),
+                address,
+                str(node_dir),
+                str(log_path),
+                argv,
+                kafka_addresses.get(node_id),
+            )
+        )
     quorum = LocalQuorum(str(data_dir), cluster_id, ",".join(voters.values()), processes)
+    quorum.kafka_bootstrap_servers = ",".join(kafka_addresses.values()) or None
     quorum.tls = None if client_tls is None else client_tls.to_json()
+    for process in processes:
+        process.metrics_address = metrics_addresses.get(process.id)
     quorum.save()
+    if metrics:
+        from raftmeta.metrics.scrape import write_scrape_config
+
+        write_scrape_config(data_dir / PROMETHEUS_FILE, quorum.cluster_id, metrics_addresses)
     wait_for_leader(quorum, timeout_s)
     if brokers:
         fleet_argv = [
@@ -204,6 +252,7 @@ def up(
             *(arg for pool in (pools or []) for arg in ("--pool", pool)),
             *([] if catch_up_delay_ms is None else ["--catch-up-delay-ms", str(catch_up_delay_ms)]),
             *([] if client_tls is None else client_tls.to_args()),
+            *(fleet_args or []),
         ]  # fmt: skip
         quorum.brokers_pid = spawn(fleet_argv, data_dir / "logs" / "brokers.log")
         quorum.brokers_argv = fleet_argv

@@ -159,6 +159,21 @@ def _broker_heartbeat(request: controller_pb2.BrokerHeartbeatRequest) -> Iterato
     yield _too_many("len(caught_up_replicas)", len(request.caught_up_replicas), "PARTITIONS_PER_REQUEST_MAX")
 
 
+def _unregister_broker(request: controller_pb2.UnregisterBrokerRequest) -> Iterator[LimitViolation | None]:
+    yield from _request_id(request)
+
+
+def _alter_partition(request: controller_pb2.AlterPartitionRequest) -> Iterator[LimitViolation | None]:
+    yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
+    total = 0
+    for i, topic in enumerate(request.topics):
+        for j, partition in enumerate(topic.partitions):
+            field = f"len(topics[{i}].partitions[{j}].new_isr_with_epochs)"
+            yield _too_many(field, len(partition.new_isr_with_epochs), "REPLICAS_PER_PARTITION_MAX")
+        total += len(topic.partitions)
+    yield _too_many("partitions in the request", total, "PARTITIONS_PER_REQUEST_MAX")
+
+
 def _topic_partitions(field: str, topics: Any) -> Iterator[LimitViolation | None]:
     """``TopicPartitions`` lists (ElectLeaders, ListPartitionReassignments)."""
     yield _too_many(f"len({field})", len(topics), "TOPICS_PER_REQUEST_MAX")
@@ -216,6 +231,8 @@ _CHECKS: dict[str, Callable[[Any], Iterator[LimitViolation | None]]] = {
     "DescribeTopics": _describe_topics,
     "RegisterBroker": _register_broker,
     "BrokerHeartbeat": _broker_heartbeat,
+    "UnregisterBroker": _unregister_broker,
+    "AlterPartition": _alter_partition,
     "ElectLeaders": _elect_leaders,
     "AlterPartitionReassignments": _alter_reassignments,
     "ListPartitionReassignments": _list_reassignments,

@@ -156,7 +156,7 @@ def test_brokers_cli_fails_and_recovers_through_the_fleet_endpoint() -> None:
         runner = CliRunner()
         result = runner.invoke(cli, ["brokers", "fail", "--bootstrap-server", address, "--id", "1", "-o", "json"])
         assert result.exit_code == 0, result.output
-        assert json.loads(result.stdout)["brokers"] == [{"id": 1, "failed": True, "fenced": False}]
+        assert json.loads(result.stdout)["brokers"] == [{"id": 1, "failed": True, "fenced": False, "shut_down": False}]
         assert fleet.states[1].failed
         result = runner.invoke(cli, ["brokers", "recover", "--bootstrap-server", address, "--id", "1"])
         assert result.exit_code == 0, result.output

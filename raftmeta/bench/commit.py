@@ -14,9 +14,11 @@ The run, all on loopback in a scratch directory (the same filesystem for every f
 
 ``ops_per_s``: acknowledged CreateTopics per second; ``records_per_s``: growth of the leader's
 high watermark per second (every committed record: topics, partitions, request records);
-``latency_ms``: client-side p50/p99 of the acknowledged creates; ``node_cpu_ms_per_op``: CPU time
-(user + system, from /proc) of all node processes over the measured window per acknowledged create
--- steadier than throughput on a shared machine, so A/B comparisons quote it too;
+``latency_ms``: client-side p50/p99 of the acknowledged creates; ``node_commit_latency_ms``: the
+leader's own commit latency over the window (its ``raftmeta_raft_commit_latency_seconds``
+histogram, docs/metrics.md: append to commit, without the client's trip and the controller's work);
+``node_cpu_ms_per_op``: CPU time (user + system, from /proc) of all node processes over the measured
+window per acknowledged create -- steadier than throughput on a shared machine, so A/B comparisons quote it too;
 ``leader_cpu_ms_per_op``: the leader's share of it (with small requests the leader's event loop is
 the bottleneck); ``machine_busy_percent``: how busy all CPUs were over the window (/proc/stat) --
 well under 100 % with the leader at one core means the run was bound by the leader's one thread,
@@ -200,9 +202,15 @@ def cpu_seconds(pids: list[int]) -> float | None:
 
 
 async def commit_load(
-    addresses: dict[int, str], clients: int, partitions: int, duration_s: float, pids: dict[int, int] | None = None
+    addresses: dict[int, str],
+    clients: int,
+    partitions: int,
+    duration_s: float,
+    pids: dict[int, int] | None = None,
+    metrics: dict[int, str] | None = None,
 ) -> dict[str, Any]:
-    """The load and its figures; ``pids`` maps node ids to their processes (for the CPU figures)."""
+    """The load and its figures; ``pids`` maps node ids to their processes (for the CPU figures),
+    ``metrics`` to their metrics endpoints (for the leader's own commit-latency histogram)."""
     from raftmeta.client import ControllerClient, RetryPolicy
 
     prefix = f"b{os.getpid()}-{time.monotonic_ns() % 1_000_000}"
@@ -222,7 +230,9 @@ async def commit_load(
             if response.topics[0].error_code != 0:
                 raise RuntimeError(response.topics[0].error_message)
 
-        hw_task = asyncio.create_task(high_watermark_window(client, duration_s, pids or {}, leader))
+        hw_task = asyncio.create_task(
+            high_watermark_window(client, duration_s, pids or {}, leader, (metrics or {}).get(leader))
+        )
         load = await measure(create, clients, duration_s)
         window = await hw_task
     lat = load.latencies
@@ -241,6 +251,7 @@ async def commit_load(
             "p50": round(median(lat) * 1000, 3) if lat else None,
             "p99": round(percentile(lat, 0.99) * 1000, 3) if lat else None,
         },
+        "node_commit_latency_ms": window.node_commit_latency_ms,
         "errors": load.errors,
         "leader": leader,
     }
@@ -254,12 +265,21 @@ class Window:
     node_cpu_s: float | None  # all node processes
     leader_cpu_s: float | None
     machine_busy_percent: float | None  # all CPUs of the machine
+    # The leader's raftmeta_raft_commit_latency_seconds over the window (p50/p99, interpolated
+    # within its buckets): append to commit on the node, next to the client's round trip.
+    node_commit_latency_ms: dict[str, float | None] | None = None
 
 
-async def high_watermark_window(client: Any, duration_s: float, pids: dict[int, int], leader: int) -> Window:
+async def high_watermark_window(
+    client: Any, duration_s: float, pids: dict[int, int], leader: int, metrics_address: str | None = None
+) -> Window:
     """Committed records inside the measured window, the CPU seconds the node processes (and
-    the leader alone) spent in it, and how busy the machine was."""
+    the leader alone) spent in it, how busy the machine was and the leader's own commit latency.
+    The leader's metrics are scraped outside the CPU window, so the scrapes cost no CPU per op."""
+    from raftmeta.metrics.scrape import fetch, window
+
     await asyncio.sleep(WARMUP_S)
+    scrape_before = await asyncio.to_thread(fetch, metrics_address) if metrics_address else None
     before = (await client.describe_quorum()).high_watermark
     nodes = list(pids.values())
     leader_pids = [pids[leader]] if leader in pids else []
@@ -267,6 +287,18 @@ async def high_watermark_window(client: Any, duration_s: float, pids: dict[int, 
     await asyncio.sleep(duration_s)
     cpu_after, leader_after, ticks_after = cpu_seconds(nodes), cpu_seconds(leader_pids), machine_ticks()
     after = (await client.describe_quorum()).high_watermark
+    node_latency = None
+    if metrics_address and scrape_before is not None:
+        from raftmeta.metrics.scrape import COMMIT_LATENCY
+
+        latency = window(await asyncio.to_thread(fetch, metrics_address), scrape_before, COMMIT_LATENCY)
+        node_latency = {
+            name: None if q is None else round(q * 1000, 3)
+            for name, q in (
+                ("p50", latency.histogram_quantile(COMMIT_LATENCY, 0.5)),
+                ("p99", latency.histogram_quantile(COMMIT_LATENCY, 0.99)),
+            )
+        }
 
     def spent(start: float | None, end: float | None) -> float | None:
         return None if start is None or end is None else end - start
@@ -279,6 +311,7 @@ async def high_watermark_window(client: Any, duration_s: float, pids: dict[int, 
         spent(cpu_before, cpu_after),
         spent(leader_before, leader_after) if leader_pids else None,
         busy,
+        node_latency,
     )
 
 
@@ -307,7 +340,8 @@ def run_benchmark(
     try:
         addresses = {n.id: n.address for n in quorum.nodes}
         pids = {n.id: n.pid for n in quorum.nodes}
-        result = run(commit_load(addresses, clients, partitions, duration_s, pids))
+        metrics = {n.id: n.metrics_address for n in quorum.nodes if n.metrics_address}
+        result = run(commit_load(addresses, clients, partitions, duration_s, pids, metrics))
     finally:
         local_quorum.down(quorum)
     load_after = os.getloadavg()

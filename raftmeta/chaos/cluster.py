@@ -75,6 +75,9 @@ class ChaosCluster:
     network: Network = field(default_factory=Network)
     quorum: local_quorum.LocalQuorum | None = None
     mesh: ProxyMesh | None = None
+    # Each node's Prometheus endpoint (scraped directly, not through the proxies): the report's
+    # leader changes and commit latency as the nodes measured them (raftmeta/chaos/metrics.py).
+    metrics_addresses: dict[int, str] = field(default_factory=dict)
     fleet_address: str = ""
     paused: set[int] = field(default_factory=set)
     killed: set[int] = field(default_factory=set)  # down on purpose, until restarted
@@ -106,6 +109,8 @@ class ChaosCluster:
         ports = local_quorum.free_ports(len(ids) + len(links))
         addresses = {i: f"127.0.0.1:{ports[k]}" for k, i in enumerate(ids)}
         link_ports = dict(zip(links, ports[len(ids) :], strict=True))
+        metrics_ports = [p for p in local_quorum.free_ports(2 * len(ids) + len(ports)) if p not in ports]
+        self.metrics_addresses = {i: f"127.0.0.1:{metrics_ports[k]}" for k, i in enumerate(ids)}
         self.mesh = ProxyMesh(addresses, link_ports, self.network)
         await self.mesh.start()
         cluster_id = local_quorum.new_cluster_id()
@@ -116,9 +121,11 @@ class ChaosCluster:
                 "--node-id", str(i), "--listen", addresses[i],
                 "--voters", format_voters(self.mesh.voters_for(i, addresses)),
                 "--data-dir", str(self.node_dir(i)), "--cluster-id", cluster_id, *cfg.node_args(unsafe=False),
+                "--metrics-listen", self.metrics_addresses[i],
             ]  # fmt: skip
             log = self.data_dir / "logs" / f"node-{i}.log"
             nodes.append(local_quorum.NodeProcess(i, 0, addresses[i], str(self.node_dir(i)), str(log), argv))
+            nodes[-1].metrics_address = self.metrics_addresses[i]
         self.quorum = local_quorum.LocalQuorum(str(self.data_dir), cluster_id, ",".join(addresses.values()), nodes)
         for i in ids:
             self.restart(i)  # pid 0 is "not running": restart spawns from the recorded argv

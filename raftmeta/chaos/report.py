@@ -1,8 +1,10 @@
 """The chaos report: ``report.json`` for scripts, ``report.html`` + ``timeline.png`` for people.
 
-The timeline plot has two panels sharing the time axis (seconds since the fault phase began):
+The timeline plot has panels sharing the time axis (seconds since the fault phase began):
 fault windows as coloured spans with the leader (node id) as a step line on top, and every
-operation as a dot at its completion time (green ok, grey fail, red unknown) on a row per kind.
+operation as a dot at its completion time (green ok, grey fail, red unknown) on a row per kind;
+with the nodes' metrics (figures["node_metrics"], raftmeta/chaos/metrics.py) a third panel shows
+the commit latency the leaders measured, each second, and the leader changes the nodes counted.
 """
 
 from __future__ import annotations
@@ -53,7 +55,12 @@ def _timeline_png(result: ChaosResult, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     t0 = result.started_ms
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 5.5), sharex=True, height_ratios=[1, 1.2])
+    rounds = [r for r in result.figures.get("node_metrics", {}).get("rounds", []) if r["t_ms"] >= t0]
+    if rounds:
+        fig, (top, bottom, latency) = plt.subplots(3, 1, figsize=(12, 7.5), sharex=True, height_ratios=[1, 1.2, 0.9])
+        _latency_panel(latency, rounds, t0)
+    else:
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 5.5), sharex=True, height_ratios=[1, 1.2])
     seen: set[str] = set()
     for start, end, family, _ in result.timeline.fault_windows():
         top.axvspan(
@@ -85,11 +92,32 @@ def _timeline_png(result: ChaosResult, path: Path) -> None:
             label=f"{outcome} ({len(chosen)})",
         )
     bottom.set_yticks(list(KIND_ROWS.values()), list(KIND_ROWS))
-    bottom.set_xlabel("seconds since the fault phase began (ops at completion time)")
+    (latency if rounds else bottom).set_xlabel("seconds since the fault phase began (ops at completion time)")
     bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=PLOT_DPI)
     plt.close(fig)
+
+
+def _latency_panel(axes: Any, rounds: list[dict[str, Any]], t0: int) -> None:
+    """Commit latency p50/p99 (ms, log scale) per metrics round, and a tick per leader change a
+    node counted in that round (from raftmeta_raft_leader_changes_seen_total)."""
+    xs = [(r["t_ms"] - t0) / 1000 for r in rounds]
+    plotted = False
+    for key, colour in (("commit_latency_p50_ms", "#1f77b4"), ("commit_latency_p99_ms", "#d62728")):
+        points = [(x, r[key]) for x, r in zip(xs, rounds, strict=True) if r[key] is not None]
+        if points:
+            plotted = True
+            axes.plot(
+                *zip(*points, strict=True), color=colour, linewidth=1, marker=".", label=key[:-3].replace("_", " ")
+            )
+    changes = [x for x, r in zip(xs, rounds, strict=True) if any(n["leader_changes"] for n in r["nodes"].values())]
+    for i, x in enumerate(changes):
+        axes.axvline(x, color="black", linewidth=0.6, linestyle=":", label="leader change seen" if i == 0 else None)
+    if plotted:
+        axes.set_yscale("log")
+    axes.set_ylabel("commit ms (nodes)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
 def _html(document: dict[str, Any], timeline_png: str) -> str:

@@ -21,6 +21,7 @@ from raftmeta.chaos.cluster import ChaosCluster, ClusterConfig
 from raftmeta.chaos.committed import read_committed
 from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.history import HistoryWriter, Op, write_history
+from raftmeta.chaos.metrics import MetricsRecorder
 from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.moves import COUNTS, check_reassignments
 from raftmeta.chaos.nemesis import FAMILIES, FaultStep, Nemesis, plan_faults
@@ -139,6 +140,7 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
     tape = CommittedTape({i: cluster.node_dir(i) for i in range(1, config.cluster.nodes + 1)})
     crashes: list[str] = []
     background: list[asyncio.Task[None]] = []
+    recorder = MetricsRecorder({})
     outcomes: list[BaseException | None] = []
     try:
         await cluster.start()
@@ -147,9 +149,11 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
             tape.leader_hint = (leader_id, high_watermark)
 
         monitor = QuorumMonitor(cluster.bootstrap, timeline, on_answer=hint)
+        recorder.endpoints = dict(cluster.metrics_addresses)
         background = [
             asyncio.create_task(_record_tape(tape)),
             asyncio.create_task(_watch_processes(cluster, timeline, crashes)),
+            asyncio.create_task(recorder.run()),
         ]
         try:
             monitor.start()
@@ -223,6 +227,7 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
     ops = history.ops
     lost = await _check_files(config, data_dir, tape, ops, final_topics, checks, figures)
     figures["availability"] = availability(ops, timeline.fault_windows(), started_ms, ended_ms)
+    figures["node_metrics"] = recorder.figures()
     figures["proxy_bytes_dropped"] = cluster.mesh.bytes_dropped() if cluster.mesh is not None else 0
     faults = nemesis.counts if nemesis is not None else dict.fromkeys(FAMILIES, 0)
     return ChaosResult(config, ops, timeline, checks, faults, lost, converged_ms, figures, started_ms, ended_ms)

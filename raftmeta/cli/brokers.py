@@ -1,8 +1,11 @@
-"""``raftmeta brokers fleet|register|list|fail|recover``: the simulated brokers.
+"""``raftmeta brokers fleet|register|list|fail|recover|shutdown|unregister``: the simulated brokers.
 
 ``fleet`` runs a fleet of simulated brokers in the foreground (``quorum up --brokers`` starts
-one); ``fail``/``recover`` stop and resume a broker's heartbeats through the fleet's control
-service, which they find from any quorum node via DescribeCluster (the brokers' FLEET endpoint).
+one); ``fail``/``recover``/``shutdown`` act on brokers through the fleet's control service, which
+they find from any quorum node via DescribeCluster (the brokers' FLEET endpoint): ``fail`` is a
+crash (heartbeats stop; fencing follows the session timeout), ``shutdown`` Kafka's controlled
+shutdown (leaderships and ISR memberships move first, then the broker stops), ``recover`` brings
+either back. ``unregister`` is Kafka's UnregisterBroker, sent to the quorum, for a broker gone for good.
 """
 
 from __future__ import annotations
@@ -75,7 +78,12 @@ def brokers() -> None:
 @click.option("--first-id", type=BROKER_ID, default=0, show_default=True, help="Id of the first broker.")
 @click.option("--heartbeat-interval-ms", type=int_range(10), default=1000, show_default=True)
 @click.option("--catch-up-delay-ms", type=int_range(0), default=2000, show_default=True,
-              help="How long a broker takes to copy a partition it is told to add (reassignment).")  # fmt: skip
+              help="How long a follower takes to catch up: a partition it is told to add (reassignment), "
+                   "or its partitions after it comes back (then its leaders add it to the ISR).")  # fmt: skip
+@click.option("--replica-lag-time-max-ms", type=int_range(1), default=30_000, show_default=True,
+              help="replica.lag.time.max.ms: a follower down this long leaves its partitions' ISRs.")  # fmt: skip
+@click.option("--isr-check-interval-ms", type=int_range(10), default=1000, show_default=True,
+              help="How often the partition leaders compare their ISRs with their followers.")  # fmt: skip
 @click.option("--listen", default="127.0.0.1:0", show_default=True, help="Address of the fleet's control service.")
 @click.option("--ready-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write {address, brokers} here as JSON once the control service listens.")  # fmt: skip
@@ -88,10 +96,12 @@ def fleet(
     first_id: int,
     heartbeat_interval_ms: int,
     catch_up_delay_ms: int,
+    replica_lag_time_max_ms: int,
+    isr_check_interval_ms: int,
     listen: str,
     ready_file: Path | None,
 ) -> None:
-    """Run simulated brokers that register and heartbeat until stopped (SIGTERM or Ctrl-C)."""
+    """Run simulated brokers that register, heartbeat and lead partitions until stopped (SIGTERM or Ctrl-C)."""
     if first_id + count - 1 > INT32_MAX:
         raise usage_error(f"broker ids {first_id}..{first_id + count - 1} go past {INT32_MAX}", "--first-id")
     try:
@@ -100,7 +110,19 @@ def fleet(
     except ValueError as exc:
         raise usage_error(str(exc)) from exc
     tls = tls_from_context()
-    asyncio.run(_run_fleet(bootstrap_server, specs, heartbeat_interval_ms, listen, ready_file, catch_up_delay_ms, tls))
+    asyncio.run(
+        _run_fleet(
+            bootstrap_server,
+            specs,
+            heartbeat_interval_ms,
+            listen,
+            ready_file,
+            catch_up_delay_ms,
+            tls,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            isr_check_interval_ms=isr_check_interval_ms,
+        )
+    )
 
 
 async def _run_fleet(
@@ -111,6 +133,9 @@ async def _run_fleet(
     ready_file: Path | None,
     catch_up_delay_ms: int = 2000,
     tls: TlsConfig | None = None,
+    *,
+    replica_lag_time_max_ms: int = 30_000,
+    isr_check_interval_ms: int = 1000,
 ) -> None:
     server, address = await start_control_server(listen)
     retry = RetryPolicy(deadline_s=max(2.0, heartbeat_interval_ms / 1000), attempt_timeout_s=1.0)
@@ -121,6 +146,8 @@ async def _run_fleet(
             heartbeat_interval_ms=heartbeat_interval_ms,
             control_address=address,
             catch_up_delay_ms=catch_up_delay_ms,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
+            isr_check_interval_ms=isr_check_interval_ms,
         )
         fleet_pb2_grpc.add_BrokerFleetServiceServicer_to_server(FleetServicer(fleet_), server)
         await server.start()
@@ -241,7 +268,14 @@ def _fleet_call(
 def _print_fleet_result(status: fleet_pb2.FleetStatus, broker_ids: tuple[int, ...], verb: str, output: str) -> None:
     chosen = [b for b in status.brokers if b.broker_id in broker_ids]
     if output == "json":
-        emit_json({"brokers": [{"id": b.broker_id, "failed": b.failed, "fenced": b.fenced} for b in chosen]})
+        emit_json(
+            {
+                "brokers": [
+                    {"id": b.broker_id, "failed": b.failed, "fenced": b.fenced, "shut_down": b.shut_down}
+                    for b in chosen
+                ]
+            }
+        )
     else:
         for b in chosen:
             click.echo(f"Broker {b.broker_id} {verb}.")
@@ -266,3 +300,41 @@ def recover(bootstrap_server: str, timeout: float, broker_ids: tuple[int, ...], 
     """Resume a simulated broker's heartbeats: the controller unfences it."""
     status = _fleet_call(bootstrap_server, timeout, "RecoverBrokers", broker_ids)
     _print_fleet_result(status, broker_ids, "recovered: heartbeats resumed", output)
+
+
+@brokers.command("shutdown")
+@bootstrap_options
+@click.option("--id", "broker_ids", type=BROKER_ID, multiple=True, required=True,
+              help="Broker to shut down; repeatable.")  # fmt: skip
+@output_option
+def shutdown(bootstrap_server: str, timeout: float, broker_ids: tuple[int, ...], output: str) -> None:
+    """Controlled shutdown (Kafka's): the controller moves the broker's leaderships away and takes
+    it out of every ISR it is not the last member of, then the broker stops heartbeating. Unlike
+    ``fail``, no partition waits a session timeout for a new leader. ``recover`` restarts it."""
+    status = _fleet_call(bootstrap_server, timeout, "ShutdownBrokers", broker_ids)
+    _print_fleet_result(status, broker_ids, "shut down: leaderships moved, out of its ISRs, stopped", output)
+
+
+@brokers.command("unregister")
+@bootstrap_options
+@click.option("--id", "broker_id", type=BROKER_ID, required=True, help="Broker to unregister.")
+@click.option("--request-id", default=None, help="Idempotency key: a retry with the same id is answered, not redone.")
+@output_option
+def unregister(bootstrap_server: str, timeout: float, broker_id: int, request_id: str | None, output: str) -> None:
+    """Unregister a broker that is gone for good (Kafka's UnregisterBroker): it leaves every ISR
+    and its registration is removed. Its replicas stay in the partitions' replica lists: move them
+    with ``reassign``. A fleet broker that still heartbeats registers again."""
+    request = controller_pb2.UnregisterBrokerRequest(broker_id=broker_id, request_id=request_id or "")
+    with connect(bootstrap_server, timeout) as client:
+        response = client.unregister_broker(request)
+    document = {
+        "id": broker_id,
+        "error_code": error_name(response.error_code),
+        "error_message": response.error_message,
+    }
+    if output == "json":
+        emit_json(document)
+    elif document["error_code"] == "NONE":
+        click.echo(f"Broker {broker_id} unregistered.")
+    if document["error_code"] != "NONE":
+        raise CheckFailed(f"broker {broker_id} not unregistered: {document['error_code']}: {response.error_message}")

@@ -1,8 +1,10 @@
 """``raftmeta demo``: the guided tour behind ``make demo``.
 
 Launches a local 3-node quorum with 9 simulated brokers in 3 racks, creates topics through gRPC
-(striped, balanced, a manual assignment, one in a broker pool, and an invalid request), fails a
-broker and watches leadership move (seed 002), recovers it, shows the topics and the quorum, then
+(striped, balanced, a manual assignment, one in a broker pool, and an invalid request) and one
+through a Kafka admin client on the nodes' Kafka listeners (docs/kafka-protocol.md), fails a
+broker and watches leadership move (seed 002), recovers it and watches the cluster heal (the ISRs
+regrow, preferred leaders come back), shows the topics and the quorum, then
 retires broker 8 by moving every replica off it (a reassignment plan, executed), replays all
 three nodes' logs with Spark and prints the report's path. Every step prints the
 command it runs, so a newcomer can repeat any of them by hand. The quorum is always stopped.
@@ -44,6 +46,55 @@ def run(title: str, *argv: str, expect_failure: bool = False, capture: bool = Fa
     return result.stdout if capture else ""
 
 
+KAFKA_SNIPPET = """\
+from confluent_kafka.admin import AdminClient, NewTopic
+admin = AdminClient({{"bootstrap.servers": "{servers}"}})
+futures = admin.create_topics([NewTopic("clicks", 4, 3, config={{"retention.ms": "3600000"}})])
+print({{name: future.result() or "created" for name, future in futures.items()}})"""
+
+
+def kafka_client_step(servers: str, via: list[str]) -> None:
+    """Create one topic with a real Kafka admin client (confluent-kafka, a dev dependency) through
+    the nodes' Kafka listeners; skipped, saying so, where the client is not installed."""
+    click.secho("\n== Create a topic with a Kafka admin client (confluent-kafka), through the nodes' Kafka listeners",
+                bold=True)  # fmt: skip
+    snippet = KAFKA_SNIPPET.format(servers=servers)
+    click.secho(f"$ python -c '{snippet}'", fg="cyan")
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        click.echo("   confluent-kafka is not installed (pip install confluent-kafka); step skipped")
+        run("... so the same topic through gRPC", "topics", "create", *via,
+            "--topic", "clicks", "--partitions", "4", "--replication-factor", "3")  # fmt: skip
+        return
+    result = subprocess.run([sys.executable, "-c", snippet], text=True, capture_output=True, check=False)
+    click.echo(result.stdout, nl=False)
+    if result.returncode != 0:
+        click.echo(result.stderr, nl=False, err=True)
+        raise StepFailed("the Kafka admin client could not create 'clicks'")
+
+
+def _wait_healed(via: list[str], broker: str, timeout_s: float) -> None:
+    """Until no partition is under-replicated and ``broker`` leads orders-0 (its preferred replica)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        describe = [sys.executable, "-m", "raftmeta", "topics", "describe", *via, "-o", "json"]
+        under = subprocess.run(
+            [*describe, "--under-replicated-partitions"], capture_output=True, text=True, check=False
+        )
+        orders = subprocess.run([*describe, "--topic", "orders"], capture_output=True, text=True, check=False)
+        if under.returncode == 0 and orders.returncode == 0:
+            lagging = [p for t in json.loads(under.stdout)["topics"] for p in t["partitions"]]
+            leader = json.loads(orders.stdout)["topics"][0]["partitions"][0]["leader"]
+            if not lagging and str(leader) == broker:
+                return
+        if time.monotonic() > deadline:
+            raise StepFailed(
+                f"broker {broker} did not rejoin its ISRs and lead orders-0 again within {timeout_s:.0f} s"
+            )
+        time.sleep(1)
+
+
 @click.command()
 @click.option(
     "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-data"), show_default=True
@@ -60,9 +111,10 @@ def demo(data_dir: Path, keep: bool) -> None:
             "Launch a local 3-node quorum with 9 simulated brokers in 3 racks (brokers 0-2 form pool 'fast')",
             "quorum", "up", "--data-dir", str(data_dir), "--nodes", "3", "--brokers", "9", "--racks", "3",
             "--pool", "fast=0-2", "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--heartbeat-interval-ms", "500",
-            "--detach", "--output", "json", capture=True,
+            "--leader-imbalance-check-interval-seconds", "2", "--kafka", "--detach", "--output", "json", capture=True,
         )  # fmt: skip
         bootstrap = json.loads(up)["bootstrap_server"]
+        kafka_servers = json.loads(up)["kafka_bootstrap_servers"]
         via = ["--bootstrap-server", bootstrap]
         run("Registered brokers, with racks and pools", "brokers", "list", *via)
         run("Create a topic with KRaft's striped placer (the default)", "topics", "create", *via,
@@ -75,6 +127,9 @@ def demo(data_dir: Path, keep: bool) -> None:
         run("Create a topic inside broker pool 'fast' (seed 003's resource isolation)",
             "topics", "create", *via, "--topic", "latency-critical", "--partitions", "3", "--replication-factor", "3",
             "--broker-pool", "fast")  # fmt: skip
+        kafka_client_step(kafka_servers, via)
+        run("The Kafka client's topic, as raftmeta's own client sees it", "topics", "describe", *via,
+            "--topic", "clicks")  # fmt: skip
         run("An invalid request is refused, naming the field and the rule (and nothing is written)",
             "topics", "create", *via, "--topic", "bad name!", "--partitions", "3", "--replication-factor", "10",
             expect_failure=True)  # fmt: skip
@@ -88,10 +143,16 @@ def demo(data_dir: Path, keep: bool) -> None:
         time.sleep(wait_s)
         run(f"Partitions led by broker {victim} moved to the next ISR member; it left every ISR (seed 002)",
             "topics", "describe", *via, "--topic", "orders")  # fmt: skip
+        run(f"Under-replicated partitions while broker {victim} is down (kafka-topics --under-replicated-partitions)",
+            "topics", "describe", *via, "--under-replicated-partitions")  # fmt: skip
         run(f"Recover broker {victim}: heartbeats resume and the controller unfences it",
             "brokers", "recover", *via, "--id", victim)  # fmt: skip
-        time.sleep(2)
+        click.echo("   waiting for its partition leaders to add it back to their ISRs (AlterPartition) and for the")
+        click.echo("   controller's preferred-leader election to give it its leaderships back ...")
+        _wait_healed(via, victim, timeout_s=60)
         run("Brokers after the recovery", "brokers", "list", *via)
+        run(f"Healed by itself: full ISRs again, and broker {victim} leads orders-0 again",
+            "topics", "describe", *via, "--topic", "orders")  # fmt: skip
         plan = data_dir / "retire-broker-8.json"
         run("Retire broker 8: plan moving every replica off it (balance before and after, fewest moves)",
             "reassign", "generate", *via, "--exclude-brokers", "8", "--plan-file", str(plan))  # fmt: skip

@@ -13,7 +13,7 @@ import click
 
 from raftmeta.cli.common import EXIT_FAILED, SEED, CheckFailed, emit_json, output_option, usage_error
 
-TARGETS = ("controller", "decoder", "all")
+TARGETS = ("controller", "decoder", "kafka", "all")
 # Outcomes printed per target in the text summary (JSON has them all).
 OUTCOMES_SHOWN = 12
 
@@ -31,13 +31,15 @@ OUTCOMES_SHOWN = 12
 @output_option
 def fuzz(target: str, duration: float, seed: int | None, data_dir: Path | None, nodes: str, output: str) -> None:
     """Send fuzzed requests to every ControllerService method of a real local quorum, and feed
-    random and damaged batches to the batch decoder, segment recovery and segment reads.
+    random and damaged batches to the batch decoder, segment recovery and segment reads, and
+    damaged Kafka requests to the Kafka listeners of a second quorum (docs/kafka-protocol.md).
 
     A failure is a reply that is neither a success nor a defined error, a node that dies or logs
     an error, a log that does not replay cleanly, or a decoder outcome other than valid batches or
     a corruption error at the right place. Exits 0 when there is none and 1 otherwise.
     """
     from raftmeta.fuzz.controller import ControllerFuzzConfig, ControllerFuzzer
+    from raftmeta.fuzz.kafka import KafkaFuzzer
     from raftmeta.fuzz.runner import DecoderFuzzer, Target, run_rounds
 
     if data_dir is not None and data_dir.exists() and any(data_dir.iterdir()):
@@ -50,6 +52,7 @@ def fuzz(target: str, duration: float, seed: int | None, data_dir: Path | None, 
     if target in ("decoder", "all"):
         targets.append(DecoderFuzzer())
     controller: ControllerFuzzer | None = None
+    kafka: KafkaFuzzer | None = None
     workdir = data_dir if data_dir is not None else Path(tempfile.mkdtemp(prefix="raftmeta-fuzz-"))
     passed = False
     try:
@@ -61,14 +64,26 @@ def fuzz(target: str, duration: float, seed: int | None, data_dir: Path | None, 
             except (RuntimeError, TimeoutError, OSError) as exc:
                 raise CheckFailed(f"the quorum did not start: {exc}") from exc
             targets.append(controller)
+        if target in ("kafka", "all"):
+            # Its own quorum (no brokers, so that only its frames could write): the high
+            # watermark tells whether a refused frame wrote anything.
+            kafka = KafkaFuzzer(workdir / "kafka", nodes=int(nodes))
+            click.echo(f"starting a {nodes}-node quorum with Kafka listeners in {workdir / 'kafka'}", err=True)
+            try:
+                kafka.start()
+            except (RuntimeError, TimeoutError, OSError) as exc:
+                raise CheckFailed(f"the quorum did not start: {exc}") from exc
+            targets.append(kafka)
         result = run_rounds(targets, duration_s=duration, seed=chosen_seed, progress=lambda s: click.echo(s, err=True))
         passed = result.passed
     finally:
         if controller is not None:
             controller.close()
-        if data_dir is None and (passed or controller is None):
+        if kafka is not None:
+            kafka.close()
+        if data_dir is None and (passed or (controller is None and kafka is None)):
             shutil.rmtree(workdir, ignore_errors=True)
-        elif controller is not None:
+        elif controller is not None or kafka is not None:
             click.echo(f"quorum data and logs kept in {workdir}", err=True)
     document = result.to_json()
     if output == "json":

@@ -39,6 +39,10 @@ PEM = click.Path(dir_okay=False, path_type=Path)
 @click.option("--election-timeout-ms", type=int_range(10), default=1000, show_default=True)
 @click.option("--session-timeout-ms", type=int_range(10), default=9000, show_default=True,
               help="broker.session.timeout.ms: a broker silent this long is fenced.")  # fmt: skip
+@click.option("--auto-leader-rebalance-enable/--no-auto-leader-rebalance-enable", default=True, show_default=True,
+              help="auto.leader.rebalance.enable: move leadership back to preferred replicas.")  # fmt: skip
+@click.option("--leader-imbalance-check-interval-seconds", type=int_range(1), default=300, show_default=True,
+              help="leader.imbalance.check.interval.seconds: how often to look for leaders to move back.")  # fmt: skip
 @click.option("--segment-bytes", type=int_range(1024), default=None, hidden=True,
               help="Log segment size (default 16 MiB); small ones let tests see snapshots delete them.")  # fmt: skip
 @click.option("--fetch-hw-linger-ms", type=int_range(0), default=5, show_default=True,
@@ -46,6 +50,12 @@ PEM = click.Path(dir_okay=False, path_type=Path)
               "to send with it (0: answer at once, as KRaft does).")  # fmt: skip
 @click.option("--fetch-rpc", type=click.Choice(FETCH_RPCS), default="stream", show_default=True,
               help="How Fetches reach the leader: one long-lived FetchStream, or a unary call per round.")  # fmt: skip
+@click.option("--metrics-listen", metavar="HOST:PORT", default=None,
+              help="Serve Prometheus metrics on http://HOST:PORT/metrics (docs/metrics.md).")  # fmt: skip
+@click.option("--kafka-listener", metavar="HOST:PORT", default=None,
+              help="Serve Kafka admin clients (Kafka protocol) on HOST:PORT (docs/kafka-protocol.md).")  # fmt: skip
+@click.option("--kafka-peers", metavar="ID@HOST:PORT,...", default=None,
+              help="The other nodes' --kafka-listener, listed as brokers in Metadata answers.")  # fmt: skip
 @click.option("--unsafe-ack-before-commit", is_flag=True, hidden=True, help="TEST ONLY: acknowledge before commit.")
 @click.option("--unsafe-skip-fsync", is_flag=True, hidden=True, help="TEST ONLY: never fsync the log.")
 def node(
@@ -66,9 +76,14 @@ def node(
     fetch_timeout_ms: int,
     election_timeout_ms: int,
     session_timeout_ms: int,
+    auto_leader_rebalance_enable: bool,
+    leader_imbalance_check_interval_seconds: int,
     segment_bytes: int | None,
     fetch_hw_linger_ms: int,
     fetch_rpc: FetchRpc,
+    metrics_listen: str | None,
+    kafka_listener: str | None,
+    kafka_peers: str | None,
     unsafe_ack_before_commit: bool,
     unsafe_skip_fsync: bool,
 ) -> None:
@@ -96,6 +111,25 @@ def node(
         material(client_tls)
     except TlsError as exc:
         raise usage_error(str(exc)) from exc
+    if metrics_listen is not None:
+        from raftmeta.metrics.http import parse_listen
+
+        try:
+            parse_listen(metrics_listen)
+        except ValueError as exc:
+            raise usage_error(str(exc), "--metrics-listen") from exc
+    from raftmeta.kafka.listener import split_host_port
+
+    kafka_peer_map: dict[int, str] = {}
+    try:
+        if kafka_listener is not None:
+            split_host_port(kafka_listener)
+    except ValueError as exc:
+        raise usage_error(str(exc), "--kafka-listener") from exc
+    try:
+        kafka_peer_map = parse_voters(kafka_peers) if kafka_peers is not None else {}
+    except ValueError as exc:
+        raise usage_error(str(exc), "--kafka-peers") from exc
     if node_id not in voter_map:
         raise usage_error(f"node {node_id} is not among the voters {sorted(voter_map)}", "--node-id")
     existing = read_meta_properties(data_dir) if data_dir.exists() else None
@@ -121,12 +155,22 @@ def node(
             client_tls=client_tls,
             fetch_rpc=fetch_rpc,
             fetch_hw_linger_ms=fetch_hw_linger_ms,
+            metrics_listen=metrics_listen,
+            kafka_listener=kafka_listener,
+            kafka_peers=kafka_peer_map,
             unsafe_ack_before_commit=unsafe_ack_before_commit,
             unsafe_skip_fsync=unsafe_skip_fsync,
         )
     except ValueError as exc:  # the messages name the flag (TLS and listener combinations)
         raise usage_error(str(exc)) from exc
-    config = replace(config, controller=ControllerConfig(session_timeout_ms=session_timeout_ms))
+    config = replace(
+        config,
+        controller=ControllerConfig(
+            session_timeout_ms=session_timeout_ms,
+            auto_leader_rebalance_enable=auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_ms=leader_imbalance_check_interval_seconds * 1000,
+        ),
+    )
     if segment_bytes is not None:
         config = replace(config, segment_bytes=segment_bytes)
     try:

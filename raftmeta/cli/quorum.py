@@ -1,4 +1,4 @@
-"""``raftmeta quorum up|down|bootstrap|status|kill|restart|pause|resume``: a local quorum of real processes."""
+"""``raftmeta quorum up|down|bootstrap|status|top|kill|restart|pause|resume``: a local quorum of real processes."""
 
 from __future__ import annotations
 
@@ -36,12 +36,18 @@ def quorum() -> None:
 @click.option("--pool", "pools", multiple=True, help="Broker pool NAME=IDS for the fleet, e.g. fast=0-2.")
 @click.option("--snapshot-interval-records", type=int_range(1), default=None, help="Passed to every node.")
 @click.option("--session-timeout-ms", type=int_range(10), default=None, help="Broker session timeout.")
+@click.option("--leader-imbalance-check-interval-seconds", type=int_range(1), default=None,
+              help="Passed to every node: how often leaders move back to preferred replicas.")  # fmt: skip
+@click.option("--replica-lag-time-max-ms", type=int_range(1), default=None,
+              help="Passed to the fleet: a follower down this long leaves its ISRs (default 30000).")  # fmt: skip
 @click.option("--heartbeat-interval-ms", type=int_range(10), default=1000, show_default=True)
 @click.option("--catch-up-delay-ms", type=int_range(0), default=None,
               help="How long a simulated broker takes to copy a partition it is told to add "
               "(reassignment); the fleet's default is 2000.")  # fmt: skip
 @click.option("--tls", is_flag=True,
               help="Mutual TLS between all processes, with throwaway certificates made in DATA_DIR/tls.")  # fmt: skip
+@click.option("--kafka", is_flag=True,
+              help="Every node also serves Kafka admin clients (docs/kafka-protocol.md).")  # fmt: skip
 @click.option("--detach", is_flag=True, help="Return once a leader is elected (and brokers registered).")
 @click.option("--print-bootstrap-server", is_flag=True,
               help="Print only the bootstrap server on stdout (the rest goes to stderr), for B=$(raftmeta quorum up "
@@ -55,9 +61,12 @@ def up(
     pools: tuple[str, ...],
     snapshot_interval_records: int | None,
     session_timeout_ms: int | None,
+    leader_imbalance_check_interval_seconds: int | None,
+    replica_lag_time_max_ms: int | None,
     heartbeat_interval_ms: int,
     catch_up_delay_ms: int | None,
     tls: bool,
+    kafka: bool,
     detach: bool,
     print_bootstrap_server: bool,
     output: str,
@@ -75,6 +84,9 @@ def up(
         node_args += ["--snapshot-interval-records", str(snapshot_interval_records)]
     if session_timeout_ms is not None:
         node_args += ["--session-timeout-ms", str(session_timeout_ms)]
+    if leader_imbalance_check_interval_seconds is not None:
+        node_args += ["--leader-imbalance-check-interval-seconds", str(leader_imbalance_check_interval_seconds)]
+    fleet_args = [] if replica_lag_time_max_ms is None else ["--replica-lag-time-max-ms", str(replica_lag_time_max_ms)]
     try:
         started = local_quorum.up(
             data_dir,
@@ -86,16 +98,26 @@ def up(
             heartbeat_interval_ms=heartbeat_interval_ms,
             catch_up_delay_ms=catch_up_delay_ms,
             tls=tls,
+            kafka=kafka,
+            fleet_args=fleet_args,
         )
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise CheckFailed(str(exc)) from exc
-    document = {
+    document: dict[str, Any] = {
         "bootstrap_server": started.bootstrap_server,
         "cluster_id": started.cluster_id,
         "nodes": [{"id": n.id, "pid": n.pid, "address": n.address, "data_dir": n.data_dir} for n in started.nodes],
         "brokers_pid": started.brokers_pid,
         "tls": started.tls,
+        "kafka_bootstrap_servers": started.kafka_bootstrap_servers,
     }
+    for row, n in zip(document["nodes"], started.nodes, strict=True):
+        row["kafka_address"] = n.kafka_address
+    # Each node's Prometheus endpoint and the scrape config naming them (docs/metrics.md).
+    for row, n in zip(document["nodes"], started.nodes, strict=True):
+        row["metrics_address"] = n.metrics_address
+    with_metrics = any(n.metrics_address for n in started.nodes)
+    document["prometheus_config"] = str(Path(started.data_dir) / local_quorum.PROMETHEUS_FILE) if with_metrics else None
     if output == "json":
         emit_json(document)
     else:
@@ -105,6 +127,12 @@ def up(
         click.echo(f"quorum of {nodes} nodes up; bootstrap server {started.bootstrap_server}", err=to_stderr)
         for n in started.nodes:
             click.echo(f"  node {n.id}: pid {n.pid} at {n.address}, data {n.data_dir}, log {n.log}", err=to_stderr)
+            if n.metrics_address:
+                click.echo(f"    metrics http://{n.metrics_address}/metrics", err=to_stderr)
+        if with_metrics:
+            click.echo(f"  Prometheus scrape config: {document['prometheus_config']}", err=to_stderr)
+        if started.kafka_bootstrap_servers:
+            click.echo(f"  Kafka admin clients: bootstrap.servers={started.kafka_bootstrap_servers}", err=to_stderr)
         if started.brokers_pid:
             click.echo(f"  {brokers} simulated brokers in {racks} racks: pid {started.brokers_pid}", err=to_stderr)
         client_tls = started.client_tls
@@ -349,3 +377,13 @@ def _print_replication(document: dict[str, Any]) -> None:
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(columns)]
     for line in (list(columns), *rows):
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+def _add_top() -> None:
+    """``quorum top`` lives in its own module (raftmeta/cli/top.py: the live view and its document)."""
+    from raftmeta.cli.top import top
+
+    quorum.add_command(top)
+
+
+_add_top()

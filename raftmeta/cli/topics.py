@@ -27,6 +27,7 @@ from raftmeta.cli.common import (
     usage_error,
 )
 from raftmeta.cli.connect import bootstrap_options, connect
+from raftmeta.health import DESCRIBE_FILTERS, classify, min_insync_replicas
 from raftmeta.ids import uuid_to_str
 from raftmeta.v1 import controller_pb2, errors_pb2
 
@@ -277,8 +278,9 @@ def describe_document(response: controller_pb2.DescribeTopicsResponse) -> list[d
     ]
 
 
-def format_describe(topics_doc: list[dict[str, Any]]) -> str:
-    """Kafka's describe layout: one topic line, then one tab-indented line per partition."""
+def format_describe(topics_doc: list[dict[str, Any]], *, topic_lines: bool = True) -> str:
+    """Kafka's describe layout: one topic line, then one tab-indented line per partition.
+    ``topic_lines=False``: the partition lines alone, as kafka-topics.sh prints a filtered describe."""
     lines: list[str] = []
     for topic in topics_doc:
         if topic["error_code"] != "NONE":
@@ -288,10 +290,11 @@ def format_describe(topics_doc: list[dict[str, Any]]) -> str:
         # During a reassignment the replicas include the ones being added: the factor excludes them.
         rf = len(parts[0]["replicas"]) - len(parts[0]["adding_replicas"]) if parts else 0
         configs = ",".join(f"{k}={v}" for k, v in topic["configs"].items())
-        lines.append(
-            f"Topic: {topic['name']}\tTopicId: {topic['topic_id']}\tPartitionCount: {len(parts)}\t"
-            f"ReplicationFactor: {rf}\tConfigs: {configs}"
-        )
+        if topic_lines:
+            lines.append(
+                f"Topic: {topic['name']}\tTopicId: {topic['topic_id']}\tPartitionCount: {len(parts)}\t"
+                f"ReplicationFactor: {rf}\tConfigs: {configs}"
+            )
         for p in parts:
             line = (
                 f"\tTopic: {topic['name']}\tPartition: {p['partition']}\tLeader: "
@@ -309,6 +312,44 @@ def _ids(ids: list[int]) -> str:
     return ",".join(str(i) for i in ids)
 
 
+# kafka-topics.sh --describe's partition filters: flag -> parameter name.
+HEALTH_FLAGS = {f"--{name}": name.replace("-", "_") for name in DESCRIBE_FILTERS}
+
+
+def health_filter(chosen: dict[str, bool]) -> str | None:
+    """The one partition filter given (a ``DESCRIBE_FILTERS`` name), or None. Two at once is a usage
+    error, as in the Scala TopicCommand (checkInvalidArgs: each report option is invalid with the
+    others; the later Java port dropped the check and ORs them)."""
+    given = [flag for flag, param in HEALTH_FLAGS.items() if chosen.get(param)]
+    if len(given) > 1:
+        raise FlagConflict(given[0], given[1], "describe shows one kind of partition at a time")
+    return given[0].removeprefix("--") if given else None
+
+
+def filter_partitions(
+    topics_doc: list[dict[str, Any]], describe_filter: str, live_brokers: set[int]
+) -> list[dict[str, Any]]:
+    """The topics with only the partitions the filter shows (``raftmeta.health``'s rules, the topic's
+    ``min.insync.replicas`` from its configs); topics left with none are dropped, topics that failed
+    to describe are kept (their error is still reported)."""
+    kept: list[dict[str, Any]] = []
+    for topic in topics_doc:
+        if topic["error_code"] != "NONE":
+            kept.append(topic)
+            continue
+        min_isr = min_insync_replicas(topic["configs"])
+        partitions = [
+            p
+            for p in topic["partitions"]
+            if classify(p["replicas"], p["isr"], p["leader"], live_brokers, min_isr, p["adding_replicas"]).matches(
+                describe_filter
+            )
+        ]
+        if partitions:
+            kept.append({**topic, "partitions": partitions})
+    return kept
+
+
 @topics.command("describe")
 @bootstrap_options
 @click.option("--topic", "names", multiple=True, help="Topic to describe; repeatable. Default: every topic.")
@@ -322,6 +363,14 @@ def _ids(ids: list[int]) -> str:
     help="linearizable: the leader answers after confirming it still leads (every acknowledged write "
     "shows); stale: the first node reached answers from its own copy at once (may lag; needs no leader).",
 )
+@click.option("--under-replicated-partitions", is_flag=True,
+              help="Only partitions with fewer in-sync replicas than replicas.")  # fmt: skip
+@click.option("--unavailable-partitions", is_flag=True,
+              help="Only partitions with no leader or a leader that is not a live (unfenced) broker.")  # fmt: skip
+@click.option("--under-min-isr-partitions", is_flag=True,
+              help="Only partitions with no leader or fewer in-sync replicas than min.insync.replicas.")  # fmt: skip
+@click.option("--at-min-isr-partitions", is_flag=True,
+              help="Only partitions with exactly min.insync.replicas in-sync replicas.")  # fmt: skip
 @output_option
 def describe(
     bootstrap_server: str,
@@ -330,20 +379,45 @@ def describe(
     exclude_internal: bool,
     if_exists: bool,
     consistency: str,
+    under_replicated_partitions: bool,
+    unavailable_partitions: bool,
+    under_min_isr_partitions: bool,
+    at_min_isr_partitions: bool,
     output: str,
 ) -> None:
-    """Describe topics: leaders, replicas and ISR of every partition."""
+    """Describe topics: leaders, replicas and ISR of every partition.
+
+    With one of kafka-topics.sh's filters (--under-replicated-partitions, --unavailable-partitions,
+    --under-min-isr-partitions, --at-min-isr-partitions) only the matching partitions are shown, as
+    partition lines without topic lines (Kafka's layout); min.insync.replicas is the topic's config
+    (default 1).
+    """
+    describe_filter = health_filter(
+        {
+            "under_replicated_partitions": under_replicated_partitions,
+            "unavailable_partitions": unavailable_partitions,
+            "under_min_isr_partitions": under_min_isr_partitions,
+            "at_min_isr_partitions": at_min_isr_partitions,
+        }
+    )
+    stale = consistency == "stale"
+    live: set[int] = set()
     with connect(bootstrap_server, timeout) as client:
-        response = client.describe_topics(names, stale=consistency == "stale")
+        response = client.describe_topics(names, stale=stale)
+        if describe_filter == "unavailable-partitions":
+            # Kafka's live brokers are the ones DescribeCluster lists: registered and unfenced.
+            live = {b.broker_id for b in client.describe_cluster(stale=stale).brokers if not b.fenced}
     document = [
         t
         for t in describe_document(response)
         if not (exclude_internal and is_internal(t["name"])) and not (if_exists and t["error_code"] == UNKNOWN_TOPIC)
     ]
+    if describe_filter is not None:
+        document = filter_partitions(document, describe_filter, live)
     if output == "json":
         emit_json({"topics": document})
     elif document:
-        click.echo(format_describe(document))
+        click.echo(format_describe(document, topic_lines=describe_filter is None))
     if any(t["error_code"] != "NONE" for t in document):
         raise SystemExit(1)
 

@@ -10,9 +10,14 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
   (A broker removed by UnregisterBrokerRecord takes its epoch with it; that is the one case where
   an epoch number could be reused, for a different broker or incarnation.)
 - A heartbeat with the right epoch unfences a fenced broker (UnfenceBrokerRecord, then leaderless
-  partitions elect again), or fences an unfenced one that asks to be (``want_fence``: controlled
-  shutdown, simplified to a fence). The time of the last heartbeat is soft state the controller
-  object keeps, never logged.
+  partitions elect again), or fences an unfenced one that asks to be (``want_fence``). The time of
+  the last heartbeat is soft state the controller object keeps, never logged.
+- **Controlled shutdown** (``want_shutdown_now``, Kafka's): the broker leaves every leadership and
+  every ISR it is not the last member of, then is fenced -- one batch, so no election can pick it
+  in between (Kafka marks it ``in_controlled_shutdown`` for the same reason, because its broker
+  waits for the moves across several heartbeats). The answer says ``should_shut_down``.
+- **UnregisterBroker** (Kafka's): the broker leaves every ISR and leadership, then an
+  UnregisterBrokerRecord removes it; BROKER_ID_NOT_REGISTERED for an unknown id.
 - Reassignment catch-up (:mod:`raftmeta.controller.reassign`): a heartbeat that does not ask to be
   fenced may report ``caught_up_replicas``; each that still applies adds the broker to that
   partition's ISR (and may complete the move), after the unfence records of the same heartbeat.
@@ -22,7 +27,7 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
 
 from __future__ import annotations
 
-from raftmeta.controller.elections import fence_records, unfence_records
+from raftmeta.controller.elections import fence_records, unfence_records, unregister_records
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.reassign import adding_replicas_of, caught_up_records
@@ -123,6 +128,12 @@ def broker_heartbeat(
         return ControllerResult((), response)
     broker = image.brokers[request.broker_id]
     records: list[records_pb2.MetadataRecord] = []
+    if request.want_shutdown_now:
+        if not broker.fenced:
+            records = fence_records(image, broker.id, config.unclean_leader_election_enable)
+        response.is_fenced = True
+        response.should_shut_down = True
+        return ControllerResult(tuple(records), response)
     if request.want_fence and not broker.fenced:
         records = fence_records(image, broker.id, config.unclean_leader_election_enable)
     elif not request.want_fence and broker.fenced:
@@ -136,6 +147,27 @@ def broker_heartbeat(
             after = after.replay_all(caught_up)
         response.adding_replicas.extend(adding_replicas_of(after, broker.id))
     return ControllerResult(tuple(records), response)
+
+
+def unregister_broker(
+    image: MetadataImage,
+    request: controller_pb2.UnregisterBrokerRequest,
+    now_ms: int,
+    ids: TopicIdSource,
+    random: RandomSource,
+    config: ControllerConfig = DEFAULT_CONFIG,
+) -> ControllerResult[controller_pb2.UnregisterBrokerResponse]:
+    del now_ms, ids, random
+    if request.broker_id not in image.brokers:
+        return ControllerResult(
+            (),
+            controller_pb2.UnregisterBrokerResponse(
+                error_code=errors_pb2.BROKER_ID_NOT_REGISTERED,
+                error_message=f"Broker ID {request.broker_id} is not currently registered",
+            ),
+        )
+    records = unregister_records(image, request.broker_id, config.unclean_leader_election_enable)
+    return ControllerResult(tuple(records), controller_pb2.UnregisterBrokerResponse())
 
 
 def describe_cluster(

@@ -29,7 +29,11 @@ Driver contract (one asyncio task owns the controller and calls it in order):
 5. ``tick(now_ms) -> Handled | None``: fences brokers whose session (``session_timeout_ms``) has run
    out; propose and ``appended`` its records like a request's. Heartbeats (through ``handle``) keep
    the last-contact time, which is soft state: never logged, reset by ``renounce``; a broker
-   without one gets a full session from the first tick (as Kafka's ``activate``).
+   without one gets a full session from the first tick (as Kafka's ``activate``: a new controller
+   never fences a broker for heartbeats that went to its predecessor). When no broker needs
+   fencing and ``auto_leader_rebalance_enable`` is on, a tick every
+   ``leader_imbalance_check_interval_ms`` elects preferred leaders where they are unfenced and in
+   sync (KRaft's ``maybeBalancePartitionLeaders``; the first round one interval after activation).
 
 Idempotent retries: a mutating request with a ``request_id`` appends a RequestRecord holding its
 serialized response in the same batch; a retry whose id is in the working image's table (so
@@ -46,9 +50,9 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from raftmeta.controller import brokers, reassign, topic_configs, topics
+from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
 from raftmeta.controller.delta import ImageBuilder
-from raftmeta.controller.elections import fence_records
+from raftmeta.controller.elections import balance_records, fence_records
 from raftmeta.controller.errors import RequestError
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
 from raftmeta.controller.requests import request_sha256
@@ -123,6 +127,20 @@ METHODS: dict[str, Method] = {
             brokers.broker_heartbeat,
             controller_pb2.BrokerHeartbeatRequest,
             controller_pb2.BrokerHeartbeatResponse,
+            True,
+        ),
+        Method(
+            "UnregisterBroker",
+            brokers.unregister_broker,
+            controller_pb2.UnregisterBrokerRequest,
+            controller_pb2.UnregisterBrokerResponse,
+            True,
+        ),
+        Method(
+            "AlterPartition",
+            isr.alter_partition,
+            controller_pb2.AlterPartitionRequest,
+            controller_pb2.AlterPartitionResponse,
             True,
         ),
         Method(
@@ -223,6 +241,9 @@ class Controller:
         self._next_key = 1
         # Soft state: broker id -> time of its last heartbeat (or registration), in ms.
         self.last_contact_ms: dict[int, int] = {}
+        # Soft state: when the next automatic preferred-leader round is due (None: not scheduled;
+        # the first tick of a leadership schedules it one check interval later, as Kafka does).
+        self.next_balance_ms: int | None = None
 
     # ---- views ----------------------------------------------------------------------------------
     @property
@@ -335,7 +356,15 @@ class Controller:
 
     # ---- time -----------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> Handled | None:
-        """Fence every unfenced broker whose session has expired: one batch, or None."""
+        """The controller's timers, one batch per call (or None): fence every unfenced broker
+        whose session has expired; else, when due, elect preferred leaders where they are
+        available (``auto_leader_rebalance_enable``)."""
+        fencing = self._fence_stale(now_ms)
+        if fencing is not None:
+            return fencing
+        return self._balance_leaders(now_ms)
+
+    def _fence_stale(self, now_ms: int) -> Handled | None:
         image = self.image
         for broker_id in image.brokers:
             self.last_contact_ms.setdefault(broker_id, now_ms)
@@ -348,6 +377,28 @@ class Controller:
             fenced = fence_records(image, broker_id, self.config.unclean_leader_election_enable)
             image = image.replay_all(fenced)
             records.extend(fenced)
+        return self._push_timer(records, image)
+
+    def _balance_leaders(self, now_ms: int) -> Handled | None:
+        """KRaft's periodic ``maybeBalancePartitionLeaders``. Kafka schedules a round one interval
+        after a write leaves a partition imbalanced; raftmeta checks once per interval (a scan of
+        the image, not a cost per record), which bounds the wait the same way."""
+        config = self.config
+        if not config.auto_leader_rebalance_enable:
+            return None
+        if self.next_balance_ms is None:
+            self.next_balance_ms = now_ms + config.leader_imbalance_check_interval_ms
+        if now_ms < self.next_balance_ms:
+            return None
+        records, more = balance_records(self.image, config.max_elections_per_imbalance)
+        # Kafka reschedules at once (10 ms) when a round hit its limit.
+        self.next_balance_ms = now_ms + (10 if more else config.leader_imbalance_check_interval_ms)
+        if not records:
+            return None
+        return self._push_timer(records, self.image.replay_all(records))
+
+    def _push_timer(self, records: list[records_pb2.MetadataRecord], image: MetadataImage) -> Handled:
+        """A batch a timer produced: it answers nobody, and commits in order with the requests."""
         key = self._take_key()
         self._pending.append(_PendingBatch(key, image, waiters=[_Waiter(key, "Tick", None, None)]))
         return Handled(key, "Tick", tuple(records), None, False)
@@ -434,6 +485,7 @@ class Controller:
                     )
         self._pending.clear()
         self.last_contact_ms.clear()
+        self.next_balance_ms = None
         return failed
 
     # ---- snapshots ------------------------------------------------------------------------------
@@ -509,4 +561,14 @@ def not_controller_response(method: str, request: Message) -> Message:
         return controller_pb2.RegisterBrokerResponse(error_code=code, error_message=message)
     if isinstance(request, controller_pb2.BrokerHeartbeatRequest):
         return controller_pb2.BrokerHeartbeatResponse(error_code=code, error_message=message)
+    if isinstance(request, controller_pb2.UnregisterBrokerRequest):
+        return controller_pb2.UnregisterBrokerResponse(error_code=code, error_message=message)
+    if isinstance(request, controller_pb2.AlterPartitionRequest):
+        # Kafka answers a lost AlterPartition per partition, so the leader retries each one.
+        isr_change = controller_pb2.AlterPartitionResponse()
+        for topic_data in request.topics:
+            changed = isr_change.topics.add(topic_id=topic_data.topic_id)
+            for data in topic_data.partitions:
+                changed.partitions.add(partition_index=data.partition_index, error_code=code, error_message=message)
+        return isr_change
     raise RequestError(f"{method} has no NOT_CONTROLLER response")

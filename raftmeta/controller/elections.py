@@ -45,10 +45,10 @@ def _changes(
     return records
 
 
-def fence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
-    """Kafka's ``handleBrokerFenced``: the broker leaves every ISR and every leadership (partition
-    changes first), then a FenceBrokerRecord."""
-    broker = image.brokers[broker_id]
+def leave_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+    """Kafka's ``generateLeaderAndIsrUpdates`` with ``brokerToRemove``: the broker leaves every ISR
+    it is not the last member of and every leadership (a new leader where one is in sync, else
+    none). Fencing, controlled shutdown and unregistering all start with these records."""
 
     def acceptable(candidate: int) -> bool:
         return candidate != broker_id and image.is_unfenced(candidate)
@@ -56,10 +56,30 @@ def fence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -
     def touches(leader: int, isr: tuple[int, ...]) -> bool:
         return leader == broker_id or broker_id in isr
 
-    records = _changes(image, touches, acceptable, broker_id, unclean_default)
+    return _changes(image, touches, acceptable, broker_id, unclean_default)
+
+
+def fence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+    """Kafka's ``handleBrokerFenced``: the broker leaves every ISR and every leadership (partition
+    changes first), then a FenceBrokerRecord."""
+    broker = image.brokers[broker_id]
+    records = leave_records(image, broker_id, unclean_default)
     records.append(
         records_pb2.MetadataRecord(
             fence_broker=records_pb2.FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)
+        )
+    )
+    return records
+
+
+def unregister_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+    """Kafka's ``handleBrokerUnregistered``: the broker leaves every ISR and leadership, then an
+    UnregisterBrokerRecord removes its registration."""
+    broker = image.brokers[broker_id]
+    records = leave_records(image, broker_id, unclean_default)
+    records.append(
+        records_pb2.MetadataRecord(
+            unregister_broker=records_pb2.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)
         )
     )
     return records
@@ -83,3 +103,31 @@ def unfence_records(image: MetadataImage, broker_id: int, unclean_default: bool)
 
     records.extend(_changes(image, touches, acceptable, NO_LEADER, unclean_default))
     return records
+
+
+def imbalanced_partitions(image: MetadataImage) -> list[tuple[TopicImage, int]]:
+    """Partitions with a leader that is not their preferred (first) replica (Kafka's
+    ``imbalancedPartitions``), by topic name then partition id."""
+    return [
+        (topic, pid)
+        for topic in image.topics_sorted()
+        for pid, part in enumerate(topic.partitions)
+        if part.leader != NO_LEADER and part.leader != part.replicas[0]
+    ]
+
+
+def balance_records(image: MetadataImage, max_elections: int) -> tuple[list[records_pb2.MetadataRecord], bool]:
+    """Kafka's ``maybeBalancePartitionLeaders``: a PREFERRED election on every imbalanced
+    partition whose preferred replica is unfenced and in sync, at most ``max_elections`` records.
+    Returns (records, whether more may remain: run again at once rather than after the interval)."""
+    records: list[records_pb2.MetadataRecord] = []
+    for topic, pid in imbalanced_partitions(image):
+        if len(records) >= max_elections:
+            return records, True
+        part = topic.partitions[pid]
+        record = PartitionChangeBuilder(
+            part, topic.topic_id, pid, image.is_unfenced, election=Election.PREFERRED
+        ).build()
+        if record is not None:
+            records.append(record)
+    return records, False

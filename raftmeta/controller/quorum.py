@@ -11,7 +11,7 @@ its :class:`~raftmeta.controller.Controller`. Inputs:
   leader's controller before the first batch of its own epoch commits: held, and handled once it
   has (KRaft's rule: it has then replayed everything the previous leader committed).
 * ``step(now, envelope)``, ``on_log_flushed(...)``, ``on_snapshot_created(...)``: the core's.
-* ``tick(now)``: the controller's timers (broker sessions).
+* ``tick(now)``: the controller's timers (broker sessions, automatic preferred-leader elections).
 * ``apply_committed(entries)`` / ``defer_committed(entries)``: committed batches from a Ready, once
   the driver has written and sent what it must first.
 * ``install_snapshot(records, end_offset)``: the driver wrote a snapshot fetched from the leader.
@@ -63,6 +63,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from raftmeta.controller.changes import LOGGED_METHODS, describe_changes
 from raftmeta.controller.controller import METHODS, Controller
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.image import MetadataImage
@@ -256,10 +257,13 @@ class QuorumController:
         return True
 
     def tick(self, now_ms: int) -> None:
-        """The controller's timers: fence brokers whose session ran out (leader only)."""
+        """The controller's timers (leader only): fence brokers whose session ran out, elect
+        preferred leaders when the imbalance check is due."""
         if self.is_leader and self._active:
+            before = self.controller.image
             handled = self.controller.tick(now_ms)
             if handled is not None:
+                self._note_changes(before, "Tick", handled.records)
                 self._stage(now_ms, handled.key, handled.records)
 
     def poll(self, now_ms: int) -> int:
@@ -416,6 +420,7 @@ class QuorumController:
             # later: reads are answered from the committed image like this, only later).
             self._reads[self.core.read_index(now_ms)] = (key, method, request)
             return
+        before = self.controller.image
         try:
             handled = self.controller.handle(method, request, now_ms)
         except RequestError as exc:
@@ -439,7 +444,15 @@ class QuorumController:
         else:
             self._waiting[handled.key] = key
         if handled.records:
+            self._note_changes(before, method, handled.records)
             self._stage(now_ms, handled.key, handled.records)
+
+    def _note_changes(self, image: MetadataImage, cause: str, records: Sequence[records_pb2.MetadataRecord]) -> None:
+        """Broker and partition changes as info lines (fencing, ISR changes, elections)."""
+        if cause in LOGGED_METHODS:
+            epoch = self.core.epoch
+            for message, fields in describe_changes(image, cause, records):
+                self._events.append((message, {**fields, "epoch": epoch}))
 
     def _answer_reads(self) -> None:
         """Answer the confirmed reads whose index the controller's committed image has reached."""

@@ -57,6 +57,11 @@ class ControllerConfig:
     max_partitions_per_topic: int = 10_000
     # Placer used when a request names none.
     default_placer: str = "striped"
+    # Automatic preferred-leader elections (KRaft's maybeBalancePartitionLeaders).
+    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds x 1000
+    # Kafka's maxElectionsPerImbalance: a round elects at most this many; the next runs at once.
+    max_elections_per_imbalance: int = 1000
 
     def __post_init__(self) -> None:
         for name in (
@@ -65,6 +70,8 @@ class ControllerConfig:
             "session_timeout_ms",
             "max_partitions_per_request",
             "max_partitions_per_topic",
+            "leader_imbalance_check_interval_ms",
+            "max_elections_per_imbalance",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ControllerConfig.{name} must be >= 1, got {getattr(self, name)}")

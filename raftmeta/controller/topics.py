@@ -578,17 +578,20 @@ def elect_leaders(
     # with the same epochs, which replay refuses (found by `raftmeta fuzz`). As in
     # AlterPartitionReassignments, every occurrence of a repeated partition is refused.
     repeated = _duplicates([(name, pid) for name, partitions in wanted for pid in partitions])
+    every = not request.topic_partitions
     for name, partitions in wanted:
         topic_result = response.results.add(topic=name)
         topic = image.topic_by_name(name)
         for pid in partitions:
-            result = topic_result.partitions.add(partition=pid)
             if (name, pid) in repeated:
                 error = ApiError(
                     errors_pb2.INVALID_REQUEST, f"Partition {name}-{pid} appears more than once in the request."
                 )
             else:
                 error = _elect_one(image, name, topic, pid, unclean, records)
+            if every and error.code == errors_pb2.ELECTION_NOT_NEEDED:
+                continue  # Kafka: an election over every partition lists only those it acted on
+            result = topic_result.partitions.add(partition=pid)
             result.error_code = error.code  # type: ignore[assignment]
             result.error_message = error.message
     return ControllerResult(tuple(records), response)
@@ -622,7 +625,7 @@ def _elect_one(
                 errors_pb2.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"No replica of {name}-{pid} is live: none can be elected."
             )
         return ApiError(
-            errors_pb2.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            errors_pb2.PREFERRED_LEADER_NOT_AVAILABLE,
             f"The preferred leader {part.preferred_leader} of {name}-{pid} is fenced or not in the ISR.",
         )
     records.append(record)

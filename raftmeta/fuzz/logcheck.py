@@ -12,7 +12,7 @@ cannot follow the image (unknown topic, epochs that do not follow, a leader outs
   also reproduce the snapshot.
 
 On top of replay, invariant 7 of DESIGN.md §9 as the Spark verify job states it, on every
-partition state a batch writes: replicas distinct and registered, the replication factor the
+partition state a batch writes: replicas distinct and registered when placed, the replication factor the
 partition was created with, a non-empty ISR within the replicas, the leader in the ISR or -1,
 and (invariant 8) replicas inside the topic's broker pool.
 """
@@ -118,7 +118,9 @@ def partition_problems(
     replicas = list(part.replicas)
     if not replicas or len(set(replicas)) != len(replicas):
         problems.append(f"{where}: replicas {replicas} empty or with a broker twice")
-    unregistered = [b for b in replicas if b not in image.brokers]
+    # A replica must be a registered broker when it is placed. It may stay in the replica list
+    # after its broker is unregistered (Kafka's UnregisterBroker only takes it out of the ISR).
+    unregistered = sorted(b for b in placed if b not in image.brokers)
     if unregistered:
         problems.append(f"{where}: replicas {unregistered} are not registered brokers")
     if not part.isr:

@@ -101,6 +101,8 @@ class TopicView:
     # The leader (-1: none) and the ISR of each partition.
     leaders: tuple[int, ...] = ()
     isrs: tuple[tuple[int, ...], ...] = ()
+    # (leader epoch, partition epoch) of each partition.
+    epochs: tuple[tuple[int, int], ...] = ()
 
     def electable(self, pid: int) -> bool:
         """A preferred-leader election would move the leader: the preferred replica is in sync
@@ -147,6 +149,7 @@ class ClusterView:
                     tuple(tuple(p.replicas) for p in topic.partitions),
                     tuple(p.leader for p in topic.partitions),
                     tuple(tuple(p.isr) for p in topic.partitions),
+                    tuple((p.leader_epoch, p.partition_epoch) for p in topic.partitions),
                 )
             )
             for p in topic.partitions:
@@ -428,6 +431,42 @@ def _valid_heartbeat(view: ClusterView) -> st.SearchStrategy[Message]:
     return build()
 
 
+def _valid_alter_partition(view: ClusterView) -> st.SearchStrategy[Message]:
+    """An ISR change from a partition's leader, built on the epochs last described (often stale
+    by the time it arrives: the refusals are Kafka's and write nothing)."""
+    led = [(t, pid) for t in view.topics for pid, leader in enumerate(t.leaders) if leader >= 0]
+    epochs = {b.broker_id: b.epoch for b in view.brokers}
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Message:
+        if not led:
+            return controller_pb2.AlterPartitionRequest(broker_id=0)
+        topic, pid = draw(st.sampled_from(led))
+        leader = topic.leaders[pid]
+        others = [b for b in topic.partitions[pid] if b != leader]
+        chosen = draw(st.lists(st.sampled_from(others), unique=True) if others else st.just([]))
+        leader_epoch, partition_epoch = topic.epochs[pid]
+        request = controller_pb2.AlterPartitionRequest(broker_id=leader, broker_epoch=epochs.get(leader, -1))
+        data = request.topics.add(topic_id=topic.topic_id).partitions.add(
+            partition_index=pid, leader_epoch=leader_epoch, partition_epoch=partition_epoch
+        )
+        for broker in [leader, *chosen]:
+            data.new_isr_with_epochs.add(
+                broker_id=broker, broker_epoch=draw(st.sampled_from((epochs.get(broker, -1), -1)))
+            )
+        return request
+
+    return build()
+
+
+def _valid_unregister(view: ClusterView) -> st.SearchStrategy[Message]:
+    # Only the fuzz's own brokers (100+): unregistering the fleet's would starve the placer.
+    own = sorted(b.broker_id for b in view.brokers if b.broker_id >= 100)
+    return st.sampled_from(own or [100]).map(
+        lambda broker_id: controller_pb2.UnregisterBrokerRequest(broker_id=broker_id)
+    )
+
+
 def _valid_list_reassignments(view: ClusterView) -> st.SearchStrategy[Message]:
     @st.composite
     def build(draw: st.DrawFn) -> Message:
@@ -450,6 +489,8 @@ def valid_requests(method: str, view: ClusterView) -> st.SearchStrategy[Message]
         "AlterPartitionReassignments": _valid_alter_reassignments,
         "RegisterBroker": _valid_register_broker,
         "BrokerHeartbeat": _valid_heartbeat,
+        "AlterPartition": _valid_alter_partition,
+        "UnregisterBroker": _valid_unregister,
         "ListPartitionReassignments": _valid_list_reassignments,
     }
     builder = builders.get(method)

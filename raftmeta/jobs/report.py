@@ -2,7 +2,9 @@
 
 Plots: replicas and leaders per broker (placement's preferred leaders and the current ones),
 replicas and leaders per rack (with more than one rack), the ISR size of every partition
-(under-replicated ones in red), and the committed and end offsets of every node when they differ.
+(under-replicated ones in red), partition health at the end of the log (under-replicated, also
+with every replica live, under min ISR, offline, leader away from the preferred replica), and the
+committed and end offsets of every node when they differ.
 """
 
 from __future__ import annotations
@@ -13,6 +15,14 @@ from pathlib import Path
 from typing import Any
 
 PLOT_DPI = 110
+# The health figures (raftmeta.jobs.health) drawn as bars, with their labels.
+HEALTH_BARS = {
+    "under_replicated_partitions": "under-replicated",
+    "under_replicated_with_live_replicas": "under-replicated,\nevery replica live",
+    "under_min_isr_partitions": "under min ISR",
+    "offline_partitions": "offline\n(no leader)",
+    "preferred_leader_away_partitions": "leader not the\npreferred replica",
+}
 
 
 def write_report(
@@ -82,6 +92,14 @@ def _plots(
         ax.set_title("ISR size of every partition")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         out["isr_sizes_png"] = _save(fig, report_dir / "isr-sizes.png")
+
+    health = {label: figures[key] for key, label in HEALTH_BARS.items() if key in figures}
+    if health:
+        fig, ax = plt.subplots(figsize=(7, 3.4))
+        _grouped_bars(ax, list(health), {"partitions at the end of the log": list(health.values())})
+        ax.set_title(f"Partition health ({figures.get('partitions', 0)} partitions)")
+        ax.tick_params(axis="x", labelsize=8)
+        out["health_png"] = _save(fig, report_dir / "partition-health.png")
 
     committed = {int(k): v for k, v in figures.get("committed_offset_by_node", {}).items()}
     log_end = {int(k): v for k, v in figures.get("log_end_offset_by_node", {}).items()}

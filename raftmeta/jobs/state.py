@@ -90,8 +90,13 @@ class ClusterState:
     brokers: dict[int, tuple[str | None, str | None, bool]]
     records: int
     balance: Balance
-    # topic_name, topic_id, partition_id, replicas, isr, leader of every live partition
+    # topic_name, topic_id, partition_id, replicas, isr, leader and adding_replicas of every live partition
     final: DataFrame
+
+    @property
+    def live_brokers(self) -> set[int]:
+        """Registered and unfenced at the end of the log (what Kafka's DescribeCluster lists)."""
+        return {broker for broker, (_, _, fenced) in self.brokers.items() if not fenced}
 
     def partition(self, topic: str, partition: int) -> tuple[list[int], list[int], int] | None:
         """(replicas, isr, leader) of one live partition, or None."""
@@ -410,9 +415,10 @@ def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
         states()
         .where("live")
         .select(
-            "topic_name", "topic_id", "partition_id", "replicas", "isr", F.coalesce("leader", F.lit(-1)).alias("leader")
+            "topic_name", "topic_id", "partition_id", "replicas", "isr",
+            F.coalesce("leader", F.lit(-1)).alias("leader"), "adding_replicas",
         )
-    )
+    )  # fmt: skip
     return checks, ClusterState(brokers.live, total, balance, final)
 
 

@@ -10,6 +10,9 @@
 4. Balance figures of the final state: per-broker counts aggregated in Spark (the driver never
    holds a per-partition table), spread by the ``placement`` package's metrics, so they are the
    numbers ``raftmeta placement place`` shows for the same cluster.
+5. Health of the final state (``raftmeta.jobs.health``): under-replicated, under-min-ISR, offline
+   partitions and leaders away from their preferred replica; a partition still under-replicated
+   although every replica's broker is registered and unfenced fails a check.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from raftmeta.jobs import layout
 from raftmeta.jobs.checks import Check
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.datasource import SOURCE_NAME
+from raftmeta.jobs.health import CONFIG_COLUMNS, TOPIC_COLUMNS, partition_health
 from raftmeta.jobs.state import PARTITION_TYPES, ClusterState, NodeReplay, snapshot_check, state_checks
 
 if TYPE_CHECKING:
@@ -57,13 +61,14 @@ class VerifyResult:
         }
 
 
-def balance_figures(state: ClusterState) -> dict[str, Any]:
+def balance_figures(state: ClusterState, isr_sizes: dict[tuple[int, int], int] | None = None) -> dict[str, Any]:
     """Placement balance of the final state plus current leaders.
 
     The per-broker counts come from Spark (state.balance); their spreads are placement's own
     ``Spread``, over every registered broker (zeros included) and any other broker the assignment
     names, as ``placement.metrics.balance_report`` does, so they are the numbers
-    ``raftmeta placement place`` shows for the same assignment."""
+    ``raftmeta placement place`` shows for the same assignment. ``isr_sizes``: the ISR-size counts
+    if already aggregated (the health job does it in its pass), else one more job computes them."""
     from placement.metrics import Spread
 
     balance = state.balance
@@ -76,7 +81,8 @@ def balance_figures(state: ClusterState) -> dict[str, Any]:
         return out
 
     replicas, preferred, current = counts(balance.replicas), counts(balance.preferred_leaders), counts(balance.leaders)
-    isr_sizes = isr_size_counts(state)
+    if isr_sizes is None:
+        isr_sizes = isr_size_counts(state)
     return {
         "topics": balance.topics,
         "partitions": balance.partitions,
@@ -154,7 +160,14 @@ def run_verify(
         more, history_figures = history_checks(read_history(spark, history), logged)
         logged.unpersist()
         checks.extend(more)
-    progress("computing balance figures")
+    progress("computing balance and health figures")
+    health = partition_health(
+        state.final,
+        replay.records(kinds=("topic",), columns=TOPIC_COLUMNS),
+        replay.records(kinds=("config",), columns=CONFIG_COLUMNS),
+        state.live_brokers,
+    )
+    checks.append(health.check)
     figures: dict[str, Any] = {
         "records": state.records,
         "nodes": len(nodes),
@@ -163,7 +176,10 @@ def run_verify(
         "replay_base_offset": base or 0,
         "committed_offset_by_node": {str(k): v for k, v in sorted(facts.committed_offset_by_node.items())},
         "log_end_offset_by_node": {str(k): v for k, v in sorted(facts.log_end_offset_by_node.items())},
-        **balance_figures(state),
+        **balance_figures(state, health.isr_sizes),
+        # Kafka's health rules (raftmeta.health): under_replicated_partitions counts replicas being
+        # added by a reassignment out of the factor, as kafka-topics.sh does.
+        **health.figures(),
         **history_figures,
     }
     return VerifyResult(all(c.passed for c in checks), checks, figures, state)

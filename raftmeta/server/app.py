@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 
 from raftmeta.limits import grpc_server_options
 from raftmeta.logs import get_logger, quiet_undelivered_replies
+from raftmeta.metrics.grpc import instrument
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.node import Node
 from raftmeta.server.services import ControllerServicer, RaftServicer
@@ -79,9 +80,14 @@ async def _listener(
 ) -> tuple[grpc.aio.Server, HealthServicer]:
     """A started server on ``address`` with ``services`` (RaftService only if listed)."""
     server = grpc.aio.server(options=grpc_server_options())
+    grpc_metrics = node.metrics.grpc  # calls, errors and latency per method (docs/metrics.md)
     if RAFT_SERVICE in services:
-        raft_pb2_grpc.add_RaftServiceServicer_to_server(RaftServicer(node), server)
-    controller_pb2_grpc.add_ControllerServiceServicer_to_server(controller, server)
+        raft = instrument(RaftServicer(node), raft_pb2.DESCRIPTOR.services_by_name["RaftService"], grpc_metrics)
+        raft_pb2_grpc.add_RaftServiceServicer_to_server(raft, server)
+    controller_service = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"]
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(
+        instrument(controller, controller_service, grpc_metrics), server
+    )
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection((*services, *SERVICE_NAMES[2:]), server)
@@ -112,6 +118,12 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
         )
     quiet_undelivered_replies()
     node = Node(config)
+    metrics_server = None
+    if config.metrics_listen is not None:  # bound first: a taken port stops the node before its log is opened
+        from raftmeta.metrics.http import serve_metrics
+
+        metrics_server = serve_metrics(config.metrics_listen, node.metrics.registry)
+        log.info("serving metrics", address=config.metrics_listen, port=metrics_server.port)
     await node.start()
     controller_servicer = ControllerServicer(node)
     listeners = [await _listener(config.listen, config.tls, SERVICE_NAMES[:2], controller_servicer, node)]
@@ -127,6 +139,11 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
             await _listener(config.client_listen, config.client_tls, (CONTROLLER_SERVICE,), controller_servicer, node)
         )
         log.info("listening for clients", address=config.client_listen, transport=tls_mode(config.client_tls))
+    from raftmeta.kafka.server import start_kafka_listener
+
+    kafka = await start_kafka_listener(config, controller_servicer)
+    if kafka is not None:
+        log.info("listening for Kafka clients", address=config.kafka_listener)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -144,6 +161,10 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
     node.stop()
     await asyncio.gather(runner, return_exceptions=True)
     await asyncio.gather(*(server.stop(grace=1.0) for server, _ in listeners))
+    if kafka is not None:
+        await kafka.close()
     await controller_servicer.close()
     await node.close()
+    if metrics_server is not None:
+        metrics_server.close()
     stopper.cancel()

@@ -80,6 +80,13 @@ class NodeConfig:
     # How this node sends its Fetches to the leader: one long-lived FetchStream (default) or a
     # unary Fetch per round (what generic clients use; kept for A/B benchmarks and old peers).
     fetch_rpc: FetchRpc = "stream"
+    # HOST:PORT of the Kafka wire-protocol admin listener (docs/kafka-protocol.md); None: off.
+    # ``kafka_peers`` are the other nodes' Kafka listeners ({id: "host:port"}), listed as brokers
+    # in Metadata answers so a client can use any of them.
+    kafka_listener: str | None = None
+    kafka_peers: dict[int, str] = field(default_factory=dict)
+    # HOST:PORT of the Prometheus endpoint (docs/metrics.md); None: no endpoint.
+    metrics_listen: str | None = None
     # Deliberate bugs, for proving that the chaos checker catches lost acknowledged writes. Never
     # set outside tests: each one breaks durability (DESIGN.md §9, invariant 6).
     unsafe_ack_before_commit: bool = False  # answer admin requests as soon as they are proposed

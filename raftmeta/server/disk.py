@@ -35,6 +35,9 @@ class DiskWriter:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftmeta-writer")
         self._snapshot_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raftmeta-snapshot")
         self.fsyncs = 0
+        # Called with each fsync's duration in seconds (the node's fsync histogram), on the
+        # thread that ran it.
+        self.on_fsync: Callable[[float], None] | None = None
         self._hw_queued_ms = -(1 << 62)
         # Jobs handed to the writer thread, and jobs it finished: each counter is written by one
         # thread only (the event loop's, the writer's), so comparing them needs no lock.
@@ -70,8 +73,17 @@ class DiskWriter:
         if not self.idle:
             raise RuntimeError("append_and_flush_now with writer jobs pending: they must come first")
         self._truncate_and_append_now(truncate_to, batches)
-        durable = self.storage.log.flush()
+        durable = self._timed_flush()
         self.fsyncs += 1
+        return durable
+
+    def _timed_flush(self) -> int:
+        on_fsync = self.on_fsync
+        if on_fsync is None:
+            return self.storage.log.flush()
+        started = time.perf_counter()
+        durable = self.storage.log.flush()
+        on_fsync(time.perf_counter() - started)
         return durable
 
     def _truncate_and_append_now(self, truncate_to: int | None, batches: Sequence[bytes]) -> None:
@@ -114,7 +126,7 @@ class DiskWriter:
             log = self.storage.log
             if not fsync:
                 return log.log_end_offset
-            durable = log.flush()
+            durable = self._timed_flush()
             self.fsyncs += 1
             return durable
 

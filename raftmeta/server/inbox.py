@@ -25,6 +25,7 @@ class AdminInput:
     method: str
     request: Message
     reply: asyncio.Future[Any]
+    enqueued: float = 0.0  # time.perf_counter() when queued (the event-queue-time metric)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from raftmeta.controller.errors import ControllerFailedError, NotControllerError
 from raftmeta.controller.quorum import SnapshotDue
 from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.logs import get_logger
+from raftmeta.metrics.node import NodeMetrics, raft_view
 from raftmeta.raft import (
     NO_LEADER,
     CommittedTruncationError,
@@ -103,6 +104,10 @@ class Node:
         self._disk_failure: BaseException | None = None
         self._probing: set[int] = set()
         self.random = SystemRandom()
+        # Metrics (docs/metrics.md): counters are plain ints on ``_stats``; gauges are read from
+        # the core at scrape time; histograms are observed once per Ready, fsync or request.
+        self.metrics = NodeMetrics()
+        self._stats = self.metrics.stats
 
     # -- start-up ----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -122,6 +127,9 @@ class Node:
         snapshot_bytes = await self.disk.read_file(snapshot) if snapshot is not None else b""
         self.qc = recover_quorum_controller(cfg, storage, snapshot_bytes, self.random, self.log)
         self.core = self.qc.core  # for views (describe_quorum) and the hot path
+        self.metrics.set_view(lambda: raft_view(self.qc))
+        self._stats.snapshot_size_bytes = len(snapshot_bytes)
+        self.disk.on_fsync = self.metrics.observe_fsync
         self.peers = Peers(
             cfg.node_id,
             cfg.voters,
@@ -179,7 +187,9 @@ class Node:
         items: list[Input] = []
         inbox = self.inbox
         if inbox.empty():
+            idle_from = time.perf_counter()
             await inbox.wait(max(0.0, (deadline - now_ms()) / 1000))
+            self._stats.poll_idle_s += time.perf_counter() - idle_from
         while len(items) < DRAIN_MAX and not inbox.empty():
             items.append(inbox.get_nowait())
         now = now_ms()
@@ -277,7 +287,7 @@ class Node:
                 f"pending {len(self._replies)}/{self.config.pending_requests_max}"
             )
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.inbox.put_nowait(AdminInput(method, request, future))
+        self.inbox.put_nowait(AdminInput(method, request, future, time.perf_counter()))
         return future
 
     @property
@@ -296,7 +306,11 @@ class Node:
             key = self._next_key
             self._next_key += 1
             self._replies[key] = item.reply
+            metrics = self.metrics
+            started = time.perf_counter()
+            metrics.event_queue_time.observe(started - item.enqueued)
             self.qc.submit(now, key, item.method, item.request)
+            metrics.event_processing_time.observe(time.perf_counter() - started)
         elif isinstance(item, Flushed):
             self.qc.on_log_flushed(now, item.durable_end_offset, item.ready_seq)
         elif isinstance(item, SnapshotTaken):
@@ -325,7 +339,10 @@ class Node:
             if answer.error is None:
                 future.set_result(answer.response)
                 continue
-            if isinstance(answer.error, ControllerFailedError):
+            if isinstance(answer.error, NotControllerError):
+                self._stats.proposals_failed += 1
+            elif isinstance(answer.error, ControllerFailedError):
+                self._stats.metadata_errors += 1
                 cause = answer.error.__cause__
                 self.log.error("controller failed on a request", error=str(answer.error), exc_info=cause)
             future.set_exception(answer.error)
@@ -345,9 +362,20 @@ class Node:
             image = ready.install_snapshot
             snapshot = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
             self.qc.install_snapshot(parse_records(snapshot.records), image.end_offset)
+            self._stats.snapshot_size_bytes = len(image.data)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
             self._freeze_heap("snapshot installed")
         flushed_now = False
+        if ready.append:
+            appended = ready.append
+            records = appended[-1].next_offset - appended[0].base_offset
+            if self.core.role is Role.LEADER:
+                self._stats.append_records += records
+                self.metrics.leader_appended(appended[-1].next_offset, time.perf_counter())
+            else:
+                self._stats.fetch_records += records
+        if ready.committed:
+            self.metrics.committed(ready.committed[-1].next_offset, len(ready.committed), time.perf_counter())
         if ready.truncate_to is not None or ready.append:
             batches = [e.data for e in ready.append]
             if self._flush_inline(ready):
@@ -388,6 +416,7 @@ class Node:
                 # The Fetch that reports this flush goes out in the next turn (its Flushed input
                 # is queued already): replay after it, not before, since the leader waits for it.
                 self.qc.defer_committed(now_ms(), ready.committed)
+                self._stats.proposals_applied += len(ready.committed)
             else:
                 self._apply_committed_entries(ready.committed)
         if soft is not None:
@@ -411,6 +440,7 @@ class Node:
     def _apply_committed_entries(self, entries: list[Entry]) -> None:
         if not entries and not self.qc.has_deferred:
             return
+        self._stats.proposals_applied += len(entries)
         self.qc.apply_committed(now_ms(), entries)
         self._deliver()  # the answers go out now: a light leader answers before its Fetch answers
         self.disk.checkpoint_high_watermark(self.core.high_watermark, self._disk_failed)
@@ -418,6 +448,7 @@ class Node:
     def _on_soft_state(self, role: Role, epoch: int, leader_id: int) -> None:
         self.log = self.log.bind(epoch=epoch)
         self.log.info("role changed", role=role.value, leader_id=leader_id)
+        self.metrics.role_changed(leader_id, role is Role.LEADER, time.perf_counter())
         self.leader_changed.set()
         self.leader_changed = asyncio.Event()
 
@@ -433,12 +464,14 @@ class Node:
         self._track(asyncio.create_task(self._take_snapshot(due.end_offset, due.epoch, records)))
 
     async def _take_snapshot(self, end_offset: int, epoch: int, records: Callable[[], list[bytes]]) -> None:
+        started = time.perf_counter()
         try:
             _, data, count = await self.disk.take_snapshot(end_offset, epoch, records, int(time.time() * 1000))
         except Exception:
             self.log.exception("snapshot failed", end_offset=end_offset)
             self.inbox.put_nowait(SnapshotTaken(None, 0))
             return
+        self.metrics.snapshot_taken(time.perf_counter() - started, len(data))
         self.log.info("snapshot taken", end_offset=end_offset, epoch=epoch, bytes=len(data), records=count)
         self.inbox.put_nowait(SnapshotTaken(SnapshotImage(end_offset, epoch, data), count))
 

@@ -44,6 +44,17 @@ def _remaining(context: Context) -> float:
     return DEFAULT_DEADLINE_S if remaining is None else max(0.0, remaining)
 
 
+class AdminCallError(Exception):
+    """A ControllerService call refused or failed as a whole: the gRPC status, a message and the
+    trailing metadata (``raftmeta-error-code`` and the known leader, see raftmeta.rpc_errors)."""
+
+    def __init__(self, status: grpc.StatusCode, message: str, metadata: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.metadata = metadata
+
+
 class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -144,13 +155,25 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         await asyncio.gather(*(channel.close(grace=None) for channel in self._channels))
 
     async def _serve(self, method: str, request: Message, context: Context) -> Any:
+        forwarded = any(key == FORWARDED_KEY for key, _ in context.invocation_metadata() or ())
+        try:
+            return await self.call(method, request, timeout_s=_remaining(context), forwarded=forwarded)
+        except AdminCallError as exc:
+            context.set_trailing_metadata(exc.metadata)
+            await context.abort(exc.status, exc.message)
+
+    async def call(self, method: str, request: Message, *, timeout_s: float, forwarded: bool = False) -> Any:
+        """One ControllerService call without a gRPC context: the limits check, this node's
+        controller if it leads (or the read is stale), else one hop to the leader. The gRPC
+        servicer and the Kafka listener (raftmeta.kafka) both come through here, so both get the
+        same limits, forwarding and answers. A refusal raises :class:`AdminCallError`."""
         violation = check_controller_request(method, request)
         if violation is not None:
-            context.set_trailing_metadata(error_metadata(violation.error_code))
-            await context.abort(violation.status, f"{method}: {violation.message}")
+            raise AdminCallError(
+                violation.status, f"{method}: {violation.message}", error_metadata(violation.error_code)
+            )
         node = self.node
-        deadline = time.monotonic() + _remaining(context)
-        forwarded = any(key == FORWARDED_KEY for key, _ in context.invocation_metadata() or ())
+        deadline = time.monotonic() + timeout_s
         wait_until = time.monotonic() + node.config.forward_wait_ms / 1000
         stale = is_stale_read(request)  # answered by this node from its own image: no forwarding
         while True:
@@ -161,46 +184,51 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     future = node.submit_admin(method, request)
                     return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
                 except OverloadedError as exc:
-                    context.set_trailing_metadata(error_metadata(THROTTLING_QUOTA_EXCEEDED))
-                    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+                    raise AdminCallError(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), error_metadata(THROTTLING_QUOTA_EXCEEDED)
+                    ) from exc
                 except RequestError as exc:
-                    context.set_trailing_metadata(error_metadata(INVALID_REQUEST))
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+                    raise AdminCallError(
+                        grpc.StatusCode.INVALID_ARGUMENT, str(exc), error_metadata(INVALID_REQUEST)
+                    ) from exc
                 except ControllerFailedError as exc:
-                    await context.abort(
+                    raise AdminCallError(
                         grpc.StatusCode.INTERNAL,
                         f"the controller failed on this request and wrote nothing ({exc}); the node logged it",
-                    )
-                except TimeoutError:
-                    await context.abort(
+                    ) from exc
+                except TimeoutError as exc:
+                    raise AdminCallError(
                         grpc.StatusCode.DEADLINE_EXCEEDED,
                         f"{method} was not committed before the deadline; its outcome is unknown: "
                         "retry with the same request_id",
-                    )
+                    ) from exc
                 except NotControllerError:
                     # Leadership moved while the request waited: look for the new leader below.
                     pass
             leader = node.core.leader_id
             if leader >= 0 and leader != node.node_id and leader in node.config.voters and not forwarded:
-                return await self._forward(leader, method, request, context, deadline)
+                return await self._forward(leader, method, request, deadline)
             now = time.monotonic()
             if forwarded or now >= min(deadline, wait_until):
-                context.set_trailing_metadata(error_metadata("NOT_CONTROLLER", leader))
-                await context.abort(
+                raise AdminCallError(
                     grpc.StatusCode.UNAVAILABLE,
                     f"NOT_CONTROLLER: node {node.node_id} is not the controller and knows no leader to forward to",
+                    error_metadata("NOT_CONTROLLER", leader),
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(node.leader_changed.wait(), min(deadline, wait_until) - now)
 
-    async def _forward(self, leader: int, method: str, request: Message, context: Context, deadline: float) -> Any:
+    async def _forward(self, leader: int, method: str, request: Message, deadline: float) -> Any:
         rpc = getattr(self._stub(leader), method)
         try:
             return await rpc(request, timeout=max(0.001, deadline - time.monotonic()), metadata=((FORWARDED_KEY, "1"),))
         except grpc.aio.AioRpcError as exc:
             trailing: Any = exc.trailing_metadata() or ()
-            context.set_trailing_metadata(tuple((k, v) for k, v in trailing if isinstance(v, str)))
-            await context.abort(exc.code(), exc.details() or f"forwarding to leader {leader} failed")
+            raise AdminCallError(
+                exc.code(),
+                exc.details() or f"forwarding to leader {leader} failed",
+                tuple((k, v) for k, v in trailing if isinstance(v, str)),
+            ) from exc
 
     async def CreateTopics(self, request: controller_pb2.CreateTopicsRequest, context: Context) -> Any:
         return await self._serve("CreateTopics", request, context)
@@ -232,6 +260,12 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
 
     async def BrokerHeartbeat(self, request: controller_pb2.BrokerHeartbeatRequest, context: Context) -> Any:
         return await self._serve("BrokerHeartbeat", request, context)
+
+    async def UnregisterBroker(self, request: controller_pb2.UnregisterBrokerRequest, context: Context) -> Any:
+        return await self._serve("UnregisterBroker", request, context)
+
+    async def AlterPartition(self, request: controller_pb2.AlterPartitionRequest, context: Context) -> Any:
+        return await self._serve("AlterPartition", request, context)
 
     async def DescribeCluster(self, request: controller_pb2.DescribeClusterRequest, context: Context) -> Any:
         return await self._serve("DescribeCluster", request, context)

@@ -5,6 +5,12 @@ simulated clients, under the same seeded faults as :class:`~raftmeta.sim.cluster
 - **Brokers** register (RegisterBroker) and heartbeat (BrokerHeartbeat) through any node they can
   reach; a node that is not the controller answers NOT_CONTROLLER and the broker tries the leader
   it names, or another node; an answer that does not come back in time is retried elsewhere.
+- **Brokers fail and recover** (before the heal): a failed broker stops heartbeating, is fenced
+  after its session, and leaves its ISRs; recovered, it heartbeats again and is unfenced.
+- **Partition leaders** (:mod:`raftmeta.partition_leader`) read a node's committed image (a stale
+  read, as a broker's metadata cache lags) and send AlterPartition: a follower whose broker has
+  been up for ``CATCH_UP_MS`` joins the ISR, one down for longer than ``REPLICA_LAG_TIME_MAX_MS``
+  leaves it. The controller elects preferred leaders every ``LEADER_IMBALANCE_CHECK_MS``.
 - **Clients** create topics (CreateTopics with a request id, retried with the same id until an
   answer comes) and read them (DescribeTopics, linearizable by default).
 
@@ -16,8 +22,9 @@ Checked, besides every consensus invariant of the base simulation:
   committed image at the end, every refused one in none; a retry gets the first answer;
 - invariant 9, linearizable reads: a read reflects every create acknowledged before it was
   invoked, and never shows a create that was refused;
-- liveness after the faults heal: a create acknowledged on every running voter, every client
-  request answered, every broker unfenced.
+- liveness after the faults heal (L1, L2): a create acknowledged on every running voter, every
+  client request answered, every broker unfenced, every partition's ISR its full replica set, and
+  every partition led by its preferred replica.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from google.protobuf.message import Message
 from placement import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError
+from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig
+from raftmeta.partition_leader import BrokerLiveness, PartitionState, alter_partition_requests, isr_changes
 from raftmeta.raft import CommittedTruncationError, Entry, Envelope, Faults, RaftCore, Ready, Role, SnapshotImage
 from raftmeta.records.codec import iter_batches
 from raftmeta.records.decode import decode_records
@@ -52,6 +61,18 @@ ATTEMPT_TIMEOUT_MS = 500
 RETRY_BACKOFF_MS = 20
 # After the liveness check: how long the clients stay quiet for every voter to apply the last commits.
 QUIET_BUDGET_MS = 20_000
+# Partition leaders: a follower is in sync after this long up, out of sync after this long down
+# (shorter than the session, so the leaders' shrink is exercised, not only the controller's fence).
+CATCH_UP_MS = 1_000
+REPLICA_LAG_TIME_MAX_MS = 2_000
+ISR_CHECK_INTERVAL_MS = 500
+# The node driver's controller timer (ServerConfig.tick_interval_ms): broker sessions, rebalancing.
+CONTROLLER_TICK_MS = 250
+LEADER_IMBALANCE_CHECK_MS = 2_000
+# Per proposal tick before the heal: the chance that a broker fails; it stays down for up to
+# BROKER_DOWN_MAX_MS (often past the session timeout, so it is fenced and its leaderships move).
+BROKER_FAIL_RATE = 0.003
+BROKER_DOWN_MAX_MS = 12_000
 
 
 @dataclass(slots=True)
@@ -74,6 +95,19 @@ class Broker:
     broker_id: int
     epoch: int = -1
     heartbeat_at_ms: int = 0
+    failed: bool = False
+    recover_at_ms: int = 0
+    # As partition leaders see it: up = heartbeating and unfenced (see raftmeta.partition_leader).
+    up_since_ms: int | None = None
+    down_since_ms: int | None = None
+
+    def liveness(self) -> BrokerLiveness:
+        return BrokerLiveness(self.epoch, self.up_since_ms, self.down_since_ms)
+
+    def went_down(self, now_ms: int) -> None:
+        if self.up_since_ms is not None:
+            self.up_since_ms = None
+            self.down_since_ms = now_ms
 
 
 @dataclass(slots=True)
@@ -89,12 +123,14 @@ class PlaneSimulation(Simulation):
         params: SimParams,
         *,
         core_faults: Faults | None = None,
-        ack_before_commit: bool = False,
+        plane_bugs: frozenset[str] = frozenset(),
         trace: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(params, core_faults=core_faults, trace=trace)
-        # Planted bug: the controller answers a write when it proposes it, not when it commits.
-        self.ack_before_commit = ack_before_commit
+        # Planted bugs (raftmeta.sim.runner.PLANE_BUGS), each breaking one rule the checks must see.
+        self.ack_before_commit = "ack_before_commit" in plane_bugs
+        self.no_isr_expansion = "no_isr_expansion" in plane_bugs
+        self.no_auto_rebalance = "no_auto_rebalance" in plane_bugs
         self.qcs: dict[int, QuorumController] = {}
         self.calls: dict[str, Call] = {}  # owner -> its outstanding call
         self.by_key: dict[int, Call] = {}
@@ -108,6 +144,10 @@ class PlaneSimulation(Simulation):
         # know (as a real client caches it) until it says NOT_CONTROLLER or stops answering.
         self.known_controller: dict[str, int] = {}
         self.quiet = False  # after convergence: no new client work, let every voter catch up
+        self.isr_check_at = 0
+        self.controller_tick_at = 0
+        # (topic id, partition, broker) -> when the partition leaders first saw that replica.
+        self.replica_seen_ms: dict[tuple[bytes, int, int], int] = {}
 
     # -- the nodes --------------------------------------------------------------------------------
     def _topic_id(self) -> bytes:
@@ -117,7 +157,11 @@ class PlaneSimulation(Simulation):
         return value.to_bytes(16, "big")
 
     def _make_controller(self, records: Sequence[records_pb2.MetadataRecord], offset: int) -> Controller:
-        config = ControllerConfig(session_timeout_ms=SESSION_TIMEOUT_MS)
+        config = ControllerConfig(
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            leader_imbalance_check_interval_ms=LEADER_IMBALANCE_CHECK_MS,
+            auto_leader_rebalance_enable=not self.no_auto_rebalance,
+        )
         controller = (
             Controller.from_snapshot(records, offset, config=config)
             if records
@@ -181,12 +225,16 @@ class PlaneSimulation(Simulation):
 
     # -- answers ----------------------------------------------------------------------------------
     def _collect(self, qc: QuorumController) -> None:
-        qc.take_events()
+        for message, _fields in qc.take_events():
+            if message in ("broker fenced", "broker unfenced"):
+                self._checked(message.replace(" ", "-"))  # the lifecycle is exercised, not only healthy
         qc.take_snapshot_due()
         for answer in qc.take_answers():
             call = self.by_key.pop(answer.key, None)
-            if call is None or call.key != answer.key:
-                continue  # an older attempt's answer: its retry carries the same request id
+            if call is None or call.key != answer.key or self.calls.get(call.owner) is not call:
+                # An older attempt's answer (its retry carries the same request id), or one for
+                # a broker that failed meanwhile (its process, and so its call, is gone).
+                continue
             if isinstance(answer.error, NotControllerError):
                 self.known_controller.pop(call.owner, None)
                 call.leader_hint = answer.error.leader_id
@@ -231,15 +279,29 @@ class PlaneSimulation(Simulation):
             broker = self.brokers[int(call.owner.split("-")[1])]
             if response.error_code in (errors_pb2.STALE_BROKER_EPOCH, errors_pb2.BROKER_ID_NOT_REGISTERED):
                 broker.epoch = -1  # registered again by another incarnation's record: re-register
+            elif response.error_code == errors_pb2.NONE and not broker.failed:
+                if response.is_fenced:
+                    broker.went_down(self.now)
+                elif broker.up_since_ms is None:
+                    broker.up_since_ms, broker.down_since_ms = self.now, None
             broker.heartbeat_at_ms = self.now + HEARTBEAT_INTERVAL_MS
+        elif isinstance(response, controller_pb2.AlterPartitionResponse):
+            self._checked("isr-changes", sum(len(t.partitions) for t in response.topics))
 
     # -- clients and brokers ----------------------------------------------------------------------
     def _propose(self) -> None:
         rng = self.rng
         now = self.now
+        self._broker_faults()
+        if now >= self.controller_tick_at:
+            self.controller_tick_at = now + CONTROLLER_TICK_MS
+            self._tick_controllers()
+        if now >= self.isr_check_at:
+            self.isr_check_at = now + ISR_CHECK_INTERVAL_MS
+            self._partition_leaders()
         for broker in self.brokers:
             owner = f"broker-{broker.broker_id}"
-            if owner in self.calls:
+            if owner in self.calls or broker.failed:
                 continue
             if broker.epoch < 0:
                 request: Message = controller_pb2.RegisterBrokerRequest(
@@ -277,6 +339,61 @@ class PlaneSimulation(Simulation):
                 self._send_call(call)
         interval = self.params.proposal_interval_ms if not self.healed else max(self.params.proposal_interval_ms, 100)
         self._push(now + 1 + rng.next_int(2 * interval), PROPOSE, None)
+
+    def _tick_controllers(self) -> None:
+        """The node driver's timer: each running node's controller fences brokers whose session
+        ran out and elects preferred leaders when due (leader only). A paused node's timer waits."""
+        for node in self.nodes.values():
+            if node.core is not None and not node.blocked(self.now):
+                self.qcs[node.node_id].tick(self.now)
+                self._drive(node)
+
+    def _broker_faults(self) -> None:
+        """Before the heal, brokers fail (heartbeats stop) and recover (they resume)."""
+        if self.healed or self.quiet:
+            return
+        for broker in self.brokers:
+            if not broker.failed and self.rng.random() < BROKER_FAIL_RATE:
+                broker.failed = True
+                broker.recover_at_ms = self.now + 500 + self.rng.next_int(BROKER_DOWN_MAX_MS)
+                broker.went_down(self.now)
+                self.calls.pop(f"broker-{broker.broker_id}", None)
+                self._trace(f"broker {broker.broker_id} fails")
+            elif broker.failed and self.now >= broker.recover_at_ms:
+                broker.failed = False
+                broker.heartbeat_at_ms = self.now
+                self._trace(f"broker {broker.broker_id} recovers")
+
+    def _partition_leaders(self) -> None:
+        """Every live partition leader compares its ISR with its followers' liveness, as seen in a
+        node's committed image (the node a broker would read its metadata from), and asks for the
+        change; one AlterPartition in flight per leader broker."""
+        up = [n for n in self.nodes.values() if n.core is not None and not n.persisting]
+        if not up:
+            return
+        image = self.qcs[up[self.rng.next_int(len(up))].node_id].controller.committed_image
+        states = _partition_states(image)
+        for state in states:
+            for replica in state.replicas:
+                self.replica_seen_ms.setdefault((state.topic_id, state.partition, replica), self.now)
+        live = {b.broker_id: b.liveness() for b in self.brokers if b.epoch >= 0 and not b.failed}
+        changes = isr_changes(
+            states,
+            live,
+            self.now,
+            catch_up_ms=CATCH_UP_MS,
+            replica_lag_time_max_ms=REPLICA_LAG_TIME_MAX_MS,
+            replica_seen_since_ms=self.replica_seen_ms,
+        )
+        if self.no_isr_expansion:
+            changes = [c for c in changes if not c.added]
+        # A leader's followers may include brokers that are down and not in ``live``: their
+        # epochs are the last ones the leaders knew.
+        epochs = {b.broker_id: b.liveness() for b in self.brokers}
+        for leader, request in alter_partition_requests(changes, epochs).items():
+            owner = f"leader-{leader}"
+            if owner not in self.calls:
+                self.calls[owner] = Call(owner, "AlterPartition", request, self.now)
 
     def _send_call(self, call: Call) -> None:
         # A paused node is reachable: the request waits in its inbox and is handled when it
@@ -322,11 +439,19 @@ class PlaneSimulation(Simulation):
     # -- the end of the run -----------------------------------------------------------------------
     def _heal_all(self) -> None:
         super()._heal_all()
+        self._heal_brokers()
         self.heal_at = self.now
+
+    def _heal_brokers(self) -> None:
+        for broker in self.brokers:
+            if broker.failed:
+                broker.failed = False
+                broker.heartbeat_at_ms = self.now
 
     def _converged(self) -> bool:
         """A create acknowledged after the heal is on every running voter, every call made before
-        the heal is answered, and every broker is registered and unfenced on the leader."""
+        the heal is answered, every broker is registered and unfenced on the leader, every
+        partition's ISR is its full replica set and its leader the preferred replica (L2)."""
         history = self.history
         probes = [t for t, at in history.acknowledged.items() if at >= self.heal_at >= 0]
         if not probes:
@@ -340,7 +465,9 @@ class PlaneSimulation(Simulation):
         if not leaders:
             return False
         image = leaders[0].controller.committed_image
-        return all(b.broker_id in image.brokers and not image.brokers[b.broker_id].fenced for b in self.brokers)
+        if not all(b.broker_id in image.brokers and not image.brokers[b.broker_id].fenced for b in self.brokers):
+            return False
+        return not _unhealthy(image)
 
     def _check_plane(self) -> None:
         history = self.history
@@ -373,6 +500,27 @@ class PlaneSimulation(Simulation):
         end = leaders[0].applied_offset
         return all(n.applied_offset == end for n in running)
 
+    def _leader_summary(self) -> str:
+        """The base liveness message, plus what the plane still lacks (L2)."""
+        summary = super()._leader_summary()
+        leaders = [
+            self.qcs[n.node_id]
+            for n in self.nodes.values()
+            if n.core is not None and n.core.role is Role.LEADER and self.qcs[n.node_id].active
+        ]
+        if leaders:
+            image = leaders[0].controller.committed_image
+            fenced = sorted(
+                b.broker_id
+                for b in self.brokers
+                if b.broker_id not in image.brokers or image.brokers[b.broker_id].fenced
+            )
+            unhealthy = _unhealthy(image)
+            summary += (
+                f"; fenced or unregistered brokers {fenced}; unhealthy partitions {unhealthy[:5]} ({len(unhealthy)})"
+            )
+        return summary
+
     def run(self, steps: int) -> RunResult:
         result = super().run(steps)
         if result.violation is None:
@@ -389,6 +537,24 @@ class PlaneSimulation(Simulation):
             except (CommittedTruncationError, AssertionError) as error:
                 result.violation = InvariantViolation(type(error).__name__, str(error) or repr(error))
         return result
+
+
+def _partition_states(image: MetadataImage) -> list[PartitionState]:
+    return [
+        PartitionState(topic.topic_id, pid, p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr)
+        for _, topic in image.topics.iter_items()
+        for pid, p in enumerate(topic.partitions)
+    ]
+
+
+def _unhealthy(image: MetadataImage) -> list[str]:
+    """Partitions not yet back to health: ISR short of the replicas, or led by another replica."""
+    return [
+        f"{topic.name}-{pid}"
+        for _, topic in image.topics.iter_items()
+        for pid, p in enumerate(topic.partitions)
+        if set(p.isr) != set(p.replicas) or p.leader != p.replicas[0]
+    ]
 
 
 def _records(data: bytes) -> list[records_pb2.MetadataRecord]:

@@ -20,8 +20,10 @@ CORE_BUGS = (
     "vote_not_persisted",
     "forget_vote_on_restart",
 )
-# Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes it.
-PLANE_BUGS = ("ack_before_commit",)
+# Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes
+# it; partition leaders never ask for a caught-up follower back (the ISR never regrows); the
+# controller never moves leadership back to preferred replicas.
+PLANE_BUGS = ("ack_before_commit", "no_isr_expansion", "no_auto_rebalance")
 BUGS = (*CORE_BUGS, *sorted(DRIVER_BUGS), *PLANE_BUGS)
 
 
@@ -133,7 +135,10 @@ def run_one(
         from raftmeta.sim.plane import PlaneSimulation
 
         simulation: Simulation = PlaneSimulation(
-            params, core_faults=core_faults, ack_before_commit=bug == "ack_before_commit", trace=trace
+            params,
+            core_faults=core_faults,
+            plane_bugs=frozenset({bug}) if bug in PLANE_BUGS else frozenset(),
+            trace=trace,
         )
     else:
         simulation = Simulation(params, core_faults=core_faults, driver_bugs=driver_bugs, trace=trace)

@@ -753,10 +753,16 @@ class BrokerHeartbeatRequest(_message.Message):
     BROKER_EPOCH_FIELD_NUMBER: _builtins.int
     WANT_FENCE_FIELD_NUMBER: _builtins.int
     CAUGHT_UP_REPLICAS_FIELD_NUMBER: _builtins.int
+    WANT_SHUTDOWN_NOW_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     broker_epoch: _builtins.int
     want_fence: _builtins.bool
     """The broker asks to be fenced (controlled shutdown)."""
+    want_shutdown_now: _builtins.bool
+    """Controlled shutdown (Kafka's want_shutdown_now): the controller moves every leadership off
+    this broker and removes it from every ISR it is not the last member of, then fences it, in
+    one batch; the answer says should_shut_down once that is done.
+    """
     @_builtins.property
     def caught_up_replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicIdPartition]:
         """Reassignment (KIP-455) without a data plane: partitions this broker was told to add
@@ -772,10 +778,11 @@ class BrokerHeartbeatRequest(_message.Message):
         broker_epoch: _builtins.int = ...,
         want_fence: _builtins.bool = ...,
         caught_up_replicas: _abc.Iterable[Global___TopicIdPartition] | None = ...,
+        want_shutdown_now: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "caught_up_replicas", b"caught_up_replicas", "want_fence", b"want_fence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "caught_up_replicas", b"caught_up_replicas", "want_fence", b"want_fence", "want_shutdown_now", b"want_shutdown_now"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -790,11 +797,14 @@ class BrokerHeartbeatResponse(_message.Message):
     IS_FENCED_FIELD_NUMBER: _builtins.int
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     ADDING_REPLICAS_FIELD_NUMBER: _builtins.int
+    SHOULD_SHUT_DOWN_FIELD_NUMBER: _builtins.int
     error_code: _errors_pb2.ErrorCode.ValueType
     error_message: _builtins.str
     is_fenced: _builtins.bool
     session_timeout_ms: _builtins.int
     """The controller's session timeout, so the broker can pick its heartbeat interval."""
+    should_shut_down: _builtins.bool
+    """The controlled shutdown asked for is complete: the broker may stop."""
     @_builtins.property
     def adding_replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicIdPartition]:
         """Partitions being reassigned onto this broker whose ISR it has not joined yet (as of this
@@ -809,14 +819,261 @@ class BrokerHeartbeatResponse(_message.Message):
         is_fenced: _builtins.bool = ...,
         session_timeout_ms: _builtins.int = ...,
         adding_replicas: _abc.Iterable[Global___TopicIdPartition] | None = ...,
+        should_shut_down: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "error_code", b"error_code", "error_message", b"error_message", "is_fenced", b"is_fenced", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "error_code", b"error_code", "error_message", b"error_message", "is_fenced", b"is_fenced", "session_timeout_ms", b"session_timeout_ms", "should_shut_down", b"should_shut_down"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BrokerHeartbeatResponse: _TypeAlias = BrokerHeartbeatResponse  # noqa: Y015
+
+@_typing.final
+class UnregisterBrokerRequest(_message.Message):
+    """Kafka's UnregisterBroker: a broker that is gone for good leaves every ISR (it stays in the
+    replica lists: reassign its partitions away) and its registration is removed.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    request_id: _builtins.str
+    """An idempotency key as for the admin writes (optional)."""
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnregisterBrokerRequest: _TypeAlias = UnregisterBrokerRequest  # noqa: Y015
+
+@_typing.final
+class UnregisterBrokerResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UnregisterBrokerResponse: _TypeAlias = UnregisterBrokerResponse  # noqa: Y015
+
+@_typing.final
+class BrokerIdAndEpoch(_message.Message):
+    """Kafka's AlterPartition (KIP-497, version 3 with KIP-903's broker epochs): a partition leader
+    reports its new ISR -- a follower that caught up joins it, one that lags more than
+    replica.lag.time.max.ms leaves it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    broker_epoch: _builtins.int
+    """The broker epoch the leader saw the replica fetch with; -1 = not checked."""
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BrokerIdAndEpoch: _TypeAlias = BrokerIdAndEpoch  # noqa: Y015
+
+@_typing.final
+class AlterPartitionPartition(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+    LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    PARTITION_EPOCH_FIELD_NUMBER: _builtins.int
+    NEW_ISR_WITH_EPOCHS_FIELD_NUMBER: _builtins.int
+    partition_index: _builtins.int
+    leader_epoch: _builtins.int
+    """The leader epoch and partition epoch the leader's change was computed from."""
+    partition_epoch: _builtins.int
+    @_builtins.property
+    def new_isr_with_epochs(self) -> _containers.RepeatedCompositeFieldContainer[Global___BrokerIdAndEpoch]: ...
+    def __init__(
+        self,
+        *,
+        partition_index: _builtins.int = ...,
+        leader_epoch: _builtins.int = ...,
+        partition_epoch: _builtins.int = ...,
+        new_isr_with_epochs: _abc.Iterable[Global___BrokerIdAndEpoch] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_epoch", b"leader_epoch", "new_isr_with_epochs", b"new_isr_with_epochs", "partition_epoch", b"partition_epoch", "partition_index", b"partition_index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionPartition: _TypeAlias = AlterPartitionPartition  # noqa: Y015
+
+@_typing.final
+class AlterPartitionTopic(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    topic_id: _builtins.bytes
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterPartitionPartition]: ...
+    def __init__(
+        self,
+        *,
+        topic_id: _builtins.bytes = ...,
+        partitions: _abc.Iterable[Global___AlterPartitionPartition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic_id", b"topic_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionTopic: _TypeAlias = AlterPartitionTopic  # noqa: Y015
+
+@_typing.final
+class AlterPartitionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    """The partition leader sending the request, and its broker epoch."""
+    broker_epoch: _builtins.int
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterPartitionTopic]: ...
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+        topics: _abc.Iterable[Global___AlterPartitionTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionRequest: _TypeAlias = AlterPartitionRequest  # noqa: Y015
+
+@_typing.final
+class AlterPartitionPartitionResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    LEADER_ID_FIELD_NUMBER: _builtins.int
+    LEADER_EPOCH_FIELD_NUMBER: _builtins.int
+    ISR_FIELD_NUMBER: _builtins.int
+    PARTITION_EPOCH_FIELD_NUMBER: _builtins.int
+    partition_index: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    leader_id: _builtins.int
+    """The partition after the request (only with error_code NONE)."""
+    leader_epoch: _builtins.int
+    partition_epoch: _builtins.int
+    @_builtins.property
+    def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        partition_index: _builtins.int = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        leader_id: _builtins.int = ...,
+        leader_epoch: _builtins.int = ...,
+        isr: _abc.Iterable[_builtins.int] | None = ...,
+        partition_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "isr", b"isr", "leader_epoch", b"leader_epoch", "leader_id", b"leader_id", "partition_epoch", b"partition_epoch", "partition_index", b"partition_index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionPartitionResult: _TypeAlias = AlterPartitionPartitionResult  # noqa: Y015
+
+@_typing.final
+class AlterPartitionTopicResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    topic_id: _builtins.bytes
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterPartitionPartitionResult]: ...
+    def __init__(
+        self,
+        *,
+        topic_id: _builtins.bytes = ...,
+        partitions: _abc.Iterable[Global___AlterPartitionPartitionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic_id", b"topic_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionTopicResult: _TypeAlias = AlterPartitionTopicResult  # noqa: Y015
+
+@_typing.final
+class AlterPartitionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """Request-level: STALE_BROKER_EPOCH when the sender's broker epoch is not its registered one."""
+    error_message: _builtins.str
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AlterPartitionTopicResult]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        topics: _abc.Iterable[Global___AlterPartitionTopicResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterPartitionResponse: _TypeAlias = AlterPartitionResponse  # noqa: Y015
 
 @_typing.final
 class DescribeClusterRequest(_message.Message):

@@ -64,6 +64,16 @@ class ControllerServiceStub:
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
                 response_deserializer=raftmeta_dot_v1_dot_controller__pb2.BrokerHeartbeatResponse.FromString,
                 _registered_method=True)
+        self.UnregisterBroker = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/UnregisterBroker',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerResponse.FromString,
+                _registered_method=True)
+        self.AlterPartition = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/AlterPartition',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
+                _registered_method=True)
         self.DescribeCluster = channel.unary_unary(
                 '/raftmeta.v1.ControllerService/DescribeCluster',
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
@@ -135,6 +145,18 @@ class ControllerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def BrokerHeartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnregisterBroker(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterPartition(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -214,6 +236,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.BrokerHeartbeat,
                     request_deserializer=raftmeta_dot_v1_dot_controller__pb2.BrokerHeartbeatRequest.FromString,
                     response_serializer=raftmeta_dot_v1_dot_controller__pb2.BrokerHeartbeatResponse.SerializeToString,
+            ),
+            'UnregisterBroker': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterBroker,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerResponse.SerializeToString,
+            ),
+            'AlterPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartition,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
             ),
             'DescribeCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeCluster,
@@ -413,6 +445,60 @@ class ControllerService:
             '/raftmeta.v1.ControllerService/BrokerHeartbeat',
             raftmeta_dot_v1_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
             raftmeta_dot_v1_dot_controller__pb2.BrokerHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterBroker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/UnregisterBroker',
+            raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/AlterPartition',
+            raftmeta_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,8 @@ class ControllerServiceStub:
     DescribeTopics: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeTopicsRequest, _controller_pb2.DescribeTopicsResponse]
     RegisterBroker: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RegisterBrokerRequest, _controller_pb2.RegisterBrokerResponse]
     BrokerHeartbeat: _grpc.UnaryUnaryMultiCallable[_controller_pb2.BrokerHeartbeatRequest, _controller_pb2.BrokerHeartbeatResponse]
+    UnregisterBroker: _grpc.UnaryUnaryMultiCallable[_controller_pb2.UnregisterBrokerRequest, _controller_pb2.UnregisterBrokerResponse]
+    AlterPartition: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionRequest, _controller_pb2.AlterPartitionResponse]
     DescribeCluster: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeClusterRequest, _controller_pb2.DescribeClusterResponse]
     DescribeQuorum: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeQuorumRequest, _controller_pb2.DescribeQuorumResponse]
     ElectLeaders: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ElectLeadersRequest, _controller_pb2.ElectLeadersResponse]
@@ -66,6 +68,8 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     DescribeTopics: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeTopicsRequest, _controller_pb2.DescribeTopicsResponse]  # type: ignore[assignment]
     RegisterBroker: _aio.UnaryUnaryMultiCallable[_controller_pb2.RegisterBrokerRequest, _controller_pb2.RegisterBrokerResponse]  # type: ignore[assignment]
     BrokerHeartbeat: _aio.UnaryUnaryMultiCallable[_controller_pb2.BrokerHeartbeatRequest, _controller_pb2.BrokerHeartbeatResponse]  # type: ignore[assignment]
+    UnregisterBroker: _aio.UnaryUnaryMultiCallable[_controller_pb2.UnregisterBrokerRequest, _controller_pb2.UnregisterBrokerResponse]  # type: ignore[assignment]
+    AlterPartition: _aio.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionRequest, _controller_pb2.AlterPartitionResponse]  # type: ignore[assignment]
     DescribeCluster: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeClusterRequest, _controller_pb2.DescribeClusterResponse]  # type: ignore[assignment]
     DescribeQuorum: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeQuorumRequest, _controller_pb2.DescribeQuorumResponse]  # type: ignore[assignment]
     ElectLeaders: _aio.UnaryUnaryMultiCallable[_controller_pb2.ElectLeadersRequest, _controller_pb2.ElectLeadersResponse]  # type: ignore[assignment]
@@ -116,6 +120,20 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.BrokerHeartbeatRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.BrokerHeartbeatResponse, _abc.Awaitable[_controller_pb2.BrokerHeartbeatResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UnregisterBroker(
+        self,
+        request: _controller_pb2.UnregisterBrokerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.UnregisterBrokerResponse, _abc.Awaitable[_controller_pb2.UnregisterBrokerResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AlterPartition(
+        self,
+        request: _controller_pb2.AlterPartitionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.AlterPartitionResponse, _abc.Awaitable[_controller_pb2.AlterPartitionResponse]]: ...
 
     @_abc_1.abstractmethod
     def DescribeCluster(

@@ -54,23 +54,35 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """This node is not the active controller and no leader could be reached to forward to."""
     INVALID_REQUEST: _ErrorCode.ValueType  # 42
     POLICY_VIOLATION: _ErrorCode.ValueType  # 44
+    OPERATION_NOT_ATTEMPTED: _ErrorCode.ValueType  # 55
+    """A request that was not attempted because another part of it failed."""
     REASSIGNMENT_IN_PROGRESS: _ErrorCode.ValueType  # 60
     FENCED_LEADER_EPOCH: _ErrorCode.ValueType  # 74
     """The sender's epoch is older than the receiver's."""
     UNKNOWN_LEADER_EPOCH: _ErrorCode.ValueType  # 75
     """The sender's epoch is newer than the receiver's (receiver has not caught up)."""
     STALE_BROKER_EPOCH: _ErrorCode.ValueType  # 77
+    PREFERRED_LEADER_NOT_AVAILABLE: _ErrorCode.ValueType  # 80
+    """A preferred leader election found the preferred replica not live or not in sync."""
     ELIGIBLE_LEADERS_NOT_AVAILABLE: _ErrorCode.ValueType  # 83
     ELECTION_NOT_NEEDED: _ErrorCode.ValueType  # 84
     NO_REASSIGNMENT_IN_PROGRESS: _ErrorCode.ValueType  # 85
     THROTTLING_QUOTA_EXCEEDED: _ErrorCode.ValueType  # 89
     INCONSISTENT_VOTER_SET: _ErrorCode.ValueType  # 94
+    INVALID_UPDATE_VERSION: _ErrorCode.ValueType  # 95
+    """AlterPartition: the partition epoch in the request is older than the controller's."""
     SNAPSHOT_NOT_FOUND: _ErrorCode.ValueType  # 98
     POSITION_OUT_OF_RANGE: _ErrorCode.ValueType  # 99
     UNKNOWN_TOPIC_ID: _ErrorCode.ValueType  # 100
     DUPLICATE_BROKER_REGISTRATION: _ErrorCode.ValueType  # 101
     BROKER_ID_NOT_REGISTERED: _ErrorCode.ValueType  # 102
     INCONSISTENT_CLUSTER_ID: _ErrorCode.ValueType  # 104
+    INELIGIBLE_REPLICA: _ErrorCode.ValueType  # 107
+    """AlterPartition: the new ISR names a broker that is not registered, fenced, or whose broker
+    epoch is not the registered one.
+    """
+    NEW_LEADER_ELECTED: _ErrorCode.ValueType  # 108
+    """AlterPartition: the change completed a reassignment and moved leadership off the requester."""
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper): ...
 
@@ -100,21 +112,33 @@ NOT_CONTROLLER: ErrorCode.ValueType  # 41
 """This node is not the active controller and no leader could be reached to forward to."""
 INVALID_REQUEST: ErrorCode.ValueType  # 42
 POLICY_VIOLATION: ErrorCode.ValueType  # 44
+OPERATION_NOT_ATTEMPTED: ErrorCode.ValueType  # 55
+"""A request that was not attempted because another part of it failed."""
 REASSIGNMENT_IN_PROGRESS: ErrorCode.ValueType  # 60
 FENCED_LEADER_EPOCH: ErrorCode.ValueType  # 74
 """The sender's epoch is older than the receiver's."""
 UNKNOWN_LEADER_EPOCH: ErrorCode.ValueType  # 75
 """The sender's epoch is newer than the receiver's (receiver has not caught up)."""
 STALE_BROKER_EPOCH: ErrorCode.ValueType  # 77
+PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode.ValueType  # 80
+"""A preferred leader election found the preferred replica not live or not in sync."""
 ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode.ValueType  # 83
 ELECTION_NOT_NEEDED: ErrorCode.ValueType  # 84
 NO_REASSIGNMENT_IN_PROGRESS: ErrorCode.ValueType  # 85
 THROTTLING_QUOTA_EXCEEDED: ErrorCode.ValueType  # 89
 INCONSISTENT_VOTER_SET: ErrorCode.ValueType  # 94
+INVALID_UPDATE_VERSION: ErrorCode.ValueType  # 95
+"""AlterPartition: the partition epoch in the request is older than the controller's."""
 SNAPSHOT_NOT_FOUND: ErrorCode.ValueType  # 98
 POSITION_OUT_OF_RANGE: ErrorCode.ValueType  # 99
 UNKNOWN_TOPIC_ID: ErrorCode.ValueType  # 100
 DUPLICATE_BROKER_REGISTRATION: ErrorCode.ValueType  # 101
 BROKER_ID_NOT_REGISTERED: ErrorCode.ValueType  # 102
 INCONSISTENT_CLUSTER_ID: ErrorCode.ValueType  # 104
+INELIGIBLE_REPLICA: ErrorCode.ValueType  # 107
+"""AlterPartition: the new ISR names a broker that is not registered, fenced, or whose broker
+epoch is not the registered one.
+"""
+NEW_LEADER_ELECTED: ErrorCode.ValueType  # 108
+"""AlterPartition: the change completed a reassignment and moved leadership off the requester."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015

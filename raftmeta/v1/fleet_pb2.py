@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17raftmeta/v1/fleet.proto\x12\x0braftmeta.v1\"$\n\x0e\x46leetBrokerIds\x12\x12\n\nbroker_ids\x18\x01 \x03(\x05\"\xb2\x01\n\x10\x46leetBrokerState\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x11\n\x04rack\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04pool\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x08\x12\x14\n\x0c\x62roker_epoch\x18\x05 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x1d\n\x15last_heartbeat_ms_ago\x18\x07 \x01(\x03\x42\x07\n\x05_rackB\x07\n\x05_pool\"=\n\x0b\x46leetStatus\x12.\n\x07\x62rokers\x18\x01 \x03(\x0b\x32\x1d.raftmeta.v1.FleetBrokerState\"\x14\n\x12\x46leetStatusRequest2\xe8\x01\n\x12\x42rokerFleetService\x12\x44\n\x0b\x46\x61ilBrokers\x12\x1b.raftmeta.v1.FleetBrokerIds\x1a\x18.raftmeta.v1.FleetStatus\x12G\n\x0eRecoverBrokers\x12\x1b.raftmeta.v1.FleetBrokerIds\x1a\x18.raftmeta.v1.FleetStatus\x12\x43\n\x06Status\x12\x1f.raftmeta.v1.FleetStatusRequest\x1a\x18.raftmeta.v1.FleetStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17raftmeta/v1/fleet.proto\x12\x0braftmeta.v1\"$\n\x0e\x46leetBrokerIds\x12\x12\n\nbroker_ids\x18\x01 \x03(\x05\"\x81\x02\n\x10\x46leetBrokerState\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x11\n\x04rack\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04pool\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x08\x12\x14\n\x0c\x62roker_epoch\x18\x05 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x06 \x01(\x08\x12\x1d\n\x15last_heartbeat_ms_ago\x18\x07 \x01(\x03\x12\x11\n\tshut_down\x18\x08 \x01(\x08\x12\x1c\n\x14\x61lter_partition_sent\x18\t \x01(\x03\x12\x1c\n\x14isr_changes_accepted\x18\n \x01(\x03\x42\x07\n\x05_rackB\x07\n\x05_pool\"=\n\x0b\x46leetStatus\x12.\n\x07\x62rokers\x18\x01 \x03(\x0b\x32\x1d.raftmeta.v1.FleetBrokerState\"\x14\n\x12\x46leetStatusRequest2\xb2\x02\n\x12\x42rokerFleetService\x12\x44\n\x0b\x46\x61ilBrokers\x12\x1b.raftmeta.v1.FleetBrokerIds\x1a\x18.raftmeta.v1.FleetStatus\x12G\n\x0eRecoverBrokers\x12\x1b.raftmeta.v1.FleetBrokerIds\x1a\x18.raftmeta.v1.FleetStatus\x12H\n\x0fShutdownBrokers\x12\x1b.raftmeta.v1.FleetBrokerIds\x1a\x18.raftmeta.v1.FleetStatus\x12\x43\n\x06Status\x12\x1f.raftmeta.v1.FleetStatusRequest\x1a\x18.raftmeta.v1.FleetStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,11 +34,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FLEETBROKERIDS']._serialized_start=40
   _globals['_FLEETBROKERIDS']._serialized_end=76
   _globals['_FLEETBROKERSTATE']._serialized_start=79
-  _globals['_FLEETBROKERSTATE']._serialized_end=257
-  _globals['_FLEETSTATUS']._serialized_start=259
-  _globals['_FLEETSTATUS']._serialized_end=320
-  _globals['_FLEETSTATUSREQUEST']._serialized_start=322
-  _globals['_FLEETSTATUSREQUEST']._serialized_end=342
-  _globals['_BROKERFLEETSERVICE']._serialized_start=345
-  _globals['_BROKERFLEETSERVICE']._serialized_end=577
+  _globals['_FLEETBROKERSTATE']._serialized_end=336
+  _globals['_FLEETSTATUS']._serialized_start=338
+  _globals['_FLEETSTATUS']._serialized_end=399
+  _globals['_FLEETSTATUSREQUEST']._serialized_start=401
+  _globals['_FLEETSTATUSREQUEST']._serialized_end=421
+  _globals['_BROKERFLEETSERVICE']._serialized_start=424
+  _globals['_BROKERFLEETSERVICE']._serialized_end=730
 # @@protoc_insertion_point(module_scope)

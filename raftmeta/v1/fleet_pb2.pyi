@@ -57,6 +57,9 @@ class FleetBrokerState(_message.Message):
     BROKER_EPOCH_FIELD_NUMBER: _builtins.int
     FENCED_FIELD_NUMBER: _builtins.int
     LAST_HEARTBEAT_MS_AGO_FIELD_NUMBER: _builtins.int
+    SHUT_DOWN_FIELD_NUMBER: _builtins.int
+    ALTER_PARTITION_SENT_FIELD_NUMBER: _builtins.int
+    ISR_CHANGES_ACCEPTED_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     rack: _builtins.str
     pool: _builtins.str
@@ -68,6 +71,11 @@ class FleetBrokerState(_message.Message):
     """Fenced, as the last heartbeat response said."""
     last_heartbeat_ms_ago: _builtins.int
     """Milliseconds since the last successful heartbeat; -1 = never."""
+    shut_down: _builtins.bool
+    """Stopped by ShutdownBrokers after a completed controlled shutdown."""
+    alter_partition_sent: _builtins.int
+    """AlterPartition requests this broker sent as a partition leader, and the ISR changes accepted."""
+    isr_changes_accepted: _builtins.int
     def __init__(
         self,
         *,
@@ -78,10 +86,13 @@ class FleetBrokerState(_message.Message):
         broker_epoch: _builtins.int = ...,
         fenced: _builtins.bool = ...,
         last_heartbeat_ms_ago: _builtins.int = ...,
+        shut_down: _builtins.bool = ...,
+        alter_partition_sent: _builtins.int = ...,
+        isr_changes_accepted: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "pool", b"pool", "rack", b"rack"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "failed", b"failed", "fenced", b"fenced", "last_heartbeat_ms_ago", b"last_heartbeat_ms_ago", "pool", b"pool", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "alter_partition_sent", b"alter_partition_sent", "broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "failed", b"failed", "fenced", b"fenced", "isr_changes_accepted", b"isr_changes_accepted", "last_heartbeat_ms_ago", b"last_heartbeat_ms_ago", "pool", b"pool", "rack", b"rack", "shut_down", b"shut_down"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__pool: _TypeAlias = _typing.Literal["pool"]  # noqa: Y015
     _WhichOneofArgType__pool: _TypeAlias = _typing.Literal["_pool", b"_pool"]  # noqa: Y015

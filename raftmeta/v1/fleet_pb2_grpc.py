@@ -44,6 +44,11 @@ class BrokerFleetServiceStub:
                 request_serializer=raftmeta_dot_v1_dot_fleet__pb2.FleetBrokerIds.SerializeToString,
                 response_deserializer=raftmeta_dot_v1_dot_fleet__pb2.FleetStatus.FromString,
                 _registered_method=True)
+        self.ShutdownBrokers = channel.unary_unary(
+                '/raftmeta.v1.BrokerFleetService/ShutdownBrokers',
+                request_serializer=raftmeta_dot_v1_dot_fleet__pb2.FleetBrokerIds.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_fleet__pb2.FleetStatus.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/raftmeta.v1.BrokerFleetService/Status',
                 request_serializer=raftmeta_dot_v1_dot_fleet__pb2.FleetStatusRequest.SerializeToString,
@@ -62,7 +67,16 @@ class BrokerFleetServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecoverBrokers(self, request, context):
-        """Resume heartbeating (the controller unfences them and gives leaderless partitions back).
+        """Resume heartbeating (the controller unfences them and gives leaderless partitions back). A
+        broker that was shut down starts again as a new incarnation and registers anew.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ShutdownBrokers(self, request, context):
+        """Controlled shutdown (Kafka's): each broker asks the controller to move its leaderships and
+        ISR memberships away, then stops heartbeating. Answers once every broker named has stopped.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -84,6 +98,11 @@ def add_BrokerFleetServiceServicer_to_server(servicer, server):
             ),
             'RecoverBrokers': grpc.unary_unary_rpc_method_handler(
                     servicer.RecoverBrokers,
+                    request_deserializer=raftmeta_dot_v1_dot_fleet__pb2.FleetBrokerIds.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_fleet__pb2.FleetStatus.SerializeToString,
+            ),
+            'ShutdownBrokers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShutdownBrokers,
                     request_deserializer=raftmeta_dot_v1_dot_fleet__pb2.FleetBrokerIds.FromString,
                     response_serializer=raftmeta_dot_v1_dot_fleet__pb2.FleetStatus.SerializeToString,
             ),
@@ -145,6 +164,33 @@ class BrokerFleetService:
             request,
             target,
             '/raftmeta.v1.BrokerFleetService/RecoverBrokers',
+            raftmeta_dot_v1_dot_fleet__pb2.FleetBrokerIds.SerializeToString,
+            raftmeta_dot_v1_dot_fleet__pb2.FleetStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShutdownBrokers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.BrokerFleetService/ShutdownBrokers',
             raftmeta_dot_v1_dot_fleet__pb2.FleetBrokerIds.SerializeToString,
             raftmeta_dot_v1_dot_fleet__pb2.FleetStatus.FromString,
             options,

@@ -40,7 +40,13 @@ class BrokerFleetServiceStub:
     FailBrokers: _grpc.UnaryUnaryMultiCallable[_fleet_pb2.FleetBrokerIds, _fleet_pb2.FleetStatus]
     """Stop heartbeating for these brokers (a broker crash, as the controller sees it)."""
     RecoverBrokers: _grpc.UnaryUnaryMultiCallable[_fleet_pb2.FleetBrokerIds, _fleet_pb2.FleetStatus]
-    """Resume heartbeating (the controller unfences them and gives leaderless partitions back)."""
+    """Resume heartbeating (the controller unfences them and gives leaderless partitions back). A
+    broker that was shut down starts again as a new incarnation and registers anew.
+    """
+    ShutdownBrokers: _grpc.UnaryUnaryMultiCallable[_fleet_pb2.FleetBrokerIds, _fleet_pb2.FleetStatus]
+    """Controlled shutdown (Kafka's): each broker asks the controller to move its leaderships and
+    ISR memberships away, then stops heartbeating. Answers once every broker named has stopped.
+    """
     Status: _grpc.UnaryUnaryMultiCallable[_fleet_pb2.FleetStatusRequest, _fleet_pb2.FleetStatus]
 
 @_typing.type_check_only
@@ -49,7 +55,13 @@ class BrokerFleetServiceAsyncStub(BrokerFleetServiceStub):
     FailBrokers: _aio.UnaryUnaryMultiCallable[_fleet_pb2.FleetBrokerIds, _fleet_pb2.FleetStatus]  # type: ignore[assignment]
     """Stop heartbeating for these brokers (a broker crash, as the controller sees it)."""
     RecoverBrokers: _aio.UnaryUnaryMultiCallable[_fleet_pb2.FleetBrokerIds, _fleet_pb2.FleetStatus]  # type: ignore[assignment]
-    """Resume heartbeating (the controller unfences them and gives leaderless partitions back)."""
+    """Resume heartbeating (the controller unfences them and gives leaderless partitions back). A
+    broker that was shut down starts again as a new incarnation and registers anew.
+    """
+    ShutdownBrokers: _aio.UnaryUnaryMultiCallable[_fleet_pb2.FleetBrokerIds, _fleet_pb2.FleetStatus]  # type: ignore[assignment]
+    """Controlled shutdown (Kafka's): each broker asks the controller to move its leaderships and
+    ISR memberships away, then stops heartbeating. Answers once every broker named has stopped.
+    """
     Status: _aio.UnaryUnaryMultiCallable[_fleet_pb2.FleetStatusRequest, _fleet_pb2.FleetStatus]  # type: ignore[assignment]
 
 class BrokerFleetServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -67,7 +79,19 @@ class BrokerFleetServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _fleet_pb2.FleetBrokerIds,
         context: _ServicerContext,
     ) -> _typing.Union[_fleet_pb2.FleetStatus, _abc.Awaitable[_fleet_pb2.FleetStatus]]:
-        """Resume heartbeating (the controller unfences them and gives leaderless partitions back)."""
+        """Resume heartbeating (the controller unfences them and gives leaderless partitions back). A
+        broker that was shut down starts again as a new incarnation and registers anew.
+        """
+
+    @_abc_1.abstractmethod
+    def ShutdownBrokers(
+        self,
+        request: _fleet_pb2.FleetBrokerIds,
+        context: _ServicerContext,
+    ) -> _typing.Union[_fleet_pb2.FleetStatus, _abc.Awaitable[_fleet_pb2.FleetStatus]]:
+        """Controlled shutdown (Kafka's): each broker asks the controller to move its leaderships and
+        ISR memberships away, then stops heartbeating. Answers once every broker named has stopped.
+        """
 
     @_abc_1.abstractmethod
     def Status(

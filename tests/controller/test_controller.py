@@ -270,6 +270,15 @@ def test_not_controller_response_for_every_write_method() -> None:
         ),
         "RegisterBroker": controller_pb2.RegisterBrokerRequest(broker_id=1),
         "BrokerHeartbeat": controller_pb2.BrokerHeartbeatRequest(broker_id=1),
+        "UnregisterBroker": controller_pb2.UnregisterBrokerRequest(broker_id=1),
+        "AlterPartition": controller_pb2.AlterPartitionRequest(
+            broker_id=1,
+            topics=[
+                controller_pb2.AlterPartitionTopic(
+                    topic_id=b"\x01" * 16, partitions=[controller_pb2.AlterPartitionPartition(partition_index=0)]
+                )
+            ],
+        ),
         "AlterPartitionReassignments": controller_pb2.AlterPartitionReassignmentsRequest(
             topics=[
                 controller_pb2.ReassignableTopic(

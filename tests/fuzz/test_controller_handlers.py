@@ -36,6 +36,7 @@ def test_a_handler_that_lets_duplicates_through_is_caught(monkeypatch: pytest.Mo
     # name (or two changes of one partition) then fail to replay inside Controller.handle --
     # what kills a node -- which the judge sees as a status no request may get.
     monkeypatch.setattr(topics, "_duplicates", lambda _items: set())
-    fuzzer = _fuzz(seed=1)
-    messages = [f["message"] for f in fuzzer.report.failures]
+    # Three seeds: which requests a seed draws depends on every strategy (a new method's shifts
+    # them), and a duplicate within one request is a rare draw.
+    messages = [f["message"] for seed in (1, 2, 3) for f in _fuzz(seed=seed).report.failures]
     assert any("gRPC status UNKNOWN is not a defined answer" in m and "ReplayError" in m for m in messages), messages

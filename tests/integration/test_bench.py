@@ -36,6 +36,8 @@ def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
     # CPU figures from /proc (Linux, as in CI): the leader's share of the nodes', a busy machine.
     assert 0 < document["leader_cpu_ms_per_op"] <= document["node_cpu_ms_per_op"]
     assert 0 < document["machine_busy_percent"] <= 100
+    # The leader's own commit-latency histogram (its metrics endpoint), next to the client's.
+    assert 0 < document["node_commit_latency_ms"]["p50"] <= document["node_commit_latency_ms"]["p99"]
 
 
 def test_bench_failover_times_each_round() -> None:

@@ -58,6 +58,12 @@ def partition_change(index: int, partition: int, **fields: object) -> bytes:
     return records_pb2.MetadataRecord(partition_change=change).SerializeToString()
 
 
+def fence_broker(broker_id: int) -> bytes:
+    """The FenceBrokerRecord of a broker of ``broker_registrations`` (epoch id + 1)."""
+    fence = records_pb2.FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_id + 1)
+    return records_pb2.MetadataRecord(fence_broker=fence).SerializeToString()
+
+
 def leader_change(leader: int, epoch: int) -> list[bytes]:
     record = records_pb2.MetadataRecord(
         leader_change=records_pb2.LeaderChangeRecord(leader_id=leader, leader_epoch=epoch)

@@ -15,7 +15,7 @@ from placement import UsableBroker
 from placement.metrics import Spread, balance_report
 from raftmeta.jobs.verify import run_verify
 from raftmeta.v1 import records_pb2 as pb
-from tests.jobs.quorum_logs import append_everywhere, partition_change, write_quorum
+from tests.jobs.quorum_logs import append_everywhere, fence_broker, partition_change, write_quorum
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,7 +81,9 @@ def test_figures_equal_placements_report_on_the_final_assignment(spark: SparkSes
     append_everywhere(tmp_path, logs, topic(20, "skewed", skewed))
     removal = pb.MetadataRecord(remove_topic=pb.RemoveTopicRecord(topic_id=(3).to_bytes(16, "big")))
     append_everywhere(tmp_path, logs, [removal.SerializeToString()])
-    append_everywhere(tmp_path, logs, [partition_change(1, 0, leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=1)])
+    # Broker 1 is fenced (an ISR short of a live broker would fail isr-full-when-replicas-live).
+    change = partition_change(1, 0, leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=1)
+    append_everywhere(tmp_path, logs, [change, fence_broker(1)])
 
     result = run_verify(spark, str(tmp_path))
     failed = {c.name: c.detail for c in result.checks if not c.passed}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs.quorum_logs import append_everywhere, partition_change, write_quorum
+from tests.jobs.quorum_logs import append_everywhere, fence_broker, partition_change, write_quorum
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -97,7 +97,9 @@ def run_cli_verify(data: Path, master: str) -> dict[str, object]:
 def test_cluster_and_local_mode_agree(standalone_master: str, tmp_path: Path) -> None:
     data = tmp_path / "quorum"
     logs = write_quorum(data, topics=9)
-    append_everywhere(data, logs, [partition_change(2, 1, leader=4, isr=[4, 5], leader_epoch=1, partition_epoch=1)])
+    # Broker 3 is fenced: topic-2-1 (replicas [3, 4, 5]) moves its leadership to 4.
+    change = partition_change(2, 1, leader=4, isr=[4, 5], leader_epoch=1, partition_epoch=1)
+    append_everywhere(data, logs, [change, fence_broker(3)])
     on_cluster = run_cli_verify(data, standalone_master)
     local = run_cli_verify(data, "local[2]")
     for mine, theirs in zip(on_cluster["checks"], local["checks"], strict=True):  # type: ignore[call-overload]

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
 from raftmeta.jobs.verify import run_verify, write_outputs
-from tests.jobs.quorum_logs import append_everywhere, partition_change, write_quorum
+from tests.jobs.quorum_logs import append_everywhere, fence_broker, partition_change, write_quorum
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 def test_verify_passes_on_clean_logs_and_writes_the_report(spark: SparkSession, tmp_path: Path) -> None:
     data = tmp_path / "quorum"
     logs = write_quorum(data, topics=12)
-    # Broker 1 is fenced: a partition it led moves to the next ISR member.
-    append_everywhere(data, logs, [partition_change(1, 0, leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=1)])
+    # Broker 1 is fenced: a partition it led moves to the next ISR member (an ISR short of a live
+    # broker would fail isr-full-when-replicas-live).
+    change = partition_change(1, 0, leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=1)
+    append_everywhere(data, logs, [change, fence_broker(1)])
     steps: list[str] = []
     result = run_verify(spark, str(data), progress=steps.append)
     assert result.passed, [c for c in result.checks if not c.passed]

@@ -50,3 +50,19 @@ def test_answering_a_write_before_it_commits_is_caught() -> None:
 def test_a_plane_bug_needs_the_plane() -> None:
     outcome = CliRunner().invoke(cli, ["sim", "--seed", "1", "--bug", "ack_before_commit"])
     assert outcome.exit_code == 2 and "--plane" in outcome.output
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("bug", ["no_isr_expansion", "no_auto_rebalance"])
+def test_a_cluster_that_does_not_heal_is_caught(bug: str) -> None:
+    """L2: after the faults heal, every partition's ISR is its full replica set and its leader the
+    preferred replica. A broker that failed and recovered stays out of its ISRs when partition
+    leaders never ask for it back; it stays a follower when the controller never rebalances."""
+    summary = run_seeds(
+        range(PLANE_SEEDS), steps=STEPS, voters=3, kinds=ALL, bug=bug, plane=True, stop_on_violation=True
+    )
+    assert summary.violations, f"{bug} went unnoticed"
+    violation = summary.violations[0]
+    assert violation["seed"] < 20
+    assert violation["invariant"] == "liveness"
+    assert "unhealthy partitions" in violation["detail"]

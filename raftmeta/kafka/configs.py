@@ -1,0 +1,117 @@
+"""Config APIs for topics: DescribeConfigs and IncrementalAlterConfigs.
+
+Only topic resources (type 2) hold configs in raftmeta. Broker and broker-logger resources are
+answered with an empty list, as a broker with nothing set would, because Kafka tools ask for them
+alongside topics; any other resource type is INVALID_REQUEST. Like a broker, DescribeConfigs lists
+every known topic config, defaults included (``is_default``/``config_source`` tell them apart).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raftmeta.kafka.context import ApiContext, CallRefused, call
+from raftmeta.kafka.framing import Request
+from raftmeta.v1 import controller_pb2, errors_pb2
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+# Kafka's ConfigSource numbers.
+DYNAMIC_TOPIC_CONFIG = 1
+DEFAULT_CONFIG = 5
+# Kafka's ConfigType numbers: every config raftmeta knows is a string, long or list; STRING (2)
+# is what a client shows verbatim.
+CONFIG_TYPE_STRING = 2
+INVALID_REQUEST = errors_pb2.INVALID_REQUEST
+
+
+def _config_values(entry: controller_pb2.ConfigEntry) -> dict[str, Any]:
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": False,
+        "is_default": entry.is_default,
+        "config_source": DEFAULT_CONFIG if entry.is_default else DYNAMIC_TOPIC_CONFIG,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": CONFIG_TYPE_STRING,
+        "documentation": None,
+    }
+
+
+def _result(resource: Any, code: int, message: str | None, configs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "configs": configs,
+    }
+
+
+async def describe_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
+    body = request.body
+    topics = sorted({r.resource_name for r in body.resources if r.resource_type == TOPIC})
+    described: dict[str, controller_pb2.DescribeConfigsResult] = {}
+    refused: CallRefused | None = None
+    if topics:
+        try:
+            response: controller_pb2.DescribeConfigsResponse = await call(
+                ctx, "DescribeConfigs", controller_pb2.DescribeConfigsRequest(topics=topics, include_defaults=True)
+            )
+            described = {r.topic: r for r in response.results}
+        except CallRefused as exc:
+            refused = exc
+    results = []
+    for resource in body.resources:
+        if resource.resource_type in (BROKER, BROKER_LOGGER):
+            results.append(_result(resource, 0, None, []))
+        elif resource.resource_type != TOPIC:
+            message = f"resource type {resource.resource_type} has no configs in raftmeta (only topics do)"
+            results.append(_result(resource, INVALID_REQUEST, message, []))
+        elif refused is not None:
+            results.append(_result(resource, refused.error_code, refused.message, []))
+        else:
+            found = described[resource.resource_name]
+            keys = set(resource.configuration_keys) if resource.configuration_keys else None
+            configs = [_config_values(e) for e in found.configs if keys is None or e.name in keys]
+            results.append(_result(resource, int(found.error_code), found.error_message or None, configs))
+    return {"throttle_time": 0, "results": results}
+
+
+async def incremental_alter_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
+    """IncrementalAlterConfigs: Kafka's op numbers are raftmeta's (SET, DELETE, APPEND, SUBTRACT)."""
+    body = request.body
+    grpc_request = controller_pb2.IncrementalAlterConfigsRequest(validate_only=body.validate_only)
+    others = []
+    for resource in body.resources:
+        if resource.resource_type != TOPIC:
+            others.append(resource)
+            continue
+        topic = grpc_request.topics.add(topic=resource.resource_name)
+        for config in resource.configs:
+            topic.ops.add(name=config.name, op=config.config_operation, value=config.value or "")
+    results: dict[str, dict[str, Any]] = {}
+    if grpc_request.topics:
+        try:
+            response: controller_pb2.IncrementalAlterConfigsResponse = await call(
+                ctx, "IncrementalAlterConfigs", grpc_request
+            )
+            results = {
+                r.topic: {"error_code": int(r.error_code), "error_message": r.error_message or None}
+                for r in response.results
+            }
+        except CallRefused as exc:
+            results = {
+                t.topic: {"error_code": exc.error_code, "error_message": exc.message} for t in grpc_request.topics
+            }
+    responses = []
+    for resource in body.resources:
+        base = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+        if resource in others:
+            message = f"resource type {resource.resource_type} cannot be altered in raftmeta (only topics can)"
+            responses.append({**base, "error_code": INVALID_REQUEST, "error_message": message})
+        else:
+            responses.append({**base, **results[resource.resource_name]})
+    return {"throttle_time": 0, "responses": responses}

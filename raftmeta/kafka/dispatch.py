@@ -1,0 +1,50 @@
+"""Api key → handler, and a decoded request → the encoded response frame."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from kio.index import load_response_schema
+
+from raftmeta.kafka import cluster, configs, partitions, topics
+from raftmeta.kafka.build import build
+from raftmeta.kafka.context import ApiContext
+from raftmeta.kafka.framing import Request, UnsupportedVersion, encode_response
+from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
+
+Handler = Callable[[ApiContext, Request], Awaitable[dict[str, Any]]]
+
+HANDLERS: Final[dict[int, Handler]] = {
+    3: topics.metadata,
+    18: cluster.api_versions,
+    19: topics.create_topics,
+    20: topics.delete_topics,
+    32: configs.describe_configs,
+    37: topics.create_partitions,
+    43: partitions.elect_leaders,
+    44: configs.incremental_alter_configs,
+    45: partitions.alter_partition_reassignments,
+    46: partitions.list_partition_reassignments,
+    55: cluster.describe_quorum,
+    60: cluster.describe_cluster,
+    75: topics.describe_topic_partitions,
+}
+assert set(HANDLERS) == set(SUPPORTED), "every advertised api needs a handler"
+
+
+async def handle(ctx: ApiContext, request: Request) -> bytes:
+    """Run the request's handler and encode its answer at the request's version."""
+    values = await HANDLERS[request.api_key](ctx, request)
+    response = build(load_response_schema(request.api_key, request.api_version), values)
+    return encode_response(request.correlation_id, response)
+
+
+def unsupported_api_versions(error: UnsupportedVersion) -> bytes:
+    """KIP-511: an ApiVersions request at a version we do not know is answered in v0 with
+    UNSUPPORTED_VERSION and our versions, so the client can retry at one we do."""
+    assert error.api_key == API_VERSIONS_KEY
+    response = build(
+        load_response_schema(API_VERSIONS_KEY, 0), cluster.api_versions_values(cluster.UNSUPPORTED_VERSION)
+    )
+    return encode_response(error.correlation_id, response)

@@ -1,0 +1,28 @@
+"""The Kafka APIs this listener serves and their versions, as ApiVersions advertises them.
+
+Each range is what the handler in :mod:`raftmeta.kafka.dispatch` has been tested at, within what
+kio generates (Kafka 4's schemas). A request outside its range is refused as a broker does
+(framing.UnsupportedVersion)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+API_VERSIONS_KEY: Final = 18
+
+# api key → (min version, max version)
+SUPPORTED: Final[dict[int, tuple[int, int]]] = {
+    3: (0, 12),  # Metadata
+    18: (0, 4),  # ApiVersions
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    32: (1, 4),  # DescribeConfigs
+    37: (0, 3),  # CreatePartitions
+    43: (0, 2),  # ElectLeaders
+    44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 0),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
+    55: (0, 2),  # DescribeQuorum
+    60: (0, 2),  # DescribeCluster
+    75: (0, 0),  # DescribeTopicPartitions
+}

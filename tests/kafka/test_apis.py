@@ -1,0 +1,562 @@
+"""Each Kafka API's translation to raftmeta's controller requests and back, through the real
+decode → handler → encode path, with a fake admin path standing in for the node."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+import pytest
+from kio.schema.errors import ErrorCode
+
+from raftmeta.kafka import cluster
+from raftmeta.kafka.dispatch import handle
+from raftmeta.kafka.framing import decode_request
+from raftmeta.kafka.versions import SUPPORTED
+from raftmeta.rpc_errors import error_metadata
+from raftmeta.server.services import AdminCallError
+from raftmeta.v1 import controller_pb2, errors_pb2
+from tests.kafka.fakes import full_admin, orders
+from tests.kafka.helpers import CLUSTER_ID, FakeAdmin, context, decode_response, request_bytes
+from tests.kafka.samples import REQUESTS, TOPIC_ID
+from tests.kafka.test_framing import EVERY_VERSION
+
+
+def ask(admin: FakeAdmin, api_key: int, version: int, values: dict[str, Any]) -> Any:
+    """Send one request through decode → handler → encode and decode the answer as a client."""
+    request = decode_request(request_bytes(api_key, version, values, correlation_id=99))
+    frame = asyncio.run(handle(context(admin), request))
+    correlation_id, response = decode_response(frame, api_key, version)
+    assert correlation_id == 99
+    return response
+
+
+def top(api_key: int) -> int:
+    return SUPPORTED[api_key][1]
+
+
+@pytest.mark.parametrize(("api_key", "version"), EVERY_VERSION)
+def test_every_api_answers_at_every_advertised_version(api_key: int, version: int) -> None:
+    response = ask(full_admin(), api_key, version, REQUESTS[api_key])
+    assert type(response).__version__ == version
+
+
+def test_api_versions_lists_what_is_served() -> None:
+    response = ask(FakeAdmin(), 18, 3, REQUESTS[18])
+    assert response.error_code == ErrorCode.none
+    assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == SUPPORTED
+
+
+# -- Metadata ---------------------------------------------------------------------------------------
+
+
+def test_metadata_lists_the_nodes_as_brokers_and_this_node_as_controller() -> None:
+    admin = full_admin()
+    response = ask(admin, 3, top(3), {**REQUESTS[3], "topics": None})
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [
+        (1, "127.0.0.1", 9101),
+        (2, "127.0.0.1", 9102),
+        (3, "127.0.0.1", 9103),
+    ]
+    assert response.controller_id == 2 and response.cluster_id == CLUSTER_ID
+    assert admin.calls == [("DescribeTopics", controller_pb2.DescribeTopicsRequest())]  # None = every topic
+    (topic,) = response.topics
+    assert (topic.name, topic.topic_id, topic.error_code) == ("orders", TOPIC_ID, ErrorCode.none)
+    assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in topic.partitions] == [
+        (0, 0, (0, 1), (0, 1)),
+        (1, 1, (1, 2), (1, 2)),
+        (2, 2, (2, 3), (2, 3)),
+    ]
+
+
+def test_metadata_of_an_empty_topic_list_asks_nothing_and_v0_empty_means_all() -> None:
+    admin = full_admin()
+    assert ask(admin, 3, top(3), {**REQUESTS[3], "topics": []}).topics == ()
+    assert admin.calls == []
+    assert [t.name for t in ask(admin, 3, 0, {"topics": []}).topics] == ["orders"]
+
+
+def test_metadata_unknown_topic_and_leaderless_partition() -> None:
+    admin = full_admin()
+    response = ask(admin, 3, top(3), {**REQUESTS[3], "topics": [{"name": "nope", "topic_id": None}]})
+    assert [(t.name, t.error_code) for t in response.topics] == [("nope", ErrorCode.unknown_topic_or_partition)]
+    leaderless = orders(1)
+    leaderless.partitions[0].leader = -1
+    admin.answers["DescribeTopics"] = lambda r: controller_pb2.DescribeTopicsResponse(topics=[leaderless])
+    (topic,) = ask(admin, 3, top(3), {**REQUESTS[3], "topics": None}).topics
+    assert topic.partitions[0].error_code == ErrorCode.leader_not_available
+
+
+def test_metadata_when_no_controller_answers_names_the_error_per_topic() -> None:
+    admin = FakeAdmin(
+        answers={
+            "DescribeTopics": lambda r: AdminCallError(
+                grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER: ...", error_metadata("NOT_CONTROLLER")
+            )
+        }
+    )
+    response = ask(admin, 3, top(3), REQUESTS[3])
+    assert [(t.name, t.error_code) for t in response.topics] == [("orders", ErrorCode.not_controller)]
+
+
+# -- CreateTopics -----------------------------------------------------------------------------------
+
+
+def _create(admin: FakeAdmin, topics: list[dict[str, Any]], version: int = 7, **extra: Any) -> Any:
+    return ask(admin, 19, version, {"topics": topics, "timeout": 5000, "validate_only": False, **extra})
+
+
+def test_create_topics_translates_counts_configs_placer_and_pool() -> None:
+    admin = full_admin()
+    configs = [
+        {"name": "retention.ms", "value": "1000"},
+        {"name": "raftmeta.placer", "value": "balanced"},
+        {"name": "raftmeta.broker.pool", "value": "ssd"},
+    ]
+    response = _create(
+        admin,
+        [{"name": "a", "num_partitions": 3, "replication_factor": 2, "assignments": [], "configs": configs}],
+        validate_only=True,
+    )
+    ((method, sent),) = admin.calls
+    assert method == "CreateTopics"
+    assert sent == controller_pb2.CreateTopicsRequest(
+        topics=[
+            controller_pb2.CreatableTopic(
+                name="a",
+                num_partitions=3,
+                replication_factor=2,
+                configs={"retention.ms": "1000"},
+                placer="balanced",
+                broker_pool="ssd",
+            )
+        ],
+        validate_only=True,
+        timeout_ms=5000,
+    )
+    (result,) = response.topics
+    assert (result.name, result.error_code, result.num_partitions, result.replication_factor) == ("a", 0, 3, 2)
+    assert [(c.name, c.value, c.config_source) for c in result.configs] == [("retention.ms", "1000", 1)]
+
+
+def test_create_topics_defaults_and_manual_assignment() -> None:
+    admin = full_admin()
+    _create(
+        admin,
+        [
+            {"name": "d", "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": []},
+            {
+                "name": "m",
+                "num_partitions": -1,
+                "replication_factor": -1,
+                "configs": [],
+                "assignments": [
+                    {"partition_index": 0, "broker_ids": [1, 2]},
+                    {"partition_index": 1, "broker_ids": [2, 3]},
+                ],
+            },
+        ],
+    )
+    default, manual = admin.sent(0).topics
+    assert not default.HasField("num_partitions") and not default.HasField("replication_factor")
+    assert not manual.HasField("num_partitions") and not manual.HasField("replication_factor")
+    assert [(a.partition_index, list(a.broker_ids)) for a in manual.assignments] == [(0, [1, 2]), (1, [2, 3])]
+
+
+def test_create_topics_counts_that_match_the_assignment_are_dropped_others_kept() -> None:
+    # kafka-python sends explicit counts with an assignment; matching ones are what Kafka's -1 means.
+    admin = full_admin()
+    assignment = [{"partition_index": 0, "broker_ids": [1, 2]}, {"partition_index": 1, "broker_ids": [2, 3]}]
+    _create(
+        admin,
+        [
+            {"name": "same", "num_partitions": 2, "replication_factor": 2, "configs": [], "assignments": assignment},
+            {"name": "diff", "num_partitions": 3, "replication_factor": 3, "configs": [], "assignments": assignment},
+        ],
+    )
+    same, diff = admin.sent(0).topics
+    assert not same.HasField("num_partitions") and not same.HasField("replication_factor")
+    assert (diff.num_partitions, diff.replication_factor) == (3, 3)  # the controller refuses these
+
+
+def test_create_topics_duplicate_names_never_reach_the_controller() -> None:
+    admin = full_admin()
+    topic = {"name": "twice", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+    response = _create(admin, [topic, topic, {**topic, "name": "once"}])
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("twice", ErrorCode.invalid_request),
+        ("once", ErrorCode.none),
+    ]
+    assert [t.name for t in admin.sent(0).topics] == ["once"]
+
+
+def test_create_topics_per_topic_errors_pass_through() -> None:
+    admin = FakeAdmin(
+        answers={
+            "CreateTopics": lambda r: controller_pb2.CreateTopicsResponse(
+                topics=[
+                    controller_pb2.CreatableTopicResult(
+                        name="x", error_code=errors_pb2.TOPIC_ALREADY_EXISTS, error_message="Topic 'x' already exists."
+                    )
+                ]
+            )
+        }
+    )
+    (result,) = _create(
+        admin, [{"name": "x", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}]
+    ).topics
+    assert (result.error_code, result.error_message) == (ErrorCode.topic_already_exists, "Topic 'x' already exists.")
+    assert (result.num_partitions, result.replication_factor, result.configs) == (-1, -1, ())
+    assert result.topic_id is None  # Kafka's zero uuid, as kio reads it
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "expected"),
+    [
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "POLICY_VIOLATION", ErrorCode.policy_violation),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "THROTTLING_QUOTA_EXCEEDED", ErrorCode.throttling_quota_exceeded),
+        (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", ErrorCode.invalid_request),
+        (grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER", ErrorCode.not_controller),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, None, ErrorCode.request_timed_out),
+        (grpc.StatusCode.INTERNAL, None, ErrorCode.unknown_server_error),
+    ],
+)
+def test_a_refused_call_is_each_topics_kafka_error(
+    status: grpc.StatusCode, code: str | None, expected: ErrorCode
+) -> None:
+    metadata = error_metadata(code) if code else ()
+    admin = FakeAdmin(answers={"CreateTopics": lambda r: AdminCallError(status, "refused: why", metadata)})
+    topics: list[dict[str, Any]] = [
+        {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []} for n in ("a", "b")
+    ]
+    response = _create(admin, topics, timeout=100)  # UNAVAILABLE is retried until then
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("a", expected, "refused: why"),
+        ("b", expected, "refused: why"),
+    ]
+
+
+def test_create_topics_old_version_has_no_counts_in_the_answer() -> None:
+    response = _create(
+        full_admin(),
+        [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        version=2,
+    )
+    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.none)]
+
+
+# -- DeleteTopics -----------------------------------------------------------------------------------
+
+
+def test_delete_topics_by_name_and_by_id() -> None:
+    admin = full_admin()
+    response = ask(admin, 20, 5, {"topic_names": ["orders"], "timeout": 5000})
+    assert admin.calls[-1] == (
+        "DeleteTopics",
+        controller_pb2.DeleteTopicsRequest(topic_names=["orders"], timeout_ms=5000),
+    )
+    assert [(r.name, r.error_code) for r in response.responses] == [("orders", ErrorCode.none)]
+    admin.answers["DeleteTopics"] = lambda r: controller_pb2.DeleteTopicsResponse(
+        responses=[controller_pb2.DeletableTopicResult(name="orders", topic_id=i) for i in r.topic_ids]
+    )
+    response = ask(admin, 20, 6, {"topics": [{"name": None, "topic_id": TOPIC_ID}], "timeout": 5000})
+    assert admin.calls[-1][1] == controller_pb2.DeleteTopicsRequest(topic_ids=[TOPIC_ID.bytes], timeout_ms=5000)
+    assert [(r.name, r.topic_id) for r in response.responses] == [("orders", TOPIC_ID)]
+
+
+# -- CreatePartitions -------------------------------------------------------------------------------
+
+
+def test_create_partitions_manual_assignment_is_indexed_from_the_current_count() -> None:
+    admin = full_admin()  # "orders" has 3 partitions
+    response = ask(
+        admin,
+        37,
+        3,
+        {
+            "topics": [{"name": "orders", "count": 5, "assignments": [{"broker_ids": [1, 2]}, {"broker_ids": [2, 3]}]}],
+            "timeout": 5000,
+            "validate_only": True,
+        },
+    )
+    assert admin.methods() == ["DescribeTopics", "CreatePartitions"]
+    sent = admin.calls[1][1]
+    assert sent == controller_pb2.CreatePartitionsRequest(
+        topics=[
+            controller_pb2.CreatePartitionsTopic(
+                name="orders",
+                count=5,
+                assignments=[
+                    controller_pb2.ReplicaAssignment(partition_index=3, broker_ids=[1, 2]),
+                    controller_pb2.ReplicaAssignment(partition_index=4, broker_ids=[2, 3]),
+                ],
+            )
+        ],
+        validate_only=True,
+        timeout_ms=5000,
+    )
+    assert [(r.name, r.error_code) for r in response.results] == [("orders", ErrorCode.none)]
+
+
+def test_create_partitions_without_assignment_reads_nothing_first() -> None:
+    admin = full_admin()
+    ask(admin, 37, 0, REQUESTS[37])
+    assert admin.methods() == ["CreatePartitions"]
+
+
+# -- Configs ----------------------------------------------------------------------------------------
+
+
+def test_describe_configs_topics_brokers_and_other_resources() -> None:
+    admin = full_admin()
+    response = ask(
+        admin,
+        32,
+        4,
+        {
+            "resources": [
+                {"resource_type": 2, "resource_name": "orders", "configuration_keys": None},
+                {"resource_type": 2, "resource_name": "orders2", "configuration_keys": ["retention.ms"]},
+                {"resource_type": 4, "resource_name": "1", "configuration_keys": None},
+                {"resource_type": 16, "resource_name": "g", "configuration_keys": None},
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+    )
+    assert admin.calls == [
+        ("DescribeConfigs", controller_pb2.DescribeConfigsRequest(topics=["orders", "orders2"], include_defaults=True))
+    ]
+    everything, filtered, broker, other = response.results
+    assert [(c.name, c.value, c.config_source, c.is_sensitive) for c in everything.configs] == [
+        ("cleanup.policy", "delete", 5, False),
+        ("retention.ms", "1000", 1, False),
+    ]
+    assert [c.name for c in filtered.configs] == ["retention.ms"]
+    assert (broker.error_code, broker.configs) == (ErrorCode.none, ())
+    assert other.error_code == ErrorCode.invalid_request
+
+
+def test_describe_configs_v0_style_is_default_flag_is_not_sent_after_v0() -> None:
+    response = ask(full_admin(), 32, 1, REQUESTS[32])
+    assert [c.config_source for c in response.results[0].configs] == [5, 1]
+
+
+def test_incremental_alter_configs_maps_ops_and_refuses_non_topics() -> None:
+    admin = full_admin()
+    response = ask(
+        admin,
+        44,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "orders",
+                    "configs": [
+                        {"name": "retention.ms", "config_operation": 0, "value": "5"},
+                        {"name": "retention.bytes", "config_operation": 1, "value": None},
+                        {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
+                        {"name": "cleanup.policy", "config_operation": 3, "value": "delete"},
+                    ],
+                },
+                {"resource_type": 4, "resource_name": "1", "configs": []},
+            ],
+            "validate_only": True,
+        },
+    )
+    op = controller_pb2.AlterConfigOp
+    assert admin.calls == [
+        (
+            "IncrementalAlterConfigs",
+            controller_pb2.IncrementalAlterConfigsRequest(
+                topics=[
+                    controller_pb2.AlterConfigsTopic(
+                        topic="orders",
+                        ops=[
+                            op(name="retention.ms", op=op.SET, value="5"),
+                            op(name="retention.bytes", op=op.DELETE),
+                            op(name="cleanup.policy", op=op.APPEND, value="compact"),
+                            op(name="cleanup.policy", op=op.SUBTRACT, value="delete"),
+                        ],
+                    )
+                ],
+                validate_only=True,
+            ),
+        )
+    ]
+    assert [(r.resource_name, r.error_code) for r in response.responses] == [
+        ("orders", ErrorCode.none),
+        ("1", ErrorCode.invalid_request),
+    ]
+
+
+# -- Cluster ----------------------------------------------------------------------------------------
+
+
+def test_describe_cluster_lists_the_nodes_and_reads_nothing() -> None:
+    admin = FakeAdmin()
+    response = ask(admin, 60, 2, REQUESTS[60])
+    assert (response.cluster_id, response.controller_id) == (CLUSTER_ID, 2)
+    assert [(b.broker_id, b.port, b.is_fenced) for b in response.brokers] == [
+        (1, 9101, False),
+        (2, 9102, False),
+        (3, 9103, False),
+    ]
+    assert admin.calls == []
+
+
+def test_describe_quorum_maps_ms_ago_to_timestamps() -> None:
+    from raftmeta.kafka.framing import decode_request as decode
+
+    request = decode(
+        request_bytes(
+            55,
+            2,
+            {
+                "topics": [
+                    {
+                        "topic_name": "__cluster_metadata",
+                        "partitions": [{"partition_index": 0}, {"partition_index": 1}],
+                    },
+                    {"topic_name": "other", "partitions": [{"partition_index": 0}]},
+                ]
+            },
+        )
+    )
+    values = asyncio.run(cluster.describe_quorum(context(full_admin()), request, wall_ms=lambda: 1_000_000))
+    metadata, other = values["topics"]
+    zero, one = metadata["partitions"]
+    assert (zero["error_code"], zero["leader_id"], zero["leader_epoch"], zero["high_watermark"]) == (0, 2, 4, 100)
+    assert [
+        (v["replica_id"], v["log_end_offset"], v["last_fetch_timestamp"], v["last_caught_up_timestamp"])
+        for v in zero["current_voters"]
+    ] == [(1, 100, 999_990, 999_980), (2, 100, 1_000_000, 1_000_000), (3, 90, -1, -1)]
+    assert one["error_code"] == other["partitions"][0]["error_code"] == errors_pb2.UNKNOWN_TOPIC_OR_PARTITION
+    assert [n["node_id"] for n in values["nodes"]] == [1, 2, 3]
+
+
+# -- Partitions -------------------------------------------------------------------------------------
+
+
+def test_elect_leaders_null_means_every_partition_and_empty_means_none() -> None:
+    admin = full_admin()
+    ask(admin, 43, 2, {"election_type": 1, "topic_partitions": None, "timeout": 5000})
+    assert admin.calls == [
+        (
+            "ElectLeaders",
+            controller_pb2.ElectLeadersRequest(election_type=controller_pb2.ELECTION_TYPE_UNCLEAN, timeout_ms=5000),
+        )
+    ]
+    assert (
+        ask(admin, 43, 2, {"election_type": 0, "topic_partitions": [], "timeout": 5000}).replica_election_results == ()
+    )
+    assert len(admin.calls) == 1
+    response = ask(admin, 43, 0, REQUESTS[43])
+    assert admin.calls[-1][1].election_type == controller_pb2.ELECTION_TYPE_PREFERRED  # type: ignore[attr-defined]
+    assert [
+        (r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+        for r in response.replica_election_results
+    ] == [("orders", [(0, ErrorCode.election_not_needed), (1, ErrorCode.election_not_needed)])]
+
+
+def test_alter_reassignments_null_replicas_cancel() -> None:
+    admin = full_admin()
+    response = ask(
+        admin,
+        45,
+        0,
+        {
+            "timeout": 5000,
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {"partition_index": 0, "replicas": [3, 4]},
+                        {"partition_index": 1, "replicas": None},
+                    ],
+                }
+            ],
+        },
+    )
+    sent = admin.calls[0][1]
+    assert sent == controller_pb2.AlterPartitionReassignmentsRequest(
+        timeout_ms=5000,
+        topics=[
+            controller_pb2.ReassignableTopic(
+                name="orders",
+                partitions=[
+                    controller_pb2.ReassignablePartition(partition_index=0, replicas=[3, 4]),
+                    controller_pb2.ReassignablePartition(partition_index=1, cancel=True),
+                ],
+            )
+        ],
+    )
+    assert [(p.partition_index, p.error_code) for p in response.responses[0].partitions] == [
+        (0, ErrorCode.none),
+        (1, ErrorCode.none),
+    ]
+
+
+def test_list_reassignments() -> None:
+    admin = full_admin()
+    response = ask(admin, 46, 0, {"timeout": 5000, "topics": [{"name": "orders", "partition_indexes": [0]}]})
+    assert admin.calls[0][1] == controller_pb2.ListPartitionReassignmentsRequest(
+        topics=[controller_pb2.TopicPartitions(topic="orders", partitions=[0])]
+    )
+    (partition,) = response.topics[0].partitions
+    assert (partition.replicas, partition.adding_replicas, partition.removing_replicas) == ((3, 4, 0), (3, 4), (0,))
+
+
+def test_describe_topic_partitions_pages_by_the_partition_limit() -> None:
+    admin = full_admin()
+    request = {"topics": [{"name": "orders"}], "response_partition_limit": 2, "cursor": None}
+    first = ask(admin, 75, 0, request)
+    assert [p.partition_index for p in first.topics[0].partitions] == [0, 1]
+    assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("orders", 2)
+    second = ask(admin, 75, 0, {**request, "cursor": {"topic_name": "orders", "partition_index": 2}})
+    assert [p.partition_index for p in second.topics[0].partitions] == [2]
+    assert second.next_cursor is None
+
+
+# -- retries ----------------------------------------------------------------------------------------
+
+
+def test_mutating_requests_carry_a_request_id_and_reads_do_not() -> None:
+    admin = full_admin()
+    _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}])
+    ask(admin, 3, top(3), REQUESTS[3])
+    assert admin.methods() == ["CreateTopics", "DescribeTopics"]
+    (request_id,) = admin.request_ids
+    assert request_id.startswith("kafka-") and len(request_id) <= 64
+
+
+def test_no_reachable_leader_is_retried_with_the_same_request_id() -> None:
+    admin = full_admin()
+    create = admin.answers["CreateTopics"]
+    attempts = iter([
+        AdminCallError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses"),
+        AdminCallError(grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER", error_metadata("NOT_CONTROLLER")),
+    ])  # fmt: skip
+    admin.answers["CreateTopics"] = lambda r: next(attempts, None) or create(r)
+    response = _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                "configs": []}])  # fmt: skip
+    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.none)]
+    assert len(admin.request_ids) == 3 and len(set(admin.request_ids)) == 1
+
+
+def test_other_refusals_are_not_retried() -> None:
+    admin = FakeAdmin(answers={"CreateTopics": lambda r: AdminCallError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED, "over", error_metadata("POLICY_VIOLATION"))})  # fmt: skip
+    _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}])
+    assert len(admin.calls) == 1
+
+
+def test_no_leader_until_the_deadline_is_not_controller() -> None:
+    refusal = AdminCallError(grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER", error_metadata("NOT_CONTROLLER"))
+    admin = FakeAdmin(answers={"CreateTopics": lambda r: refusal})
+    response = _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                "configs": []}], timeout=300)  # fmt: skip
+    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.not_controller)]
+    assert len(admin.calls) >= 2 and len(set(admin.request_ids)) == 1
