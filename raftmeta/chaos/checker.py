@@ -13,6 +13,10 @@ leader describes after convergence:
 - ``topic-ids-stable``: a topic acknowledged with id X and never the target of a delete still
   has id X at the end; an ok delete's topic is gone at the end.
 - ``final-state-matches-log``: the leader's topics (name -> id) equal the replayed log's.
+- ``reads-linearizable`` (invariant 9): a read of a kept topic (never deleted) that found nothing
+  was invoked before any create of it was acknowledged; a read that found it saw the id its
+  acknowledged create got, or, with none acknowledged, a create of it that may have applied
+  (ok or unknown) was invoked before the read completed.
 """
 
 from __future__ import annotations
@@ -105,6 +109,7 @@ def check_history(ops: list[Op], log: CommittedLog, final_topics: dict[str, str]
     )
 
     verdict.checks.append(_real_time_order(ok_creates, log))
+    verdict.checks.append(_reads_linearizable(ops))
     if final_topics is None:
         return verdict
     verdict.checks.append(_ids_stable(ops, ok_creates, final_topics))
@@ -123,6 +128,43 @@ def check_history(ops: list[Op], log: CommittedLog, final_topics: dict[str, str]
         )
     )
     return verdict
+
+
+def _reads_linearizable(ops: list[Op]) -> Check:
+    reads = [o for o in ops if o.kind == "read_topic" and o.outcome == "ok"]
+    creates: dict[str, list[Op]] = {}
+    for op in ops:
+        if op.kind == "create_topic":
+            creates.setdefault(op.topic, []).append(op)
+    wrong: list[str] = []
+    for read in reads:
+        made = creates.get(read.topic, [])
+        acknowledged = [c for c in made if c.outcome == "ok"]
+        if not read.topic_id:
+            before = [c for c in acknowledged if c.complete_ms < read.invoke_ms]
+            if before:
+                wrong.append(
+                    f"op {read.op_id}: read of {read.topic!r} invoked at {read.invoke_ms} found nothing, but op "
+                    f"{before[0].op_id} created it (acknowledged at {before[0].complete_ms})"
+                )
+        elif acknowledged:
+            if read.topic_id != acknowledged[0].topic_id:
+                wrong.append(
+                    f"op {read.op_id}: read of {read.topic!r} saw id {read.topic_id}, its acknowledged create "
+                    f"(op {acknowledged[0].op_id}) got {acknowledged[0].topic_id}"
+                )
+        elif not any(c.outcome == "unknown" and c.invoke_ms <= read.complete_ms for c in made):
+            wrong.append(
+                f"op {read.op_id}: read of {read.topic!r} saw id {read.topic_id}, which no create could have made"
+            )
+    return Check(
+        "reads-linearizable",
+        not wrong,
+        listed(wrong)
+        if wrong
+        else f"all {len(reads)} answered reads saw every create acknowledged before them, and "
+        "only topics a create could have made",
+    )
 
 
 def _real_time_order(ok_creates: list[Op], log: CommittedLog) -> Check:

@@ -7,7 +7,7 @@ everything else (the client's deadline ran out, OutcomeUnknownError, UNAVAILABLE
 any other status) is ``unknown``: the request may or may not have been applied, never counted
 as either. Request ids are chosen here, so an unknown op still names the request it sent.
 
-The mix (per op): 45% CreateTopics (names from a small pool so some collide; 1-6 partitions,
+The mix (per op): 12% reads (below), 33% CreateTopics (names from a small pool so some collide; 1-6 partitions,
 replication factor 1-3, a random placer, 10% manual assignments, 10% invalid on purpose), 15%
 AlterPartitionReassignments of one partition of a topic this run created (a third of them cancel
 one of the moves started last, a sixth give one of those a new target; the others move a random
@@ -18,6 +18,11 @@ may catch a move in flight. Kept ("k") topics are never deleted, so their create
 however much of the log snapshots have compacted away.
 
 One partition per reassignment request, so an op has one outcome: the per-partition answer.
+
+Reads: 12% of the ops (taken from the creates' share) describe one kept topic, linearizable (the
+default): the answer is ``ok`` with the topic's id, or ``ok`` with no id when it does not exist.
+The checker holds them to invariant 9 (a read sees every create acknowledged before it was
+invoked, and never a topic no create could have made).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ Request = (
     | controller_pb2.CreatePartitionsRequest
     | controller_pb2.DeleteTopicsRequest
     | controller_pb2.AlterPartitionReassignmentsRequest
+    | controller_pb2.DescribeTopicsRequest
 )
 
 
@@ -101,7 +107,9 @@ class Workload:
             while not stop.is_set():
                 roll = rng.random()
                 ephemeral = sorted(n for n in self.view.partitions if n.startswith(EPHEMERAL_PREFIX))
-                if roll < 0.45 or not self.view.partitions:
+                if roll < 0.12:
+                    await self._read(client, worker, rng)
+                elif roll < 0.45 or not self.view.partitions:
                     await self._create(client, worker, rng)
                 elif roll < 0.60:
                     await self._reassign(client, worker, rng)
@@ -156,6 +164,21 @@ class Workload:
             return "fail", "", _error(result.error_code, result.error_message)
 
         await self._call(worker, "create_topic", topic.name, request, lambda: client.create_topics(request), judge)
+
+    async def _read(self, client: ControllerClient, worker: int, rng: random.Random) -> None:
+        """Describe one kept topic (never deleted, so what a read may see only grows)."""
+        name = f"{KEPT_PREFIX}{rng.randrange(TOPIC_NAMES)}"
+        request = controller_pb2.DescribeTopicsRequest(topics=[name])
+
+        def judge(response: controller_pb2.DescribeTopicsResponse) -> tuple[Outcome, str, str]:
+            result = response.topics[0]
+            if result.error_code == errors_pb2.NONE:
+                return "ok", uuid_to_str(result.topic_id), ""
+            if result.error_code == errors_pb2.UNKNOWN_TOPIC_OR_PARTITION:
+                return "ok", "", ""  # answered: the topic does not exist (as of the read's point)
+            return "fail", "", _error(result.error_code, result.error_message)
+
+        await self._call(worker, "read_topic", name, request, lambda: client.describe_topics([name]), judge)
 
     async def _add_partitions(self, client: ControllerClient, worker: int, rng: random.Random, name: str) -> None:
         count = self.view.partitions[name] + rng.randint(1, 3)
@@ -273,7 +296,7 @@ class Workload:
         self.history.record(
             Op(
                 op_id,
-                request.request_id,
+                getattr(request, "request_id", ""),  # reads carry none
                 kind,
                 topic,
                 topic_id,

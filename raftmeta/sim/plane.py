@@ -29,6 +29,7 @@ Checked, besides every consensus invariant of the base simulation:
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -58,6 +59,9 @@ SESSION_TIMEOUT_MS = 6_000
 HEARTBEAT_INTERVAL_MS = 400
 # A request whose answer has not come back by then is sent again (same request id) elsewhere.
 ATTEMPT_TIMEOUT_MS = 500
+# Clients with odd ids wait as long as the real client does (RetryPolicy.attempt_timeout_s, 5 s):
+# long enough to see the answer of a node that was paused when it got the request.
+PATIENT_ATTEMPT_TIMEOUT_MS = 5_000
 RETRY_BACKOFF_MS = 20
 # After the liveness check: how long the clients stay quiet for every voter to apply the last commits.
 QUIET_BUDGET_MS = 20_000
@@ -407,7 +411,7 @@ class PlaneSimulation(Simulation):
         node = hinted[0] if hinted else up[self.rng.next_int(len(up))]
         call.leader_hint = -1
         call.attempts += 1
-        call.retry_at_ms = self.now + ATTEMPT_TIMEOUT_MS
+        call.retry_at_ms = self.now + _attempt_timeout_ms(call.owner)
         if self.params.drop_rate and self.rng.random() < self.params.drop_rate:
             call.key = self._next_key  # lost on the way: no answer, a retry after the timeout
             self._next_key += 1
@@ -416,9 +420,20 @@ class PlaneSimulation(Simulation):
         self._next_key += 1
         self.by_key[call.key] = call
         if node.paused_until > self.now:
-            self._push(node.paused_until, CUSTOM, (node.node_id, node.incarnation, call.key))
+            self._push_on_resume(node.paused_until, (node.node_id, node.incarnation, call.key))
             return
         self._submit(node, call)
+
+    def _push_on_resume(self, at: int, payload: tuple[int, int, int]) -> None:
+        """A request waiting for a paused node. On resume a real node's backlog (requests on many
+        connections, its peers' messages) is handled in no particular order: half the time the
+        request goes before every message queued for that moment, so a resumed deposed leader
+        may handle it before it learns of the new epoch."""
+        if self.rng.random() < 0.5:
+            self._push(at, CUSTOM, payload)
+            return
+        self._next_id += 1
+        heapq.heappush(self._queue, (at, -self._next_id, CUSTOM, payload))
 
     def _custom(self, payload: tuple[int, int, int]) -> None:
         """A request that reached a paused node is handled now that it resumed (unless it crashed)."""
@@ -428,7 +443,7 @@ class PlaneSimulation(Simulation):
         if call is None or node.core is None or node.incarnation != incarnation:
             return
         if node.blocked(self.now):
-            self._push(max(self.now + 1, node.paused_until), CUSTOM, payload)
+            self._push_on_resume(max(self.now + 1, node.paused_until), payload)
             return
         self._submit(node, call)
 
@@ -537,6 +552,11 @@ class PlaneSimulation(Simulation):
             except (CommittedTruncationError, AssertionError) as error:
                 result.violation = InvariantViolation(type(error).__name__, str(error) or repr(error))
         return result
+
+
+def _attempt_timeout_ms(owner: str) -> int:
+    kind, _, number = owner.partition("-")
+    return PATIENT_ATTEMPT_TIMEOUT_MS if kind == "client" and int(number) % 2 else ATTEMPT_TIMEOUT_MS
 
 
 def _partition_states(image: MetadataImage) -> list[PartitionState]:

@@ -152,3 +152,30 @@ def test_a_torn_write_is_a_strict_prefix_of_a_batch_after_the_valid_log(tmp_path
     assert [h.base_offset for h in headers] == [0, 1]
     assert valid == sum(len(b) for b in batches)
     assert error is not None and len(data) == valid + torn.bytes_written
+
+
+def test_reads_that_see_what_was_acknowledged_pass() -> None:
+    ops = [
+        op(1, "read_topic", "k1", "", (0, 5)),  # before the create: nothing to see
+        op(2, "create_topic", "k1", "ID-K", (10, 20)),
+        op(3, "read_topic", "k1", "", (15, 25)),  # concurrent with the create: may miss it
+        op(4, "read_topic", "k1", "ID-K", (30, 40)),
+        op(5, "create_topic", "k2", "", (50, 60), "unknown"),
+        op(6, "read_topic", "k2", "ID-U", (55, 70)),  # the unknown create may have applied
+    ]
+    verdict = check_history(ops, log_with({"ID-K": ("k1", 5)}), None)
+    assert not failed(verdict.checks, "reads-linearizable")
+
+
+def test_a_read_that_misses_an_acknowledged_create_fails() -> None:
+    ops = [op(1, "create_topic", "k1", "ID-K", (10, 20)), op(2, "read_topic", "k1", "", (21, 30))]
+    verdict = check_history(ops, log_with({"ID-K": ("k1", 5)}), None)
+    [check] = [c for c in verdict.checks if c.name == "reads-linearizable"]
+    assert not check.passed and "found nothing" in check.detail
+
+
+def test_a_read_that_sees_a_failed_create_or_another_id_fails() -> None:
+    phantom = [op(1, "create_topic", "k1", "", (10, 20), "fail"), op(2, "read_topic", "k1", "ID-X", (21, 30))]
+    assert failed(check_history(phantom, log_with({}), None).checks, "reads-linearizable")
+    other = [op(1, "create_topic", "k1", "ID-K", (10, 20)), op(2, "read_topic", "k1", "ID-X", (21, 30))]
+    assert failed(check_history(other, log_with({"ID-K": ("k1", 5)}), None).checks, "reads-linearizable")
