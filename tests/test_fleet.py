@@ -44,7 +44,17 @@ class FakeBrokerController(controller_pb2_grpc.ControllerServiceServicer):
         if self.epochs.get(request.broker_id) != request.broker_epoch:
             return controller_pb2.BrokerHeartbeatResponse(error_code=errors_pb2.STALE_BROKER_EPOCH)
         self.heartbeats[request.broker_id] = self.heartbeats.get(request.broker_id, 0) + 1
+        if request.want_shutdown_now:
+            return controller_pb2.BrokerHeartbeatResponse(is_fenced=True, should_shut_down=True)
         return controller_pb2.BrokerHeartbeatResponse(is_fenced=False)
+
+    async def UnregisterBroker(self, request, context):  # type: ignore[no-untyped-def]
+        if self.registrations.pop(request.broker_id, None) is None:
+            return controller_pb2.UnregisterBrokerResponse(
+                error_code=errors_pb2.BROKER_ID_NOT_REGISTERED,
+                error_message=f"Broker ID {request.broker_id} is not currently registered",
+            )
+        return controller_pb2.UnregisterBrokerResponse()
 
     async def DescribeCluster(self, request, context):  # type: ignore[no-untyped-def]
         return controller_pb2.DescribeClusterResponse(
@@ -163,6 +173,21 @@ def test_brokers_cli_fails_and_recovers_through_the_fleet_endpoint() -> None:
         assert "Broker 1 recovered" in result.stdout
         recovered = fleet.states[1]  # a new name: mypy would keep the narrowing from before the recover
         assert not recovered.failed
+        # Controlled shutdown: the heartbeat asks for it, the controller says done, the broker stops.
+        result = runner.invoke(cli, ["brokers", "shutdown", "--bootstrap-server", address, "--id", "0", "-o", "json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["brokers"] == [{"id": 0, "failed": True, "fenced": True, "shut_down": True}]
+        first_epoch = controller.epochs[0]
+        result = runner.invoke(cli, ["brokers", "shutdown", "--bootstrap-server", address, "--id", "0"])
+        assert result.exit_code == 1 and "only a running broker can shut down" in result.stderr
+        # Restarted: a new incarnation registers anew.
+        result = runner.invoke(cli, ["brokers", "recover", "--bootstrap-server", address, "--id", "0"])
+        assert result.exit_code == 0, result.output
+        asyncio.run_coroutine_threadsafe(wait_for(lambda: controller.epochs[0] > first_epoch), loop).result()
+        assert controller.registrations[0].incarnation_id != b""
+        result = runner.invoke(cli, ["brokers", "unregister", "--bootstrap-server", address, "--id", "9"])
+        assert result.exit_code == 1
+        assert "BROKER_ID_NOT_REGISTERED: Broker ID 9 is not currently registered" in result.stderr
         result = runner.invoke(cli, ["brokers", "fail", "--bootstrap-server", address, "--id", "5"])
         assert result.exit_code == 1
         assert "brokers [5] are not registered" in result.stderr
