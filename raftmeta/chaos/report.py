@@ -117,7 +117,8 @@ def _latency_panel(axes: Any, rounds: list[dict[str, Any]], t0: int) -> None:
     if plotted:
         axes.set_yscale("log")
     axes.set_ylabel("commit ms (nodes)")
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    if axes.get_legend_handles_labels()[0]:  # a run with no latency sample and no leader change has none
+        axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
 def _html(document: dict[str, Any], timeline_png: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from raftmeta.cli.common import emit_json, output_option, usage_error
+from raftmeta.cli.common import emit_json, int_range, output_option, usage_error
 from raftmeta.cli.connect import connect, tls_options
 from raftmeta.client import ClientError
 from raftmeta.metrics.scrape import COMMIT_LATENCY, Scrape, fetch, window
@@ -195,7 +195,7 @@ def parse_metrics_servers(text: str) -> dict[int, str]:
 @click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between refreshes.")  # fmt: skip
 @click.option("--once", is_flag=True, help="Print one view and exit (implied by --output json).")
-@click.option("--iterations", type=click.IntRange(min=1), default=None, hidden=True,
+@click.option("--iterations", type=int_range(1), default=None, hidden=True,
               help="Stop after this many refreshes (tests).")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=15.0, show_default=True,
               help="Seconds to keep trying each request.")  # fmt: skip
