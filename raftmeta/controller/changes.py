@@ -26,9 +26,10 @@ LOGGED_METHODS = frozenset(
         "AlterPartition",
         "ElectLeaders",
         "AlterPartitionReassignments",
-        "Tick",
     }
 )
+# The controller's own timer batches, named by what they do.
+TIMER_CAUSES = frozenset({"broker session expired", "auto leader rebalance"})
 PARTITION_LINES_MAX = 20
 
 Line = tuple[str, dict[str, Any]]

@@ -63,7 +63,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from raftmeta.controller.changes import LOGGED_METHODS, describe_changes
+from raftmeta.controller.changes import LOGGED_METHODS, TIMER_CAUSES, describe_changes
 from raftmeta.controller.controller import METHODS, Controller
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.image import MetadataImage
@@ -263,7 +263,10 @@ class QuorumController:
             before = self.controller.image
             handled = self.controller.tick(now_ms)
             if handled is not None:
-                self._note_changes(before, "Tick", handled.records)
+                fencing = any(r.WhichOneof("record") == "fence_broker" for r in handled.records)
+                self._note_changes(
+                    before, "broker session expired" if fencing else "auto leader rebalance", handled.records
+                )
                 self._stage(now_ms, handled.key, handled.records)
 
     def poll(self, now_ms: int) -> int:
@@ -449,7 +452,7 @@ class QuorumController:
 
     def _note_changes(self, image: MetadataImage, cause: str, records: Sequence[records_pb2.MetadataRecord]) -> None:
         """Broker and partition changes as info lines (fencing, ISR changes, elections)."""
-        if cause in LOGGED_METHODS:
+        if cause in LOGGED_METHODS or cause in TIMER_CAUSES:
             epoch = self.core.epoch
             for message, fields in describe_changes(image, cause, records):
                 self._events.append((message, {**fields, "epoch": epoch}))
