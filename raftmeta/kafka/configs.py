@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
 from raftmeta.v1 import controller_pb2, errors_pb2
@@ -20,10 +21,16 @@ BROKER_LOGGER = 8
 # Kafka's ConfigSource numbers.
 DYNAMIC_TOPIC_CONFIG = 1
 DEFAULT_CONFIG = 5
-# Kafka's ConfigType numbers: every config raftmeta knows is a string, long or list; STRING (2)
-# is what a client shows verbatim.
-CONFIG_TYPE_STRING = 2
+# Kafka's ConfigType numbers (DescribeConfigsResponse.ConfigType), for the types of
+# raftmeta.controller.configs.TOPIC_CONFIGS; an unknown key is reported as STRING.
+CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7}
+CONFIG_TYPE_STRING = CONFIG_TYPES["STRING"]
 INVALID_REQUEST = errors_pb2.INVALID_REQUEST
+
+
+def _config_type(name: str) -> int:
+    key = TOPIC_CONFIGS.get(name)
+    return CONFIG_TYPES.get(key.type, CONFIG_TYPE_STRING) if key is not None else CONFIG_TYPE_STRING
 
 
 def _config_values(entry: controller_pb2.ConfigEntry) -> dict[str, Any]:
@@ -35,7 +42,7 @@ def _config_values(entry: controller_pb2.ConfigEntry) -> dict[str, Any]:
         "config_source": DEFAULT_CONFIG if entry.is_default else DYNAMIC_TOPIC_CONFIG,
         "is_sensitive": False,
         "synonyms": [],
-        "config_type": CONFIG_TYPE_STRING,
+        "config_type": _config_type(entry.name),
         "documentation": None,
     }
 

@@ -334,6 +334,8 @@ def test_describe_configs_topics_brokers_and_other_resources() -> None:
         ("retention.ms", "1000", 1, False),
     ]
     assert [c.name for c in filtered.configs] == ["retention.ms"]
+    # Kafka's ConfigType: cleanup.policy is a LIST (7), retention.ms a LONG (5).
+    assert [int(c.config_type) for c in everything.configs] == [7, 5]
     assert (broker.error_code, broker.configs) == (ErrorCode.none, ())
     assert other.error_code == ErrorCode.invalid_request
 
