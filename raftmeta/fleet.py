@@ -8,11 +8,13 @@ runs Kafka's controlled shutdown (leaderships and ISR memberships move away firs
 stops). The fleet's control service is advertised as each broker's ``FLEET`` endpoint so the CLI
 can find it from any node.
 
-Partition leaders (:mod:`raftmeta.partition_leader`): every ``isr_check_interval_ms`` the fleet
-reads the partitions (a stale read from the node it talks to, as a broker's metadata cache
-lags), and each partition led by one of its live brokers sends AlterPartition when a follower's
-broker has been up for ``catch_up_delay_ms`` (it joins the ISR) or down for longer than
-``replica_lag_time_max_ms`` (it leaves). So a recovered broker rejoins its ISRs by itself, and the
+Partition leaders (:mod:`raftmeta.partition_leader`): every ``isr_check_interval_ms`` while an
+ISR change may be due (a broker came up or went down recently), and once per
+``replica_lag_time_max_ms`` otherwise, the fleet reads the partitions (a stale read from the node
+it talks to, as a broker's metadata cache lags), and each partition led by one of its live
+brokers sends AlterPartition when a follower's broker has been up for ``catch_up_delay_ms`` (it
+joins the ISR) or down for longer than ``replica_lag_time_max_ms`` (it leaves). A steady fleet
+does not read the whole image every second. So a recovered broker rejoins its ISRs by itself, and the
 controller's automatic preferred-leader election then gives it its leaderships back.
 
 Heartbeats use a per-call deadline well under the session timeout, and a call that fails moves
@@ -332,12 +334,32 @@ class BrokerFleet:
 
     # -- partition leaders --------------------------------------------------------------------------
     async def _run_partition_leaders(self) -> None:
+        last_check = time.monotonic()
         while True:
             await asyncio.sleep(self.isr_check_interval_s)
+            now = time.monotonic()
+            # A check reads every partition (a node answers it from its whole image): only while
+            # an ISR change may be due, and otherwise once per replica lag time as a safety net
+            # (Kafka's leaders also recheck their ISRs periodically).
+            if not self.isr_change_possible(now) and now - last_check < self.replica_lag_time_max_ms / 1000:
+                continue
+            last_check = now
             try:
                 await self.check_isrs()
             except ClientError as exc:
                 log.debug("ISR check skipped", error=str(exc))
+
+    def isr_change_possible(self, now: float) -> bool:
+        """Whether a broker came up recently enough to be due to join ISRs (within the catch-up
+        delay, plus a few checks to get the change through), or went down recently enough to be
+        due to leave them (within the replica lag time, plus the same margin)."""
+        margin = 3 * self.isr_check_interval_s
+        for state in self.states.values():
+            if state.up_since is not None and now - state.up_since <= self.catch_up_delay_s + margin:
+                return True
+            if state.down_since is not None and now - state.down_since <= self.replica_lag_time_max_ms / 1000 + margin:
+                return True
+        return False
 
     async def check_isrs(self) -> int:
         """One round of the partition leaders' ISR checks; returns the ISR changes accepted."""

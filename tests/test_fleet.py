@@ -277,3 +277,20 @@ def test_fleet_catches_up_after_its_delay_and_a_throttled_execute_finishes(tmp_p
 
         asyncio.run_coroutine_threadsafe(teardown(), loop).result()
         server.stop()
+
+
+def test_the_partition_leaders_read_the_image_only_while_an_isr_change_may_be_due() -> None:
+    fleet = BrokerFleet(
+        ControllerClient("127.0.0.1:1"),
+        plan_fleet(2, 0),
+        catch_up_delay_ms=2_000,
+        replica_lag_time_max_ms=30_000,
+        isr_check_interval_ms=1_000,
+    )
+    a, b = fleet.states[0], fleet.states[1]
+    a.up_since = b.up_since = 100.0
+    assert fleet.isr_change_possible(104.9)  # within the catch-up delay plus three checks
+    assert not fleet.isr_change_possible(105.1)  # a steady fleet: no full reads
+    b.went_down(200.0)
+    assert fleet.isr_change_possible(232.9)  # it may still leave ISRs (replica lag time)
+    assert not fleet.isr_change_possible(233.1)
