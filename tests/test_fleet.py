@@ -158,7 +158,8 @@ def test_brokers_cli_fails_and_recovers_through_the_fleet_endpoint() -> None:
         fleet_pb2_grpc.add_BrokerFleetServiceServicer_to_server(FleetServicer(fleet), control)
         await control.start()
         fleet.start()
-        await wait_for(lambda: len(controller.registrations) == 2)
+        # Registered and heartbeated once: the fleet then knows it is unfenced.
+        await wait_for(lambda: all(fleet.states[i].heartbeats >= 1 for i in range(2)))
         return f"127.0.0.1:{port}", fleet, [server, control], client
 
     address, fleet, servers, client = asyncio.run_coroutine_threadsafe(setup(), loop).result()
