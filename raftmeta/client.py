@@ -13,6 +13,14 @@ What a client of a replicated controller has to get right, in one place:
   a retry with the original result: a retried CreateTopics never reports TOPIC_ALREADY_EXISTS for
   the topic its own earlier attempt created. The controller binds an id to its request: the same
   id on a different request is refused (INVALID_ARGUMENT, ``INVALID_REQUEST``).
+- **A node that hangs.** A paused or partitioned node accepts calls and never answers, and a
+  follower forwarding to such a leader waits for it just as long. Waiting out the per-attempt
+  deadline there would add it to every failover, so a call outstanding for ``probe_after_s`` has
+  its node watched: a node that does not answer a stale DescribeCluster (answered by the node
+  from its own state, never forwarded) is left for the next one, and a node whose leader changed
+  since the watch began (DescribeQuorum through it: a newer epoch, or an answer where there was
+  none) is asked again -- it now forwards to the new leader. The call left behind is cancelled;
+  its request id makes the retry safe.
 - **Honest outcomes.** When the overall deadline runs out on a mutating call after an attempt may
   have reached the server, the outcome is unknown, and the client says so
   (:class:`OutcomeUnknownError`) rather than calling it a failure.
@@ -86,6 +94,19 @@ class UnavailableError(ClientError):
     """No node could serve the call before the deadline, and the call changed nothing (a read)."""
 
 
+# Why an attempt was abandoned before its deadline (see ControllerClient._watch).
+HUNG = "NO_ANSWER_TO_PROBE"
+LEADER_CHANGED = "NEW_LEADER"
+
+
+class AbandonedAttemptError(Exception):
+    """An attempt the watch cancelled: its node hangs, or leadership moved while it waited."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class OutcomeUnknownError(ClientError):
     """A mutating call ran out of time after an attempt may have reached the controller: it may or
     may not have been applied. Retrying with the same request id resolves it."""
@@ -148,6 +169,14 @@ class RetryPolicy:
     initial_backoff_s: float = 0.05
     max_backoff_s: float = 1.0
     multiplier: float = 2.0
+    # Watch a call's node once the call has been outstanding this long (0: never): see the module
+    # docstring. Well under a leader election (the nodes' fetch timeout, 2 s by default), and
+    # above the latency of all but the slowest calls under load, which a probe would only slow.
+    probe_after_s: float = 1.0
+    # Between probes of a watched node, and how long one probe may take before the node counts
+    # as hung (a node answers a stale DescribeCluster from its own state, in about a millisecond).
+    probe_interval_s: float = 0.25
+    probe_timeout_s: float = 0.5
 
     def backoff_s(self, attempt: int, rng: random.Random) -> float:
         """Full-jitter exponential backoff for the given (0-based) failed attempt."""
@@ -241,7 +270,26 @@ class ControllerClient:
             timeout = max(0.001, min(self.retry.attempt_timeout_s, remaining))
             rpc: Callable[..., Awaitable[Any]] = getattr(self._stub(target), method)
             try:
-                response = await rpc(request, timeout=timeout)
+                response = await self._attempt(target, rpc, request, timeout, retry=attempt > 0)
+            except AbandonedAttemptError as abandoned:
+                # The node hangs (next node) or a new leader was elected meanwhile (the same node,
+                # which now knows it): no backoff, the watch already waited.
+                self.last_attempts.append((target, abandoned.reason))
+                answers[target] = abandoned.reason
+                maybe_reached = True
+                if abandoned.reason == HUNG:
+                    self._current = (self._current + 1) % len(self.targets)
+                if time.monotonic() >= deadline:
+                    tried = "; ".join(f"{t}: {a}" for t, a in answers.items())
+                    summary = f"no node could serve it within {budget:g} s (tried {tried})"
+                    code = grpc.StatusCode.DEADLINE_EXCEEDED
+                    if method in MUTATING_METHODS:
+                        raise OutcomeUnknownError(
+                            method, code, f"{summary}; an attempt may have reached the quorum", request.request_id
+                        ) from abandoned
+                    raise UnavailableError(method, code, summary) from abandoned
+                attempt += 1
+                continue
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 details = parse_error_metadata(exc.trailing_metadata())  # type: ignore[arg-type]
@@ -287,6 +335,78 @@ class ControllerClient:
                 continue
             self.last_attempts.append((target, "OK"))
             return response
+
+    async def _attempt(
+        self, target: str, rpc: Callable[..., Any], request: Any, attempt_timeout_s: float, *, retry: bool
+    ) -> Any:
+        """One attempt; past ``probe_after_s`` its node is watched (:meth:`_watch`), which may
+        abandon it (:class:`AbandonedAttemptError`). A quick first attempt costs one timer, no task.
+
+        A retry is watched from its start: the earlier attempt failed, so leadership may be moving,
+        and the watch must see the leader the retry was forwarded to -- begun a second later, it
+        would take a successor elected meanwhile for the one the retry waits on."""
+        call = rpc(request, timeout=attempt_timeout_s)  # a grpc.aio call: awaitable and cancellable
+        policy = self.retry
+        delay = 0.0 if retry else policy.probe_after_s
+        if policy.probe_after_s <= 0 or delay + policy.probe_timeout_s >= attempt_timeout_s:
+            return await call  # no probe could end before the attempt's own deadline
+        verdict: list[str] = []
+        watch: list[asyncio.Task[None]] = []
+
+        def start_watch() -> None:
+            if not call.done():
+                watch.append(asyncio.create_task(self._watch(target, call, verdict)))
+
+        timer = asyncio.get_running_loop().call_later(delay, start_watch)
+        try:
+            return await call
+        except asyncio.CancelledError:
+            if not verdict:
+                raise  # our caller was cancelled, not the attempt
+            raise AbandonedAttemptError(verdict[0]) from None
+        finally:
+            timer.cancel()
+            for task in watch:
+                task.cancel()
+
+    async def _watch(self, target: str, call: Any, verdict: list[str]) -> None:
+        """Probe ``target`` until ``call`` ends, and cancel it (the reason in ``verdict``):
+
+        - when the node itself does not answer a stale DescribeCluster (served by the node from its
+          own state, never forwarded): it is paused, cut off or gone -- ask the next node;
+        - when a DescribeQuorum through it (forwarded to the leader it knows) reports a newer leader
+          epoch than the watch first saw, or answers at all after it first did not (its leader
+          hung, and now it knows a live one): ask it again, and it forwards to the new leader."""
+        policy = self.retry
+        stub: Any = self._stub(target)
+        alive_probe = controller_pb2.DescribeClusterRequest(consistency=controller_pb2.STALE)
+        leader_probe = controller_pb2.DescribeQuorumRequest()
+        first_epoch: int | None = None  # -1: the first leader probe went unanswered
+        while not call.done():
+            try:
+                await stub.DescribeCluster(alive_probe, timeout=policy.probe_timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                silent = code == grpc.StatusCode.DEADLINE_EXCEEDED
+                gone = code == grpc.StatusCode.UNAVAILABLE and not may_have_reached(code, exc.details() or "")
+                if silent or gone:
+                    verdict.append(HUNG)
+                    call.cancel()
+                    return
+                # Answered with an error (overloaded, shutting down): it is alive; keep watching.
+            epoch = -1
+            try:
+                status = await stub.DescribeQuorum(leader_probe, timeout=policy.probe_timeout_s)
+                epoch = status.leader_epoch if status.leader_id >= 0 else -1
+            except grpc.aio.AioRpcError:
+                pass  # its leader does not answer (or none is known yet): no epoch
+            if first_epoch is None:
+                first_epoch = epoch
+            elif epoch > first_epoch:
+                verdict.append(LEADER_CHANGED)
+                call.cancel()
+                return
+            await asyncio.sleep(policy.probe_interval_s)
 
     async def create_topics(
         self, request: controller_pb2.CreateTopicsRequest, *, deadline_s: float | None = None

@@ -17,6 +17,19 @@ import grpc.aio
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc
 
 
+async def serve_controller(
+    servicer: controller_pb2_grpc.ControllerServiceServicer, servers: list[grpc.aio.Server]
+) -> str:
+    """Serve ``servicer`` as the ControllerService on a loopback port of a new grpc.aio server
+    (appended to ``servers``, for the caller to stop); returns its address."""
+    server = grpc.aio.server()
+    controller_pb2_grpc.add_ControllerServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    servers.append(server)
+    return f"127.0.0.1:{port}"
+
+
 class ScriptedController(controller_pb2_grpc.ControllerServiceServicer):
     def __init__(self) -> None:
         self.requests: list[tuple[str, Any]] = []

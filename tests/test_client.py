@@ -26,6 +26,7 @@ from raftmeta.client import (
 )
 from raftmeta.rpc_errors import error_metadata
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
+from tests.fakes import serve_controller
 
 FAST = RetryPolicy(deadline_s=3.0, attempt_timeout_s=0.5, initial_backoff_s=0.01, max_backoff_s=0.05)
 
@@ -76,12 +77,7 @@ async def start_node() -> AsyncIterator[object]:
     async def start(mode: str) -> tuple[str, FakeNode]:
         # cast: the generated base answers UNIMPLEMENTED for the methods left out; only its stub makes them abstract
         node = cast("Callable[[str], FakeNode]", FakeNode)(mode)
-        server = grpc.aio.server()
-        controller_pb2_grpc.add_ControllerServiceServicer_to_server(node, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        servers.append(server)
-        return f"127.0.0.1:{port}", node
+        return await serve_controller(node, servers), node
 
     yield start
     for server in servers:

@@ -6,11 +6,15 @@ The run, all on loopback in a scratch directory (the same filesystem for every f
 1. floors: a trivial grpc.aio unary echo server in a separate process (raw bytes, no protobuf,
    the node's event loop), called by the same number of client tasks over one channel from this
    process, as the load below is; the RTT with one call outstanding; and a loop of 100-byte
-   appends + fsync on the quorum's filesystem.
+   appends + fsync on the quorum's filesystem; and the bare-Raft floor
+   (:mod:`raftmeta.bench.raft_floor`: three processes with the node's transport, Fetch stream,
+   disk writer and client path, and no controller), its p50 with one client (``raft_p50_ms``)
+   and its creates/s with ``--clients`` (``raft_ops_per_s``).
 2. a quorum of ``--nodes`` node processes (fsync on, default timeouts) and ``--brokers``
-   simulated brokers; ``--clients`` tasks in this process each create topics of
-   ``--partitions`` partitions (RF 3), one topic per request, back to back, through the leader
-   (a follower would forward: one more hop). A warm-up second is not counted.
+   simulated brokers (their ISR check pushed past the run: FLEET_ISR_CHECK_INTERVAL_MS);
+   ``--clients`` tasks in this process each create topics of ``--partitions`` partitions (RF 3),
+   one topic per request, back to back, through the leader (a follower would forward: one more
+   hop). A warm-up second is not counted.
 
 ``ops_per_s``: acknowledged CreateTopics per second; ``records_per_s``: growth of the leader's
 high watermark per second (every committed record: topics, partitions, request records);
@@ -22,8 +26,10 @@ window per acknowledged create -- steadier than throughput on a shared machine, 
 ``leader_cpu_ms_per_op``: the leader's share of it (with small requests the leader's event loop is
 the bottleneck); ``machine_busy_percent``: how busy all CPUs were over the window (/proc/stat) --
 well under 100 % with the leader at one core means the run was bound by the leader's one thread,
-not by the machine. Nothing here asserts a speed; docs/performance.md compares the figures with
-their targets.
+not by the machine. ``ratios``: the node's figures over the floors of the same run -- creates/s
+over the echo server's calls/s and over the bare-Raft floor's creates/s (same clients), p50 over
+RTT + 2 fsyncs and over the bare-Raft p50 (same clients), node CPU per create over the floor's.
+Nothing here asserts a speed; docs/performance.md compares the figures with their targets.
 """
 
 from __future__ import annotations
@@ -51,6 +57,12 @@ WARMUP_S = 1.0
 FSYNC_SAMPLES = 2000
 # The echo payload: about the size of a serialized one-topic CreateTopicsRequest.
 ECHO_PAYLOAD = b"x" * 64
+# The simulated brokers' partition leaders describe every topic (a stale read, O(image) on the
+# node's event loop) once per ISR check, 1 s by default: with 1000-partition topics that is
+# seconds of a node's loop per second once the image holds ~200,000 partitions, which measures
+# the simulation's polling, not the commit path. No ISR changes are due during a run (every
+# broker stays up), so the check is pushed past any run's end.
+FLEET_ISR_CHECK_INTERVAL_MS = 3_600_000
 
 
 # -- floors ------------------------------------------------------------------------------------------
@@ -324,18 +336,24 @@ def run_benchmark(
     work_dir: Path,
     fetch_rpc: FetchRpc = "stream",
     node_args: tuple[str, ...] = (),
+    raft_floor: bool = True,
 ) -> dict[str, Any]:
     from raftmeta import local_quorum
     from raftmeta.server.app import event_loop_name, run
 
     load_before = os.getloadavg()
-    floor = {**run(echo_floor(clients, min(duration_s, 10.0))), **fsync_floor(work_dir)}
+    floor: dict[str, Any] = {**run(echo_floor(clients, min(duration_s, 10.0))), **fsync_floor(work_dir)}
+    if raft_floor:
+        from raftmeta.bench.raft_floor import raft_floor as bare_raft
+
+        floor.update(run(bare_raft(work_dir, clients, partitions, min(duration_s, 10.0), voters=nodes)))
     quorum = local_quorum.up(
         work_dir / "quorum",
         nodes=nodes,
         brokers=brokers,
         racks=min(3, brokers),
         node_args=["--fetch-rpc", fetch_rpc, *node_args],
+        fleet_args=["--isr-check-interval-ms", str(FLEET_ISR_CHECK_INTERVAL_MS)],
     )
     try:
         addresses = {n.id: n.address for n in quorum.nodes}
@@ -347,6 +365,18 @@ def run_benchmark(
     load_after = os.getloadavg()
     p50 = result["latency_ms"]["p50"]
     latency_floor = floor["grpc_unary_rtt_ms"] + 2 * floor["fsync_ms"]
+    ratios: dict[str, float | None] = {
+        "ops_per_s_vs_grpc_unary": round(result["ops_per_s"] / floor["grpc_unary_ops_per_s"], 3),
+        "p50_vs_rtt_plus_2_fsync": round(p50 / latency_floor, 3) if p50 else None,
+    }
+    if raft_floor:
+        # Against the bare-Raft floor with the same number of clients: creates/s, and p50 against
+        # the floor's p50 (its 1-client p50 when this run has one client).
+        raft_p50 = floor["raft_p50_ms"] if clients == 1 else floor["raft_p50_ms_loaded"]
+        ratios["ops_per_s_vs_raft"] = round(result["ops_per_s"] / floor["raft_ops_per_s"], 3)
+        ratios["p50_vs_raft_p50"] = round(p50 / raft_p50, 3) if p50 else None
+        node_cpu, raft_cpu = result["node_cpu_ms_per_op"], floor["raft_cpu_ms_per_op"]
+        ratios["node_cpu_per_op_vs_raft"] = round(node_cpu / raft_cpu, 3) if node_cpu and raft_cpu else None
     return {
         "benchmark": "commit",
         "nodes": nodes,
@@ -356,13 +386,11 @@ def run_benchmark(
         "fsync": True,
         "fetch_rpc": fetch_rpc,
         "node_args": list(node_args),
+        "fleet_isr_check_interval_ms": FLEET_ISR_CHECK_INTERVAL_MS,
         "event_loop": event_loop_name(),
         **{k: v for k, v in result.items() if k != "leader"},
         "floor": floor,
-        "ratios": {
-            "ops_per_s_vs_grpc_unary": round(result["ops_per_s"] / floor["grpc_unary_ops_per_s"], 3),
-            "p50_vs_rtt_plus_2_fsync": round(p50 / latency_floor, 3) if p50 else None,
-        },
+        "ratios": ratios,
         "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},
         "machine": machine(),
     }
@@ -393,6 +421,12 @@ def run_benchmark(
     multiple=True,
     help="An extra `raftmeta node` argument for every node (repeat it; e.g. --node-arg=--fetch-hw-linger-ms=0).",
 )
+@click.option(
+    "--raft-floor/--no-raft-floor",
+    default=True,
+    show_default=True,
+    help="Also measure the bare-Raft floor (raftmeta/bench/raft_floor.py) in this run.",
+)
 @click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @output_option
 def command(
@@ -404,12 +438,15 @@ def command(
     work_dir: Path | None,
     fetch_rpc: FetchRpc,
     node_args: tuple[str, ...],
+    raft_floor: bool,
     result_file: Path | None,
     output: str,
 ) -> None:
     """Committed creates/s, records/s and latency of a local quorum, next to the machine's floors."""
     with scratch_dir(work_dir, "commit") as scratch:
-        document = run_benchmark(nodes, clients, partitions, duration, brokers, scratch, fetch_rpc, node_args)
+        document = run_benchmark(
+            nodes, clients, partitions, duration, brokers, scratch, fetch_rpc, node_args, raft_floor
+        )
     write_result(document, result_file)
     if output == "json":
         emit_json(document)
@@ -424,5 +461,12 @@ def command(
     click.echo(
         f"floor: gRPC unary {floor['grpc_unary_ops_per_s']} ops/s ({clients} tasks), "
         f"RTT {floor['grpc_unary_rtt_ms']} ms, "
-        f"fsync {floor['fsync_ms']} ms; ratios {document['ratios']}"
+        f"fsync {floor['fsync_ms']} ms"
+        + (
+            f", bare Raft {floor['raft_ops_per_s']} creates/s ({clients} clients), "
+            f"p50 {floor['raft_p50_ms']} ms (1 client)"
+            if raft_floor
+            else ""
+        )
+        + f"; ratios {document['ratios']}"
     )

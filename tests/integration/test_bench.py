@@ -32,6 +32,14 @@ def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
     floor = document["floor"]
     assert set(floor) >= {"grpc_unary_rtt_ms", "grpc_unary_ops_per_s", "fsync_ms"}
     assert floor["grpc_unary_rtt_ms"] > 0 and floor["grpc_unary_ops_per_s"] > 0 and floor["fsync_ms"] > 0
+    # The bare-Raft floor of the same run (raftmeta/bench/raft_floor.py) and the ratios against it.
+    assert floor["raft_ops_per_s"] > 0 and floor["raft_clients"] == 4 and floor["raft_errors"] == {}
+    assert 0 < floor["raft_p50_ms"] <= floor["raft_p99_ms"] and floor["raft_p50_ms_loaded"] > 0
+    assert floor["raft_cpu_ms_per_op"] > 0
+    ratios = document["ratios"]
+    assert ratios["ops_per_s_vs_raft"] == round(document["ops_per_s"] / floor["raft_ops_per_s"], 3)
+    assert ratios["p50_vs_raft_p50"] == round(document["latency_ms"]["p50"] / floor["raft_p50_ms_loaded"], 3)
+    assert ratios["node_cpu_per_op_vs_raft"] > 0
     assert document["errors"] == {}
     # CPU figures from /proc (Linux, as in CI): the leader's share of the nodes', a busy machine.
     assert 0 < document["leader_cpu_ms_per_op"] <= document["node_cpu_ms_per_op"]
@@ -40,9 +48,18 @@ def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
     assert 0 < document["node_commit_latency_ms"]["p50"] <= document["node_commit_latency_ms"]["p99"]
 
 
-def test_bench_failover_times_each_round() -> None:
-    document = bench("failover", "--nodes", "3", "--rounds", "2")
-    assert document["rounds"] == 2
-    assert len(document["samples_ms"]) == 2 and all(s > 0 for s in document["samples_ms"])
-    figures = document["failover_ms"]
-    assert 0 < figures["median"] <= figures["p99"] <= figures["max"] == max(document["samples_ms"])
+@pytest.mark.parametrize(("fault", "rounds"), [("kill", 2), ("pause", 1), ("partition", 1)])
+def test_bench_failover_times_each_round(fault: str, rounds: int) -> None:
+    document = bench("failover", "--nodes", "3", "--rounds", str(rounds), "--fault", fault)
+    assert document["rounds"] == rounds and list(document["faults"]) == [fault]
+    result = document["faults"][fault]
+    assert len(result["samples_ms"]) == rounds and all(s > 0 for s in result["samples_ms"])
+    figures = result["failover_ms"]
+    assert 0 < figures["median"] <= figures["p99"] <= figures["max"] == max(result["samples_ms"])
+    # Every client got a create through after the first one did; the floor is named.
+    assert all(e >= s for e, s in zip(result["all_clients_samples_ms"], result["samples_ms"], strict=True))
+    assert result["slowest_create_ms"]["max"] > 0
+    assert result["floor_ms"] > 0 and result["floor"]
+    # The first fault's figures stay at the top level (the JSON before --fault existed).
+    assert document["failover_ms"] == figures and document["samples_ms"] == result["samples_ms"]
+    assert document["client"]["attempt_timeout_s"] > 0
