@@ -12,7 +12,12 @@ committed log of one node through the controller's ``ImageBuilder`` (which refus
 records). Figures are records scanned per second: every node's records for the consistency
 part, as Spark reads them all. Start-up is the session's creation plus a warm-up verify
 (``--warm-up-records``: the JVM compiles its hot paths during its first jobs); the sizes then
-run smallest first in the same session.
+run smallest first in the same session. With ``--incremental`` (the default), a full verify
+that writes a digest store is timed against ``verify --incremental`` after 1% more records are
+appended. ``--repeat`` runs Spark, the baseline and the one-core
+Spark that many times at ``--records`` (medians reported, every run listed). Then the same
+verify runs under ``--one-core-master`` (``local[1]``) in a new session of the same JVM, for
+``speedup_local1_to_local2``: how much the second core gives.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 
 import click
 
-from raftmeta.bench.results import machine, write_result
+from raftmeta.bench.results import machine, median, write_result
 from raftmeta.cli.common import emit_json, output_option
 from raftmeta.records import codec
 from raftmeta.v1 import records_pb2
@@ -36,6 +41,7 @@ from raftmeta.v1 import records_pb2
 PARTITIONS_PER_TOPIC = 100
 SEGMENT_BYTES = 64 * 1024 * 1024
 WARM_UP_RECORDS = 1_000_000
+ONE_CORE_WARM_UP_RECORDS = 100_000
 BROKERS = 60
 RACKS = 6
 
@@ -108,6 +114,44 @@ def write_synthetic_quorum(root: Path, records: int, nodes: int) -> int:
     return offset
 
 
+def append_synthetic(root: Path, records: int) -> list[Path]:
+    """Append about ``records`` more records (new topics) to every node of a synthetic quorum, as
+    a new segment, and move the high watermarks to the new end; return the files written."""
+    dirs = sorted(p for p in root.iterdir() if (p / "meta.properties").exists())
+    checkpoint = json.loads((dirs[0] / "high-watermark-checkpoint").read_text())
+    offset = start = int(checkpoint["high_watermark"])
+    batches: list[bytes] = []
+    topic = 0
+    while offset - start < records:
+        # Ids far above write_synthetic_quorum's, so no topic is created twice.
+        topic_id = (10**12 + start + topic).to_bytes(16, "big")
+        batch = [
+            records_pb2.MetadataRecord(
+                topic=records_pb2.TopicRecord(name=f"more-{start}-{topic}", topic_id=topic_id)
+            ).SerializeToString()
+        ]
+        for p in range(PARTITIONS_PER_TOPIC):
+            replicas = [(topic + p + k) % BROKERS for k in range(3)]
+            batch.append(
+                records_pb2.MetadataRecord(
+                    partition=records_pb2.PartitionRecord(
+                        topic_id=topic_id, partition_id=p, replicas=replicas, isr=replicas, leader=replicas[0]
+                    )
+                ).SerializeToString()
+            )
+        batches.append(codec.encode_batch(offset, 1, batch, 1_700_000_000_000))
+        offset += len(batch)
+        topic += 1
+    blob = b"".join(batches)
+    written = []
+    for d in dirs:
+        path = d / "__cluster_metadata-0" / f"{start:020d}.log"
+        path.write_bytes(blob)
+        written.append(path)
+        (d / "high-watermark-checkpoint").write_text(json.dumps({"version": 1, "high_watermark": offset}))
+    return written
+
+
 def baseline(data_dir: Path, nodes: int) -> float:
     """Seconds for the single-process reference: consistency of all nodes + one node's replay."""
     from raftmeta.controller import MetadataImage
@@ -157,14 +201,76 @@ def baseline_in_child(data_dir: Path, nodes: int) -> tuple[float, float]:
 
 def jvm_peak_rss_mb(spark: Any) -> float:
     """Peak resident memory of the Spark driver JVM (VmHWM), from /proc."""
-    # py4j exposes no public handle on the JVM process it started.
-    proc = getattr(spark.sparkContext._gateway, "proc", None)
-    if proc is None:
+    pid = _jvm_pid(spark)
+    if pid is None:
         return -1.0
-    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return -1.0
+
+
+def process_tree_cpu_seconds(root_pid: int) -> tuple[float, float]:
+    """(CPU seconds of process ``root_pid`` itself, of its live descendants), from /proc: where
+    a verify's CPU goes, the driver JVM (Arrow ingest, shuffles, sorts, windows) or its Python
+    workers (reading, framing, hashing and decoding). Descendants that already exited are not
+    counted (Spark keeps its Python workers alive between tasks). (-1, -1) off Linux."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent pid, cpu seconds)
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return -1.0, -1.0
+    for entry in entries:
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        # The command name (field 2) may hold spaces: the fields after it start past the last ')'.
+        fields = text[text.rindex(")") + 2 :].split()
+        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    if root_pid not in stats:
+        return -1.0, -1.0
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    descendants = 0.0
+    stack = list(children.get(root_pid, []))
+    while stack:
+        pid = stack.pop()
+        descendants += stats[pid][1]
+        stack.extend(children.get(pid, []))
+    return stats[root_pid][1], descendants
+
+
+def _jvm_pid(spark: Any) -> int | None:
+    # py4j exposes no public handle on the JVM process it started.
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    return None if proc is None else int(proc.pid)
+
+
+def _timed_verify(
+    spark: Any, data_dir: Path, cpu: list[tuple[float, float]] | None = None, digest_store: Path | None = None
+) -> float:
+    """Seconds of one verify (which must pass); with ``cpu``, appends its (JVM, Python workers)
+    CPU seconds."""
+    from raftmeta.jobs.verify import run_verify
+
+    pid = _jvm_pid(spark)
+    before = process_tree_cpu_seconds(pid) if pid is not None else (-1.0, -1.0)
+    started = time.perf_counter()
+    # The store only when asked: the same harness then also times a tree from before the digest store.
+    if digest_store is None:
+        verdict = run_verify(spark, str(data_dir))
+    else:
+        verdict = run_verify(spark, str(data_dir), digest_store=digest_store)
+    seconds = time.perf_counter() - started
+    if not verdict.passed:
+        raise click.ClickException(f"verify failed on synthetic logs: {verdict.checks}")
+    if cpu is not None and pid is not None and before[0] >= 0:
+        after = process_tree_cpu_seconds(pid)
+        cpu.append((after[0] - before[0], after[1] - before[1]))
+    return seconds
 
 
 @click.command()
@@ -184,6 +290,25 @@ def jvm_peak_rss_mb(spark: Any) -> float:
 )
 @click.option("--master", default="local[2]", show_default=True)
 @click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs of Spark, the baseline and the one-core Spark at --records; medians are reported.",
+)
+@click.option(
+    "--one-core-master",
+    default="local[1]",
+    show_default=True,
+    help="Time the same verify under this master too, for speedup_local1_to_local2 ('' to skip).",
+)
+@click.option(
+    "--incremental/--no-incremental",
+    default=True,
+    show_default=True,
+    help="Also time verify --incremental after appending 1%% more records, against a full verify with the store.",
+)
+@click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where to write the logs."
 )
 @click.option(
@@ -196,13 +321,15 @@ def command(
     scaling: str,
     warm_up_records: int,
     master: str,
+    repeat: int,
+    one_core_master: str,
+    incremental: bool,
     work_dir: Path | None,
     json_file: Path | None,
     output: str,
 ) -> None:
     """Spark verify vs a single-process baseline on synthetic logs (records/s, scaling, driver memory)."""
     from raftmeta.jobs.session import build_session
-    from raftmeta.jobs.verify import run_verify
 
     sizes = sorted({int(s) for s in scaling.split(",") if s.strip()} | {records})
     load_start = round(os.getloadavg()[0], 2)
@@ -219,52 +346,62 @@ def command(
             # counts as start-up, not as replay.
             warm_started = time.perf_counter()
             if warm_up_records:
-                warm_dir = root / "warm-up"
-                write_synthetic_quorum(warm_dir, warm_up_records, nodes)
-                if not run_verify(spark, str(warm_dir)).passed:
-                    raise click.ClickException("verify failed on the warm-up's synthetic logs")
-                shutil.rmtree(warm_dir)
+                _warm_up(spark, root / "warm-up", warm_up_records, nodes)
             warm_up_s = time.perf_counter() - warm_started
             startup_s = session_s + warm_up_s
             scaling_rows: list[dict[str, Any]] = []
             result: dict[str, Any] = {}
+            main_dir = root / f"q-{records}"
             for size in sizes:
                 data_dir = root / f"q-{size}"
                 per_node = write_synthetic_quorum(data_dir, size, nodes)
                 scanned = per_node * nodes
-                t0 = time.perf_counter()
-                verdict = run_verify(spark, str(data_dir))
-                spark_s = time.perf_counter() - t0
-                if not verdict.passed:
-                    raise click.ClickException(f"verify failed on synthetic logs: {verdict.checks}")
+                cpu: list[tuple[float, float]] = []
+                runs = [_timed_verify(spark, data_dir, cpu) for _ in range(repeat if size == records else 1)]
+                spark_s = median(runs)
                 scaling_rows.append({"records": per_node, "spark_records_per_s": round(scanned / spark_s)})
                 if size == records:
-                    base_s, base_rss_mb = baseline_in_child(data_dir, nodes)
+                    baseline_runs = [baseline_in_child(data_dir, nodes) for _ in range(repeat)]
+                    base_s = median([seconds for seconds, _ in baseline_runs])
                     result = {
                         "records": per_node,
                         "nodes": nodes,
+                        "repeat": repeat,
                         "spark_seconds": round(spark_s, 3),
+                        "spark_seconds_runs": [round(r, 3) for r in runs],
+                        # Per run: CPU seconds of the driver JVM and of its Python workers (2 cores
+                        # give at most 2 x spark_seconds in all).
+                        "spark_cpu_seconds_runs": [{"jvm": round(j, 1), "python": round(p, 1)} for j, p in cpu],
                         "spark_startup_seconds": round(startup_s, 3),
                         "spark_session_seconds": round(session_s, 3),
                         "spark_warm_up_seconds": round(warm_up_s, 3),
                         "spark_records_per_s": round(scanned / spark_s),
                         "spark_records_per_s_with_startup": round(scanned / (spark_s + startup_s)),
                         "baseline_seconds": round(base_s, 3),
+                        "baseline_seconds_runs": [round(seconds, 3) for seconds, _ in baseline_runs],
                         "baseline_records_per_s": round(scanned / base_s),
                         "ratio": round(base_s / spark_s, 3),
-                        "baseline_peak_rss_mb": round(base_rss_mb, 1),
+                        "baseline_peak_rss_mb": round(max(rss for _, rss in baseline_runs), 1),
                     }
-                shutil.rmtree(data_dir)
+                else:
+                    shutil.rmtree(data_dir)
+            if incremental:
+                result.update(_incremental(spark, main_dir, root / "digests", result["records"]))
             result["scaling"] = scaling_rows
             # The Python driver's peak; the baseline ran in a child process and is not in it.
             result["driver_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
             result["jvm_peak_rss_mb"] = round(jvm_peak_rss_mb(spark), 1)
-            # The machine may be shared: the load average says how much of it the run had.
-            result["load_average"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}
-            result["master"] = master
-            result["machine"] = machine()
         finally:
             spark.stop()
+        if one_core_master:
+            result.update(
+                _one_core(one_core_master, root, main_dir, nodes, repeat, warm_up_records, result["spark_seconds"])
+            )
+        shutil.rmtree(main_dir, ignore_errors=True)
+        # The machine may be shared: the load average says how much of it the run had.
+        result["load_average"] = {"start": load_start, "end": round(os.getloadavg()[0], 2)}
+        result["master"] = master
+        result["machine"] = machine()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     write_result(result, json_file)
@@ -276,5 +413,59 @@ def command(
             f"({result['spark_records_per_s_with_startup']:,} with JVM start-up), single process "
             f"{result['baseline_records_per_s']:,} rec/s, ratio {result['ratio']}"
         )
+        if "speedup_local1_to_local2" in result:
+            click.echo(f"  {one_core_master} -> {master}: speed-up {result['speedup_local1_to_local2']}")
         for row in result["scaling"]:
             click.echo(f"  {row['records']:>12,} records: Spark {row['spark_records_per_s']:,} rec/s")
+
+
+def _incremental(spark: Any, data_dir: Path, store: Path, records: int) -> dict[str, Any]:
+    """A full verify that writes the digest store, 1% more records appended, then the incremental
+    verify; the appended records are removed again (the one-core runs read the same logs)."""
+    checkpoints = {p: p.read_text() for p in data_dir.glob("node-*/high-watermark-checkpoint")}
+    full_s = _timed_verify(spark, data_dir, digest_store=store)
+    added = append_synthetic(data_dir, max(1000, records // 100))
+    try:
+        incremental_s = _timed_verify(spark, data_dir, digest_store=store)
+    finally:
+        for path in added:
+            path.unlink()
+        for path, text in checkpoints.items():
+            path.write_text(text)
+        shutil.rmtree(store, ignore_errors=True)
+    return {
+        "full_seconds": round(full_s, 3),
+        "incremental_seconds": round(incremental_s, 3),
+        "incremental_to_full": round(incremental_s / full_s, 3),
+    }
+
+
+def _warm_up(spark: Any, warm_dir: Path, records: int, nodes: int) -> None:
+    write_synthetic_quorum(warm_dir, records, nodes)
+    _timed_verify(spark, warm_dir)
+    shutil.rmtree(warm_dir)
+
+
+def _one_core(
+    one_core_master: str, root: Path, data_dir: Path, nodes: int, repeat: int, warm_up_records: int, spark_s: float
+) -> dict[str, Any]:
+    """The same verify of the same logs under ``one_core_master`` in a new session (in the same
+    JVM, already compiled by the runs before; a small warm-up starts the new session's Python
+    workers), and the speed-up of ``master`` over it."""
+    from raftmeta.jobs.session import build_session
+
+    spark = build_session(one_core_master, app_name="raftmeta-bench-replay-1", local_dir=str(root / "spark-1"))
+    try:
+        if warm_up_records:
+            _warm_up(spark, root / "warm-up-1", min(warm_up_records, ONE_CORE_WARM_UP_RECORDS), nodes)
+        runs = [_timed_verify(spark, data_dir) for _ in range(repeat)]
+    finally:
+        spark.stop()
+    one_core_s = median(runs)
+    return {
+        "one_core_master": one_core_master,
+        "one_core_spark_seconds": round(one_core_s, 3),
+        "one_core_spark_seconds_runs": [round(r, 3) for r in runs],
+        # Named for the default masters (local[1] -> local[2]); "one_core_master" and "master" say which ran.
+        "speedup_local1_to_local2": round(one_core_s / spark_s, 3),
+    }

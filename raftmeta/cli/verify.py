@@ -23,9 +23,28 @@ from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_err
     help="A client history (JSON lines) to check against the committed log.",
 )
 @click.option("--spark-log-level", default="ERROR", show_default=True, help="Spark's own log level.")
+@click.option(
+    "--incremental",
+    is_flag=True,
+    help="Read only the segments not verified before (kept in --digest-store), and check that the verified "
+    "ones did not change.",
+)
+@click.option(
+    "--digest-store",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The digest store of --incremental [default: REPORT_DIR/digests].",
+)
 @output_option
 def verify(
-    data_dir: str, report_dir: Path | None, history: str | None, master: str, spark_log_level: str, output: str
+    data_dir: str,
+    report_dir: Path | None,
+    history: str | None,
+    master: str,
+    spark_log_level: str,
+    incremental: bool,
+    digest_store: Path | None,
+    output: str,
 ) -> None:
     """Replay every node's committed log with Spark and check that the quorum agreed.
 
@@ -40,6 +59,14 @@ def verify(
         discover(data_dir)
     except (LayoutError, FileNotFoundError, OSError) as exc:
         raise usage_error(str(exc), "--data-dir") from exc
+    if digest_store is not None and not incremental:
+        raise usage_error("--digest-store goes with --incremental", "--digest-store")
+    if incremental and digest_store is None:
+        if report_dir is None:
+            raise usage_error(
+                "--incremental needs --digest-store or --report-dir (the store goes there)", "--incremental"
+            )
+        digest_store = report_dir / "digests"
     console = Console(stderr=True)
     with console.status("starting Spark", spinner="dots") as status:
         from raftmeta.jobs.session import build_session
@@ -47,7 +74,7 @@ def verify(
 
         spark = build_session(master, log_level=spark_log_level)
         try:
-            result = run_verify(spark, data_dir, progress=status.update, history=history)
+            result = run_verify(spark, data_dir, progress=status.update, history=history, digest_store=digest_store)
         finally:
             spark.stop()
     paths = write_outputs(result, data_dir, report_dir) if report_dir is not None else {}

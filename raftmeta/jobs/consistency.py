@@ -1,7 +1,9 @@
 """Do the nodes' logs agree? (DESIGN.md §9, invariants 2 and 4.)
 
-Checked at batch granularity, because followers store the leader's batches byte for byte: two
-nodes agree on a batch exactly when its digests are equal, and 10 M records are ~100 k batches.
+Checked at batch granularity, without decoding a record: followers store the leader's batches
+byte for byte, so two nodes agree on a batch exactly when its 64-bit hashes are equal, and 10 M
+records are ~100 k batch rows. In Spark these rows go to the JVM as they are and every rule is a
+join, a grouping or a window function there; Python only frames, CRC-checks and hashes batches.
 
 - ``batch-integrity``: every batch's CRC holds; damage below a node's high watermark fails,
   damage above it is a torn tail that recovery would truncate (reported, not failed).
@@ -10,7 +12,7 @@ nodes agree on a batch exactly when its digests are equal, and 10 M records are 
 - ``epochs-non-decreasing``: along each node's log.
 - ``high-watermark-within-log``: no node claims a committed prefix its log (or snapshot) lacks.
 - ``committed-prefixes-agree``: at every committed batch, every node whose committed range covers
-  it holds it, with the same digest.
+  it holds it, with the same hash.
 
 Two implementations compute the same :class:`Facts`: Spark (``spark_facts``, for logs that
 outgrow a machine) and a single process (``local_facts``, the reference and the benchmark's
@@ -20,11 +22,13 @@ comparable line by line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raftmeta.jobs import layout
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
+from raftmeta.jobs.columns import hash_text
 from raftmeta.jobs.datasource import SOURCE_NAME, FilePartition, read_partition
 
 if TYPE_CHECKING:
@@ -70,8 +74,8 @@ def hw_text(node_id: int, hw: int, log_end: int) -> str:
     return f"node {node_id}: high watermark {hw} but log ends at {log_end}"
 
 
-def conflict_text(base: int, copies: list[tuple[int, str]]) -> str:
-    return f"offset {base} (" + ", ".join(f"node {n}: {d[:12]}" for n, d in sorted(copies)) + ")"
+def conflict_text(base: int, copies: list[tuple[int, int]]) -> str:
+    return f"offset {base} (" + ", ".join(f"node {n}: {hash_text(h)}" for n, h in sorted(copies)) + ")"
 
 
 def missing_text(node_id: int, base: int, hw: int) -> str:
@@ -160,11 +164,11 @@ def local_facts(data_dir: str) -> Facts:
         ordered = [text for walk in walks for text in getattr(walk, name)]
         setattr(facts, name, ordered[:EXAMPLES_MAX])
         setattr(facts, f"{name}_total", len(ordered))
-    # base offset -> {node: digest} of committed batches.
-    committed: dict[int, dict[int, str]] = {}
+    # base offset -> {node: hash} of committed batches.
+    committed: dict[int, dict[int, int]] = {}
     for walk in walks:
-        for base, digest in walk.committed.items():
-            committed.setdefault(base, {})[walk.node_id] = digest
+        for base, value in walk.committed.items():
+            committed.setdefault(base, {})[walk.node_id] = value
     conflicts: list[str] = []
     missing: list[str] = []
     for base in sorted(committed):
@@ -187,7 +191,7 @@ class _NodeWalk:
     start: int
     log_end: int
     batches: int = 0
-    committed: dict[int, str] = field(default_factory=dict)
+    committed: dict[int, int] = field(default_factory=dict)
     gaps: list[str] = field(default_factory=list)
     epochs_backwards: list[str] = field(default_factory=list)
     corrupt_committed: list[str] = field(default_factory=list)
@@ -225,7 +229,7 @@ def _walk_node(node: layout.NodeFiles) -> _NodeWalk:
             prev_next, prev_epoch, last_next = row["next_offset"], row["epoch"], row["next_offset"]
             walk.log_end = max(walk.log_end, row["next_offset"])
             if row["next_offset"] <= hw:
-                walk.committed[base] = row["digest"]
+                walk.committed[base] = row["hash"]
     if first is not None:
         walk.start = first
         if not log_start_is_legal(first, [s.end_offset for s in node.snapshots]):
@@ -233,13 +237,24 @@ def _walk_node(node: layout.NodeFiles) -> _NodeWalk:
     return walk
 
 
-def spark_facts(spark: SparkSession, data_dir: str, *, split_bytes: int = 0) -> Facts:
+def spark_facts(
+    spark: SparkSession,
+    data_dir: str,
+    *,
+    split_bytes: int = 0,
+    rows: DataFrame | None = None,
+    keep: Callable[[DataFrame], None] | None = None,
+) -> Facts:
     """The same facts computed by Spark over the batch-level rows of every node.
 
     Two jobs on a clean log, over the cached batch rows: per-node counts (which also fill the
     cache), then one pass -- a per-node window in offset order, a grouping by base offset, a
     global sum -- that counts gaps, backward epochs, conflicting and missing batches at once.
     Only failures fetch their offending items (at most EXAMPLES_MAX each, in order).
+
+    ``rows``: the batch rows to check instead of reading every segment (``verify --incremental``
+    passes the stored rows of verified segments plus the rows of the others); ``keep`` is called
+    with the cached rows before they are released (the digest store saves them).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -248,10 +263,12 @@ def spark_facts(spark: SparkSession, data_dir: str, *, split_bytes: int = 0) -> 
     snapshot_ends = {n.node_id: [s.end_offset for s in n.snapshots] for n in nodes}
     hw = {n.node_id: n.high_watermark for n in nodes}
     facts = Facts()
-    reader = spark.read.format(SOURCE_NAME).option("level", "batches")
-    if split_bytes:
-        reader = reader.option("split_bytes", str(split_bytes))
-    batches: DataFrame = reader.load(data_dir).cache()
+    if rows is None:
+        reader = spark.read.format(SOURCE_NAME).option("level", "batches")
+        if split_bytes:
+            reader = reader.option("split_bytes", str(split_bytes))
+        rows = reader.load(data_dir)
+    batches: DataFrame = rows.cache()
     hw_of = F.create_map(*[F.lit(x) for pair in hw.items() for x in pair])
     ok = F.col("crc_ok")
 
@@ -272,7 +289,7 @@ def spark_facts(spark: SparkSession, data_dir: str, *, split_bytes: int = 0) -> 
 
     w = Window.partitionBy("node_id").orderBy("base_offset")
     ordered = batches.where(ok).select(
-        "node_id", "segment", "base_offset", "next_offset", "epoch", "digest",
+        "node_id", "segment", "base_offset", "next_offset", "epoch", "hash",
         F.lag("next_offset").over(w).alias("prev_next"), F.lag("epoch").over(w).alias("prev_epoch"),
         (F.col("next_offset") <= hw_of[F.col("node_id")]).alias("committed"),
     )  # fmt: skip
@@ -282,7 +299,7 @@ def spark_facts(spark: SparkSession, data_dir: str, *, split_bytes: int = 0) -> 
     by_offset = ordered.groupBy("base_offset").agg(
         F.count(F.when(is_gap, F.lit(1))).alias("gaps"),
         F.count(F.when(is_back, F.lit(1))).alias("backs"),
-        F.size(F.collect_set(F.when(committed, F.col("digest")))).alias("digests"),
+        F.size(F.collect_set(F.when(committed, F.col("hash")))).alias("hashes"),
         F.collect_set(F.when(committed, F.col("node_id"))).alias("holders"),
     )
     snapshot_end = {n.node_id: n.newest_snapshot.end_offset if n.newest_snapshot else 0 for n in nodes}
@@ -299,7 +316,7 @@ def spark_facts(spark: SparkSession, data_dir: str, *, split_bytes: int = 0) -> 
     totals = with_lacking.agg(
         F.sum("gaps").alias("gaps"),
         F.sum("backs").alias("backs"),
-        F.count(F.when(F.col("digests") > 1, F.lit(1))).alias("conflicts"),
+        F.count(F.when(F.col("hashes") > 1, F.lit(1))).alias("conflicts"),
         F.sum(F.size("lacking")).alias("missing"),
     ).collect()[0]
 
@@ -335,11 +352,11 @@ def spark_facts(spark: SparkSession, data_dir: str, *, split_bytes: int = 0) -> 
         copies = (
             ordered.where(committed)
             .groupBy("base_offset")
-            .agg(F.collect_list(F.struct("node_id", "digest")).alias("copies"))
-            .where(F.size(F.array_distinct("copies.digest")) > 1)
+            .agg(F.collect_list(F.struct("node_id", "hash")).alias("copies"))
+            .where(F.size(F.array_distinct("copies.hash")) > 1)
         )
         facts.conflicts = [
-            conflict_text(r["base_offset"], [(c["node_id"], c["digest"]) for c in r["copies"]])
+            conflict_text(r["base_offset"], [(c["node_id"], c["hash"]) for c in r["copies"]])
             for r in copies.orderBy("base_offset").limit(EXAMPLES_MAX).collect()
         ]
     facts.missing_total = totals["missing"] or 0
@@ -351,6 +368,8 @@ def spark_facts(spark: SparkSession, data_dir: str, *, split_bytes: int = 0) -> 
             missing_text(r["node_id"], r["base_offset"], hw[r["node_id"]])
             for r in missing_rows.orderBy("base_offset", "node_id").limit(EXAMPLES_MAX).collect()
         ]
+    if keep is not None:
+        keep(batches)
     batches.unpersist()
     return facts
 

@@ -8,8 +8,9 @@ conversion in Python).
 Options (strings, as Spark passes them):
 
 - ``level``: ``records`` (default; one row per metadata record) or ``batches`` (one row per
-  batch with its digest: the cheap way to compare nodes, since followers store the leader's
-  batches byte for byte).
+  batch: node, segment, position, base/last/next offset, epoch, count, size, stored CRC and a
+  64-bit hash of its bytes, decoded from the header alone: the cheap way to compare nodes, since
+  followers store the leader's batches byte for byte).
 - ``snapshots``: ``true`` reads the nodes' snapshot files instead of their segments (offsets are
   then positions within the snapshot, from 0); ``newest_snapshot``: ``true`` reads only each
   node's newest snapshot.
@@ -23,12 +24,15 @@ Options (strings, as Spark passes them):
 - ``split_bytes``: split files larger than this into ranges of about this many bytes, each its
   own task (a range holds the batches that start in it), so a big segment keeps every core
   busy; 0 (default) = one task per file.
+- ``segments``: read only these files, a comma-separated list of ``NODE:FILE_NAME`` (e.g.
+  ``2:00000000000000004711.log``); ``verify --incremental`` reads only the segments its digest
+  store has not verified.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +108,25 @@ def _split_bytes(options: dict[str, str]) -> int:
     return value
 
 
+def _segments(options: dict[str, str]) -> frozenset[tuple[int, str]] | None:
+    if "segments" not in options:
+        return None
+    out: set[tuple[int, str]] = set()
+    for item in (i.strip() for i in options["segments"].split(",")):
+        if not item:
+            continue
+        node, sep, name = item.partition(":")
+        if not sep or not node.strip().lstrip("-").isdigit() or not name.strip():
+            raise ValueError(f"option 'segments': {item!r} is not NODE:FILE_NAME")
+        out.add((int(node), name.strip()))
+    return frozenset(out)
+
+
+def segments_option(files: Iterable[tuple[int, str]]) -> str:
+    """The ``segments`` option's value for these (node id, file name) pairs."""
+    return ",".join(f"{node}:{name}" for node, name in sorted(files))
+
+
 def _ranges(size: int, split_bytes: int) -> list[tuple[int, int]]:
     if split_bytes <= 0 or size <= split_bytes:
         return [(0, -1)]
@@ -120,8 +143,10 @@ def plan_partitions(
     committed: bool,
     newest_snapshot: bool = False,
     split_bytes: int = 0,
+    only: frozenset[tuple[int, str]] | None = None,
 ) -> list[FilePartition]:
-    """The files (or file ranges) to read, one partition each (driver side)."""
+    """The files (or file ranges) to read, one partition each (driver side); ``only``: just
+    these (node id, file name) pairs."""
     if level not in ("records", "batches"):
         raise ValueError(f"option 'level' must be records or batches, got {level!r}")
     parts: list[FilePartition] = []
@@ -135,6 +160,8 @@ def plan_partitions(
             files = node.snapshots if snapshots else node.segments
         for f in files:
             name = f.uri.rsplit("/", 1)[-1]
+            if only is not None and (node.node_id, name) not in only:
+                continue
             for start, end in _ranges(f.size_bytes, split_bytes):
                 parts.append(FilePartition(f.uri, node.node_id, name, level, hw, start, end))
     return parts
@@ -198,6 +225,7 @@ class RaftmetaReader(DataSourceReader):
             committed=_flag(self.options, "committed"),
             newest_snapshot=_flag(self.options, "newest_snapshot"),
             split_bytes=_split_bytes(self.options),
+            only=_segments(self.options),
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

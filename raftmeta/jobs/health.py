@@ -17,7 +17,7 @@ and the ISR-size figure share one aggregation over the final state (one pass ove
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -169,7 +169,16 @@ def partition_health(
     for r in rows:
         key = (int(r["isr_size"]), int(r["replica_count"]))
         isr_sizes[key] = isr_sizes.get(key, 0) + int(r["count"])
-    stuck = counts["stuck_under_replicated"]
+    return health_result(counts, isr_sizes, lambda: flagged)
+
+
+def health_result(
+    counts: dict[str, int], isr_sizes: dict[tuple[int, int], int], flagged: Callable[[], DataFrame]
+) -> HealthResult:
+    """The result from counts already aggregated (by :func:`partition_health`, or by the state
+    job in its one pass over the log); ``flagged`` gives the final state with its flags, queried
+    only when the check fails, for its examples."""
+    stuck = counts.get("stuck_under_replicated", 0)
     if stuck == 0:
         check = Check(
             CHECK_NAME,
@@ -179,7 +188,8 @@ def partition_health(
         )
     else:
         rows = (
-            flagged.where("stuck_under_replicated")
+            flagged()
+            .where("stuck_under_replicated")
             .orderBy("topic_name", "partition_id")
             .limit(EXAMPLES_MAX)
             .select("topic_name", "partition_id", "replicas", "isr", "leader")

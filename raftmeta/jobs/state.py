@@ -8,17 +8,18 @@ PartitionChangeRecord sets some), ordered by offset.
 
 Two passes over the log, and only bounded results reach the driver:
 
-1. the broker records alone (skipped-by-first-byte reading makes this nearly free): per broker,
-   when it registered, its rack, pool and fencing;
+1. the broker, topic and config records (every other record skipped by its first byte), kept in
+   memory: per broker, when it registered, its rack, pool and fencing; per topic, its
+   ``min.insync.replicas``;
 2. everything else in one job: rows are hash-partitioned by topic id and sorted once by
    (topic id, partition id, offset); window functions over that one order give each partition's
    states, its topic's creation and removal, and the first live partition of each topic; the
-   states are then counted by (live, replicas, leader), and each such group emits weighted
-   (kind, broker) entries -- "broken states", "live partitions", "replicas on broker 3",
-   "partitions broker 3 leads" -- that a last aggregation sums. The driver receives a few rows
-   per broker, never a row per partition: the 10 M-partition final state used to be collected
-   here and ran the driver out of heap. Offending states are fetched (at most EXAMPLES_MAX, in
-   offset order) only when a check fails.
+   states are then counted by (live, replicas, leader, ISR size, health flags), and each such
+   group emits weighted (kind, broker) entries -- "broken states", "live partitions", "replicas
+   on broker 3", "partitions broker 3 leads", "under-replicated" -- that a last aggregation sums.
+   The driver receives a few rows per broker, never a row per partition: the 10 M-partition final
+   state used to be collected here and ran the driver out of heap. Offending states are fetched
+   (at most EXAMPLES_MAX, in offset order) only when a check fails.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
 from raftmeta.jobs.datasource import SOURCE_NAME
+from raftmeta.jobs.health import (
+    CONFIG_COLUMNS,
+    FLAGS,
+    TOPIC_COLUMNS,
+    HealthResult,
+    health_result,
+    newest_topics,
+    topic_min_isr,
+    with_health,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,9 +56,16 @@ STATE_COLUMNS = (
     "leader", "leader_epoch", "partition_epoch", "pool", "crc_ok",
 )  # fmt: skip
 BROKER_COLUMNS = ("offset", "record_type", "broker_id", "rack", "pool", "fenced", "crc_ok")
+# The few records read before the main pass, in one pass (each pass frames and CRC-checks every
+# batch of the log, ~1 us per record, even when it skips records by their first byte): brokers,
+# and the topic and config records that give each topic's min.insync.replicas.
+LIGHT_TYPES = (*BROKER_TYPES, "topic", "config")
+LIGHT_COLUMNS = tuple(dict.fromkeys((*BROKER_COLUMNS, *TOPIC_COLUMNS, *CONFIG_COLUMNS)))
 
-# The kinds of entries the state job counts; per-broker ones carry the broker id, the others -1.
-ORPHAN, BROKEN, PARTITION, LEADERLESS, RACK_SPREAD, TOPIC, REPLICA, PREFERRED, LEADER = range(9)
+# The kinds of entries the state job counts; per-broker ones carry the broker id, the others -1;
+# ISR_SIZE carries the ISR size and the replica count; HEALTH + i counts health.FLAGS[i].
+ORPHAN, BROKEN, PARTITION, LEADERLESS, RACK_SPREAD, TOPIC, REPLICA, PREFERRED, LEADER, ISR_SIZE = range(10)
+HEALTH = 100
 
 
 @dataclass(frozen=True)
@@ -92,6 +110,8 @@ class ClusterState:
     balance: Balance
     # topic_name, topic_id, partition_id, replicas, isr, leader and adding_replicas of every live partition
     final: DataFrame
+    # Health of the final state (raftmeta.jobs.health), counted in the same pass as the balance.
+    health: HealthResult
 
     @property
     def live_brokers(self) -> set[int]:
@@ -121,14 +141,13 @@ class _Brokers:
     live: dict[int, tuple[str | None, str | None, bool]]  # not unregistered: (rack, pool, fenced)
 
 
-def _brokers(replay: NodeReplay) -> _Brokers:
-    """One small job over the broker records: a row per broker."""
+def _brokers(light: DataFrame) -> _Brokers:
+    """One small job over the broker records (``light``: the LIGHT_TYPES records): a row per broker."""
     from pyspark.sql import functions as F
 
     register = F.col("record_type") == "register_broker"
     rows = (
-        replay.records(kinds=BROKER_TYPES, columns=BROKER_COLUMNS)
-        .where(F.col("crc_ok") & F.col("record_type").isin(*BROKER_TYPES))
+        light.where(F.col("crc_ok") & F.col("record_type").isin(*BROKER_TYPES))
         .groupBy("broker_id")
         .agg(
             F.min(F.when(register, F.col("offset"))).alias("registered_at"),
@@ -310,21 +329,29 @@ def _states(records: DataFrame, brokers: _Brokers) -> DataFrame:
     )  # fmt: skip
 
 
-def _counts(states: DataFrame, brokers: _Brokers) -> DataFrame:
-    """Rows of (kind, broker, count): every count the checks and figures need, bounded by the
-    number of brokers.
+def _counts(states: DataFrame, brokers: _Brokers, min_isr: DataFrame) -> DataFrame:
+    """Rows of (kind, broker, extra, count): every count the checks and figures need, the health
+    of the final state's partitions included, bounded by the number of brokers.
 
-    First the states are grouped by what the figures depend on -- (live, replicas, leader) --
-    which map-side aggregation collapses to a row per distinct assignment; the entries per broker
-    ("a replica on broker 3", "broker 3 leads") and the rack spread are then computed once per
-    group, weighted by its size, rather than once per partition."""
+    First the states are grouped by what the figures depend on -- (live, replicas, leader, ISR
+    size, health flags) -- which map-side aggregation collapses to a row per distinct assignment;
+    the entries per broker ("a replica on broker 3", "broker 3 leads") and the rack spread are
+    then computed once per group, weighted by its size, rather than once per partition. The health
+    flags are computed here, on the same rows, because the final state is not kept: a second job
+    over ``ClusterState.final`` would decode and sort the whole log again (it did, and took as long
+    as this one). ``min_isr``: (topic_name, min_isr) of the topics that set it."""
     from pyspark.sql import functions as F
 
     live = F.col("live")
-    groups = states.groupBy(
+    empty = F.array().cast("array<int>")
+    live_brokers = {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
+    flagged = with_health(states, live_brokers, min_isr)
+    groups = flagged.groupBy(
         live.alias("live"),
-        F.when(live, F.coalesce(F.col("replicas"), F.array().cast("array<int>"))).alias("replicas"),
+        F.when(live, F.coalesce(F.col("replicas"), empty)).alias("replicas"),
         F.when(live, F.coalesce(F.col("leader"), F.lit(-1))).alias("leader"),
+        F.when(live, F.size(F.coalesce(F.col("isr"), empty))).alias("isr_size"),
+        *[(live & F.col(flag)).alias(flag) for flag in FLAGS],
     ).agg(
         F.count(F.lit(1)).alias("n"),
         F.count(F.when(F.col("orphan"), F.lit(1))).alias("orphans"),
@@ -332,9 +359,13 @@ def _counts(states: DataFrame, brokers: _Brokers) -> DataFrame:
         F.count(F.when(F.col("first_live_of_topic"), F.lit(1))).alias("topics"),
     )
 
-    def entry(kind: int, n: Column, broker: Column | int = -1) -> Column:
+    def entry(kind: int, n: Column, broker: Column | int = -1, extra: Column | int = -1) -> Column:
         b = broker if not isinstance(broker, int) else F.lit(broker)
-        return F.struct(F.lit(kind).alias("kind"), b.cast("int").alias("broker"), n.cast("long").alias("n"))
+        x = extra if not isinstance(extra, int) else F.lit(extra)
+        return F.struct(
+            F.lit(kind).alias("kind"), b.cast("int").alias("broker"), x.cast("int").alias("extra"),
+            n.cast("long").alias("n"),
+        )  # fmt: skip
 
     rack_of = _literal_map({b: rack for b, (rack, _, _) in brokers.live.items()}, "string")
     racks = len({rack for rack, _, _ in brokers.live.values()})
@@ -349,30 +380,43 @@ def _counts(states: DataFrame, brokers: _Brokers) -> DataFrame:
         F.when(live & (spanned < F.least(F.size(replicas), F.lit(racks))), entry(RACK_SPREAD, n)),
         F.when(live & (F.size(replicas) > 0), entry(PREFERRED, n, replicas[0])),
         F.when(live & (leader >= 0), entry(LEADER, n, leader)),
+        F.when(live, entry(ISR_SIZE, n, F.col("isr_size"), F.size(replicas))),
+        *[F.when(F.col(flag), entry(HEALTH + i, n)) for i, flag in enumerate(FLAGS)],
     )
     per_replica = F.when(live, F.transform(replicas, lambda b: entry(REPLICA, n, b))).otherwise(
-        F.array().cast("array<struct<kind:int,broker:int,n:bigint>>")
+        F.array().cast("array<struct<kind:int,broker:int,extra:int,n:bigint>>")
     )
     return (
         groups.select(F.explode(F.concat(flags, per_replica)).alias("e"))
         .where(F.col("e").isNotNull())
-        .groupBy("e.kind", "e.broker")
+        .groupBy("e.kind", "e.broker", "e.extra")
         .agg(F.sum("e.n").alias("count"))
     )
 
 
 def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
-    """Invariant 7 on every partition state, plus the final cluster state."""
+    """Invariant 7 on every partition state, plus the final cluster state and its health.
+
+    Two passes over the node's log: the LIGHT_TYPES records (kept in memory: a few per broker
+    and topic), then the main pass, which counts everything else in one job."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    brokers = _brokers(replay)
+    light = replay.records(kinds=LIGHT_TYPES, columns=LIGHT_COLUMNS).where("crc_ok").cache()
+    brokers = _brokers(light)
+    min_isr = topic_min_isr(newest_topics(light), light)
     observed = Observation("replayed records")
     records = replay.records(columns=STATE_COLUMNS).where("crc_ok").observe(observed, F.count(F.lit(1)).alias("n"))
-    counts: dict[tuple[int, int], int] = {
-        (r["kind"], r["broker"]): r["count"] for r in _counts(_states(records, brokers), brokers).collect()
+    counts: dict[tuple[int, int, int], int] = {
+        (r["kind"], r["broker"], r["extra"]): r["count"]
+        for r in _counts(_states(records, brokers), brokers, min_isr).collect()
     }
     total = observed.get["n"]
+    # Released now: the one query that reads it again (the examples of a failed health check) reads the log.
+    light.unpersist()
+
+    def count(kind: int) -> int:
+        return counts.get((kind, -1, -1), 0)
 
     def states() -> DataFrame:  # a fresh plan for follow-up queries (an Observation is used once)
         return _states(replay.records(columns=STATE_COLUMNS).where("crc_ok"), brokers)
@@ -380,14 +424,14 @@ def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
     checks = [
         _check(
             "partitions-of-known-topics",
-            counts.get((ORPHAN, -1), 0),
+            count(ORPHAN),
             lambda: states().where("orphan"),
             lambda r: f"offset {r['offset']}: partition {r['partition_id']} of unknown topic id {r['topic_id']}",
             "every partition belongs to a topic created before it",
         ),
         _check(
             "partition-states-valid",
-            counts.get((BROKEN, -1), 0),
+            count(BROKEN),
             lambda: _broken_rules(states().where("broken"), brokers),
             lambda r: (
                 f"{r['topic_name'] or r['topic_id']}-{r['partition_id']} at offset {r['offset']}: "
@@ -400,13 +444,13 @@ def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
     ]
 
     def per_broker(kind: int) -> dict[int, int]:
-        return {broker: n for (k, broker), n in counts.items() if k == kind}
+        return {broker: n for (k, broker, _), n in counts.items() if k == kind}
 
     balance = Balance(
-        topics=counts.get((TOPIC, -1), 0),
-        partitions=counts.get((PARTITION, -1), 0),
-        leaderless=counts.get((LEADERLESS, -1), 0),
-        rack_spread_violations=counts.get((RACK_SPREAD, -1), 0),
+        topics=count(TOPIC),
+        partitions=count(PARTITION),
+        leaderless=count(LEADERLESS),
+        rack_spread_violations=count(RACK_SPREAD),
         replicas=per_broker(REPLICA),
         preferred_leaders=per_broker(PREFERRED),
         leaders=per_broker(LEADER),
@@ -419,7 +463,13 @@ def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
             F.coalesce("leader", F.lit(-1)).alias("leader"), "adding_replicas",
         )
     )  # fmt: skip
-    return checks, ClusterState(brokers.live, total, balance, final)
+    live_brokers = {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
+    health = health_result(
+        {flag: count(HEALTH + i) for i, flag in enumerate(FLAGS)},
+        {(size, rf): n for (k, size, rf), n in counts.items() if k == ISR_SIZE},
+        lambda: with_health(final, live_brokers, min_isr),
+    )
+    return checks, ClusterState(brokers.live, total, balance, final, health)
 
 
 def _broken_rules(states: DataFrame, brokers: _Brokers) -> DataFrame:

@@ -12,7 +12,8 @@
    numbers ``raftmeta placement place`` shows for the same cluster.
 5. Health of the final state (``raftmeta.jobs.health``): under-replicated, under-min-ISR, offline
    partitions and leaders away from their preferred replica; a partition still under-replicated
-   although every replica's broker is registered and unfenced fails a check.
+   although every replica's broker is registered and unfenced fails a check. Counted by step 2's
+   job, on the same rows (a separate job over the final state would replay the log again).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from raftmeta.jobs import layout
 from raftmeta.jobs.checks import Check
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.datasource import SOURCE_NAME
-from raftmeta.jobs.health import CONFIG_COLUMNS, TOPIC_COLUMNS, partition_health
 from raftmeta.jobs.state import PARTITION_TYPES, ClusterState, NodeReplay, snapshot_check, state_checks
 
 if TYPE_CHECKING:
@@ -135,19 +135,39 @@ def split_bytes_for(spark: SparkSession, files_bytes: int) -> int:
 
 
 def run_verify(
-    spark: SparkSession, data_dir: str, progress: Progress = lambda _: None, *, history: str | None = None
+    spark: SparkSession,
+    data_dir: str,
+    progress: Progress = lambda _: None,
+    *,
+    history: str | None = None,
+    digest_store: Path | None = None,
 ) -> VerifyResult:
+    """Every check of DESIGN.md §9 on the logs under ``data_dir``. With ``digest_store``
+    (``verify --incremental``), the segments verified by an earlier run are not read again (see
+    :mod:`raftmeta.jobs.digests`), and the store is updated when the logs agree."""
     nodes = layout.discover(data_dir)
     all_bytes = sum(s.size_bytes for n in nodes for s in n.segments)
-    progress(f"checking that {len(nodes)} nodes' logs agree")
-    facts = spark_facts(spark, data_dir, split_bytes=split_bytes_for(spark, all_bytes))
+    incremental: list[Check] = []
+    incremental_figures: dict[str, Any] = {}
+    if digest_store is None:
+        progress(f"checking that {len(nodes)} nodes' logs agree")
+        facts = spark_facts(spark, data_dir, split_bytes=split_bytes_for(spark, all_bytes))
+    else:
+        from raftmeta.jobs.digests import incremental_facts
+
+        progress(f"checking that {len(nodes)} nodes' logs agree (reading what {digest_store} has not verified)")
+        facts, changes, reused = incremental_facts(
+            spark, data_dir, nodes, digest_store, lambda size: split_bytes_for(spark, size)
+        )
+        incremental.append(changes)
+        incremental_figures = {"incremental": reused}
     longest = max(nodes, key=lambda n: (n.high_watermark, -n.node_id))
     progress(f"replaying node {longest.node_id}'s committed log (high watermark {longest.high_watermark})")
     base = longest.newest_snapshot.end_offset if longest.newest_snapshot else None
     node_bytes = sum(s.size_bytes for s in longest.segments)
     replay = NodeReplay(spark, longest.root, base, split_bytes=split_bytes_for(spark, node_bytes))
     more, state = state_checks(replay)
-    checks = [*facts_to_checks(facts), *more]
+    checks = [*facts_to_checks(facts), *incremental, *more]
     progress("comparing every node's newest snapshot with the replayed log")
     partition_records = replay.records(kinds=(*PARTITION_TYPES, "remove_topic"), columns=SNAPSHOT_COLUMNS)
     checks.append(snapshot_check(spark, SOURCE_NAME, nodes, partition_records.where("crc_ok"), base or 0))
@@ -160,13 +180,7 @@ def run_verify(
         more, history_figures = history_checks(read_history(spark, history), logged)
         logged.unpersist()
         checks.extend(more)
-    progress("computing balance and health figures")
-    health = partition_health(
-        state.final,
-        replay.records(kinds=("topic",), columns=TOPIC_COLUMNS),
-        replay.records(kinds=("config",), columns=CONFIG_COLUMNS),
-        state.live_brokers,
-    )
+    health = state.health
     checks.append(health.check)
     figures: dict[str, Any] = {
         "records": state.records,
@@ -181,6 +195,7 @@ def run_verify(
         # added by a reassignment out of the factor, as kafka-topics.sh does.
         **health.figures(),
         **history_figures,
+        **incremental_figures,
     }
     return VerifyResult(all(c.passed for c in checks), checks, figures, state)
 

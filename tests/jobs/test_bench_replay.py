@@ -33,8 +33,12 @@ def test_bench_replay_reports_every_figure(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
     for key in ("records", "spark_records_per_s", "spark_records_per_s_with_startup", "baseline_records_per_s",
-                "ratio", "scaling", "driver_peak_rss_mb", "jvm_peak_rss_mb", "baseline_peak_rss_mb"):  # fmt: skip
+                "ratio", "scaling", "driver_peak_rss_mb", "jvm_peak_rss_mb", "baseline_peak_rss_mb",
+                "speedup_local1_to_local2", "one_core_spark_seconds", "full_seconds",
+                "incremental_seconds"):  # fmt: skip
         assert key in document, key
+    assert document["one_core_master"] == "local[1]" and document["master"] == "local[2]"
+    assert document["speedup_local1_to_local2"] > 0
     # The baseline runs in its own process: the driver's figure is the Spark driver's alone.
     assert document["driver_peak_rss_mb"] > 0 and document["baseline_peak_rss_mb"] > 0
     assert set(document["load_average"]) == {"start", "end"}

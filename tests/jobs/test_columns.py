@@ -213,3 +213,31 @@ def test_bad_options_name_the_option_and_the_allowed_values() -> None:
     with pytest.raises(ValueError, match="apply to level=records only"):
         read_options({"level": "batches", "columns": "offset"})
     assert read_options({"columns": " offset , crc_ok ", "record_types": "topic"}).columns == ("offset", "crc_ok")
+
+
+def test_batch_rows_carry_the_header_and_a_hash_of_the_bytes() -> None:
+    data = codec.encode_batch(7, 3, every_kind(), 1_700_000_000_000)
+    (row,) = next(columns.batch_rows(1, "seg.log", data)).to_pylist()
+    header = codec.check_batch(data)
+    assert (row["base_offset"], row["last_offset"], row["next_offset"]) == (
+        7,
+        header.next_offset - 1,
+        header.next_offset,
+    )
+    assert (row["epoch"], row["crc"], row["size_bytes"], row["crc_ok"]) == (3, header.crc, len(data), True)
+    assert row["hash"] == columns.batch_hash(data)
+    # One byte of one record changed, the CRC recomputed to match: the hash still tells them apart.
+    records = codec.split_records(data, header)
+    records[0] = records[0][:-1] + bytes([records[0][-1] ^ 1])
+    (other,) = next(columns.batch_rows(1, "seg.log", codec.encode_batch(7, 3, records, 1_700_000_000_000))).to_pylist()
+    assert other["crc_ok"] and other["hash"] != row["hash"]
+
+
+def test_the_segments_option_names_node_and_file() -> None:
+    from raftmeta.jobs.datasource import _segments, segments_option
+
+    pairs = frozenset({(2, "00000000000000004711.log"), (1, "00000000000000000000.log")})
+    assert _segments({"segments": segments_option(pairs)}) == pairs
+    assert _segments({}) is None
+    with pytest.raises(ValueError, match="NODE:FILE_NAME"):
+        _segments({"segments": "00000000000000000000.log"})

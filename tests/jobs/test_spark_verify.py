@@ -41,12 +41,13 @@ def test_record_level_rows_are_typed_and_complete(spark: SparkSession, tmp_path:
     assert committed.where("node_id = 2").count() == df.where("node_id = 2").count()
 
 
-def test_batch_level_rows_have_equal_digests_across_nodes(spark: SparkSession, tmp_path: Path) -> None:
+def test_batch_level_rows_have_equal_hashes_across_nodes(spark: SparkSession, tmp_path: Path) -> None:
     write_quorum(tmp_path, topics=6, lagging=False)
     batches = spark.read.format("raftmeta").option("level", "batches").load(str(tmp_path))
-    per_offset = batches.groupBy("base_offset").agg({"digest": "count"}).collect()
+    per_offset = batches.groupBy("base_offset").agg({"hash": "count"}).collect()
     assert all(row[1] == 3 for row in per_offset)
-    assert batches.select("digest").distinct().count() == len(per_offset)
+    assert batches.select("hash").distinct().count() == len(per_offset)
+    assert batches.where("last_offset != next_offset - 1").count() == 0
 
 
 def doctor(kind: str, root: Path) -> None:

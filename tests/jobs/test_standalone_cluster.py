@@ -79,9 +79,9 @@ def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
             log.close()
 
 
-def run_cli_verify(data: Path, master: str) -> dict[str, object]:
+def run_cli_verify(data: Path, master: str, *extra: str) -> dict[str, object]:
     result = subprocess.run(
-        [sys.executable, "-m", "raftmeta", "verify", "--data-dir", str(data), "--master", master, "-o", "json"],
+        [sys.executable, "-m", "raftmeta", "verify", "--data-dir", str(data), "--master", master, "-o", "json", *extra],
         capture_output=True,
         text=True,
         timeout=600,
@@ -106,4 +106,16 @@ def test_cluster_and_local_mode_agree(standalone_master: str, tmp_path: Path) ->
         assert mine == theirs
     assert on_cluster == local
     assert on_cluster["passed"] is True
+    # The incremental path on the cluster: the store is written by executors and read back by them.
+    store = tmp_path / "digests"
+    for run in (1, 2):
+        incremental = run_cli_verify(data, standalone_master, "--incremental", "--digest-store", str(store))
+        figures = incremental["figures"]
+        assert isinstance(figures, dict)
+        reused = figures.pop("incremental")
+        assert (reused["segments_reused"] > 0) == (run == 2), reused
+        checks = incremental["checks"]
+        assert isinstance(checks, list)
+        assert [c for c in checks if c["name"] != "verified-segments-unchanged"] == local["checks"]
+        assert figures == local["figures"]
     shutil.rmtree(data)
