@@ -474,6 +474,14 @@ class Controller:
         self._committed = builder.build()
         self._committed_offset = last_offset
 
+    def activate(self) -> None:
+        """This controller became the active one: its soft state starts afresh (Kafka's
+        BrokerHeartbeatManager on activation). Heartbeat times from an earlier leadership of this
+        node are stale -- the brokers heartbeated to other controllers meanwhile -- and would fence
+        them at the first tick; every broker gets a full session from the first tick instead."""
+        self.last_contact_ms.clear()
+        self.next_balance_ms = None
+
     def renounce(self) -> list[Completion]:
         """Leadership lost: drop pending batches; every waiting request fails with NOT_CONTROLLER."""
         failed: list[Completion] = []

@@ -490,6 +490,7 @@ class QuorumController:
     def _activate(self, now_ms: int, committed_offset: int) -> None:
         """The first batch of this leader's epoch is committed: everything before it is replayed."""
         self._active = True
+        self.controller.activate()
         self._events.append(("controller active", {"epoch": self.core.epoch, "committed_offset": committed_offset}))
         held, self._held = list(self._held), deque()
         for key, method, request in held:

@@ -219,3 +219,25 @@ def test_a_stale_read_of_a_write_is_refused() -> None:
     qc = active()
     with pytest.raises(RequestError, match="not a read"):
         qc.read_stale(ELECTED_MS, "CreateTopics", create("a", "r-a"))
+
+
+def test_a_node_elected_again_gives_every_broker_a_fresh_session() -> None:
+    """Heartbeat times from an earlier leadership are stale: the brokers heartbeated to other
+    controllers meanwhile. Kept, they fenced every broker at the first tick of the node's next
+    leadership (found by tests/integration/test_brokers_heal.py)."""
+    qc = active()
+    qc.controller.last_contact_ms[1] = 0  # as the node left it when it stopped leading long ago
+    qc.core.resign(ELECTED_MS)
+    drive(qc, ELECTED_MS)
+    later = ELECTED_MS + 60_000
+    for now in range(later, later + 20_000, 500):
+        drive(qc, now)
+        if qc.is_leader and qc.active:
+            break
+    assert qc.is_leader and qc.active, "the single voter is elected again"
+    qc.tick(now)
+    drive(qc, now)
+    assert not qc.controller.image.brokers[1].fenced, "a fresh session, not the stale one"
+    qc.tick(now + 9_001)
+    drive(qc, now + 9_001)
+    assert qc.controller.image.brokers[1].fenced, "a broker silent for a whole session is fenced"
