@@ -92,6 +92,7 @@ class Call:
     retry_at_ms: int = 0
     leader_hint: int = -1
     attempts: int = 0
+    sent_ms: int = -1  # when the current attempt was sent
 
 
 @dataclass(slots=True)
@@ -135,6 +136,7 @@ class PlaneSimulation(Simulation):
         self.ack_before_commit = "ack_before_commit" in plane_bugs
         self.no_isr_expansion = "no_isr_expansion" in plane_bugs
         self.no_auto_rebalance = "no_auto_rebalance" in plane_bugs
+        self.stale_broker_sessions = "stale_broker_sessions" in plane_bugs
         self.qcs: dict[int, QuorumController] = {}
         self.calls: dict[str, Call] = {}  # owner -> its outstanding call
         self.by_key: dict[int, Call] = {}
@@ -150,6 +152,10 @@ class PlaneSimulation(Simulation):
         self.quiet = False  # after convergence: no new client work, let every voter catch up
         self.isr_check_at = 0
         self.controller_tick_at = 0
+        # For the broker-sessions check: (node, epoch) -> when its controller became active;
+        # (node, epoch, broker) -> when the last heartbeat it answered OK was sent.
+        self.activated_ms: dict[tuple[int, int], int] = {}
+        self.heartbeat_sent_ms: dict[tuple[int, int, int], int] = {}
         # (topic id, partition, broker) -> when the partition leaders first saw that replica.
         self.replica_seen_ms: dict[tuple[bytes, int, int], int] = {}
 
@@ -171,6 +177,9 @@ class PlaneSimulation(Simulation):
             if records
             else Controller(config=config, committed_offset=offset)
         )
+        if self.stale_broker_sessions:
+            # Planted bug: a node elected again keeps the heartbeat times of its earlier leadership.
+            controller.activate = lambda: None  # type: ignore[method-assign]
         controller.ids = self._topic_id
         controller.random = JavaRandom(self.rng.next_int(1 << 30))
         return controller
@@ -229,9 +238,14 @@ class PlaneSimulation(Simulation):
 
     # -- answers ----------------------------------------------------------------------------------
     def _collect(self, qc: QuorumController) -> None:
-        for message, _fields in qc.take_events():
-            if message in ("broker fenced", "broker unfenced"):
+        node_id = qc.core.node_id
+        for message, fields in qc.take_events():
+            if message == "controller active":
+                self.activated_ms[(node_id, fields["epoch"])] = self.now
+            elif message in ("broker fenced", "broker unfenced"):
                 self._checked(message.replace(" ", "-"))  # the lifecycle is exercised, not only healthy
+                if fields.get("cause") == "broker session expired":
+                    self._check_session_fence(node_id, fields["epoch"], fields["broker_id"])
         qc.take_snapshot_due()
         for answer in qc.take_answers():
             call = self.by_key.pop(answer.key, None)
@@ -250,8 +264,31 @@ class PlaneSimulation(Simulation):
             if answer.error is not None:
                 raise InvariantViolation("request-refused", f"{call.method} refused as malformed: {answer.error}")
             assert answer.response is not None
-            self.known_controller[call.owner] = qc.core.node_id
+            self.known_controller[call.owner] = node_id
+            if isinstance(answer.response, controller_pb2.BrokerHeartbeatResponse) and not answer.response.error_code:
+                # Answered OK: handled by this node's controller in its current leadership (a
+                # leadership lost meanwhile fails its waiting requests), no earlier than sent.
+                key = (node_id, qc.core.epoch, call.request.broker_id)  # type: ignore[attr-defined]
+                self.heartbeat_sent_ms[key] = max(self.heartbeat_sent_ms.get(key, -1), call.sent_ms)
             self._answered(call, answer.response)
+
+    def _check_session_fence(self, node_id: int, epoch: int, broker_id: int) -> None:
+        """A broker fenced for a missed session had none of its heartbeats handled by this
+        controller for a whole session, counting from the controller's activation (Kafka gives
+        every broker a full session then). Sound: a heartbeat is handled no earlier than sent, and
+        the controller knows at least the heartbeats this check knows of."""
+        self._checked("broker-sessions")
+        activated = self.activated_ms.get((node_id, epoch))
+        if activated is None:
+            return
+        since = max(activated, self.heartbeat_sent_ms.get((node_id, epoch, broker_id), -1))
+        if self.now - since <= SESSION_TIMEOUT_MS:
+            raise InvariantViolation(
+                "broker-sessions",
+                f"node {node_id} (epoch {epoch}) fenced broker {broker_id} at {self.now} for a missed session, "
+                f"{self.now - since} ms after its activation or a heartbeat it answered "
+                f"(session {SESSION_TIMEOUT_MS} ms)",
+            )
 
     def _answered(self, call: Call, response: Message) -> None:
         del self.calls[call.owner]
@@ -411,6 +448,7 @@ class PlaneSimulation(Simulation):
         node = hinted[0] if hinted else up[self.rng.next_int(len(up))]
         call.leader_hint = -1
         call.attempts += 1
+        call.sent_ms = self.now
         call.retry_at_ms = self.now + _attempt_timeout_ms(call.owner)
         if self.params.drop_rate and self.rng.random() < self.params.drop_rate:
             call.key = self._next_key  # lost on the way: no answer, a retry after the timeout

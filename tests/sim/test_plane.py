@@ -66,3 +66,21 @@ def test_a_cluster_that_does_not_heal_is_caught(bug: str) -> None:
     assert violation["seed"] < 20
     assert violation["invariant"] == "liveness"
     assert "unhealthy partitions" in violation["detail"]
+
+
+@pytest.mark.sim
+def test_a_controller_fencing_brokers_on_stale_heartbeat_times_is_caught() -> None:
+    """broker-sessions: a broker fenced for a missed session had no heartbeat handled by that
+    controller for a whole session since its activation. The planted bug (the node's heartbeat
+    times survive from an earlier leadership) fenced every broker on a real quorum once."""
+    summary = run_seeds(
+        range(PLANE_SEEDS),
+        steps=STEPS,
+        voters=3,
+        kinds=ALL,
+        bug="stale_broker_sessions",
+        plane=True,
+        stop_on_violation=True,
+    )
+    assert summary.violations, "stale broker sessions went unnoticed"
+    assert summary.violations[0]["invariant"] == "broker-sessions"
