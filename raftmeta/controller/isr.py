@@ -56,6 +56,7 @@ def alter_partition(
         return ControllerResult((), response)
     named = Counter((bytes(t.topic_id), p.partition_index) for t in request.topics for p in t.partitions)
     records: list[records_pb2.MetadataRecord] = []
+    accepted: list[tuple[controller_pb2.AlterPartitionPartitionResult, TopicImage, int]] = []
     for topic_data in request.topics:
         topic_id = bytes(topic_data.topic_id)
         topic_result = response.topics.add(topic_id=topic_id)
@@ -70,10 +71,29 @@ def alter_partition(
                     f"Partition {topic.name}-{data.partition_index} appears more than once in the request.",
                 )
             else:
-                error = _alter_one(image, config, request.broker_id, topic, data, result, records)
+                error = _alter_one(image, config, request.broker_id, topic, data, records)
+                if error is None:
+                    accepted.append((result, topic, data.partition_index))
             if error is not None:
                 result.error_code = error.code  # type: ignore[assignment]
                 result.error_message = error.message
+    # The partitions as the records leave them, by replay (the one rule for applying a change).
+    after_image = image.replay_all(records) if records else image
+    for result, topic, pid in accepted:
+        after = after_image.partition(topic.topic_id, pid)
+        assert after is not None
+        if after.leader != request.broker_id:
+            # Only a completed reassignment can move leadership here (the ISR keeps the sender).
+            result.error_code = errors_pb2.NEW_LEADER_ELECTED
+            result.error_message = (
+                f"The change completed the reassignment of {topic.name}-{pid} and moved its leadership to "
+                f"{after.leader}; refresh the partition's metadata before sending another change."
+            )
+            continue
+        result.leader_id = after.leader
+        result.leader_epoch = after.leader_epoch
+        result.partition_epoch = after.partition_epoch
+        result.isr.extend(after.isr)
     return ControllerResult(tuple(records), response)
 
 
@@ -83,9 +103,9 @@ def _alter_one(
     broker_id: int,
     topic: TopicImage,
     data: controller_pb2.AlterPartitionPartition,
-    result: controller_pb2.AlterPartitionPartitionResult,
     records: list[records_pb2.MetadataRecord],
 ) -> ApiError | None:
+    """Validate one partition's change and append its record, if it changes anything."""
     pid = data.partition_index
     part = image.partition(topic.topic_id, pid)
     if part is None:
@@ -99,21 +119,8 @@ def _alter_one(
     builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, election=election)
     builder.set_target_isr([b.broker_id for b in data.new_isr_with_epochs])
     record = builder.build()
-    after = part
     if record is not None:
         records.append(record)
-        after = _merged(part, record.partition_change)
-        if after.leader != broker_id:
-            # Only a completed reassignment can move leadership here (the ISR keeps the sender).
-            return ApiError(
-                errors_pb2.NEW_LEADER_ELECTED,
-                f"The change completed the reassignment of {topic.name}-{pid} and moved its leadership to "
-                f"{after.leader}; refresh the partition's metadata before sending another change.",
-            )
-    result.leader_id = after.leader
-    result.leader_epoch = after.leader_epoch
-    result.partition_epoch = after.partition_epoch
-    result.isr.extend(after.isr)
     return None
 
 
@@ -182,13 +189,3 @@ def ineligible_replicas(
         elif member.broker_epoch not in (UNKNOWN_BROKER_EPOCH, broker.epoch):
             found.append((member.broker_id, f"broker epoch {member.broker_epoch}, registered {broker.epoch}"))
     return found
-
-
-def _merged(part: PartitionRegistration, change: records_pb2.PartitionChangeRecord) -> PartitionRegistration:
-    """The partition after ``change`` (the fields the response reports)."""
-    return part._replace(
-        leader=change.leader if change.HasField("leader") else part.leader,
-        isr=tuple(change.isr.ids) if change.HasField("isr") else part.isr,
-        leader_epoch=change.leader_epoch,
-        partition_epoch=change.partition_epoch,
-    )

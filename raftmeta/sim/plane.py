@@ -41,6 +41,7 @@ from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig
+from raftmeta.health import classify
 from raftmeta.partition_leader import BrokerLiveness, PartitionState, alter_partition_requests, isr_changes
 from raftmeta.raft import CommittedTruncationError, Entry, Envelope, Faults, RaftCore, Ready, Role, SnapshotImage
 from raftmeta.records.codec import iter_batches
@@ -606,13 +607,16 @@ def _partition_states(image: MetadataImage) -> list[PartitionState]:
 
 
 def _unhealthy(image: MetadataImage) -> list[str]:
-    """Partitions not yet back to health: ISR short of the replicas, or led by another replica."""
-    return [
-        f"{topic.name}-{pid}"
-        for _, topic in image.topics.iter_items()
-        for pid, p in enumerate(topic.partitions)
-        if set(p.isr) != set(p.replicas) or p.leader != p.replicas[0]
-    ]
+    """Partitions not yet back to health (raftmeta.health's rules, every registered broker live):
+    under-replicated, or led by another replica than the preferred one."""
+    live = set(image.brokers)
+    unhealthy = []
+    for _, topic in image.topics.iter_items():
+        for pid, p in enumerate(topic.partitions):
+            health = classify(p.replicas, p.isr, p.leader, live, adding_replicas=p.adding_replicas)
+            if health.under_replicated or health.preferred_leader_away:
+                unhealthy.append(f"{topic.name}-{pid}")
+    return unhealthy
 
 
 def _records(data: bytes) -> list[records_pb2.MetadataRecord]:
