@@ -264,8 +264,9 @@ class ControllerClient:
         attempt = 0
         maybe_reached = False
         handshake_failed: set[str] = set()
+        index = self._current  # this call's node; self._current is where the next call starts
         while True:
-            target = self.targets[self._current]
+            target = self.targets[index]
             remaining = deadline - time.monotonic()
             timeout = max(0.001, min(self.retry.attempt_timeout_s, remaining))
             rpc: Callable[..., Awaitable[Any]] = getattr(self._stub(target), method)
@@ -278,7 +279,7 @@ class ControllerClient:
                 answers[target] = abandoned.reason
                 maybe_reached = True
                 if abandoned.reason == HUNG:
-                    self._current = (self._current + 1) % len(self.targets)
+                    index = self._move_off(index)
                 if time.monotonic() >= deadline:
                     tried = "; ".join(f"{t}: {a}" for t, a in answers.items())
                     summary = f"no node could serve it within {budget:g} s (tried {tried})"
@@ -316,7 +317,7 @@ class ControllerClient:
                 if give_up:
                     # The next call starts at another node: a node that stops answering (paused,
                     # partitioned) must not take every later call's whole budget too.
-                    self._current = (self._current + 1) % len(self.targets)
+                    self._move_off(index)
                     tried = "; ".join(f"{t}: {a}" for t, a in answers.items())
                     waited = "" if hint else f" within {budget:g} s"
                     summary = f"no node could serve it{waited} (tried {tried}){hint}"
@@ -328,13 +329,24 @@ class ControllerClient:
                         summary += "; no attempt reached a node, so nothing was applied"
                     raise UnavailableError(method, code, summary, details.error_code) from exc
                 log.debug("retrying", method=method, target=target, code=code.name, attempt=attempt)
-                self._current = (self._current + 1) % len(self.targets)
+                index = self._move_off(index)
                 pause = min(self.retry.backoff_s(attempt, self._rng), max(0.0, deadline - time.monotonic()))
                 await asyncio.sleep(pause)
                 attempt += 1
                 continue
             self.last_attempts.append((target, "OK"))
+            self._current = index  # stick to the node that answered
             return response
+
+    def _move_off(self, index: int) -> int:
+        """The node after ``index``, which failed; later calls start there too unless another call
+        already moved them on. Concurrent calls that fail at the same node (a fleet's brokers
+        heartbeating through one paused node) must each move off it, not advance a shared index
+        once each and bring it round to the paused node again."""
+        following = (index + 1) % len(self.targets)
+        if self._current == index:
+            self._current = following
+        return following
 
     async def _attempt(
         self, target: str, rpc: Callable[..., Any], request: Any, attempt_timeout_s: float, *, retry: bool

@@ -181,6 +181,23 @@ async def test_invalid_argument_is_not_retried(start_node) -> None:  # type: ign
     assert len(node.request_ids) == 1
 
 
+@pytest.mark.asyncio
+async def test_concurrent_calls_that_fail_at_one_node_all_move_off_it(start_node) -> None:  # type: ignore[no-untyped-def]
+    # A fleet's three brokers heartbeat through one client; when the node they use hangs, each
+    # call gives up there. Each must move the client off that node, not advance a shared index
+    # once per call and so bring it round to the hung node again (3 calls, 3 nodes).
+    hung_address, _ = await start_node("slow")
+    addresses = [hung_address, (await start_node("leader"))[0], (await start_node("leader"))[0]]
+    policy = RetryPolicy(deadline_s=0.3, attempt_timeout_s=0.3, initial_backoff_s=0.01, max_backoff_s=0.02)
+    async with ControllerClient(addresses, retry=policy) as client:
+        outcomes = await asyncio.gather(
+            *(client.create_topics(create_request()) for _ in range(3)), return_exceptions=True
+        )
+        assert all(isinstance(outcome, OutcomeUnknownError) for outcome in outcomes)
+        await client.create_topics(create_request())
+        assert client.last_attempts == [(addresses[1], "OK")]
+
+
 def test_backoff_is_capped_and_jittered() -> None:
     policy = RetryPolicy(initial_backoff_s=0.1, max_backoff_s=0.4)
     rng = random.Random(1)
