@@ -306,7 +306,11 @@ class ControllerClient:
                 if code not in RETRYABLE_CODES or too_large:
                     raise ClientError(method, code, exc.details() or "", details.error_code) from exc
                 message = exc.details() or ""
-                give_up = time.monotonic() >= deadline
+                # No time left for another attempt after the backoff: give up with this answer. (An
+                # attempt squeezed into the last milliseconds could only end DEADLINE_EXCEEDED and
+                # hide the real cause, e.g. UNAVAILABLE: nothing listens.)
+                pause = self.retry.backoff_s(attempt, self._rng)
+                give_up = time.monotonic() + pause >= deadline
                 hint = ""
                 # A TLS mismatch does not heal by waiting: give up once every node has shown it.
                 if is_handshake_failure(message):
@@ -330,7 +334,6 @@ class ControllerClient:
                     raise UnavailableError(method, code, summary, details.error_code) from exc
                 log.debug("retrying", method=method, target=target, code=code.name, attempt=attempt)
                 index = self._move_off(index)
-                pause = min(self.retry.backoff_s(attempt, self._rng), max(0.0, deadline - time.monotonic()))
                 await asyncio.sleep(pause)
                 attempt += 1
                 continue
@@ -468,6 +471,20 @@ class ControllerClient:
     ) -> controller_pb2.UnregisterBrokerResponse:
         response: controller_pb2.UnregisterBrokerResponse = await self.call(
             "UnregisterBroker", request, deadline_s=deadline_s
+        )
+        return response
+
+    async def add_raft_voter(
+        self, request: controller_pb2.AddRaftVoterRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.AddRaftVoterResponse:
+        response: controller_pb2.AddRaftVoterResponse = await self.call("AddRaftVoter", request, deadline_s=deadline_s)
+        return response
+
+    async def remove_raft_voter(
+        self, request: controller_pb2.RemoveRaftVoterRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.RemoveRaftVoterResponse:
+        response: controller_pb2.RemoveRaftVoterResponse = await self.call(
+            "RemoveRaftVoter", request, deadline_s=deadline_s
         )
         return response
 
@@ -611,6 +628,16 @@ class SyncControllerClient:
         self, request: controller_pb2.AlterPartitionRequest, *, deadline_s: float | None = None
     ) -> controller_pb2.AlterPartitionResponse:
         return self._run(self._client.alter_partition(request, deadline_s=deadline_s))
+
+    def add_raft_voter(
+        self, request: controller_pb2.AddRaftVoterRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.AddRaftVoterResponse:
+        return self._run(self._client.add_raft_voter(request, deadline_s=deadline_s))
+
+    def remove_raft_voter(
+        self, request: controller_pb2.RemoveRaftVoterRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.RemoveRaftVoterResponse:
+        return self._run(self._client.remove_raft_voter(request, deadline_s=deadline_s))
 
     def describe_cluster(self, *, stale: bool = False) -> controller_pb2.DescribeClusterResponse:
         return self._run(self._client.describe_cluster(stale=stale))

@@ -170,6 +170,7 @@ def up(
     data_dir: Path,
     *,
     nodes: int = 3,
+    observers: int = 0,
     brokers: int = 0,
     racks: int = 0,
     pools: list[str] | None = None,
@@ -182,10 +183,14 @@ def up(
     timeout_s: float = 30.0,
     fleet_args: list[str] | None = None,
 ) -> LocalQuorum:
-    """Start ``nodes`` node processes (and a broker fleet); return once a leader is elected and
-    the brokers have registered. ``tls``: mutual TLS everywhere, with certificates in DIR/tls."""
+    """Start ``nodes`` voter processes, ``observers`` more (ids after the voters': they replicate
+    and can be made voters with ``quorum add-controller``) and a broker fleet; return once a leader
+    is elected and the brokers have registered. ``tls``: mutual TLS everywhere, with certificates
+    in DIR/tls."""
     if not 1 <= nodes <= 9:
         raise ValueError(f"--nodes must be between 1 and 9, got {nodes}")
+    if not 0 <= observers <= 9:
+        raise ValueError(f"--observers must be between 0 and 9, got {observers}")
     data_dir.mkdir(parents=True, exist_ok=True)
     existing = data_dir / QUORUM_FILE
     if existing.exists():
@@ -199,16 +204,19 @@ def up(
     else:
         cluster_id = new_cluster_id()
     # One call for every port, so no two listeners are given the same one.
-    ports = free_ports(nodes * 2 if kafka else nodes)
-    voters = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports[:nodes])}
+    count = nodes + observers
+    ports = free_ports(count * 2 if kafka else count)
+    members = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports[:count])}
+    # The bootstrap voters (Kafka's controller.quorum.voters); the other nodes start as observers.
+    voters = {i: a for i, a in members.items() if i <= nodes}
     # ``kafka``: every node also serves Kafka admin clients, and lists the others as brokers.
-    kafka_addresses = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports[nodes:])}
+    kafka_addresses = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(ports[count:])}
     # ``metrics``: a Prometheus endpoint per node (ports distinct from the listeners' above).
-    metrics_ports = [p for p in free_ports(2 * nodes + len(ports)) if p not in ports][:nodes] if metrics else []
+    metrics_ports = [p for p in free_ports(2 * count + len(ports)) if p not in ports][:count] if metrics else []
     metrics_addresses = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(metrics_ports)}
-    node_tls, client_tls = _make_tls(data_dir.absolute() / TLS_DIR, list(voters)) if tls else ({}, None)
+    node_tls, client_tls = _make_tls(data_dir.absolute() / TLS_DIR, list(members)) if tls else ({}, None)
     processes: list[NodeProcess] = []
-    for node_id, address in voters.items():
+    for node_id, address in members.items():
         node_dir = data_dir / f"node-{node_id}"
         tls_args = node_tls[node_id].to_args() if tls else []
         argv = [
@@ -233,7 +241,7 @@ def up(
                 kafka_addresses.get(node_id),
             )
         )
-    quorum = LocalQuorum(str(data_dir), cluster_id, ",".join(voters.values()), processes)
+    quorum = LocalQuorum(str(data_dir), cluster_id, ",".join(members.values()), processes)
     quorum.kafka_bootstrap_servers = ",".join(kafka_addresses.values()) or None
     quorum.tls = None if client_tls is None else client_tls.to_json()
     for process in processes:

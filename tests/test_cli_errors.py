@@ -122,7 +122,7 @@ def test_usage_errors_of_every_kind_are_json(args: list[str], fields: dict[str, 
 
 
 def test_a_transport_error_is_a_json_error_object() -> None:
-    code, out, err = invoke("topics", "describe", "--bootstrap-server", "127.0.0.1:1", "--timeout", "0.3", "-o", "json")
+    code, out, err = invoke("topics", "describe", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2", "-o", "json")
     assert code == 1
     error = error_of(out)
     assert error["code"] == "UNAVAILABLE"

@@ -50,7 +50,7 @@ from raftmeta.raft import Envelope
 from raftmeta.raft.quorum import majority_offset
 from raftmeta.records.codec import encode_batch
 from raftmeta.server.disk import DiskWriter
-from raftmeta.server.node import INLINE_FLUSH_MAX_BYTES
+from raftmeta.server.group_commit import INLINE_FLUSH_MAX_BYTES
 from raftmeta.server.peers import Peers
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.v1 import controller_pb2, raft_pb2

@@ -33,7 +33,7 @@ from raftmeta.storage.snapshot import SnapshotId, decode_snapshot
 from raftmeta.v1 import records_pb2
 
 # Records that change no metadata: skipped without building an image.
-_CONTROL = frozenset({"leader_change", "no_op"})
+_CONTROL = frozenset({"leader_change", "no_op", "voters"})
 
 
 @dataclass(frozen=True, slots=True)

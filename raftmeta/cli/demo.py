@@ -101,15 +101,18 @@ def _wait_healed(via: list[str], broker: str, timeout_s: float) -> None:
 )
 @click.option("--keep", is_flag=True, help="Keep the quorum running at the end (stop it with `raftmeta quorum down`).")
 def demo(data_dir: Path, keep: bool) -> None:
-    """Run a 3-node quorum, create topics, break a broker, and verify every log with Spark."""
+    """Run a 3-node quorum, create topics, break a broker, change the voters, and verify every log
+    with Spark."""
     if data_dir.exists():
         shutil.rmtree(data_dir)
     report_dir = data_dir / "report"
     started = time.monotonic()
     try:
         up = run(
-            "Launch a local 3-node quorum with 9 simulated brokers in 3 racks (brokers 0-2 form pool 'fast')",
-            "quorum", "up", "--data-dir", str(data_dir), "--nodes", "3", "--brokers", "9", "--racks", "3",
+            "Launch a local 3-node quorum, an observer node 4, and 9 simulated brokers in 3 racks "
+            "(brokers 0-2 form pool 'fast')",
+            "quorum", "up", "--data-dir", str(data_dir), "--nodes", "3", "--observers", "1", "--brokers", "9",
+            "--racks", "3",
             "--pool", "fast=0-2", "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--heartbeat-interval-ms", "500",
             "--leader-imbalance-check-interval-seconds", "2", "--kafka", "--detach", "--output", "json", capture=True,
         )  # fmt: skip
@@ -167,8 +170,15 @@ def demo(data_dir: Path, keep: bool) -> None:
         run("Every move is complete", "reassign", "verify", *via, "--plan", str(plan))
         run("No replica is left on broker 8", "topics", "describe", *via, "--topic", "orders")
         run("The quorum as its leader sees it (kafka-metadata-quorum describe)", "quorum", "status", *via)
+        run("Grow the quorum: make observer node 4 a voter (KIP-853's AddRaftVoter, one change at a time)",
+            "quorum", "add-controller", "--data-dir", str(data_dir), "--controller-id", "4")  # fmt: skip
+        run("Replace node 1: remove it from the voters (it keeps replicating as an observer until stopped)",
+            "quorum", "remove-controller", "--data-dir", str(data_dir), "--controller-id", "1")  # fmt: skip
+        run("Voters 2, 3 and 4 now; node 1 observes", "quorum", "status", *via, "--status")
+        run("The quorum still commits: create a topic", "topics", "create", *via,
+            "--topic", "after-the-change", "--partitions", "3", "--replication-factor", "3")  # fmt: skip
         run("Stop the quorum (its logs stay on disk)", "quorum", "down", "--data-dir", str(data_dir))
-        run("Replay all three nodes' logs with Spark and verify them", "verify", "--data-dir", str(data_dir),
+        run("Replay every node's log with Spark and verify them", "verify", "--data-dir", str(data_dir),
             "--report-dir", str(report_dir))  # fmt: skip
     except StepFailed as exc:
         click.secho(f"\ndemo failed: {exc}", fg="red", err=True)

@@ -14,7 +14,12 @@ PEM = click.Path(dir_okay=False, path_type=Path)
 
 
 @click.command()
-@click.option("--node-id", type=NODE_ID, required=True, help="This node's id (one of the voters).")
+@click.option(
+    "--node-id",
+    type=NODE_ID,
+    required=True,
+    help="This node's id. Not among --voters: it starts as an observer (add it with quorum add-controller).",
+)
 @click.option("--listen", required=True, help="host:port for RaftService and ControllerService.")
 @click.option("--tls-cert", type=PEM, help="Certificate of --listen, also presented to the other voters.")
 @click.option("--tls-key", type=PEM, help="Private key of --tls-cert.")
@@ -23,7 +28,12 @@ PEM = click.Path(dir_okay=False, path_type=Path)
 @click.option("--client-tls-cert", type=PEM, help="Certificate of --client-listen.")
 @click.option("--client-tls-key", type=PEM, help="Private key of --client-tls-cert.")
 @click.option("--client-tls-ca", type=PEM, help="CA bundle: requires client certificates on --client-listen.")
-@click.option("--voters", required=True, help="Kafka's controller.quorum.voters: 1@host:port,2@host:port,...")
+@click.option(
+    "--voters",
+    required=True,
+    help="The bootstrap voters, Kafka's controller.quorum.voters: 1@host:port,2@host:port,... "
+    "(the voter set in force is the latest in the log once voters are added or removed).",
+)
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option(
     "--cluster-id", default=None, help="Cluster id; required for a new data dir, checked against an existing one."
@@ -130,8 +140,6 @@ def node(
         kafka_peer_map = parse_voters(kafka_peers) if kafka_peers is not None else {}
     except ValueError as exc:
         raise usage_error(str(exc), "--kafka-peers") from exc
-    if node_id not in voter_map:
-        raise usage_error(f"node {node_id} is not among the voters {sorted(voter_map)}", "--node-id")
     existing = read_meta_properties(data_dir) if data_dir.exists() else None
     if cluster_id is None:
         if existing is None:

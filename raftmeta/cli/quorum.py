@@ -1,4 +1,5 @@
-"""``raftmeta quorum up|down|bootstrap|status|top|kill|restart|pause|resume``: a local quorum of real processes."""
+"""``raftmeta quorum up|down|bootstrap|status|top|add-controller|remove-controller|kill|restart|pause|resume``:
+a local quorum of real processes, and its voters."""
 
 from __future__ import annotations
 
@@ -29,6 +30,13 @@ def quorum() -> None:
 @quorum.command("up")
 @DATA_DIR
 @click.option("--nodes", type=int_range(1, 9), default=3, show_default=True, help="Number of voters.")
+@click.option(
+    "--observers",
+    type=int_range(0, 9),
+    default=0,
+    show_default=True,
+    help="Extra nodes that start as observers (make them voters with quorum add-controller).",
+)
 @click.option("--brokers", type=int_range(0, FLEET_BROKERS_MAX), default=0, show_default=True,
               help="Simulated brokers to run.")  # fmt: skip
 @click.option("--racks", type=int_range(0, FLEET_BROKERS_MAX), default=3, show_default=True,
@@ -56,6 +64,7 @@ def quorum() -> None:
 def up(
     data_dir: Path,
     nodes: int,
+    observers: int,
     brokers: int,
     racks: int,
     pools: tuple[str, ...],
@@ -91,6 +100,7 @@ def up(
         started = local_quorum.up(
             data_dir,
             nodes=nodes,
+            observers=observers,
             brokers=brokers,
             racks=racks if brokers else 0,
             pools=list(pools),
@@ -124,7 +134,8 @@ def up(
         if print_bootstrap_server:
             click.echo(started.bootstrap_server)
         to_stderr = print_bootstrap_server  # stdout holds the bootstrap server alone
-        click.echo(f"quorum of {nodes} nodes up; bootstrap server {started.bootstrap_server}", err=to_stderr)
+        watching = f" and {observers} observers" if observers else ""
+        click.echo(f"quorum of {nodes} nodes{watching} up; bootstrap server {started.bootstrap_server}", err=to_stderr)
         for n in started.nodes:
             click.echo(f"  node {n.id}: pid {n.pid} at {n.address}, data {n.data_dir}, log {n.log}", err=to_stderr)
             if n.metrics_address:
@@ -380,10 +391,14 @@ def _print_replication(document: dict[str, Any]) -> None:
 
 
 def _add_top() -> None:
-    """``quorum top`` lives in its own module (raftmeta/cli/top.py: the live view and its document)."""
+    """``quorum top`` lives in its own module (raftmeta/cli/top.py: the live view and its document),
+    and so do ``quorum add-controller`` / ``remove-controller`` (raftmeta/cli/controllers.py)."""
+    from raftmeta.cli.controllers import add_controller, remove_controller
     from raftmeta.cli.top import top
 
     quorum.add_command(top)
+    quorum.add_command(add_controller)
+    quorum.add_command(remove_controller)
 
 
 _add_top()

@@ -62,7 +62,7 @@ from raftmeta.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 # Record kinds that carry no metadata: consensus control records and snapshot framing.
-_CONTROL_KINDS = frozenset({"leader_change", "no_op", "snapshot_header", "snapshot_footer"})
+_CONTROL_KINDS = frozenset({"leader_change", "no_op", "snapshot_header", "snapshot_footer", "voters"})
 NOT_CONTROLLER_MESSAGE = "This controller lost leadership before the request was committed; retry on the new leader."
 
 Handler = Callable[..., ControllerResult[Any]]

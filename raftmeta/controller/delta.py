@@ -19,8 +19,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from google.protobuf.message import DecodeError
-
 from raftmeta.controller.errors import ReplayError
 from raftmeta.controller.image import (
     NO_LEADER,
@@ -35,6 +33,7 @@ from raftmeta.controller.image import (
 )
 from raftmeta.controller.pmap import DELETED
 from raftmeta.limits import REQUEST_ID_CHARS_MAX
+from raftmeta.records.wire import read_partition_state
 from raftmeta.v1 import records_pb2
 
 # NamedTuple's generated __new__ costs twice tuple.__new__; replay builds one per record.
@@ -597,32 +596,18 @@ _MISSING_STATE: Any = object()
 
 
 def _partition_state(tail: bytes) -> PartitionRegistration | None:
-    """The partition state ``tail`` encodes, when replay may take it as it is: ``tail`` is the
-    canonical encoding of a PartitionRecord without topic_id and partition_id (so the fields the
-    fast path read before it are the record's only ones: re-encoding what protobuf parses gives
-    the same bytes), the state passes replay's checks and no reassignment is in progress (those
-    need the index of moving partitions). None sends the record to the general path, which reads
-    its fields and reports any problem."""
-    try:
-        parsed = records_pb2.PartitionRecord.FromString(tail)
-    except DecodeError:
-        parsed = None
+    """The partition state ``tail`` encodes (see :func:`~raftmeta.records.wire.read_partition_state`),
+    when replay may take it as it is: the state passes replay's checks (reassignments need the index
+    of moving partitions, and the reader leaves them out). None sends the record to the general
+    path, which reads its fields and reports any problem."""
+    fields = read_partition_state(tail)
     state = None
-    if (
-        parsed is not None
-        and not parsed.topic_id
-        and not parsed.partition_id
-        and not parsed.removing_replicas
-        and not parsed.adding_replicas
-        and parsed.SerializeToString() == tail
-    ):
-        replicas = tuple(parsed.replicas)
-        isr = tuple(parsed.isr)
+    if fields is not None:
+        replicas, isr, leader, leader_epoch, partition_epoch = fields
         if isr == replicas:
             isr = replicas
-        leader = parsed.leader
-        candidate = PartitionRegistration(replicas, isr, leader, parsed.leader_epoch, parsed.partition_epoch)
-        if _state_ok(replicas, set(replicas), isr, leader, candidate.leader_epoch, candidate.partition_epoch):
+        candidate = PartitionRegistration(replicas, isr, leader, leader_epoch, partition_epoch)
+        if _state_ok(replicas, set(replicas), isr, leader, leader_epoch, partition_epoch):
             state = candidate
     if len(_PARTITION_STATES) >= _PARTITION_STATES_MAX:
         _PARTITION_STATES.clear()
@@ -650,6 +635,7 @@ _DISPATCH: dict[str, Callable[[ImageBuilder, Any], None]] = {
     "no_op": _ignore,
     "snapshot_header": _ignore,
     "snapshot_footer": _ignore,
+    "voters": _ignore,  # the consensus core's (KIP-853): no metadata
 }
 
 

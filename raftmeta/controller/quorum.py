@@ -77,7 +77,9 @@ from raftmeta.raft import (
     Role,
     SnapshotImage,
 )
+from raftmeta.raft.core import VoterChangeError
 from raftmeta.raft.state import LeaderState, ReplicaState
+from raftmeta.raft.voters import Endpoint, VoterNode
 from raftmeta.records.decode import decode_records
 from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
 
@@ -90,6 +92,11 @@ LINGER_MS = 5
 # Snapshot once this many times the last snapshot's records were committed (if more than the
 # configured interval): see _maybe_snapshot.
 SNAPSHOT_GROWTH = 2
+# KIP-853's voter changes: handled by the consensus core, answered once the change commits.
+VOTER_CHANGE_RESPONSES: dict[str, type[Message]] = {
+    "AddRaftVoter": controller_pb2.AddRaftVoterResponse,
+    "RemoveRaftVoter": controller_pb2.RemoveRaftVoterResponse,
+}
 NEVER = 1 << 62
 METHOD_RESPONSES: dict[str, type[Message]] = {name: m.response_type for name, m in METHODS.items()}
 
@@ -114,6 +121,8 @@ class SnapshotDue:
     end_offset: int
     epoch: int
     image: MetadataImage
+    # The voter set in force at ``end_offset``: snapshots carry it (KIP-853), so it outlives the log.
+    voters: records_pb2.VotersRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +175,8 @@ class QuorumController:
         self._last_snapshot_records = snapshot_records  # records in the last snapshot taken or loaded
         self._snapshotting = False
         self._snapshot_due: SnapshotDue | None = None
+        # Voter changes appended by the core and not committed yet: last offset -> (driver key, method).
+        self._voter_changes: dict[int, tuple[int, str]] = {}
 
     # -- views -------------------------------------------------------------------------------------
     @property
@@ -180,7 +191,7 @@ class QuorumController:
     @property
     def waiting_count(self) -> int:
         """Requests waiting for a commit, a read-index round or the controller to become active."""
-        return len(self._waiting) + len(self._held) + len(self._reads) + len(self._confirmed)
+        return len(self._waiting) + len(self._held) + len(self._reads) + len(self._confirmed) + len(self._voter_changes)
 
     @property
     def has_deferred(self) -> bool:
@@ -287,7 +298,20 @@ class QuorumController:
                 self._confirmed.append((index, *started))
         if soft is not None and soft.role is not Role.LEADER:
             self._active = False
-            if self._own or self._waiting or self._held or self._open_keys or self._reads or self._confirmed:
+            # A leader that removed itself resigns in the step that commits the change: that
+            # change succeeded, whatever the fate of the rest.
+            for last in [o for o in self._voter_changes if o < self.core.high_watermark]:
+                key, method = self._voter_changes.pop(last)
+                self._answers.append(Answer(key, VOTER_CHANGE_RESPONSES[method]()))
+            if (
+                self._own
+                or self._waiting
+                or self._held
+                or self._open_keys
+                or self._reads
+                or self._confirmed
+                or self._voter_changes
+            ):
                 self._renounce()
         self._answer_reads()
         return ready
@@ -375,6 +399,9 @@ class QuorumController:
             if (mine or self._own) and foreign:
                 controller.apply_committed(foreign, foreign_last)
                 foreign = []
+            change = self._voter_changes.pop(last, None) if self._voter_changes else None
+            if change is not None:
+                self._answers.append(Answer(change[0], VOTER_CHANGE_RESPONSES[change[1]]()))
             if mine:
                 for completion in controller.on_commit(last):
                     key = self._waiting.pop(completion.key, None)
@@ -417,6 +444,9 @@ class QuorumController:
 
     # -- requests ----------------------------------------------------------------------------------
     def _handle(self, now_ms: int, key: int, method: str, request: Message) -> None:
+        if method in VOTER_CHANGE_RESPONSES:
+            self._change_voters(now_ms, key, method, request)
+            return
         spec = METHODS.get(method)
         if spec is not None and not spec.mutating and isinstance(request, spec.request_type):
             # A read: answered after a read-index round (the request itself cannot fail validation
@@ -449,6 +479,27 @@ class QuorumController:
         if handled.records:
             self._note_changes(before, method, handled.records)
             self._stage(now_ms, handled.key, handled.records)
+
+    def _change_voters(self, now_ms: int, key: int, method: str, request: Message) -> None:
+        """AddRaftVoter / RemoveRaftVoter: the core appends the VotersRecord (or refuses, with
+        Kafka's code); the answer waits for its commit."""
+        self._propose_open_batch(now_ms)  # requests that came first are logged first
+        try:
+            if isinstance(request, controller_pb2.AddRaftVoterRequest):
+                endpoints = tuple(Endpoint(e.name, e.host, e.port) for e in request.listeners)
+                voter = VoterNode(request.voter_id, bytes(request.voter_directory_id), endpoints)
+                entry = self.core.add_voter(now_ms, voter)
+            else:
+                assert isinstance(request, controller_pb2.RemoveRaftVoterRequest)
+                entry = self.core.remove_voter(now_ms, request.voter_id, bytes(request.voter_directory_id))
+        except VoterChangeError as refused:
+            response = VOTER_CHANGE_RESPONSES[method](error_code=refused.code, error_message=refused.message)
+            self._answers.append(Answer(key, response))
+            return
+        self._events.append(
+            ("voter change appended", {"method": method, "voter_id": request.voter_id, "offset": entry.base_offset})
+        )
+        self._voter_changes[entry.next_offset - 1] = (key, method)
 
     def _note_changes(self, image: MetadataImage, cause: str, records: Sequence[records_pb2.MetadataRecord]) -> None:
         """Broker and partition changes as info lines (fencing, ISR changes, elections)."""
@@ -506,11 +557,13 @@ class QuorumController:
             *(key for key, _, _ in self._held),
             *(key for key, _, _ in self._reads.values()),
             *(key for _, key, _, _ in self._confirmed),
+            *(key for key, _ in self._voter_changes.values()),
         ]
         self._waiting.clear()
         self._held.clear()
         self._reads.clear()
         self._confirmed.clear()
+        self._voter_changes.clear()
         self._own.clear()
         self._open_keys, self._open_records, self._open_bytes = [], [], 0
         self._answers.extend(Answer(key, error=error) for key in keys)
@@ -578,4 +631,5 @@ class QuorumController:
             return  # the controller has not applied up to this batch yet (cannot happen, checked anyway)
         self._snapshotting = True
         self._records_since_snapshot = 0
-        self._snapshot_due = SnapshotDue(offset + 1, last_entry.epoch, self.controller.committed_image)
+        voters = self.core.voter_history.at(offset + 1).to_record()
+        self._snapshot_due = SnapshotDue(offset + 1, last_entry.epoch, self.controller.committed_image, voters)

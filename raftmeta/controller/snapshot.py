@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, TOPIC_RESOURCE, MetadataImage, TopicImage
-from raftmeta.controller.wire import PartitionEncoder
+from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import records_pb2
 
 

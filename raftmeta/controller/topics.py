@@ -26,7 +26,7 @@ from raftmeta.controller.names import (
 )
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
-from raftmeta.controller.wire import PartitionEncoder
+from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 H = TypeVar("H", bound=Hashable)

@@ -34,6 +34,12 @@ class Faults:
     lost_vote_granted_again: bool = False
     # Serve linearizable reads without the read-index round (a deposed leader answers stale).
     stale_reads: bool = False
+    # Accept a voter change while the previous one is uncommitted (two changes in flight: the
+    # majorities of the first and the third set need not overlap).
+    voter_change_while_pending: bool = False
+    # Count the high watermark with the committed voter set instead of the latest one in the log
+    # (an added voter is not waited for: a change commits on a majority of the old set only).
+    hw_from_committed_voters: bool = False
 
     @property
     def any(self) -> bool:

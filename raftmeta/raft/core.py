@@ -47,6 +47,14 @@ from raftmeta.raft.types import (
     SnapshotImage,
     SoftState,
 )
+from raftmeta.raft.voters import (
+    VoterHistory,
+    VoterNode,
+    VoterSet,
+    format_directory_id,
+    voters_in_batch,
+    voters_in_data,
+)
 from raftmeta.records.codec import encode_batch, iter_batches
 from raftmeta.v1 import errors_pb2, raft_pb2, records_pb2
 
@@ -57,7 +65,19 @@ UNKNOWN_EPOCH = errors_pb2.UNKNOWN_LEADER_EPOCH
 BAD_CLUSTER = errors_pb2.INCONSISTENT_CLUSTER_ID
 BAD_VOTER_SET = errors_pb2.INCONSISTENT_VOTER_SET
 INVALID_REQUEST = errors_pb2.INVALID_REQUEST
+REQUEST_TIMED_OUT = errors_pb2.REQUEST_TIMED_OUT
 NEVER = 1 << 62
+
+
+class VoterChangeError(Exception):
+    """AddRaftVoter / RemoveRaftVoter refused, with Kafka's error code (KIP-853): nothing was
+    appended. REQUEST_TIMED_OUT means "not now" (the last change is not committed yet, this
+    leader has not committed its epoch, or the new voter is not caught up): the caller may retry."""
+
+    def __init__(self, code: errors_pb2.ErrorCode.ValueType, message: str) -> None:
+        super().__init__(f"{errors_pb2.ErrorCode.Name(code)}: {message}")
+        self.code = code
+        self.message = message
 
 
 class RaftCore:
@@ -81,13 +101,20 @@ class RaftCore:
         the driver to start at the snapshot's end (Kafka's truncateToLatestSnapshot)."""
         self.config = config
         self.node_id = config.node_id
-        self.voters = config.voters
-        self.is_voter = config.is_voter
         self._random = random
         self._faults = config.faults
         start = (snapshot.end_offset, snapshot.epoch) if snapshot else (0, 0)
         # Batches below the snapshot may still be on disk (retention): the snapshot covers them.
-        self.log = LogView(start[0], start[1], (e for e in entries if e.base_offset >= start[0]))
+        kept = [e for e in entries if e.base_offset >= start[0]]
+        self.log = LogView(start[0], start[1], kept)
+        # The voter set in force is the latest VotersRecord in the log, committed or not, else the
+        # snapshot's, else the bootstrap voters of the configuration (KIP-853).
+        self.voter_history = VoterHistory(self._snapshot_voters(snapshot))
+        for entry in kept:
+            found = voters_in_batch(entry.data)
+            if found is not None:
+                self.voter_history.add(entry.base_offset, found)
+        self.voters: tuple[int, ...] = self.voter_history.latest().ids
         # Retained snapshots, oldest first: FetchSnapshot serves any of them, so a follower can
         # finish downloading one while a newer one is taken; the log starts at the oldest.
         self.snapshots: list[SnapshotImage] = [snapshot] if snapshot else []
@@ -159,12 +186,38 @@ class RaftCore:
                 Role.RESIGNED, epoch, leader, voted, election_deadline_ms=now_ms + self._election_timeout()
             )
         if leader != NO_LEADER:
-            role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
+            role = Role.FOLLOWER if self.electable else Role.OBSERVER
             return FollowerState(role, epoch, leader, voted, fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms)
-        deadline = now_ms + self._election_timeout() if self.is_voter else now_ms
+        deadline = now_ms + self._election_timeout() if self.electable else now_ms
         return UnattachedState(Role.UNATTACHED, epoch, NO_LEADER, voted, deadline_ms=deadline)
 
     # -- read-only views ---------------------------------------------------------------------------
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def electable(self) -> bool:
+        """Whether this node takes part in elections: a voter of the latest set, or of the set
+        before it while the change that removed it is uncommitted. The Raft thesis (4.2.2): such
+        a node may still be needed to elect a leader until the change commits -- it may hold the
+        change alone, and a voter without it cannot win its vote -- so it still starts elections,
+        counting only the latest set's votes (its own not among them)."""
+        if self.node_id in self.voters:
+            return True
+        history = self.voter_history
+        latest = history.latest_offset()
+        return latest >= self.high_watermark and self.node_id in history.at(latest).ids
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voter set in force: the latest in the log, committed or not."""
+        return self.voter_history.latest()
+
+    def _snapshot_voters(self, snapshot: SnapshotImage | None) -> VoterSet:
+        found = voters_in_data(snapshot.data) if snapshot is not None else None
+        return found if found is not None else VoterSet.of_ids(self.config.voters)
+
     @property
     def role(self) -> Role:
         return self.state.role
@@ -211,7 +264,7 @@ class RaftCore:
         base = log.end_offset
         data = encode_batch(base, state.epoch, records, now_ms + self.config.wall_clock_offset_ms)
         entry = Entry(base, state.epoch, base + len(records), data)
-        self._append(entry)
+        self._append(now_ms, entry)
         self._release_parked(now_ms)
         return entry
 
@@ -277,14 +330,17 @@ class RaftCore:
         if role is Role.RESIGNED:
             assert isinstance(state, ResignedState)
             if now_ms >= state.election_deadline_ms:
-                self._become_prospective(now_ms)
+                if self.electable:
+                    self._become_prospective(now_ms)
+                else:
+                    self._become_unattached(now_ms, state.epoch)  # removed from the voters: observe
                 return self.poll(now_ms)
             if state.unacknowledged and now_ms >= state.retry_ms:
                 self._send_end_quorum_epoch(now_ms, state, sorted(state.unacknowledged))
             return min(state.election_deadline_ms, state.retry_ms if state.unacknowledged else NEVER)
         assert isinstance(state, UnattachedState)
         if now_ms >= state.deadline_ms:
-            if self.is_voter:
+            if self.electable:
                 self._become_prospective(now_ms)
                 return self.poll(now_ms)
             # An observer asks a random voter who leads (the answer carries the leader).
@@ -334,6 +390,102 @@ class RaftCore:
         oldest = self.snapshots[0]
         if oldest.end_offset > self.log.start_offset:
             self.log.trim_prefix(oldest.end_offset, oldest.epoch)
+            self.voter_history.trim_prefix(oldest.end_offset)
+
+    # -- voter changes (KIP-853) -------------------------------------------------------------------
+    def add_voter(self, now_ms: int, voter: VoterNode) -> Entry:
+        """AddRaftVoter on the leader: append a VotersRecord with ``voter`` added, in force at
+        once; the change is done when that batch commits (on a majority of the new set). Raises
+        NotLeaderError, or VoterChangeError with Kafka's AddVoterHandler checks in its order."""
+        state = self._change_allowed()
+        voters = self.voter_set
+        if voters.node(voter.voter_id) is not None:
+            raise VoterChangeError(
+                errors_pb2.DUPLICATE_VOTER, f"voter {voter.voter_id} is already in the voter set {list(voters.ids)}"
+            )
+        observer = state.observers.get(voter.voter_id)
+        fetch_timeout = self.config.fetch_timeout_ms
+        if (
+            observer is None
+            or now_ms - observer.last_fetch_ms >= fetch_timeout
+            or observer.last_caught_up_ms < 0
+            or now_ms - observer.last_caught_up_ms >= fetch_timeout
+        ):
+            # Kafka waits for neither: a voter that cannot keep up would hold the high watermark back.
+            raise VoterChangeError(
+                REQUEST_TIMED_OUT,
+                f"node {voter.voter_id} is not a caught-up observer: it must have fetched up to this "
+                f"leader's log end within the last {fetch_timeout} ms",
+            )
+        return self._append_voters(now_ms, state, voters.with_voter(voter))
+
+    def remove_voter(self, now_ms: int, voter_id: int, directory_id: bytes = b"") -> Entry:
+        """RemoveRaftVoter on the leader: append a VotersRecord without that voter. A leader that
+        removes itself leads until the change commits, counting only the new set, then resigns."""
+        state = self._change_allowed()
+        voters = self.voter_set
+        smaller = voters.without_voter(voter_id, directory_id)
+        if smaller is None:
+            known = [(n.voter_id, format_directory_id(n.directory_id) or "-") for n in voters.nodes]
+            rule = "the last voter cannot be removed" if voters.node(voter_id) and len(voters.ids) == 1 else ""
+            raise VoterChangeError(
+                errors_pb2.VOTER_NOT_FOUND,
+                rule
+                or f"no voter with id {voter_id} and directory id {format_directory_id(directory_id) or '(any)'} "
+                f"in {known}",
+            )
+        return self._append_voters(now_ms, state, smaller)
+
+    def _change_allowed(self) -> LeaderState:
+        state = self.state
+        if not isinstance(state, LeaderState):
+            raise NotLeaderError(state.leader_id if state.role is not Role.RESIGNED else NO_LEADER, state.epoch)
+        if self.high_watermark <= state.epoch_start_offset:
+            # Its LeaderChangeRecord is not committed: a change of an earlier leader may still be
+            # pending on the other voters (Ongaro's fix to single-server changes).
+            raise VoterChangeError(REQUEST_TIMED_OUT, "the leader has not committed its epoch yet")
+        pending = self.voter_history.latest_offset()
+        if pending >= self.high_watermark and not self._faults.voter_change_while_pending:
+            raise VoterChangeError(
+                REQUEST_TIMED_OUT,
+                f"the last voter change (offset {pending}) is not committed yet (high watermark {self.high_watermark})",
+            )
+        return state
+
+    def _append_voters(self, now_ms: int, state: LeaderState, voters: VoterSet) -> Entry:
+        base = self.log.end_offset
+        record = records_pb2.MetadataRecord(voters=voters.to_record()).SerializeToString()
+        data = encode_batch(base, state.epoch, [record], now_ms + self.config.wall_clock_offset_ms, control=True)
+        entry = Entry(base, state.epoch, base + 1, data)
+        self._append(now_ms, entry)
+        self._release_parked(now_ms)
+        return entry
+
+    def _voters_changed(self, now_ms: int) -> None:
+        """The voter set in force changed (a VotersRecord appended, truncated away, or a snapshot
+        installed): a leader moves fetchers between its voter and observer tables and recounts
+        the high watermark; a follower becomes an observer or the reverse."""
+        self.voters = self.voter_history.latest().ids
+        state = self.state
+        if isinstance(state, LeaderState):
+            for voter in self.voters:
+                if voter != self.node_id and voter not in state.replicas:
+                    state.replicas[voter] = state.observers.pop(voter, ReplicaState(last_fetch_ms=now_ms))
+            for replica_id in [r for r in state.replicas if r not in self.voters]:
+                state.observers[replica_id] = state.replicas.pop(replica_id)
+            self._maybe_advance_high_watermark(now_ms, state)
+        else:
+            self._refresh_role()
+
+    def _refresh_role(self) -> None:
+        """A follower becomes an observer when it stops being electable, and the reverse."""
+        state = self.state
+        if isinstance(state, FollowerState):
+            role = Role.FOLLOWER if self.electable else Role.OBSERVER
+            if state.role is not role:
+                state.role = role
+                self._soft = SoftState(role, state.epoch, state.leader_id)
+                self._ready.soft_state = self._soft
 
     def transfer_leadership(self, now_ms: int, to: int) -> None:
         """Resign in favour of ``to`` (KIP-595's EndQuorumEpoch with preferred successors)."""
@@ -380,18 +532,24 @@ class RaftCore:
             self._persisted = current
             self._ready.quorum_state = current
 
-    def _append(self, entry: Entry) -> None:
+    def _append(self, now_ms: int, entry: Entry) -> None:
         self.log.append(entry)
         self._ready.append.append(entry)
         self._ready.flush = True
+        found = voters_in_batch(entry.data)
+        if found is not None:
+            self.voter_history.add(entry.base_offset, found)
+            self._voters_changed(now_ms)
 
-    def _truncate(self, offset: int, reason: str) -> None:
+    def _truncate(self, now_ms: int, offset: int, reason: str) -> None:
         if offset < self.high_watermark:
             # Committed data is never truncated (DESIGN.md §9.11; Kafka throws here too): a
             # divergence answer below our high watermark is a bug or a forged answer, and
             # obeying it could lose acknowledged records. Stop instead.
             raise CommittedTruncationError(self.node_id, offset, self.high_watermark, reason)
         end = self.log.truncate_to(offset)
+        if self.voter_history.truncate_to(end):
+            self._voters_changed(now_ms)  # the change was in the removed tail: the set before it is back
         ready = self._ready
         kept = [e for e in ready.append if e.next_offset <= end]
         if len(kept) == len(ready.append) and ready.append:
@@ -410,8 +568,11 @@ class RaftCore:
 
     def _set_high_watermark(self, value: int) -> None:
         if value > self.high_watermark:
+            pending = self.voter_history.latest_offset() >= self.high_watermark
             self.high_watermark = value
             self._emit_committed()
+            if pending and self.voter_history.latest_offset() < value:
+                self._refresh_role()  # a node removed by the change stops being electable now
 
     # -- timers ------------------------------------------------------------------------------------
     def _election_timeout(self) -> int:
@@ -433,7 +594,7 @@ class RaftCore:
         fetch_timeout = self.config.fetch_timeout_ms
         replicas = state.replicas
         # Check quorum: resign if a majority of voters has not fetched within 1.5 x fetch timeout.
-        heard = [now_ms]
+        heard = [now_ms] if self.is_voter else []
         silent: list[int] = []
         quiet_at = NEVER  # when the next voter would become silent
         for voter, replica in replicas.items():
@@ -460,7 +621,7 @@ class RaftCore:
         if state.in_flight >= 0 and now_ms >= state.in_flight_deadline_ms:
             state.in_flight = -1  # lost: ask again
         if now_ms >= state.fetch_deadline_ms:
-            if self.is_voter:
+            if self.electable:
                 self._become_prospective(now_ms)
             else:
                 self._become_unattached(now_ms, state.epoch)
@@ -476,7 +637,7 @@ class RaftCore:
     # -- transitions -------------------------------------------------------------------------------
     def _transition(self, now_ms: int, new: EpochState) -> None:
         old = self.state
-        check_transition(old, new, self.is_voter)
+        check_transition(old, new, self.electable)
         if isinstance(old, LeaderState) and old.parked:
             parked = list(old.parked.values())
             old.parked.clear()
@@ -491,13 +652,16 @@ class RaftCore:
             self._ready.soft_state = soft
 
     def _become_unattached(self, now_ms: int, epoch: int) -> None:
-        deadline = now_ms + self._election_timeout() if self.is_voter else now_ms
-        self._transition(now_ms, UnattachedState(Role.UNATTACHED, epoch, NO_LEADER, NO_VOTE, deadline_ms=deadline))
+        deadline = now_ms + self._election_timeout() if self.electable else now_ms
+        # In the same epoch (an observer looking for its leader, a removed leader stepping down)
+        # the vote this node cast in it stays: a second one in one epoch could elect two leaders.
+        voted = self.state.voted_id if epoch == self.state.epoch else NO_VOTE
+        self._transition(now_ms, UnattachedState(Role.UNATTACHED, epoch, NO_LEADER, voted, deadline_ms=deadline))
 
     def _become_follower(self, now_ms: int, epoch: int, leader_id: int, *, heard_from_leader: bool = True) -> None:
         old = self.state
         voted = old.voted_id if epoch == old.epoch else NO_VOTE
-        role = Role.FOLLOWER if self.is_voter else Role.OBSERVER
+        role = Role.FOLLOWER if self.electable else Role.OBSERVER
         new = FollowerState(
             role,
             epoch,
@@ -574,7 +738,7 @@ class RaftCore:
         )
         record = records_pb2.MetadataRecord(leader_change=change).SerializeToString()
         data = encode_batch(start, epoch, [record], now_ms + self.config.wall_clock_offset_ms, control=True)
-        self._append(Entry(start, epoch, start + 1, data))
+        self._append(now_ms, Entry(start, epoch, start + 1, data))
         self._send_begin_quorum_epoch(now_ms, new, list(replicas))
         self._maybe_advance_high_watermark(now_ms, new)
 
@@ -599,10 +763,10 @@ class RaftCore:
         """The shared epoch check: learn a higher epoch (and its leader) from any message, or
         the leader of our own epoch when we do not know it. True if the role changed."""
         state = self.state
-        # Only a configured voter other than us can lead: a message naming anyone else as leader
-        # (an inconsistent voter set) still teaches the epoch, never whom to follow (Kafka refuses
-        # to follow a leader it has no endpoint for).
-        known_leader = leader_id != self.node_id and leader_id in self.voters
+        # Any node but us can lead: the leader may be a voter added by a change this node has not
+        # replicated yet (KIP-853). Our own id named as leader of an epoch we do not lead teaches
+        # the epoch only.
+        known_leader = leader_id >= 0 and leader_id != self.node_id
         if epoch > state.epoch:
             if known_leader:
                 self._become_follower(now_ms, epoch, leader_id, heard_from_leader=False)
@@ -626,13 +790,13 @@ class RaftCore:
     def _voter_only_error(self, remote_id: int, epoch: int) -> errors_pb2.ErrorCode.ValueType:
         """Kafka's validateVoterOnlyRequest, for Vote, BeginQuorumEpoch and EndQuorumEpoch, checked
         before the request's epoch is acted on: a stale sender is fenced, and a sender that is no
-        node or no voter (or a receiver that is an observer) moves no epoch and elects no one."""
+        node moves no epoch and elects no one. Membership is not checked (KIP-853): the voter set
+        changes, and the sender may know a newer one than this node -- a candidate counts only
+        its own voters' grants, and every node votes at most once per epoch whatever its role."""
         if epoch < self.state.epoch:
             return FENCED
         if remote_id < 0 or remote_id == self.node_id:
             return INVALID_REQUEST
-        if not self.is_voter or remote_id not in self.voters:
-            return BAD_VOTER_SET
         return NONE
 
     def _leader_only_error(self, epoch: int) -> errors_pb2.ErrorCode.ValueType:
@@ -919,6 +1083,7 @@ class RaftCore:
         if (
             request.fetch_offset < self.log.end_offset
             or request.max_wait_ms <= 0
+            or self.state is not state  # it resigned (its removal committed): park nothing
             or (is_voter and state.reads and replica.read_barrier < state.read_barrier)
         ):
             # (A read waits for this voter to echo the newest barrier: do not park its Fetch.)
@@ -956,14 +1121,29 @@ class RaftCore:
 
     def _maybe_advance_high_watermark(self, now_ms: int, state: LeaderState) -> None:
         own = self.log.end_offset if self._faults.ack_unpersisted else self.durable_end_offset
-        offsets = [own, *(r.end_offset for r in state.replicas.values())]
+        offsets = [r.end_offset for r in state.replicas.values()]
+        if self.is_voter:
+            offsets.append(own)  # a leader removing itself counts only the new set (KIP-853)
         candidate = majority_offset(offsets, len(self.voters))
+        if self._faults.hw_from_committed_voters:
+            committed = self.voter_history.at(self.high_watermark).ids  # planted bug
+            fetchers = state.replicas | state.observers
+            known = [
+                own if v == self.node_id else fetchers[v].end_offset
+                for v in committed
+                if v == self.node_id or v in fetchers
+            ]
+            candidate = majority_offset(known, len(committed))
         if candidate <= self.high_watermark:
             return
         if candidate <= state.epoch_start_offset and not self._faults.hw_from_old_epoch:
             return  # Raft §5.4.2 / figure 8: never commit an older epoch's entry by counting replicas
         self._set_high_watermark(candidate)
         self._maybe_release_reads(state)
+        if not self.is_voter and self.voter_history.latest_offset() < self.high_watermark:
+            # The change that removed this leader committed: hand over (Kafka's RemoveVoterHandler).
+            self._become_resigned(now_ms, self._ranked_successors(state))
+            return
         linger = self.config.fetch_hw_linger_ms
         if linger <= 0:
             self._release_parked(now_ms)
@@ -1033,6 +1213,7 @@ class RaftCore:
                 self._set_high_watermark(min(response.high_watermark, self.log.end_offset))
             diverging = response.diverging_epoch
             self._truncate(
+                now_ms,
                 self._divergence_point(diverging),
                 f"leader {envelope.source} of epoch {response.leader_epoch} answered diverging epoch "
                 f"{diverging.epoch} ending at offset {diverging.end_offset}",
@@ -1040,7 +1221,7 @@ class RaftCore:
         elif response.HasField("snapshot_id"):
             state.snapshot = SnapshotDownload(response.snapshot_id.end_offset, response.snapshot_id.epoch)
         else:
-            self._append_fetched(response.records)
+            self._append_fetched(now_ms, response.records)
             self._set_high_watermark(min(response.high_watermark, self.log.end_offset))
         self._maybe_send_fetch(now_ms, state)
 
@@ -1055,14 +1236,14 @@ class RaftCore:
             return min(local.offset, diverging.end_offset)
         return local.offset
 
-    def _append_fetched(self, records: bytes) -> None:
+    def _append_fetched(self, now_ms: int, records: bytes) -> None:
         if not records:
             return
         log = self.log
         for batch in iter_batches(records):
             if batch.base_offset != log.end_offset or batch.epoch < log.last_epoch:
                 break  # not contiguous with our log: a stale answer; the next fetch sorts it out
-            self._append(Entry.from_batch(batch))
+            self._append(now_ms, Entry.from_batch(batch))
 
     # -- FetchSnapshot ----------------------------------------------------------------------------------
     def _handle_fetch_snapshot_request(
@@ -1127,14 +1308,16 @@ class RaftCore:
         download.buffer += response.unaligned_records
         if len(download.buffer) >= response.size:
             state.snapshot = None
-            self._install_snapshot(SnapshotImage(download.end_offset, download.epoch, bytes(download.buffer)))
+            self._install_snapshot(now_ms, SnapshotImage(download.end_offset, download.epoch, bytes(download.buffer)))
         self._maybe_send_fetch(now_ms, state)
 
-    def _install_snapshot(self, image: SnapshotImage) -> None:
+    def _install_snapshot(self, now_ms: int, image: SnapshotImage) -> None:
         # A follower asks for a snapshot only when its fetch offset is below the leader's log
         # start, so the snapshot covers everything it had (and had committed).
         assert image.end_offset >= self.applied_offset, "a snapshot would roll back applied batches"
         self.log.reset(image.end_offset, image.epoch)
+        self.voter_history.reset(self._snapshot_voters(image))
+        self._voters_changed(now_ms)
         self.snapshots = [image]
         ready = self._ready
         ready.install_snapshot = image

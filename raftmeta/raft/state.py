@@ -18,7 +18,11 @@ Transitions (from -> to: when)
   -> FOLLOWER / UNATTACHED: a higher epoch.
 - FOLLOWER -> PROSPECTIVE: fetch timeout (voters). -> FOLLOWER: a new leader in a higher epoch.
   -> UNATTACHED: a higher epoch without a leader.
-- RESIGNED -> PROSPECTIVE: election timeout. -> FOLLOWER / UNATTACHED: a higher epoch.
+- RESIGNED -> PROSPECTIVE: election timeout. -> FOLLOWER / OBSERVER / UNATTACHED: a higher
+  epoch. A leader that removed itself (KIP-853) resigns when the change commits, and at its
+  election timeout becomes UNATTACHED in the same epoch, keeping its vote, to observe.
+- FOLLOWER <-> OBSERVER in place, same epoch and leader: the voter set in force changed under it
+  (a VotersRecord appended or truncated away, a snapshot installed).
 - OBSERVER -> OBSERVER: a new leader. -> UNATTACHED: fetch timeout (same epoch) or a higher
   epoch without a leader.
 """
@@ -36,7 +40,7 @@ LEGAL_TRANSITIONS: dict[Role, frozenset[Role]] = {
     Role.CANDIDATE: frozenset({Role.LEADER, Role.PROSPECTIVE, Role.FOLLOWER, Role.UNATTACHED}),
     Role.LEADER: frozenset({Role.RESIGNED, Role.FOLLOWER, Role.UNATTACHED}),
     Role.FOLLOWER: frozenset({Role.PROSPECTIVE, Role.FOLLOWER, Role.UNATTACHED}),
-    Role.RESIGNED: frozenset({Role.PROSPECTIVE, Role.FOLLOWER, Role.UNATTACHED}),
+    Role.RESIGNED: frozenset({Role.PROSPECTIVE, Role.FOLLOWER, Role.OBSERVER, Role.UNATTACHED}),
     Role.OBSERVER: frozenset({Role.OBSERVER, Role.UNATTACHED}),
 }
 VOTER_ONLY = frozenset({Role.PROSPECTIVE, Role.CANDIDATE, Role.LEADER, Role.FOLLOWER, Role.RESIGNED})
@@ -46,14 +50,18 @@ def check_transition(old: EpochState, new: EpochState, is_voter: bool) -> None:
     """Assert that ``old -> new`` is legal (programmer errors crash loudly)."""
     assert new.role in LEGAL_TRANSITIONS[old.role], f"illegal transition {old.role.value} -> {new.role.value}"
     assert new.epoch >= old.epoch, f"epoch went back from {old.epoch} to {new.epoch}"
-    assert is_voter or new.role not in VOTER_ONLY, f"an observer cannot become {new.role.value}"
+    # A leader that removed itself resigns once the change commits (KIP-853): not a voter then.
+    resigning = old.role is Role.LEADER and new.role is Role.RESIGNED
+    assert is_voter or resigning or new.role not in VOTER_ONLY, f"an observer cannot become {new.role.value}"
     assert not is_voter or new.role is not Role.OBSERVER, "a voter follows as FOLLOWER, not OBSERVER"
     if new.role is Role.CANDIDATE:
         assert new.epoch == old.epoch + 1, "a candidate bumps the epoch by exactly one"
     elif new.role is Role.LEADER:
         assert new.epoch == old.epoch, "a leader leads the epoch it was a candidate in"
     elif new.role is Role.UNATTACHED:
-        assert new.epoch > old.epoch or old.role is Role.OBSERVER, "unattached in the same epoch: observers only"
+        assert new.epoch > old.epoch or old.role is Role.OBSERVER or not is_voter, (
+            "unattached in the same epoch: observers only"
+        )
     elif new.role in (Role.PROSPECTIVE, Role.RESIGNED):
         assert new.epoch == old.epoch, f"{new.role.value} keeps the epoch"
     elif new.role in (Role.FOLLOWER, Role.OBSERVER) and new.epoch == old.epoch:

@@ -1,5 +1,7 @@
 """The one record codec, pure: the batch format (``codec``: framing, CRC32C, the batch -> record
-bytes loop; docs/log-format.md) and the decoding of record bytes into ``MetadataRecord`` messages
-(``decode``). Every writer and reader uses it: the consensus core, the node, the storage, the
-simulator, ``log dump``, the chaos tape and the Spark jobs' reader. No IO.
+bytes loop; docs/log-format.md), the decoding of record bytes into ``MetadataRecord`` messages
+(``decode``), and partition records built and read in protobuf's wire format without protobuf's
+per-field Python (``wire``: the encoder of creates and snapshots, replay's fast path). Every
+writer and reader uses it: the consensus core, the node, the storage, the simulator,
+``log dump``, the chaos tape and the Spark jobs' reader. No IO.
 """

@@ -5,10 +5,10 @@ One thread runs every operation in submission order, which is what keeps the cor
 quorum state and snapshot installs (the messages of the same Ready rely on them), but only
 *submits* appends, truncations and high-watermark checkpoints: they need no fsync before the
 Ready's messages go out, and awaiting them would park the node task behind a running fsync.
-``flush`` is driven by a separate flusher task (see :class:`raftmeta.server.node.Node`): while
-one fsync runs, appends queue up behind it on the same thread, and the next fsync covers all of
-them (group commit). A failed background write is fatal (``on_failure``): the core already
-counts the batch as appended.
+``flush`` is driven by the node's group commit (raftmeta/server/group_commit.py): while one
+fsync runs, appends queue up behind it on the same thread, and the next fsync covers all of them.
+A failed background write is fatal (``on_failure``): the core already counts the batch as
+appended.
 """
 
 from __future__ import annotations
@@ -20,15 +20,34 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
-from raftmeta.raft import QuorumStateData
+from raftmeta.raft import Entry, QuorumStateData, SnapshotImage
+from raftmeta.server.config import NodeConfig
+from raftmeta.server.seams import DurableState
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.quorum_state import QuorumStateData as StoredQuorumState
+from raftmeta.storage.quorum_state import check_voters
 from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotId
+from raftmeta.v1 import records_pb2
 
 T = TypeVar("T")
 
 
+async def open_disk(config: NodeConfig) -> DiskWriter:
+    """The node's data dir, opened (and checked, or repaired with ``--repair-log``) off the loop."""
+    storage = await asyncio.to_thread(
+        NodeStorage.open,
+        config.data_dir,
+        cluster_id=config.cluster_id,
+        node_id=config.node_id,
+        repair=config.repair_log,
+        segment_bytes=config.segment_bytes,
+    )
+    return DiskWriter(storage, list(config.voters))
+
+
 class DiskWriter:
+    """The real :class:`~raftmeta.server.seams.Disk`."""
+
     def __init__(self, storage: NodeStorage, voters: Sequence[int]) -> None:
         self.storage = storage
         self.voters = tuple(sorted(voters))
@@ -95,6 +114,31 @@ class DiskWriter:
         elif batches:
             log.append(b"".join(batches))  # one write for the whole Ready
 
+    async def load(self) -> DurableState:
+        """The data dir read back. A quorum-state written for another voter set is refused."""
+        storage = self.storage
+        snapshot = storage.latest_snapshot
+        snapshot_bytes = await self.read_file(snapshot) if snapshot is not None else b""
+        stored = storage.quorum_state
+        if stored is not None:
+            check_voters(storage.quorum_state_file.path, stored, self.voters)
+        start_offset = snapshot.snapshot_id.offset if snapshot is not None else 0
+        log = storage.log
+        return DurableState(
+            quorum_state=QuorumStateData(stored.epoch, stored.leader_id, stored.voted_id) if stored else None,
+            quorum_state_problem=storage.quorum_state_problem,
+            entries=[Entry.from_batch(b) for b in log.iter_batches(max(start_offset, log.log_start_offset))],
+            snapshot=(
+                SnapshotImage(snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch, snapshot_bytes)
+                if snapshot is not None
+                else None
+            ),
+            snapshot_records=snapshot.records if snapshot is not None else [],
+            high_watermark=storage.high_watermark.checkpointed,
+            log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset,
+        )
+
     async def write_quorum_state(self, state: QuorumStateData) -> None:
         stored = StoredQuorumState(state.epoch, voted_id=state.voted_id, leader_id=state.leader_id, voters=self.voters)
         await self._run(lambda: self.storage.write_quorum_state(stored))
@@ -153,10 +197,16 @@ class DiskWriter:
         self.submit(lambda: self.storage.checkpoint_high_watermark(high_watermark, now_ms), on_failure)
 
     async def take_snapshot(
-        self, end_offset: int, epoch: int, records: Callable[[], Sequence[bytes]], timestamp_ms: int
-    ) -> tuple[Snapshot, bytes, int]:
-        """Write a snapshot and delete the segments wholly below it; return the snapshot, its
-        file's bytes (the core serves FetchSnapshot from them) and its record count.
+        self,
+        end_offset: int,
+        epoch: int,
+        records: Callable[[], Sequence[bytes]],
+        timestamp_ms: int,
+        *,
+        voters: records_pb2.VotersRecord | None = None,
+    ) -> tuple[bytes, int]:
+        """Write a snapshot and delete the segments wholly below it; return its file's bytes (the
+        core serves FetchSnapshot from them) and its record count.
 
         The costly part -- turning a big image into records, writing and fsyncing the file,
         reading it back to check it (as ``NodeStorage.take_snapshot`` does) -- runs on a thread of
@@ -169,7 +219,11 @@ class DiskWriter:
             payload = records()
             store = self.storage.snapshots
             store.write(
-                snapshot_id, payload, last_contained_log_timestamp_ms=timestamp_ms, append_timestamp_ms=timestamp_ms
+                snapshot_id,
+                payload,
+                last_contained_log_timestamp_ms=timestamp_ms,
+                append_timestamp_ms=timestamp_ms,
+                voters=voters,
             )
             snapshot = store.read(snapshot_id)  # what a restart will load: check it now
             return snapshot, snapshot.path.read_bytes(), len(payload)
@@ -185,10 +239,11 @@ class DiskWriter:
             storage.snapshots.prune(KEEP_SNAPSHOTS)
 
         await self._run(attach)
-        return snapshot, data, count
+        return data, count
 
-    async def install_snapshot(self, end_offset: int, epoch: int, data: bytes) -> Snapshot:
-        """Write a snapshot fetched from the leader and make the log continue from it."""
+    async def install_snapshot(self, end_offset: int, epoch: int, data: bytes) -> list[bytes]:
+        """Write a snapshot fetched from the leader and make the log continue from it; return its
+        records."""
 
         def work() -> Snapshot:
             writer = self.storage.receive_snapshot(SnapshotId(end_offset, epoch))
@@ -199,7 +254,7 @@ class DiskWriter:
                 writer.abort()
                 raise
 
-        return await self._run(work)
+        return (await self._run(work)).records
 
     async def read_file(self, snapshot: Snapshot) -> bytes:
         return await self._run(snapshot.path.read_bytes)

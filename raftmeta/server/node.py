@@ -13,58 +13,49 @@ servicers (raftmeta/server/services.py) enqueue and await a future; the task res
 QuorumController's answers. External inputs are bounded (``inbox_max``, ``pending_requests_max``):
 past the bound the servicer answers RESOURCE_EXHAUSTED instead of growing memory.
 
-What the node keeps is IO only: the inbox and the futures, the disk (writer thread, group
-commit, inline follower fsync), the peers, the timers, snapshot writing and the leader probe. The
-open batch, commit routing, held requests, renouncing and the snapshot policy are the
-QuorumController's (docs/architecture.md walks one CreateTopics through both).
+What the node keeps is IO only: the inbox and the futures, the disk, the peers and the timers.
+``disk`` and ``peers`` are injected (raftmeta/server/seams.py; by default the data dir and gRPC);
+group commit (group_commit.py), snapshot writing (snapshots.py), the leader probe (probe.py) and
+the metrics of a Ready (telemetry.py) are helpers of one job each. The open batch, commit routing,
+held requests, renouncing and the snapshot policy are the QuorumController's
+(docs/architecture.md walks one CreateTopics through both).
 
 Stopping (SIGTERM): a leader resigns first (EndQuorumEpoch, waiting up to ``resign_timeout_ms``
-for the acknowledgements) so that a successor is elected at once. A follower whose leader's
-process dies sees the connection break, confirms that the port refuses connections, and starts
-the election without waiting out the fetch timeout (``peer_unavailable``).
+for the acknowledgements) so that a successor is elected at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
-from collections.abc import Callable
+from collections.abc import Coroutine
 from typing import Any
 
 from google.protobuf.message import Message
 
 from raftmeta.controller import Controller
-from raftmeta.controller.errors import ControllerFailedError, NotControllerError
-from raftmeta.controller.quorum import SnapshotDue
-from raftmeta.controller.snapshot import SnapshotEncoder
+from raftmeta.controller.errors import NotControllerError
 from raftmeta.logs import get_logger
 from raftmeta.metrics.node import NodeMetrics, raft_view
-from raftmeta.raft import (
-    NO_LEADER,
-    CommittedTruncationError,
-    Entry,
-    Envelope,
-    Ready,
-    Role,
-    SnapshotImage,
-)
+from raftmeta.raft import NO_LEADER, CommittedTruncationError, Entry, Envelope, Ready, Role
 from raftmeta.records.decode import parse_records
+from raftmeta.server.addresses import AddressBook
 from raftmeta.server.config import NodeConfig
-from raftmeta.server.disk import DiskWriter
+from raftmeta.server.disk import open_disk
+from raftmeta.server.group_commit import GroupCommit
+from raftmeta.server.heap import freeze_heap
 from raftmeta.server.inbox import AdminInput, Flushed, Inbox, Input, LeaderGone, RaftInput, SnapshotTaken, Tick
-from raftmeta.server.peers import Peers, is_request
+from raftmeta.server.peers import grpc_peers, is_request
+from raftmeta.server.probe import LeaderProbe
 from raftmeta.server.recover import SystemRandom, now_ms, recover_quorum_controller
-from raftmeta.storage.datadir import NodeStorage
+from raftmeta.server.seams import Disk, PeerLink, PeersFactory
+from raftmeta.server.snapshots import SnapshotWriter
+from raftmeta.server.telemetry import observe_failed_answer, observe_ready
 from raftmeta.v1 import controller_pb2
 
 # How many queued inputs the task handles before it asks the core for a Ready (batching).
 DRAIN_MAX = 512
-# A follower appends and fsyncs on its loop thread (no writer-thread hand-offs) up to this many
-# bytes per Ready -- a lightly loaded quorum's single request; under load, with bigger batches,
-# the writer thread's fsync overlaps the loop's replay instead (see Node._flush_inline).
-INLINE_FLUSH_MAX_BYTES = 4096
 # A leader with at most this many requests waiting for a commit answers them before it sends the
 # watermark-only Fetch answers of the same Ready (latency); busier, it feeds its followers first.
 ANSWER_FIRST_MAX_WAITING = 4
@@ -74,15 +65,10 @@ class OverloadedError(Exception):
     """A bound was hit (inbox or pending requests): RESOURCE_EXHAUSTED."""
 
 
-# Probing a leader whose connection broke: a refused connect proves it gone; no answer (timeout)
-# proves nothing; an accepted one is retried a few times (a dying process may still accept).
-LEADER_PROBE_TIMEOUT_S = 0.2
-LEADER_PROBES = 10
-LEADER_PROBE_INTERVAL_S = 0.02
-
-
 class Node:
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, *, disk: Disk | None = None, peers: PeersFactory | None = None) -> None:
+        """``disk``: the node's durable state (default: the data dir, opened by ``start``);
+        ``peers``: its link to the other voters (default: gRPC)."""
         self.config = config
         self.node_id = config.node_id
         self.log = get_logger("node", node_id=config.node_id)
@@ -94,15 +80,10 @@ class Node:
         # Admin requests waiting for their answer from the QuorumController, by key.
         self._replies: dict[int, asyncio.Future[Any]] = {}
         self._next_key = 1
-        # Group commit: at most one fsync queued on the writer thread; Readies that want one while
-        # it runs get the next one, which covers all their appends.
-        self._flush_seq = 0
-        self._flush_running = False
-        self._flush_again = False
-        self._snapshot_encoder = SnapshotEncoder()  # used by one snapshot at a time (_snapshotting)
+        self._given_disk = disk
+        self._make_peers = peers if peers is not None else grpc_peers(config)
         self._tasks: list[asyncio.Task[None]] = []
         self._disk_failure: BaseException | None = None
-        self._probing: set[int] = set()
         self.random = SystemRandom()
         # Metrics (docs/metrics.md): counters are plain ints on ``_stats``; gauges are read from
         # the core at scrape time; histograms are observed once per Ready, fsync or request.
@@ -113,40 +94,28 @@ class Node:
     async def start(self) -> None:
         cfg = self.config
         self._loop_ref = asyncio.get_running_loop()
-        storage = await asyncio.to_thread(
-            NodeStorage.open,
-            cfg.data_dir,
-            cluster_id=cfg.cluster_id,
-            node_id=cfg.node_id,
-            repair=cfg.repair_log,
-            segment_bytes=cfg.segment_bytes,
-        )
-        self.disk = DiskWriter(storage, list(cfg.voters))
-        snapshot = storage.latest_snapshot
-        start_offset = snapshot.snapshot_id.offset if snapshot else 0
-        snapshot_bytes = await self.disk.read_file(snapshot) if snapshot is not None else b""
-        self.qc = recover_quorum_controller(cfg, storage, snapshot_bytes, self.random, self.log)
+        self.disk: Disk = self._given_disk if self._given_disk is not None else await open_disk(cfg)
+        durable = await self.disk.load()
+        self.qc = recover_quorum_controller(cfg, durable, self.random, self.log)
         self.core = self.qc.core  # for views (describe_quorum) and the hot path
         self.metrics.set_view(lambda: raft_view(self.qc))
-        self._stats.snapshot_size_bytes = len(snapshot_bytes)
+        snapshot = durable.snapshot
+        self._stats.snapshot_size_bytes = len(snapshot.data) if snapshot is not None else 0
         self.disk.on_fsync = self.metrics.observe_fsync
-        self.peers = Peers(
-            cfg.node_id,
-            cfg.voters,
-            lambda env: self.inbox.put_nowait(RaftInput(env, None)),
-            request_timeout_ms=cfg.request_timeout_ms,
-            fetch_max_wait_ms=cfg.fetch_max_wait_ms,
-            unavailable=self.peer_unavailable,
-            tls=cfg.tls,
-            fetch_rpc=cfg.fetch_rpc,
-        )
+        put = self.inbox.put_nowait
+        log = lambda: self.log  # noqa: E731 -- the helpers log with the node's current fields
+        self.probe = LeaderProbe(self.qc, cfg.voters, put, self._spawn, log)
+        self.snapshots = SnapshotWriter(self.disk, put, self._spawn, self.metrics, log)
+        self.group_commit = GroupCommit(self.disk, put, self._disk_failed, fsync=not cfg.unsafe_skip_fsync)
+        self.peers: PeerLink = self._make_peers(lambda env: put(RaftInput(env, None)), self.probe.peer_unavailable)
+        self.address_book = AddressBook(cfg.voters)
         self.log = self.log.bind(cluster_id=cfg.cluster_id)
         self.log.info(
             "node started",
-            log_start_offset=storage.log.log_start_offset,
-            log_end_offset=storage.log.log_end_offset,
-            high_watermark=storage.high_watermark.checkpointed,
-            snapshot=start_offset,
+            log_start_offset=durable.log_start_offset,
+            log_end_offset=durable.log_end_offset,
+            high_watermark=durable.high_watermark,
+            snapshot=snapshot.end_offset if snapshot is not None else 0,
         )
 
     @property
@@ -174,7 +143,7 @@ class Node:
     async def _loop(self) -> None:
         deadline = self.qc.poll(now_ms())
         await self._perform(self.qc.take_ready())  # the start-up replay: committed batches on disk
-        self._freeze_heap("start-up replay")
+        freeze_heap(self.log, "start-up replay")
         while not self._stopping:
             deadline = await self._turn(deadline)
         if self.is_leader:
@@ -230,8 +199,9 @@ class Node:
             deadline = await self._turn(min(deadline, until))
         self.log.info("resigned", unacknowledged=sorted(getattr(self.core.state, "unacknowledged", ())))
 
-    def _track(self, task: asyncio.Task[None]) -> None:
-        """Keep a helper task until it ends (``run`` cancels the ones still running when it stops)."""
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a helper task until it ends (``run`` cancels the ones still running when it stops)."""
+        task = asyncio.create_task(coro)
         self._tasks.append(task)
         task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
@@ -247,15 +217,6 @@ class Node:
 
         with contextlib.suppress(RuntimeError):  # the loop already closed: the node is gone anyway
             loop.call_soon_threadsafe(fail)
-
-    def _freeze_heap(self, why: str) -> None:
-        """Move everything alive now (above all the metadata image: millions of objects for a big
-        cluster) out of the cyclic collector's reach. Full collections would otherwise rescan the
-        whole image again and again while nothing in it is garbage; the controller's replay
-        measured ~20% faster with the image frozen. ``gc.freeze`` is O(1); the image stays
-        reference-counted, so records that a later change drops are still freed."""
-        gc.freeze()
-        self.log.info("heap frozen", reason=why, frozen_objects=gc.get_freeze_count())
 
     def stop(self) -> None:
         self._stopping = True
@@ -321,9 +282,10 @@ class Node:
             # The image grew since the last freeze: without this, each time the heap grows by a
             # quarter the collector walks all of it (Python's full-collection rule) -- pauses of
             # hundreds of ms with a big image, showing up as p99 latency.
-            self._freeze_heap("snapshot taken")
+            freeze_heap(self.log, "snapshot taken")
         elif isinstance(item, LeaderGone):
-            self._leader_gone(now, item)
+            self.probe.leader_gone(now, item, self._next_inbound_id)
+            self._next_inbound_id -= 1
         else:
             self.qc.tick(now)
 
@@ -339,18 +301,13 @@ class Node:
             if answer.error is None:
                 future.set_result(answer.response)
                 continue
-            if isinstance(answer.error, NotControllerError):
-                self._stats.proposals_failed += 1
-            elif isinstance(answer.error, ControllerFailedError):
-                self._stats.metadata_errors += 1
-                cause = answer.error.__cause__
-                self.log.error("controller failed on a request", error=str(answer.error), exc_info=cause)
+            observe_failed_answer(self.metrics, answer.error, self.log)
             future.set_exception(answer.error)
         for event, fields in self.qc.take_events():
             self.log.info(event, **fields)
         due = self.qc.take_snapshot_due()
         if due is not None:
-            self._start_snapshot(due)
+            self.snapshots.start(due)
 
     # -- performing a Ready ------------------------------------------------------------------------
     async def _perform(self, ready: Ready) -> None:
@@ -360,29 +317,21 @@ class Node:
             await self.disk.write_quorum_state(ready.quorum_state)
         if ready.install_snapshot is not None:
             image = ready.install_snapshot
-            snapshot = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
-            self.qc.install_snapshot(parse_records(snapshot.records), image.end_offset)
+            records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
+            self.qc.install_snapshot(parse_records(records), image.end_offset)
             self._stats.snapshot_size_bytes = len(image.data)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
-            self._freeze_heap("snapshot installed")
+            freeze_heap(self.log, "snapshot installed")
         flushed_now = False
-        if ready.append:
-            appended = ready.append
-            records = appended[-1].next_offset - appended[0].base_offset
-            if self.core.role is Role.LEADER:
-                self._stats.append_records += records
-                self.metrics.leader_appended(appended[-1].next_offset, time.perf_counter())
-            else:
-                self._stats.fetch_records += records
-        if ready.committed:
-            self.metrics.committed(ready.committed[-1].next_offset, len(ready.committed), time.perf_counter())
+        group_commit = self.group_commit
+        role = self.core.role
+        observe_ready(self.metrics, ready, role is Role.LEADER)
         if ready.truncate_to is not None or ready.append:
             batches = [e.data for e in ready.append]
-            if self._flush_inline(ready):
+            if group_commit.inline(ready, role):
                 # A follower's fsync is its whole share of the commit path: done here, its next
                 # Fetch (which reports the new durable offset) leaves in this same turn.
-                durable = self.disk.append_and_flush_now(ready.truncate_to, batches)
-                self.inbox.put_nowait(Flushed(durable, ready.seq))
+                group_commit.append_and_flush_now(ready, batches)
                 flushed_now = True
             else:
                 self.disk.truncate_and_append(ready.truncate_to, batches, self._disk_failed)
@@ -398,6 +347,10 @@ class Node:
         )
         if committed_first:
             self._apply_committed_entries(ready.committed)
+        learned = self.address_book.learn(self.core.voter_set)
+        if learned is not None:
+            self.peers.learn(learned)
+            self.log.info("voter set in force", voters=list(self.core.voters), new_addresses=learned)
         for envelope in ready.messages:
             if is_request(envelope.message):
                 self.peers.send(envelope)
@@ -406,11 +359,7 @@ class Node:
                 if future is not None and not future.done():
                     future.set_result(envelope.message)
         if ready.flush and not flushed_now:
-            self._flush_seq = ready.seq
-            if self._flush_running:
-                self._flush_again = True
-            else:
-                self._start_flush()
+            group_commit.request(ready.seq)
         if ready.committed and not committed_first:
             if flushed_now:
                 # The Fetch that reports this flush goes out in the next turn (its Flushed input
@@ -422,20 +371,6 @@ class Node:
         if soft is not None:
             self._on_soft_state(soft.role, soft.epoch, soft.leader_id)
         self._deliver()
-
-    def _flush_inline(self, ready: Ready) -> bool:
-        """Whether to append and fsync this Ready's batches on the loop thread (see
-        :meth:`DiskWriter.append_and_flush_now`): a follower's small append that wants a flush,
-        with nothing queued on the writer thread. A leader never blocks its loop on a fsync: its
-        own flush runs beside the followers' Fetch round trip, and its loop serves every client."""
-        return (
-            ready.flush
-            and self.core.role is not Role.LEADER
-            and not self.config.unsafe_skip_fsync
-            and not self._flush_running
-            and self.disk.idle
-            and sum(len(e.data) for e in ready.append) <= INLINE_FLUSH_MAX_BYTES
-        )
 
     def _apply_committed_entries(self, entries: list[Entry]) -> None:
         if not entries and not self.qc.has_deferred:
@@ -452,94 +387,11 @@ class Node:
         self.leader_changed.set()
         self.leader_changed = asyncio.Event()
 
-    def _start_snapshot(self, due: SnapshotDue) -> None:
-        encoder = self._snapshot_encoder
-        image = due.image
-
-        def records() -> list[bytes]:
-            # On the snapshot thread: images are immutable values, so reading this one while the
-            # node task builds the next ones is safe.
-            return encoder.records(image)
-
-        self._track(asyncio.create_task(self._take_snapshot(due.end_offset, due.epoch, records)))
-
-    async def _take_snapshot(self, end_offset: int, epoch: int, records: Callable[[], list[bytes]]) -> None:
-        started = time.perf_counter()
-        try:
-            _, data, count = await self.disk.take_snapshot(end_offset, epoch, records, int(time.time() * 1000))
-        except Exception:
-            self.log.exception("snapshot failed", end_offset=end_offset)
-            self.inbox.put_nowait(SnapshotTaken(None, 0))
-            return
-        self.metrics.snapshot_taken(time.perf_counter() - started, len(data))
-        self.log.info("snapshot taken", end_offset=end_offset, epoch=epoch, bytes=len(data), records=count)
-        self.inbox.put_nowait(SnapshotTaken(SnapshotImage(end_offset, epoch, data), count))
-
-    # -- background tasks --------------------------------------------------------------------------
-    def _start_flush(self) -> None:
-        """Group commit: one fsync covers every append submitted before it (the writer thread runs
-        jobs in order), reported with the seq of the last Ready whose appends it covers."""
-        self._flush_running = True
-        self._flush_again = False
-        seq = self._flush_seq
-        self.disk.flush(
-            lambda durable: self._flushed(durable, seq), self._disk_failed, fsync=not self.config.unsafe_skip_fsync
-        )
-
-    def _flushed(self, durable_end_offset: int, seq: int) -> None:
-        self._flush_running = False
-        self.inbox.put_nowait(Flushed(durable_end_offset, seq))
-        if self._flush_again:
-            self._start_flush()
-
+    # -- timers ------------------------------------------------------------------------------------
     async def _tick_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.tick_interval_ms / 1000)
             self.inbox.put_nowait(Tick())
-
-    # -- a dead leader ----------------------------------------------------------------------------
-    def peer_unavailable(self, peer: int) -> None:
-        """A call to ``peer`` failed (the connection broke or was refused, or it timed out).
-
-        If ``peer`` is our leader, check whether its process is gone: a refused TCP connect
-        means nothing listens on its address any more (SIGKILL, crash), which is certain, unlike
-        silence (a paused or slow leader), which only the fetch timeout can judge."""
-        core = self.core
-        if core.role is not Role.FOLLOWER or core.leader_id != peer or peer in self._probing:
-            return
-        self._probing.add(peer)
-        self._track(asyncio.create_task(self._probe_leader(peer, core.epoch)))
-
-    async def _probe_leader(self, peer: int, epoch: int) -> None:
-        host, _, port = self.config.voters[peer].rpartition(":")
-        outcome = "accepting"
-        try:
-            for _ in range(LEADER_PROBES):
-                try:
-                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), LEADER_PROBE_TIMEOUT_S)
-                except ConnectionRefusedError:
-                    outcome = "refused"
-                    self.inbox.put_nowait(LeaderGone(peer, epoch))
-                    return
-                except (OSError, TimeoutError) as exc:
-                    outcome = type(exc).__name__
-                    return  # unreachable or slow, not provably gone: the fetch timeout decides
-                # Accepted -- possibly by the kernel for a process that is still being torn down
-                # (its connections reset before its listening socket closes): look again shortly.
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
-                await asyncio.sleep(LEADER_PROBE_INTERVAL_S)
-        finally:
-            self._probing.discard(peer)
-            self.log.info("probed the leader after a failed call", leader_id=peer, outcome=outcome)
-
-    def _leader_gone(self, now: int, item: LeaderGone) -> None:
-        """The leader's port refuses connections: elect a successor now (QuorumController.leader_gone)."""
-        correlation_id = self._next_inbound_id  # no future waits on it: the core's answer is dropped
-        self._next_inbound_id -= 1
-        if self.qc.leader_gone(now, item.leader_id, item.epoch, correlation_id):
-            self.log.info("leader process gone; electing a successor now", leader_id=item.leader_id)
 
     # -- views -------------------------------------------------------------------------------------
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:

@@ -9,7 +9,7 @@ A failed call is dropped: the core retries by itself (its request timeout). gRPC
 reconnect with backoff on their own; a broken connection shows up as UNAVAILABLE. With the node's
 TLS settings the channels present its certificate and verify the peers against its CA. Every failed
 call is also reported to ``unavailable`` (the node checks whether the peer's process is gone:
-see :meth:`raftmeta.server.node.Node.peer_unavailable`).
+see raftmeta/server/probe.py).
 """
 
 from __future__ import annotations
@@ -18,15 +18,19 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import grpc
 import grpc.aio
 
 from raftmeta.logs import get_logger
 from raftmeta.raft import Envelope
+from raftmeta.server.seams import PeerLink, PeersFactory
 from raftmeta.tls import TlsConfig, material, open_channel
 from raftmeta.v1 import raft_pb2, raft_pb2_grpc
+
+if TYPE_CHECKING:  # config imports FetchRpc from here
+    from raftmeta.server.config import NodeConfig
 
 REQUEST_RPC: dict[type, str] = {
     raft_pb2.VoteRequest: "Vote",
@@ -156,6 +160,7 @@ class Peers:
         # With TLS, our own certificate is our client certificate: peers with mutual TLS check it
         # (and its CN, node-N) before they take a RaftService call from us.
         tls_material = material(tls)
+        self._tls_material = tls_material
         self._channels = {
             peer: open_channel(address, tls_material) for peer, address in voters.items() if peer != node_id
         }
@@ -168,6 +173,24 @@ class Peers:
         self.failures = 0
         self._fetch_rpc = fetch_rpc
         self._fetch_streams: dict[int, FetchStreamCall] = {}
+
+    def learn(self, addresses: dict[int, str]) -> None:
+        for peer, address in addresses.items():
+            if peer == self.node_id:
+                continue
+            old = self._channels.pop(peer, None)
+            if old is not None:
+                self._close_later(old)
+            self._channels[peer] = open_channel(address, self._tls_material)
+            self._stubs[peer] = raft_pb2_grpc.RaftServiceStub(self._channels[peer])
+            stream = self._fetch_streams.pop(peer, None)
+            if stream is not None:
+                stream.cancel("the peer's address changed")
+
+    def _close_later(self, channel: grpc.aio.Channel) -> None:
+        task = asyncio.create_task(channel.close(grace=None))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def send(self, envelope: Envelope) -> None:
         stub = self._stubs.get(envelope.destination)
@@ -229,3 +252,21 @@ class Peers:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(stream.close() for stream in self._fetch_streams.values()))
         await asyncio.gather(*(channel.close(grace=None) for channel in self._channels.values()))
+
+
+def grpc_peers(config: NodeConfig) -> PeersFactory:
+    """The node's default peers: RaftService calls over gRPC to the configured voters' addresses."""
+
+    def make(deliver: Callable[[Envelope], None], unavailable: Callable[[int], None]) -> PeerLink:
+        return Peers(
+            config.node_id,
+            config.voters,
+            deliver,
+            request_timeout_ms=config.request_timeout_ms,
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+            unavailable=unavailable,
+            tls=config.tls,
+            fetch_rpc=config.fetch_rpc,
+        )
+
+    return make

@@ -1,7 +1,7 @@
-"""A node's state on start: the data dir read back into a QuorumController (the consensus core with
-the log, snapshot, election state and high-watermark checkpoint; the controller with the snapshot's
-image), the driver's clock offset and randomness injected. The node replays the log above the
-snapshot through the QuorumController's first Ready."""
+"""A node's state on start: its disk's durable state read back into a QuorumController (the
+consensus core with the log, snapshot, election state and high-watermark checkpoint; the
+controller with the snapshot's image), the driver's clock offset and randomness injected. The
+node replays the log above the snapshot through the QuorumController's first Ready."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from typing import Any
 from placement import JavaRandom
 from raftmeta.controller import Controller
 from raftmeta.controller.quorum import ControllerFactory, QuorumController, QuorumControllerConfig
-from raftmeta.raft import Entry, QuorumStateData, RaftConfig, RaftCore, SnapshotImage
+from raftmeta.raft import RaftConfig, RaftCore
 from raftmeta.records.decode import parse_records
 from raftmeta.server.config import NodeConfig
-from raftmeta.storage.datadir import NodeStorage
-from raftmeta.storage.quorum_state import check_voters
+from raftmeta.server.seams import DurableState
 from raftmeta.v1 import records_pb2
 
 LOST_ELECTION_STATE_HINT = (
@@ -79,43 +78,33 @@ def raft_config(config: NodeConfig) -> RaftConfig:
 
 
 def recover_quorum_controller(
-    config: NodeConfig, storage: NodeStorage, snapshot_bytes: bytes, rng: SystemRandom, log: Any
+    config: NodeConfig, durable: DurableState, rng: SystemRandom, log: Any
 ) -> QuorumController:
-    """The QuorumController of an opened data dir (``snapshot_bytes``: the newest snapshot file's
-    content, which the core serves to followers). A quorum-state written for another voter set is
-    refused; a lost one is recovered from the log (logged at WARN with what to do)."""
-    snapshot = storage.latest_snapshot
-    start_offset = snapshot.snapshot_id.offset if snapshot is not None else 0
-    entries = [Entry.from_batch(b) for b in storage.log.iter_batches(max(start_offset, storage.log.log_start_offset))]
-    image = (
-        SnapshotImage(snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch, snapshot_bytes)
-        if snapshot is not None
-        else None
-    )
-    stored = storage.quorum_state
-    if stored is not None:
-        check_voters(storage.quorum_state_file.path, stored, tuple(config.voters))
+    """The QuorumController of a disk's durable state. A lost quorum-state is recovered from the
+    log (logged at WARN with what to do)."""
+    snapshot = durable.snapshot
+    start_offset = snapshot.end_offset if snapshot is not None else 0
     core = RaftCore(
         raft_config(config),
         rng,
         now_ms(),
-        quorum_state=QuorumStateData(stored.epoch, stored.leader_id, stored.voted_id) if stored else None,
-        entries=entries,
-        snapshot=image,
-        high_watermark=storage.high_watermark.checkpointed,
+        quorum_state=durable.quorum_state,
+        entries=durable.entries,
+        snapshot=snapshot,
+        high_watermark=durable.high_watermark,
         # Answers meant for a previous incarnation's requests can never match a new one.
         first_correlation_id=time.time_ns() << 8,
     )
     if core.start_note is not None:
         log.warning(
             "election state recovered from the log",
-            quorum_state=storage.quorum_state_problem or "older than the log",
+            quorum_state=durable.quorum_state_problem or "older than the log",
             detail=core.start_note,
             epoch=core.epoch,
             what_to_do=LOST_ELECTION_STATE_HINT,
         )
     make = controller_factory(config)
-    records = parse_records(snapshot.records) if snapshot is not None else []
+    records = parse_records(durable.snapshot_records)
     return QuorumController(
         core,
         make(records, start_offset - 1),

@@ -59,13 +59,22 @@ class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
     def __init__(self, node: Node) -> None:
         self.node = node
         config = node.config
-        self._membership = Membership(config.cluster_id, config.node_id, frozenset(config.voters))
+        self._static_voters = frozenset(config.voters)
+        self._membership = Membership(config.cluster_id, config.node_id, self._static_voters)
         self._log = get_logger("raft-service", node_id=node.node_id)
         self._log_limiter = RejectionLogLimiter()
 
+    def _current_membership(self) -> Membership:
+        """The configured voters and the voter set in force now (KIP-853: a voter added or removed
+        since start-up keeps its place among the nodes that may vote, lead and resign)."""
+        voters = self.node.core.voters
+        if self._static_voters.issuperset(voters):
+            return self._membership
+        return Membership(self._membership.cluster_id, self._membership.node_id, self._static_voters.union(voters))
+
     async def _admit(self, method: str, request: Message, context: Context) -> None:
         """Abort the call if the guard refuses it, with one structured warning (rate-limited)."""
-        rejection = check_raft_call(method, request, self._membership, common_names(context.auth_context()))
+        rejection = check_raft_call(method, request, self._current_membership(), common_names(context.auth_context()))
         if rejection is None:
             return
         claimed = claimed_id(method, request)
@@ -145,7 +154,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         stub = self._stubs.get(leader_id)
         if stub is None:
             # The leader's raft listener, with our peer certificate when the quorum runs TLS.
-            channel = open_channel(self.node.config.voters[leader_id], material(self.node.config.tls))
+            channel = open_channel(self.node.address_book.addresses[leader_id], material(self.node.config.tls))
             self._channels.append(channel)
             stub = controller_pb2_grpc.ControllerServiceStub(channel)
             self._stubs[leader_id] = stub
@@ -206,7 +215,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     # Leadership moved while the request waited: look for the new leader below.
                     pass
             leader = node.core.leader_id
-            if leader >= 0 and leader != node.node_id and leader in node.config.voters and not forwarded:
+            if leader >= 0 and leader != node.node_id and leader in node.address_book.addresses and not forwarded:
                 return await self._forward(leader, method, request, deadline)
             now = time.monotonic()
             if forwarded or now >= min(deadline, wait_until):
@@ -280,3 +289,9 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         self, request: controller_pb2.IncrementalAlterConfigsRequest, context: Context
     ) -> Any:
         return await self._serve("IncrementalAlterConfigs", request, context)
+
+    async def AddRaftVoter(self, request: controller_pb2.AddRaftVoterRequest, context: Context) -> Any:
+        return await self._serve("AddRaftVoter", request, context)
+
+    async def RemoveRaftVoter(self, request: controller_pb2.RemoveRaftVoterRequest, context: Context) -> Any:
+        return await self._serve("RemoveRaftVoter", request, context)

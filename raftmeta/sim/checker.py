@@ -7,7 +7,10 @@ Per event (only for the node the event touched, so the check is O(1) amortized):
    a log, offsets are contiguous and epochs non-decreasing;
 3. a node never truncates below its high watermark, and a new leader holds every committed batch;
 4. every node commits the same batch at each offset;
-5. the high watermark never decreases on a running node.
+5. the high watermark never decreases on a running node;
+voters: a leader appends a voter change only when the one before it is committed, and each
+change adds or removes exactly one voter (KIP-853's one change at a time); the high watermark
+is on a majority of the voter set in force (3-majority-persisted).
 At the end (:meth:`check_final`): 3 and 4 over every node's whole log, and 6 (acknowledged
 proposals committed exactly once, rejected ones absent).
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftmeta.raft import Entry, RaftCore
+from raftmeta.raft.voters import voters_in_batch
 from raftmeta.records.codec import iter_batches, split_records
 
 INVARIANTS = (
@@ -28,6 +32,7 @@ INVARIANTS = (
     "4-committed-prefixes-identical",
     "5-hw-monotonic",
     "6-exactly-once",
+    "voters-one-change-at-a-time",
 )
 
 
@@ -104,6 +109,27 @@ class Checker:
                 "3-majority-persisted",
                 f"leader {leader_id} commits ({entry.base_offset}, {entry.epoch}), "
                 f"flushed on only {holders} of {voters} voters",
+            )
+
+    def check_voter_change(self, leader_id: int, core: RaftCore, entry: Entry) -> None:
+        """A leader appended ``entry``, a voter change: the change before it in its log is
+        committed, and the two sets differ by exactly one voter."""
+        self.checks["voters-one-change-at-a-time"] += 1
+        new = voters_in_batch(entry.data)
+        assert new is not None
+        history = core.voter_history
+        previous = history.change_before(entry.base_offset)
+        if previous >= core.high_watermark:
+            raise InvariantViolation(
+                "voters-one-change-at-a-time",
+                f"leader {leader_id} appends a voter change at {entry.base_offset} while the one at {previous} "
+                f"is uncommitted (HW {core.high_watermark})",
+            )
+        old = set(history.at(entry.base_offset).ids)
+        if len(old ^ set(new.ids)) != 1:
+            raise InvariantViolation(
+                "voters-one-change-at-a-time",
+                f"leader {leader_id} changes the voters from {sorted(old)} to {list(new.ids)} at {entry.base_offset}",
             )
 
     # -- invariant 2 -----------------------------------------------------------------------------

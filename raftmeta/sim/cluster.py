@@ -30,6 +30,8 @@ from raftmeta.raft import (
     Role,
     SnapshotImage,
 )
+from raftmeta.raft.core import VoterChangeError
+from raftmeta.raft.voters import VoterNode, voters_in_batch
 from raftmeta.sim.checker import Checker, InvariantViolation
 from raftmeta.sim.disk import SimDisk
 from raftmeta.sim.params import PARTITION_KINDS, SimParams
@@ -105,6 +107,9 @@ class RunResult:
 
 
 class Simulation:
+    # The fault kinds this simulation injects itself (the others act through params).
+    INJECTED = frozenset({"kill", "partition", "pause", "slow_disk", "transfer", "membership"})
+
     def __init__(
         self,
         params: SimParams,
@@ -137,6 +142,7 @@ class Simulation:
         self.healed = False
         self.probe: tuple[int, int] | None = None  # (proposal id, next offset) of the liveness probe
         self.probe_offset = -1
+        self.membership_changed = False
 
     # -- event queue -------------------------------------------------------------------------------
     def _push(self, at: int, kind: int, payload: Any) -> None:
@@ -278,8 +284,10 @@ class Simulation:
             return
         entry = core.log.entry_before(hw)
         assert entry is not None
-        holders = sum(1 for v in self.voters if self.nodes[v].disk.durably_holds(entry))
-        self.checker.check_majority_persisted(node.node_id, entry, holders, len(self.voters))
+        # KIP-853: a majority of the voter set in force at the leader (its latest, committed or not).
+        voters = core.voters
+        holders = sum(1 for v in voters if self.nodes[v].disk.durably_holds(entry))
+        self.checker.check_majority_persisted(node.node_id, entry, holders, len(voters))
         self.checker.on_leader_commit(core.epoch, hw, entry)
 
     def _perform(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
@@ -347,6 +355,11 @@ class Simulation:
         for entry in ready.append:
             checker.on_append(node_id, disk.last_entry(), entry)
             disk.append(entry)
+            if checker.leaders.get(entry.epoch) == node_id and voters_in_batch(entry.data) is not None:
+                # Appended by this node as the leader of the batch's epoch (it may have resigned
+                # since, in the same step: a leader that removed itself).
+                checker.check_voter_change(node_id, core, entry)
+                self.membership_changed = True
         for envelope in ready.messages:
             self._send(envelope)
         if ready.flush:
@@ -494,7 +507,7 @@ class Simulation:
     def _fault(self) -> None:
         params = self.params
         rng = self.rng
-        kinds = sorted(params.faults & {"kill", "partition", "pause", "slow_disk", "transfer"})
+        kinds = sorted(params.faults & self.INJECTED)
         if kinds:
             kind = kinds[rng.next_int(len(kinds))]
             self._inject(kind)
@@ -540,19 +553,63 @@ class Simulation:
                 for n in self.nodes.values()
                 if n.core is not None and n.core.role is Role.LEADER and not n.blocked(self.now)
             ]
-            if not leaders or len(self.voters) == 1:
+            if not leaders or len(leaders[0].core.voters) == 1:  # type: ignore[union-attr]
                 return
             node = leaders[0]
             assert node.core is not None
             if rng.random() < 0.5:
-                target = rng.choice([v for v in self.voters if v != node.node_id])
+                target = rng.choice([v for v in node.core.voters if v != node.node_id])
                 node.core.transfer_leadership(self.now, target)
                 self._trace(f"n{node.node_id} transfer to n{target}")
             else:
                 node.core.resign(self.now)
                 self._trace(f"n{node.node_id} resign")
             self._drive(node)
+        elif kind == "membership":
+            kind = self._change_voters()
         self._count(kind)
+
+    def _change_voters(self) -> str:
+        """The leader adds a node that is not a voter or removes a voter (maybe itself, maybe a
+        crashed one: "replace a dead voter" is a removal then an add). Refusals are expected: the
+        last change not committed yet, an observer not caught up."""
+        rng = self.rng
+        leaders = [
+            n
+            for n in self.nodes.values()
+            if n.core is not None and n.core.role is Role.LEADER and not n.blocked(self.now)
+        ]
+        if not leaders:
+            return "membership_no_leader"
+        node = max(leaders, key=lambda n: n.core.epoch if n.core else -1)
+        core = node.core
+        assert core is not None
+        outside = [i for i in self.node_ids if i not in core.voters]
+        try:
+            if outside and (rng.random() < 0.5 or len(core.voters) == 1):
+                added = rng.choice(outside)
+                core.add_voter(self.now, VoterNode(added))
+                self.membership_changed = True
+                kind = "membership_add"
+                self._trace(f"n{node.node_id} adds voter n{added}")
+            else:
+                removed = rng.choice(list(core.voters))
+                core.remove_voter(self.now, removed)
+                self.membership_changed = True
+                kind = "membership_remove"
+                self._trace(f"n{node.node_id} removes voter n{removed}")
+        except VoterChangeError as refused:
+            self._trace(f"n{node.node_id} voter change refused: {refused}")
+            kind = "membership_refused"
+        self._drive(node)
+        return kind
+
+    def current_voters(self) -> tuple[int, ...]:
+        """The voter set of the newest leader's log (the bootstrap set before any change)."""
+        leaders = [n.core for n in self.nodes.values() if n.core is not None and n.core.role is Role.LEADER]
+        if not leaders:
+            return self.voters
+        return max(leaders, key=lambda core: core.epoch).voters
 
     def _partition_links(self, shape: str) -> set[tuple[int, int]]:
         rng = self.rng
@@ -599,7 +656,8 @@ class Simulation:
         self.params = _healed(self.params)
         down = [n for n in self.nodes.values() if n.core is None]
         keep_down = {n.node_id for n in down if n.node_id in self.voters}
-        keep_down = set(sorted(keep_down)[: self.params.left_down])
+        # After voter changes a minority of the first set may be a majority of the set in force.
+        keep_down = set(sorted(keep_down)[: self.params.left_down]) if not self.membership_changed else set()
         for node in self.nodes.values():
             node.paused_until = 0
             node.slow_until = 0
@@ -654,9 +712,8 @@ class Simulation:
         if self.probe is None:
             return False
         end = self.probe[1]
-        return all(
-            n.applied_offset >= end for n in self.nodes.values() if n.core is not None and n.node_id in self.voters
-        )
+        voters = self.current_voters()
+        return all(n.applied_offset >= end for n in self.nodes.values() if n.core is not None and n.node_id in voters)
 
     def _loop(self, max_events: int, until_ms: int | None = None, stop: Callable[[], bool] | None = None) -> None:
         """Process up to ``max_events`` events. Only events that do something count: stale

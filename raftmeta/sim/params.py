@@ -4,12 +4,13 @@ rates, so rare combinations are tried across seeds."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from raftmeta.sim.rng import SeededRandom
 
 # lose_state: a crashed node sometimes comes back without its quorum-state file;
-# crash_after_vote: a voter crashes right after granting a vote and soon comes back.
+# crash_after_vote: a voter crashes right after granting a vote and soon comes back;
+# membership: the leader adds an observer as a voter or removes a voter (KIP-853).
 FAULT_KINDS = (
     "kill",
     "crash_after_vote",
@@ -21,6 +22,7 @@ FAULT_KINDS = (
     "duplicate",
     "reorder",
     "transfer",
+    "membership",
 )
 PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
 
@@ -67,14 +69,16 @@ class SimParams:
 def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]) -> SimParams:
     rng = SeededRandom(seed ^ 0x5EED)
     n = voters if voters is not None else rng.choice((1, 2, 3, 3, 3, 4, 5, 5))
-    enabled = frozenset(k for k in sorted(allowed_faults) if rng.random() < 0.6)
-    if allowed_faults and not enabled:
-        enabled = frozenset({rng.choice(sorted(allowed_faults))})
+    # Membership is drawn last, so adding it left every earlier draw of a seed as it was.
+    classic = allowed_faults - {"membership"}
+    enabled = frozenset(k for k in sorted(classic) if rng.random() < 0.6)
+    if classic and not enabled:
+        enabled = frozenset({rng.choice(sorted(classic))})
     reorder = "reorder" in enabled
     election_ms = rng.choice((50, 100, 300, 1000, 1000))
     latency_min = rng.randint(1, 5)
     latency_jitter = rng.randint(5, 60) if reorder else rng.randint(0, 2)
-    return SimParams(
+    params = SimParams(
         seed=seed,
         voters=n,
         observers=rng.choice((0, 0, 1, 2)),
@@ -101,3 +105,7 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
         fetch_hw_linger_ms=rng.choice((0, 0, 5, 20)),
         hw_checkpoint_interval_ms=rng.choice((0, 100, 1000)),
     )
+    if "membership" in allowed_faults and (not classic or rng.random() < 0.5):
+        # Voter changes need a node to add: at least one observer.
+        params = replace(params, faults=enabled | {"membership"}, observers=max(params.observers, 1))
+    return params

@@ -329,6 +329,54 @@ class PlaneSimulation(Simulation):
             broker.heartbeat_at_ms = self.now + HEARTBEAT_INTERVAL_MS
         elif isinstance(response, controller_pb2.AlterPartitionResponse):
             self._checked("isr-changes", sum(len(t.partitions) for t in response.topics))
+        elif isinstance(response, (controller_pb2.AddRaftVoterResponse, controller_pb2.RemoveRaftVoterResponse)):
+            self._voter_change_answered(call, response)
+
+    # -- voter changes (KIP-853), through the QuorumController as an operator's tool sends them ---
+    def _change_voters(self) -> str:
+        """An operator asks for one voter change (add a non-voter, or remove a voter), sent to a
+        random node like any call, forwarded by NOT_CONTROLLER hints, retried after a timeout."""
+        owner = "operator-0"
+        if owner in self.calls:
+            return "membership_busy"
+        rng = self.rng
+        voters = self.current_voters()
+        outside = [i for i in self.node_ids if i not in voters]
+        request: Message
+        if outside and (rng.random() < 0.5 or len(voters) == 1):
+            request = controller_pb2.AddRaftVoterRequest(voter_id=rng.choice(outside))
+            method, kind = "AddRaftVoter", "membership_add"
+        else:
+            request = controller_pb2.RemoveRaftVoterRequest(voter_id=rng.choice(list(voters)))
+            method, kind = "RemoveRaftVoter", "membership_remove"
+        self.calls[owner] = Call(owner, method, request, self.now)
+        self.membership_changed = True
+        return kind
+
+    def _voter_change_answered(self, call: Call, response: Message) -> None:
+        """An acknowledged change is committed: the answering node's latest voter set has the
+        change and is committed. (A retry of a change that went through is refused, e.g.
+        DUPLICATE_VOTER: the operator sees the first attempt's effect.)"""
+        error = getattr(response, "error_code", errors_pb2.NONE)
+        self._trace(f"operator {call.method} n{call.request.voter_id}: {errors_pb2.ErrorCode.Name(error)}")  # type: ignore[attr-defined]
+        if error != errors_pb2.NONE:
+            self.result.faults["membership_refused"] = self.result.faults.get("membership_refused", 0) + 1
+            return
+        self._checked("voter-changes-acknowledged")
+        node = self.nodes[self.known_controller[call.owner]]
+        core = node.core
+        assert core is not None
+        voter = call.request.voter_id  # type: ignore[attr-defined]
+        added = call.method == "AddRaftVoter"
+        history = core.voter_history
+        # The operator makes one change at a time: the one answered is the latest in the log.
+        committed = history.at(core.high_watermark)
+        if (voter in committed.ids) != added or history.latest_offset() >= core.high_watermark:
+            raise InvariantViolation(
+                "voter-changes-acknowledged",
+                f"{call.method} of {voter} acknowledged by node {node.node_id}, whose committed voters are "
+                f"{list(committed.ids)}",
+            )
 
     # -- clients and brokers ----------------------------------------------------------------------
     def _propose(self) -> None:
@@ -510,7 +558,8 @@ class PlaneSimulation(Simulation):
         probes = [t for t, at in history.acknowledged.items() if at >= self.heal_at >= 0]
         if not probes:
             return False
-        voters = [self.qcs[n.node_id] for n in self.nodes.values() if n.core is not None and n.node_id in self.voters]
+        current = self.current_voters()
+        voters = [self.qcs[n.node_id] for n in self.nodes.values() if n.core is not None and n.node_id in current]
         if not all(probes[0] in qc.controller.committed_image.topic_ids for qc in voters):
             return False
         if any(call.invoked_ms < self.heal_at for call in self.calls.values()):
@@ -525,8 +574,9 @@ class PlaneSimulation(Simulation):
 
     def _check_plane(self) -> None:
         history = self.history
+        current = self.current_voters()
         for node in self.nodes.values():
-            if node.core is None or node.node_id not in self.voters:
+            if node.core is None or node.node_id not in current:
                 continue
             topics = self.qcs[node.node_id].controller.committed_image.topic_ids
             self._checked("6-client-history", len(history.acknowledged) + len(history.refused))
@@ -547,7 +597,8 @@ class PlaneSimulation(Simulation):
         """Every client call answered and every running voter has applied the leader's commits."""
         if any(call.owner.startswith("client") for call in self.calls.values()):
             return False
-        running = [n for n in self.nodes.values() if n.core is not None and n.node_id in self.voters]
+        current = self.current_voters()
+        running = [n for n in self.nodes.values() if n.core is not None and n.node_id in current]
         leaders = [n for n in running if n.core is not None and n.core.role is Role.LEADER]
         if len(leaders) != 1:
             return False

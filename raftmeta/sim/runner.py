@@ -19,6 +19,8 @@ CORE_BUGS = (
     "hw_from_old_epoch",
     "vote_not_persisted",
     "forget_vote_on_restart",
+    "voter_change_while_pending",
+    "hw_from_committed_voters",
 )
 # Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes
 # it; partition leaders never ask for a caught-up follower back (the ISR never regrows); the

@@ -71,6 +71,8 @@ class Snapshot:
     last_contained_log_timestamp_ms: int
     records: list[bytes]
     size_bytes: int
+    # The voter set in force at the snapshot's end (KIP-853), when the writer knew one.
+    voters: records_pb2.VotersRecord | None = None
 
 
 def _control(message: records_pb2.MetadataRecord) -> list[bytes]:
@@ -85,8 +87,10 @@ def encode_snapshot(
     append_timestamp_ms: int,
     batch_records: int = DEFAULT_BATCH_RECORDS,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    voters: records_pb2.VotersRecord | None = None,
 ) -> Iterator[bytes]:
-    """The snapshot file's batches, in order (header, data batches, footer)."""
+    """The snapshot file's batches, in order: header, the voter set (a control batch, as
+    Kafka's snapshots carry their VotersRecord after the header) when given, data batches, footer."""
     epoch = snapshot_id.epoch
     header = records_pb2.MetadataRecord(
         snapshot_header=records_pb2.SnapshotHeaderRecord(
@@ -95,6 +99,10 @@ def encode_snapshot(
     )
     yield codec.encode_batch(0, epoch, _control(header), append_timestamp_ms, control=True)
     offset = 1
+    if voters is not None:
+        voters_record = records_pb2.MetadataRecord(voters=voters)
+        yield codec.encode_batch(offset, epoch, _control(voters_record), append_timestamp_ms, control=True)
+        offset += 1
     pending: list[bytes] = []
     pending_bytes = 0
     for record in records:
@@ -134,7 +142,12 @@ def decode_snapshot(path: Path, data: bytes, snapshot_id: SnapshotId) -> Snapsho
     if header.snapshot_header.version != SNAPSHOT_VERSION:
         raise SnapshotError(path, f"unsupported snapshot version {header.snapshot_header.version}")
     records: list[bytes] = []
-    for batch in batches[1:-1]:
+    voters: records_pb2.VotersRecord | None = None
+    body = batches[1:-1]
+    if body and body[0].header.is_control:
+        voters = _single_control(path, body[0], "voters").voters
+        body = body[1:]
+    for batch in body:
         if batch.header.is_control:
             raise SnapshotError(path, f"unexpected control batch at offset {batch.base_offset}")
         try:
@@ -147,6 +160,7 @@ def decode_snapshot(path: Path, data: bytes, snapshot_id: SnapshotId) -> Snapsho
         last_contained_log_timestamp_ms=header.snapshot_header.last_contained_log_timestamp_ms,
         records=records,
         size_bytes=len(data),
+        voters=voters,
     )
 
 
@@ -289,6 +303,7 @@ class SnapshotStore:
         last_contained_log_timestamp_ms: int,
         append_timestamp_ms: int,
         batch_records: int = DEFAULT_BATCH_RECORDS,
+        voters: records_pb2.VotersRecord | None = None,
     ) -> Path:
         """Write a snapshot atomically (``.part``, fsync, rename, fsync dir); returns its path."""
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -304,6 +319,7 @@ class SnapshotStore:
                 last_contained_log_timestamp_ms=last_contained_log_timestamp_ms,
                 append_timestamp_ms=append_timestamp_ms,
                 batch_records=batch_records,
+                voters=voters,
             ):
                 write_all(fd, batch)
             os.fsync(fd)

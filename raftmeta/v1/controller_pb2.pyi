@@ -1373,6 +1373,135 @@ class DescribeQuorumResponse(_message.Message):
 Global___DescribeQuorumResponse: _TypeAlias = DescribeQuorumResponse  # noqa: Y015
 
 @_typing.final
+class RaftVoterListener(_message.Message):
+    """---- Voter changes (KIP-853's AddRaftVoter / RemoveRaftVoter). The leader accepts one change at a
+    time: the previous one committed, its own epoch committed, and (to add) the new voter an
+    observer that has fetched up to the leader's log end recently; otherwise REQUEST_TIMED_OUT
+    (retry). DUPLICATE_VOTER: the id is a voter already. VOTER_NOT_FOUND: no voter with that id and
+    directory id (or it is the last voter). The answer comes once the change is committed, on a
+    majority of the new voter set.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    host: _builtins.str
+    port: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        host: _builtins.str = ...,
+        port: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "name", b"name", "port", b"port"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RaftVoterListener: _TypeAlias = RaftVoterListener  # noqa: Y015
+
+@_typing.final
+class AddRaftVoterRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VOTER_ID_FIELD_NUMBER: _builtins.int
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _builtins.int
+    LISTENERS_FIELD_NUMBER: _builtins.int
+    voter_id: _builtins.int
+    voter_directory_id: _builtins.bytes
+    """16 bytes: the new voter's directory id (its meta.properties); empty = not checked."""
+    @_builtins.property
+    def listeners(self) -> _containers.RepeatedCompositeFieldContainer[Global___RaftVoterListener]:
+        """Where the new voter listens for the quorum's RPCs (name "CONTROLLER")."""
+
+    def __init__(
+        self,
+        *,
+        voter_id: _builtins.int = ...,
+        voter_directory_id: _builtins.bytes = ...,
+        listeners: _abc.Iterable[Global___RaftVoterListener] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["listeners", b"listeners", "voter_directory_id", b"voter_directory_id", "voter_id", b"voter_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddRaftVoterRequest: _TypeAlias = AddRaftVoterRequest  # noqa: Y015
+
+@_typing.final
+class AddRaftVoterResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddRaftVoterResponse: _TypeAlias = AddRaftVoterResponse  # noqa: Y015
+
+@_typing.final
+class RemoveRaftVoterRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VOTER_ID_FIELD_NUMBER: _builtins.int
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _builtins.int
+    voter_id: _builtins.int
+    voter_directory_id: _builtins.bytes
+    """16 bytes; empty = whichever directory the voter has."""
+    def __init__(
+        self,
+        *,
+        voter_id: _builtins.int = ...,
+        voter_directory_id: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["voter_directory_id", b"voter_directory_id", "voter_id", b"voter_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveRaftVoterRequest: _TypeAlias = RemoveRaftVoterRequest  # noqa: Y015
+
+@_typing.final
+class RemoveRaftVoterResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RemoveRaftVoterResponse: _TypeAlias = RemoveRaftVoterResponse  # noqa: Y015
+
+@_typing.final
 class ReassignablePartition(_message.Message):
     """---- Partition reassignment (Kafka's AlterPartitionReassignments / ListPartitionReassignments, KIP-455).
 

@@ -109,6 +109,16 @@ class ControllerServiceStub:
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
                 response_deserializer=raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.AddRaftVoter = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/AddRaftVoter',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.AddRaftVoterRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.AddRaftVoterResponse.FromString,
+                _registered_method=True)
+        self.RemoveRaftVoter = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/RemoveRaftVoter',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -204,6 +214,18 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +303,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.IncrementalAlterConfigs,
                     request_deserializer=raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.FromString,
                     response_serializer=raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.SerializeToString,
+            ),
+            'AddRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddRaftVoter,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.AddRaftVoterRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.AddRaftVoterResponse.SerializeToString,
+            ),
+            'RemoveRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRaftVoter,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -688,6 +720,60 @@ class ControllerService:
             '/raftmeta.v1.ControllerService/IncrementalAlterConfigs',
             raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
             raftmeta_dot_v1_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/AddRaftVoter',
+            raftmeta_dot_v1_dot_controller__pb2.AddRaftVoterRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.AddRaftVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/RemoveRaftVoter',
+            raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,8 @@ class ControllerServiceStub:
     ListPartitionReassignments: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ListPartitionReassignmentsRequest, _controller_pb2.ListPartitionReassignmentsResponse]
     DescribeConfigs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeConfigsRequest, _controller_pb2.DescribeConfigsResponse]
     IncrementalAlterConfigs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.IncrementalAlterConfigsRequest, _controller_pb2.IncrementalAlterConfigsResponse]
+    AddRaftVoter: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AddRaftVoterRequest, _controller_pb2.AddRaftVoterResponse]
+    RemoveRaftVoter: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RemoveRaftVoterRequest, _controller_pb2.RemoveRaftVoterResponse]
 
 @_typing.type_check_only
 class ControllerServiceAsyncStub(ControllerServiceStub):
@@ -77,6 +79,8 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     ListPartitionReassignments: _aio.UnaryUnaryMultiCallable[_controller_pb2.ListPartitionReassignmentsRequest, _controller_pb2.ListPartitionReassignmentsResponse]  # type: ignore[assignment]
     DescribeConfigs: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeConfigsRequest, _controller_pb2.DescribeConfigsResponse]  # type: ignore[assignment]
     IncrementalAlterConfigs: _aio.UnaryUnaryMultiCallable[_controller_pb2.IncrementalAlterConfigsRequest, _controller_pb2.IncrementalAlterConfigsResponse]  # type: ignore[assignment]
+    AddRaftVoter: _aio.UnaryUnaryMultiCallable[_controller_pb2.AddRaftVoterRequest, _controller_pb2.AddRaftVoterResponse]  # type: ignore[assignment]
+    RemoveRaftVoter: _aio.UnaryUnaryMultiCallable[_controller_pb2.RemoveRaftVoterRequest, _controller_pb2.RemoveRaftVoterResponse]  # type: ignore[assignment]
 
 class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -183,5 +187,19 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.IncrementalAlterConfigsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.IncrementalAlterConfigsResponse, _abc.Awaitable[_controller_pb2.IncrementalAlterConfigsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AddRaftVoter(
+        self,
+        request: _controller_pb2.AddRaftVoterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.AddRaftVoterResponse, _abc.Awaitable[_controller_pb2.AddRaftVoterResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RemoveRaftVoter(
+        self,
+        request: _controller_pb2.RemoveRaftVoterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.RemoveRaftVoterResponse, _abc.Awaitable[_controller_pb2.RemoveRaftVoterResponse]]: ...
 
 def add_ControllerServiceServicer_to_server(servicer: ControllerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

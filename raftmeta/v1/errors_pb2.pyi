@@ -83,6 +83,10 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """
     NEW_LEADER_ELECTED: _ErrorCode.ValueType  # 108
     """AlterPartition: the change completed a reassignment and moved leadership off the requester."""
+    DUPLICATE_VOTER: _ErrorCode.ValueType  # 126
+    """AddRaftVoter: the voter id is already in the voter set (KIP-853)."""
+    VOTER_NOT_FOUND: _ErrorCode.ValueType  # 127
+    """RemoveRaftVoter / UpdateRaftVoter: no voter with that id and directory id (KIP-853)."""
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper): ...
 
@@ -141,4 +145,8 @@ epoch is not the registered one.
 """
 NEW_LEADER_ELECTED: ErrorCode.ValueType  # 108
 """AlterPartition: the change completed a reassignment and moved leadership off the requester."""
+DUPLICATE_VOTER: ErrorCode.ValueType  # 126
+"""AddRaftVoter: the voter id is already in the voter set (KIP-853)."""
+VOTER_NOT_FOUND: ErrorCode.ValueType  # 127
+"""RemoveRaftVoter / UpdateRaftVoter: no voter with that id and directory id (KIP-853)."""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015

@@ -493,6 +493,97 @@ class LeaderChangeRecord(_message.Message):
 Global___LeaderChangeRecord: _TypeAlias = LeaderChangeRecord  # noqa: Y015
 
 @_typing.final
+class VotersRecord(_message.Message):
+    """Control record (KIP-853): the voter set in force from this record on. The latest one in a
+    log is in force as soon as it is appended, committed or not; a truncation that removes it
+    restores the one before. Written by the leader for AddRaftVoter / RemoveRaftVoter (one change
+    at a time), and into every snapshot so the set survives log cleaning.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    VOTERS_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    @_builtins.property
+    def voters(self) -> _containers.RepeatedCompositeFieldContainer[Global___VoterEntry]: ...
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        voters: _abc.Iterable[Global___VoterEntry] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["version", b"version", "voters", b"voters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VotersRecord: _TypeAlias = VotersRecord  # noqa: Y015
+
+@_typing.final
+class VoterEntry(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VOTER_ID_FIELD_NUMBER: _builtins.int
+    DIRECTORY_ID_FIELD_NUMBER: _builtins.int
+    ENDPOINTS_FIELD_NUMBER: _builtins.int
+    MIN_SUPPORTED_VERSION_FIELD_NUMBER: _builtins.int
+    MAX_SUPPORTED_VERSION_FIELD_NUMBER: _builtins.int
+    voter_id: _builtins.int
+    directory_id: _builtins.bytes
+    """16-byte uuid from the voter's meta.properties: a wiped disk gets a new one, so it cannot
+    rejoin as the same voter. Empty: not known (a statically configured voter).
+    """
+    min_supported_version: _builtins.int
+    """kraft.version range the voter supports (Kafka's KRaftVersionFeature)."""
+    max_supported_version: _builtins.int
+    @_builtins.property
+    def endpoints(self) -> _containers.RepeatedCompositeFieldContainer[Global___VoterEndpoint]: ...
+    def __init__(
+        self,
+        *,
+        voter_id: _builtins.int = ...,
+        directory_id: _builtins.bytes = ...,
+        endpoints: _abc.Iterable[Global___VoterEndpoint] | None = ...,
+        min_supported_version: _builtins.int = ...,
+        max_supported_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["directory_id", b"directory_id", "endpoints", b"endpoints", "max_supported_version", b"max_supported_version", "min_supported_version", b"min_supported_version", "voter_id", b"voter_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VoterEntry: _TypeAlias = VoterEntry  # noqa: Y015
+
+@_typing.final
+class VoterEndpoint(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    HOST_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Listener name, e.g. "CONTROLLER"."""
+    host: _builtins.str
+    port: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        host: _builtins.str = ...,
+        port: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host", b"host", "name", b"name", "port", b"port"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VoterEndpoint: _TypeAlias = VoterEndpoint  # noqa: Y015
+
+@_typing.final
 class NoOpRecord(_message.Message):
     """Written by an idle leader so the high watermark and liveness can be observed."""
 
@@ -614,6 +705,7 @@ class MetadataRecord(_message.Message):
     REQUEST_FIELD_NUMBER: _builtins.int
     SNAPSHOT_HEADER_FIELD_NUMBER: _builtins.int
     SNAPSHOT_FOOTER_FIELD_NUMBER: _builtins.int
+    VOTERS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def topic(self) -> Global___TopicRecord: ...
     @_builtins.property
@@ -642,6 +734,8 @@ class MetadataRecord(_message.Message):
     def snapshot_header(self) -> Global___SnapshotHeaderRecord: ...
     @_builtins.property
     def snapshot_footer(self) -> Global___SnapshotFooterRecord: ...
+    @_builtins.property
+    def voters(self) -> Global___VotersRecord: ...
     def __init__(
         self,
         *,
@@ -659,12 +753,13 @@ class MetadataRecord(_message.Message):
         request: Global___RequestRecord | None = ...,
         snapshot_header: Global___SnapshotHeaderRecord | None = ...,
         snapshot_footer: Global___SnapshotFooterRecord | None = ...,
+        voters: Global___VotersRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "config", "leader_change", "no_op", "request", "snapshot_header", "snapshot_footer"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "config", "leader_change", "no_op", "request", "snapshot_header", "snapshot_footer", "voters"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from raftmeta.controller import ImageBuilder, MetadataImage, PartitionRegistration, ReplayError, delta, image_to_records
 from raftmeta.controller.delta import NewTopic
 from raftmeta.controller.topics import create_partitions, create_topics
-from raftmeta.controller.wire import PartitionEncoder
+from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import controller_pb2, records_pb2
 from tests.controller.helpers import Context
 

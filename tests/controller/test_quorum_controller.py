@@ -12,8 +12,8 @@ from placement import JavaRandom
 from raftmeta.controller import Controller
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.quorum import Answer, QuorumController, QuorumControllerConfig
-from raftmeta.raft import QuorumStateData, RaftConfig, RaftCore, Role
-from raftmeta.v1 import controller_pb2, records_pb2
+from raftmeta.raft import Envelope, QuorumStateData, RaftConfig, RaftCore, Role
+from raftmeta.v1 import controller_pb2, errors_pb2, raft_pb2, records_pb2
 
 from ..raft.harness import SeededSource
 
@@ -241,3 +241,62 @@ def test_a_node_elected_again_gives_every_broker_a_fresh_session() -> None:
     qc.tick(now + 9_001)
     drive(qc, now + 9_001)
     assert qc.controller.image.brokers[1].fenced, "a broker silent for a whole session is fenced"
+
+
+def fetch_from(qc: QuorumController, now: int, replica: int, correlation_id: int) -> None:
+    """Replica ``replica`` fetches at the leader's log end (it has everything: caught up)."""
+    log = qc.core.log
+    request = raft_pb2.FetchRequest(
+        cluster_id="t",
+        replica_id=replica,
+        replica_epoch=qc.core.epoch,
+        fetch_offset=log.end_offset,
+        last_fetched_epoch=log.last_epoch,
+        max_wait_ms=0,
+        max_bytes=1 << 20,
+    )
+    qc.step(now, Envelope(replica, 1, correlation_id, request))
+    drive(qc, now)
+
+
+def test_a_voter_change_is_answered_once_committed_on_a_majority_of_the_new_set() -> None:
+    qc = quorum()
+    drive(qc, ELECTED_MS)
+    now = ELECTED_MS
+    add = controller_pb2.AddRaftVoterRequest(voter_id=2, voter_directory_id=bytes(range(16)))
+    qc.submit(now, 1, "AddRaftVoter", add)
+    [refused] = qc.take_answers()  # node 2 never fetched: not a caught-up observer
+    assert isinstance(refused.response, controller_pb2.AddRaftVoterResponse)
+    assert refused.response.error_code == errors_pb2.REQUEST_TIMED_OUT
+    fetch_from(qc, now, 2, 1)
+    qc.submit(now, 2, "AddRaftVoter", add)
+    drive(qc, now)
+    assert qc.take_answers() == [] and qc.core.voters == (1, 2)  # in force, not committed: 1 of 2
+    fetch_from(qc, now + 1, 2, 2)
+    [added] = qc.take_answers()
+    assert added.key == 2 and added.response == controller_pb2.AddRaftVoterResponse()
+    # The leader removes itself: it is answered, then hands over (it resigns in the same step).
+    qc.submit(now + 2, 3, "RemoveRaftVoter", controller_pb2.RemoveRaftVoterRequest(voter_id=1))
+    drive(qc, now + 2)
+    assert qc.is_leader and list(qc.core.voters) == [2]
+    fetch_from(qc, now + 3, 2, 3)
+    [removed] = qc.take_answers()
+    assert removed.key == 3 and removed.response == controller_pb2.RemoveRaftVoterResponse()
+    assert qc.core.role is Role.RESIGNED
+
+
+def test_a_voter_change_pending_when_leadership_is_lost_is_answered_not_controller() -> None:
+    qc = quorum()
+    drive(qc, ELECTED_MS)
+    now = ELECTED_MS
+    fetch_from(qc, now, 2, 1)
+    qc.submit(now, 5, "AddRaftVoter", controller_pb2.AddRaftVoterRequest(voter_id=2))
+    drive(qc, now)
+    assert qc.take_answers() == []
+    vote = raft_pb2.VoteRequest(
+        cluster_id="t", candidate_id=2, candidate_epoch=qc.core.epoch + 1, last_offset_epoch=0, last_offset=0
+    )
+    qc.step(now + 1, Envelope(2, 1, 9, vote))  # a higher epoch: this leader is deposed
+    drive(qc, now + 1)
+    [lost] = qc.take_answers()
+    assert lost.key == 5 and isinstance(lost.error, NotControllerError)

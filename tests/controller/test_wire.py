@@ -10,7 +10,7 @@ from raftmeta.controller import image_to_records
 from raftmeta.controller.image import PartitionRegistration
 from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.controller.topics import delete_topics
-from raftmeta.controller.wire import PACKED_CACHE_MAX, PartitionEncoder, varint
+from raftmeta.records.wire import PACKED_CACHE_MAX, PartitionEncoder, varint
 from raftmeta.v1 import controller_pb2, records_pb2
 from tests.controller.helpers import Context
 

@@ -38,6 +38,9 @@ class FakePeers:
     def send(self, envelope: Envelope) -> None:
         self.sent.append(envelope)
 
+    def learn(self, addresses: dict[int, str]) -> None:
+        del addresses
+
     async def close(self) -> None:
         return None
 
@@ -139,7 +142,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     await node.start()
     await node.peers.close()
     peers = FakePeers()
-    node.peers = peers  # type: ignore[assignment]
+    node.peers = peers
     runner = asyncio.create_task(node.run())
     h = Harness(node, peers)
     try:

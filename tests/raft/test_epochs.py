@@ -118,7 +118,7 @@ def test_a_fetch_that_claims_to_be_the_leader_itself_or_no_node_is_invalid() -> 
     assert core.replica_end_offsets().keys() == set(VOTERS), "no phantom observer was recorded"
 
 
-# -- Vote: voter-only, checked before any epoch moves ------------------------------------------------------
+# -- Vote: checked before any epoch moves (membership is not: KIP-853) ----------------------------------------
 def test_a_vote_from_a_newer_epoch_of_a_voter_is_followed_per_protocol() -> None:
     core = core_at(2, epoch=5, leader=1)
     response, persisted = answer(core, 3, vote(3, 9))
@@ -128,14 +128,14 @@ def test_a_vote_from_a_newer_epoch_of_a_voter_is_followed_per_protocol() -> None
     assert (core.role, core.epoch) == (Role.UNATTACHED, 9)
 
 
-def test_a_vote_from_a_non_voter_moves_no_epoch() -> None:
-    core = core_at(2, epoch=5, leader=1)
-    for pre in (False, True):
-        response, persisted = answer(core, OBSERVER, vote(OBSERVER, 1000, pre=pre))
-        assert isinstance(response, raft_pb2.VoteResponse)
-        assert response.error_code == errors_pb2.INCONSISTENT_VOTER_SET and not response.vote_granted
-        assert persisted is None
-        assert (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 5, 1)
+def test_a_vote_from_a_node_outside_our_voter_set_is_answered_per_protocol() -> None:
+    # KIP-853: the candidate may know a newer voter set than this node (a voter added by a change
+    # we have not replicated yet), so membership is not checked; it counts only its own voters.
+    core = core_at(2, epoch=5)
+    response, persisted = answer(core, OBSERVER, vote(OBSERVER, 9))
+    assert isinstance(response, raft_pb2.VoteResponse)
+    assert response.error_code == errors_pb2.NONE and response.vote_granted
+    assert persisted == QuorumStateData(9, NO_LEADER, OBSERVER)
 
 
 def test_a_vote_from_no_node_or_from_ourselves_is_invalid() -> None:
@@ -167,16 +167,21 @@ def test_a_stale_vote_and_a_stale_pre_vote_are_fenced() -> None:
         assert persisted is None and core.epoch == 5
 
 
-def test_an_observer_refuses_votes_and_keeps_its_epoch() -> None:
+def test_an_observer_votes_at_most_once_per_epoch_like_a_voter() -> None:
+    # An observer in its own view may be a voter in the candidate's newer one: its grant is
+    # durable before the answer, and a second candidate of the same epoch is refused.
     observer = RaftCore(RaftConfig(node_id=OBSERVER, voters=VOTERS, cluster_id="t"), SeededSource(0), 0)
     observer.take_ready()
     response, persisted = answer(observer, 1, vote(1, 50))
     assert isinstance(response, raft_pb2.VoteResponse)
-    assert response.error_code == errors_pb2.INCONSISTENT_VOTER_SET
-    assert persisted is None and observer.epoch == 0
+    assert response.error_code == errors_pb2.NONE and response.vote_granted
+    assert persisted == QuorumStateData(50, NO_LEADER, 1)
+    response, persisted = answer(observer, 3, vote(3, 50))
+    assert isinstance(response, raft_pb2.VoteResponse) and not response.vote_granted
+    assert persisted is None
 
 
-# -- BeginQuorumEpoch / EndQuorumEpoch: only from a voter ---------------------------------------------
+# -- BeginQuorumEpoch / EndQuorumEpoch: from any node that leads (KIP-853) ---------------------------------------------
 def test_begin_quorum_epoch_from_a_voter_in_a_newer_epoch_is_followed() -> None:
     core = core_at(2, epoch=5, leader=1)
     response, persisted = answer(core, 3, begin(3, 8))
@@ -186,27 +191,34 @@ def test_begin_quorum_epoch_from_a_voter_in_a_newer_epoch_is_followed() -> None:
     assert (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 8, 3)
 
 
-def test_begin_quorum_epoch_from_a_non_voter_no_node_or_ourselves_moves_nothing() -> None:
-    for leader, error in (
-        (OBSERVER, errors_pb2.INCONSISTENT_VOTER_SET),
-        (-1, errors_pb2.INVALID_REQUEST),
-        (2, errors_pb2.INVALID_REQUEST),
-    ):
+def test_begin_quorum_epoch_from_no_node_or_ourselves_moves_nothing() -> None:
+    for leader in (-1, 2):
         core = core_at(2, epoch=5, leader=1)
         response, persisted = answer(core, leader, begin(leader, 8))
         assert isinstance(response, raft_pb2.BeginQuorumEpochResponse)
-        assert response.error_code == error
+        assert response.error_code == errors_pb2.INVALID_REQUEST
         assert (response.leader_id, response.leader_epoch) == (1, 5)
         assert persisted is None and (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 5, 1)
 
 
-def test_an_observer_refuses_begin_quorum_epoch() -> None:
+def test_begin_quorum_epoch_from_a_leader_outside_our_voter_set_is_followed() -> None:
+    # KIP-853: a voter added by a change this node has not replicated yet can win an election.
+    core = core_at(2, epoch=5, leader=1)
+    response, persisted = answer(core, OBSERVER, begin(OBSERVER, 8))
+    assert isinstance(response, raft_pb2.BeginQuorumEpochResponse)
+    assert response.error_code == errors_pb2.NONE
+    assert persisted == QuorumStateData(8, OBSERVER, NO_VOTE)
+    assert (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 8, OBSERVER)
+
+
+def test_an_observer_follows_the_leader_that_begins_an_epoch() -> None:
     observer = RaftCore(RaftConfig(node_id=OBSERVER, voters=VOTERS, cluster_id="t"), SeededSource(0), 0)
     observer.take_ready()
     response, persisted = answer(observer, 1, begin(1, 3))
     assert isinstance(response, raft_pb2.BeginQuorumEpochResponse)
-    assert response.error_code == errors_pb2.INCONSISTENT_VOTER_SET
-    assert persisted is None and observer.epoch == 0
+    assert response.error_code == errors_pb2.NONE
+    assert persisted == QuorumStateData(3, 1, NO_VOTE)
+    assert (observer.role, observer.epoch, observer.leader_id) == (Role.OBSERVER, 3, 1)
 
 
 def test_end_quorum_epoch_from_a_voter_in_a_newer_epoch_is_followed() -> None:
@@ -218,15 +230,15 @@ def test_end_quorum_epoch_from_a_voter_in_a_newer_epoch_is_followed() -> None:
     assert (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 7, 3)
 
 
-def test_end_quorum_epoch_from_a_non_voter_moves_nothing() -> None:
+def test_end_quorum_epoch_from_a_stale_leader_is_fenced() -> None:
     core = core_at(2, epoch=5, leader=1)
-    response, persisted = answer(core, OBSERVER, end(OBSERVER, 7))
+    response, persisted = answer(core, OBSERVER, end(OBSERVER, 4))
     assert isinstance(response, raft_pb2.EndQuorumEpochResponse)
-    assert response.error_code == errors_pb2.INCONSISTENT_VOTER_SET
+    assert response.error_code == errors_pb2.FENCED_LEADER_EPOCH
     assert persisted is None and (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 5, 1)
 
 
-# -- responses: a newer epoch is learnt, a leader outside the voter set is not followed ----------------
+# -- responses: a newer epoch is learnt, and its leader followed ----------------
 def test_a_response_with_a_newer_epoch_makes_a_leader_follow_its_voter_leader() -> None:
     net, leader = elected()
     core = net.cores[leader]
@@ -237,14 +249,15 @@ def test_a_response_with_a_newer_epoch_makes_a_leader_follow_its_voter_leader() 
     assert (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, epoch + 2, other)
 
 
-def test_a_response_naming_a_leader_outside_the_voter_set_teaches_only_the_epoch() -> None:
+def test_a_response_naming_a_leader_outside_our_voter_set_is_followed() -> None:
+    # KIP-853: the leader may be a voter this node does not know of yet.
     core = core_at(2, epoch=5, leader=1)
     response = raft_pb2.FetchResponse(error_code=errors_pb2.NOT_LEADER_OR_FOLLOWER, leader_id=OBSERVER, leader_epoch=6)
     core.step(1, Envelope(1, 2, 1, response))
-    assert (core.role, core.epoch, core.leader_id) == (Role.UNATTACHED, 6, NO_LEADER)
-    # The same in our own epoch: an unattached voter does not follow a non-voter on hearsay.
-    core.step(1, Envelope(1, 2, 2, raft_pb2.VoteResponse(leader_id=OBSERVER, leader_epoch=6)))
-    assert (core.role, core.epoch, core.leader_id) == (Role.UNATTACHED, 6, NO_LEADER)
+    assert (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 6, OBSERVER)
+    # A response naming ourselves as leader of an epoch we do not lead teaches the epoch only.
+    core.step(1, Envelope(1, 2, 2, raft_pb2.VoteResponse(leader_id=2, leader_epoch=7)))
+    assert (core.role, core.epoch, core.leader_id) == (Role.UNATTACHED, 7, NO_LEADER)
 
 
 def test_a_response_from_an_older_epoch_is_ignored() -> None:

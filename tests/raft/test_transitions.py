@@ -35,6 +35,10 @@ OBSERVER_LEGAL = [
     (Role.UNATTACHED, Role.OBSERVER, 0),
     (Role.OBSERVER, Role.OBSERVER, 1),
     (Role.OBSERVER, Role.UNATTACHED, 0),
+    # A leader that removed itself (KIP-853): it resigns as a non-voter, then observes.
+    (Role.LEADER, Role.RESIGNED, 0),
+    (Role.RESIGNED, Role.UNATTACHED, 0),
+    (Role.RESIGNED, Role.OBSERVER, 1),
 ]
 
 

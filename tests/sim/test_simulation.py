@@ -28,13 +28,27 @@ def test_ci_seed_budget_finds_no_violation(voters: int) -> None:
     # The runs did real work: elections, commits, faults of every kind.
     assert summary.elections >= CI_SEEDS
     assert summary.commits > 50 * CI_SEEDS
-    for kind in ("kill", "restart", "pause", "slow_disk", "transfer", "crash_after_vote", "lose_state"):
+    for kind in (
+        "kill",
+        "restart",
+        "pause",
+        "slow_disk",
+        "transfer",
+        "crash_after_vote",
+        "lose_state",
+        "membership_add",
+        "membership_remove",
+        "membership_refused",
+    ):
         assert summary.faults.get(kind, 0) > 0, kind
     shapes = {k for k in summary.faults if k.startswith("partition_")}
     assert shapes == {f"partition_{s}" for s in ("symmetric", "one_way", "isolate_leader", "minority", "bridge")}
     assert summary.snapshots_installed > 0
     # Every invariant was checked, many times (a check that never runs cannot fail).
     assert set(summary.checks) == set(INVARIANTS)
+    # Voter changes are drawn in about half the seeds (params.draw_params); each run makes several.
+    voter_checks = summary.checks.pop("voters-one-change-at-a-time")
+    assert voter_checks > CI_SEEDS // 2, voter_checks
     assert min(summary.checks.values()) > CI_SEEDS, summary.checks
 
 

@@ -44,6 +44,26 @@ def test_write_and_read_back(tmp_path: Path, make_records: Records) -> None:
     assert last.WhichOneof("record") == "snapshot_footer"
 
 
+def test_a_snapshot_carries_its_voter_set_after_the_header(tmp_path: Path, make_records: Records) -> None:
+    from raftmeta.raft.voters import VoterSet, voters_in_data
+
+    store = SnapshotStore(tmp_path)
+    voters = VoterSet.of_ids([1, 3, 4]).to_record()
+    records = make_records(0, 10)
+    path = store.write(
+        SnapshotId(500, 3), records, last_contained_log_timestamp_ms=1, append_timestamp_ms=2, voters=voters
+    )
+    snap = read_snapshot(path)
+    assert snap.voters == voters and snap.records == records
+    # The consensus core finds it in the file's bytes (a snapshot fetched from the leader too).
+    assert voters_in_data(path.read_bytes()) == VoterSet.of_ids([1, 3, 4])
+    batches = list(codec.iter_batches(path.read_bytes()))
+    assert [b.header.is_control for b in batches] == [True, True, False, True]
+    # Only one control batch may sit between the header and the data, and only a voter set.
+    assert store.write(SnapshotId(600, 3), records, last_contained_log_timestamp_ms=1, append_timestamp_ms=2).exists()
+    assert read_snapshot(store.path(SnapshotId(600, 3))).voters is None
+
+
 def test_empty_image_snapshot(tmp_path: Path) -> None:
     store = SnapshotStore(tmp_path)
     store.write(SnapshotId(0, 0), [], last_contained_log_timestamp_ms=0, append_timestamp_ms=0)

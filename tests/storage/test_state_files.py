@@ -10,7 +10,12 @@ import pytest
 from raftmeta.storage.errors import DataDirMismatchError, InvalidFileError
 from raftmeta.storage.fileio import atomic_write
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, HighWatermarkCheckpoint, read_high_watermark
-from raftmeta.storage.meta_properties import ensure_meta_properties, read_meta_properties
+from raftmeta.storage.meta_properties import (
+    ensure_meta_properties,
+    format_directory_id,
+    parse_directory_id,
+    read_meta_properties,
+)
 from raftmeta.storage.quorum_state import (
     UNKNOWN_VOTE,
     QuorumStateData,
@@ -45,6 +50,34 @@ def test_meta_properties_damage_is_refused(tmp_path: Path) -> None:
         read_meta_properties(tmp_path)
     (tmp_path / "meta.properties").write_text("version=1\nnode.id=1\n")
     with pytest.raises(InvalidFileError, match=r"missing cluster\.id"):
+        read_meta_properties(tmp_path)
+
+
+def test_each_data_dir_gets_its_own_directory_id_in_kafkas_uuid_form(tmp_path: Path) -> None:
+    first = ensure_meta_properties(tmp_path / "a", "cluster-A", 1)
+    assert len(first.directory_id) == 16
+    text = (tmp_path / "a" / "meta.properties").read_text()
+    assert f"directory.id={format_directory_id(first.directory_id)}" in text
+    assert ensure_meta_properties(tmp_path / "a", "cluster-A", 1).directory_id == first.directory_id
+    # A wiped disk is a new directory: the same node id comes back as another replica.
+    assert ensure_meta_properties(tmp_path / "b", "cluster-A", 1).directory_id != first.directory_id
+    # Kafka's Uuid.toString: 22 characters of url-safe base64.
+    raw = bytes(range(16))
+    assert format_directory_id(raw) == "AAECAwQFBgcICQoLDA0ODw"
+    assert parse_directory_id("AAECAwQFBgcICQoLDA0ODw") == raw
+
+
+def test_a_data_dir_without_a_directory_id_gets_one_on_its_next_start(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=x\nnode.id=1\n")
+    assert read_meta_properties(tmp_path).directory_id == b""  # type: ignore[union-attr]
+    meta = ensure_meta_properties(tmp_path, "x", 1, directory_id=lambda: b"\x07" * 16)
+    assert meta.directory_id == b"\x07" * 16
+    assert read_meta_properties(tmp_path) == meta
+
+
+def test_a_damaged_directory_id_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=1\ncluster.id=x\nnode.id=1\ndirectory.id=short\n")
+    with pytest.raises(InvalidFileError, match="directory id 'short'"):
         read_meta_properties(tmp_path)
 
 

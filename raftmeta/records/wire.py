@@ -1,5 +1,7 @@
-"""A serialized ``MetadataRecord{partition: PartitionRecord}`` built directly in protobuf's wire
-format, byte for byte what ``SerializeToString`` produces.
+"""Partition records in protobuf's wire format, without protobuf's per-field Python: a serialized
+``MetadataRecord{partition: PartitionRecord}`` built byte for byte as ``SerializeToString``
+produces it (:class:`PartitionEncoder`), and the state a canonically encoded one holds read back
+(:func:`read_partition_state`, replay's fast path: raftmeta/controller/delta.py).
 
 Snapshots serialize every partition of the image (or, with the snapshot encoder's cache, every
 partition created or changed since the last snapshot): at 1000-partition topics that is most of
@@ -11,13 +13,24 @@ their encodings are cached per list.
 Canonical encoding of the proto3 messages in proto/raftmeta/v1/records.proto: fields in number
 order, fields at their default value left out, repeated int32 packed, negative int32 as ten-byte
 varints. tests/controller/test_wire.py checks it against protobuf for arbitrary partitions.
+
+A partition's state crosses this module as a plain tuple in the order of the controller's
+``PartitionRegistration`` (which is one): records stay below the controller.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 
-from raftmeta.controller.image import PartitionRegistration
+from google.protobuf.message import DecodeError
+
+from raftmeta.v1 import records_pb2
+
+# (replicas, isr, leader, leader_epoch, partition_epoch, removing_replicas, adding_replicas)
+PartitionState: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], int, int, int, tuple[int, ...], tuple[int, ...]]
+# (replicas, isr, leader, leader_epoch, partition_epoch) of a partition not being reassigned
+NewPartitionState: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], int, int, int]
 
 # Wire tags: (field number << 3) | wire type (0 varint, 2 length-delimited).
 _METADATA_PARTITION = b"\x12"  # MetadataRecord.partition = 2
@@ -73,7 +86,7 @@ class PartitionEncoder:
         """The ``topic_id`` field, shared by every partition of the topic."""
         return _TOPIC_ID + _int(len(topic_id)) + topic_id if topic_id else b""
 
-    def record(self, topic_prefix: bytes, partition_id: int, part: PartitionRegistration) -> bytes:
+    def record(self, topic_prefix: bytes, partition_id: int, part: PartitionState) -> bytes:
         """``MetadataRecord(partition=PartitionRecord(...)).SerializeToString()`` for ``part``."""
         parts = [topic_prefix]
         if partition_id:
@@ -96,9 +109,7 @@ class PartitionEncoder:
         body = b"".join(parts)
         return _METADATA_PARTITION + _int(len(body)) + body
 
-    def new_records(
-        self, topic_id: bytes, first_partition: int, partitions: Sequence[PartitionRegistration]
-    ) -> list[bytes]:
+    def new_records(self, topic_id: bytes, first_partition: int, partitions: Sequence[PartitionState]) -> list[bytes]:
         """``record`` for each of the partitions a create adds (ids from ``first_partition``).
 
         Everything after the partition id (replicas, ISR, leader, epochs) depends only on the
@@ -132,3 +143,23 @@ def _body(record: bytes) -> bytes:
     while record[position] & 0x80:
         position += 1
     return record[position + 1 :]
+
+
+def read_partition_state(tail: bytes) -> NewPartitionState | None:
+    """The state ``tail`` encodes, when ``tail`` is the canonical encoding of a PartitionRecord
+    without topic_id and partition_id (so the fields the caller read before it are the record's
+    only ones: re-encoding what protobuf parses gives the same bytes) and no reassignment is in
+    progress. None for anything else: the caller reads the record the general way."""
+    try:
+        parsed = records_pb2.PartitionRecord.FromString(tail)
+    except DecodeError:
+        return None
+    if (
+        parsed.topic_id
+        or parsed.partition_id
+        or parsed.removing_replicas
+        or parsed.adding_replicas
+        or parsed.SerializeToString() != tail
+    ):
+        return None
+    return tuple(parsed.replicas), tuple(parsed.isr), parsed.leader, parsed.leader_epoch, parsed.partition_epoch

@@ -1,0 +1,78 @@
+"""Is our leader's process gone? A follower whose call to its leader failed probes the leader's
+port: a refused TCP connect means nothing listens on its address any more (SIGKILL, crash), which
+is certain, unlike silence (a paused or slow leader), which only the fetch timeout can judge. A
+proven death becomes a :class:`~raftmeta.server.inbox.LeaderGone` input, and the node starts the
+election at once instead of waiting out the fetch timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from raftmeta.controller.quorum import QuorumController
+from raftmeta.raft import Role
+from raftmeta.server.inbox import Input, LeaderGone
+
+# A refused connect proves the leader gone; no answer (timeout) proves nothing; an accepted one is
+# retried a few times (a dying process may still accept).
+LEADER_PROBE_TIMEOUT_S = 0.2
+LEADER_PROBES = 10
+LEADER_PROBE_INTERVAL_S = 0.02
+
+
+class LeaderProbe:
+    def __init__(
+        self,
+        qc: QuorumController,
+        voters: Mapping[int, str],
+        put: Callable[[Input], None],
+        start: Callable[[Coroutine[Any, Any, None]], None],
+        log: Callable[[], Any],
+    ) -> None:
+        self._qc = qc
+        self._voters = voters
+        self._put = put  # the node's inbox
+        self._start = start  # runs a helper task that the node cancels when it stops
+        self._log = log  # the node's logger as it is bound now (epoch, cluster)
+        self._probing: set[int] = set()
+
+    def peer_unavailable(self, peer: int) -> None:
+        """A call to ``peer`` failed (the connection broke or was refused, or it timed out):
+        probe it if it is our leader."""
+        core = self._qc.core
+        if core.role is not Role.FOLLOWER or core.leader_id != peer or peer in self._probing:
+            return
+        self._probing.add(peer)
+        self._start(self._probe(peer, core.epoch))
+
+    async def _probe(self, peer: int, epoch: int) -> None:
+        host, _, port = self._voters[peer].rpartition(":")
+        outcome = "accepting"
+        try:
+            for _ in range(LEADER_PROBES):
+                try:
+                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), LEADER_PROBE_TIMEOUT_S)
+                except ConnectionRefusedError:
+                    outcome = "refused"
+                    self._put(LeaderGone(peer, epoch))
+                    return
+                except (OSError, TimeoutError) as exc:
+                    outcome = type(exc).__name__
+                    return  # unreachable or slow, not provably gone: the fetch timeout decides
+                # Accepted -- possibly by the kernel for a process that is still being torn down
+                # (its connections reset before its listening socket closes): look again shortly.
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+                await asyncio.sleep(LEADER_PROBE_INTERVAL_S)
+        finally:
+            self._probing.discard(peer)
+            self._log().info("probed the leader after a failed call", leader_id=peer, outcome=outcome)
+
+    def leader_gone(self, now: int, item: LeaderGone, correlation_id: int) -> None:
+        """The leader's port refuses connections: elect a successor now (QuorumController.leader_gone).
+        No future waits on ``correlation_id``: the core's answer is dropped."""
+        if self._qc.leader_gone(now, item.leader_id, item.epoch, correlation_id):
+            self._log().info("leader process gone; electing a successor now", leader_id=item.leader_id)

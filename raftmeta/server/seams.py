@@ -1,0 +1,99 @@
+"""The node's two IO seams, as types: its ``Disk`` and its ``PeerLink`` to the other voters.
+
+The defaults are the real ones (:class:`raftmeta.server.disk.DiskWriter` over a data dir, the
+gRPC :class:`raftmeta.server.peers.Peers`); tests hand a :class:`~raftmeta.server.node.Node`
+in-memory twins instead (tests/server/twins.py), so a node -- or a cluster of them -- runs in one
+event loop with no files and no sockets, through the same node code as production.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from raftmeta.raft import Entry, Envelope, QuorumStateData, SnapshotImage
+from raftmeta.v1 import records_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class DurableState:
+    """What a disk holds when the node starts: the core and the controller are rebuilt from it."""
+
+    quorum_state: QuorumStateData | None
+    # Why a quorum-state file that exists could not be read (the core then recovers it from the log).
+    quorum_state_problem: str | None
+    entries: list[Entry]  # the log above the snapshot
+    snapshot: SnapshotImage | None  # ``data``: the snapshot file's bytes, which the core serves
+    snapshot_records: Sequence[bytes]  # the snapshot's records (what ``data`` holds, decoded)
+    high_watermark: int  # the last checkpoint
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Disk(Protocol):
+    """A node's durable state. The order in which calls are made is the order in which they take
+    effect; ``truncate_and_append``, ``flush`` and ``checkpoint_high_watermark`` only queue work
+    (``on_failure`` reports a failure later, and is fatal to the node)."""
+
+    # Each fsync's duration in seconds (the node's histogram), set by the node.
+    on_fsync: Callable[[float], None] | None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued or running: a caller may write on its own thread without reordering."""
+        ...
+
+    async def load(self) -> DurableState: ...
+
+    async def write_quorum_state(self, state: QuorumStateData) -> None: ...
+
+    async def install_snapshot(self, end_offset: int, epoch: int, data: bytes) -> Sequence[bytes]:
+        """Make a snapshot fetched from the leader the log's start; return its records."""
+        ...
+
+    def append_and_flush_now(self, truncate_to: int | None, batches: Sequence[bytes]) -> int:
+        """Truncate/append and make durable on the caller's thread (only when ``idle``); return
+        the durable end offset."""
+        ...
+
+    def truncate_and_append(
+        self, truncate_to: int | None, batches: Sequence[bytes], on_failure: Callable[[BaseException], None]
+    ) -> None: ...
+
+    def flush(self, done: Callable[[int], None], on_failure: Callable[[BaseException], None], *, fsync: bool) -> None:
+        """Queue a flush behind every append so far; ``done(durable end offset)`` runs on the loop."""
+        ...
+
+    def checkpoint_high_watermark(self, high_watermark: int, on_failure: Callable[[BaseException], None]) -> None: ...
+
+    async def take_snapshot(
+        self,
+        end_offset: int,
+        epoch: int,
+        records: Callable[[], Sequence[bytes]],
+        timestamp_ms: int,
+        *,
+        voters: records_pb2.VotersRecord | None = None,
+    ) -> tuple[bytes, int]:
+        """Write a snapshot of ``records()`` (and the voter set in force at its end) and drop
+        the log below it; return the snapshot's bytes (served to followers) and its record count."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class PeerLink(Protocol):
+    """Outbound requests to the other voters; their answers come back through ``deliver``."""
+
+    def send(self, envelope: Envelope) -> None: ...
+
+    def learn(self, addresses: dict[int, str]) -> None:
+        """Voters added since start-up, and where they listen (from the log's VotersRecord)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+# (deliver an answer, report a failed call to a peer) -> the node's link to its peers.
+PeersFactory = Callable[[Callable[[Envelope], None], Callable[[int], None]], PeerLink]

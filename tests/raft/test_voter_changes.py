@@ -1,0 +1,176 @@
+"""Voter changes in the consensus core (KIP-853): the set in force is the latest VotersRecord in
+the log, committed or not; one change at a time; Kafka's refusals; a removed leader resigns."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftmeta.raft import Entry, NotLeaderError, RaftConfig, RaftCore, Role, SnapshotImage
+from raftmeta.raft.core import VoterChangeError
+from raftmeta.raft.voters import Endpoint, VoterHistory, VoterNode, VoterSet, voters_in_batch, voters_in_data
+from raftmeta.records.codec import encode_batch
+from raftmeta.v1 import errors_pb2, records_pb2
+
+from .harness import Net, SeededSource
+
+DIR = bytes(range(16))
+
+
+def settle(net: Net, ms: int = 1_000) -> None:
+    net.advance(ms)
+
+
+def caught_up_net() -> tuple[Net, int]:
+    """Voters 1-3 with observer 4 fetching; a leader that has committed its epoch."""
+    net = Net([1, 2, 3], observers=[4])
+    leader = net.elect()
+    settle(net, 3_000)
+    assert net.cores[4].role is Role.OBSERVER
+    return net, leader
+
+
+def test_the_voter_set_round_trips_through_a_voters_record() -> None:
+    voters = VoterSet((VoterNode(1, DIR, (Endpoint("CONTROLLER", "h1", 9093),)), VoterNode(3)))
+    assert VoterSet.from_record(voters.to_record()) == voters
+    record = records_pb2.MetadataRecord(voters=voters.to_record()).SerializeToString()
+    control = encode_batch(7, 2, [record], 0, control=True)
+    assert voters_in_batch(control) == voters
+    # A data batch holding the same bytes is not a voter change: only control batches are.
+    assert voters_in_batch(encode_batch(7, 2, [record], 0)) is None
+    assert voters_in_data(encode_batch(0, 1, [b"x"], 0) + control) == voters
+
+
+def test_removing_needs_the_directory_id_when_both_sides_know_it() -> None:
+    voters = VoterSet((VoterNode(1, DIR), VoterNode(2)))
+    assert voters.without_voter(1, bytes(16)) is None  # a wiped disk is another replica
+    assert voters.without_voter(1, DIR) == VoterSet((VoterNode(2),))
+    assert voters.without_voter(1, b"") == VoterSet((VoterNode(2),))
+    assert VoterSet((VoterNode(2),)).without_voter(2, b"") is None  # never zero voters
+
+
+def test_history_truncation_restores_the_set_before_the_change() -> None:
+    base = VoterSet.of_ids([1, 2, 3])
+    history = VoterHistory(base)
+    four = VoterSet.of_ids([1, 2, 3, 4])
+    history.add(10, four)
+    assert history.latest() == four and history.at(10) == base and history.at(11) == four
+    assert history.truncate_to(11) is False
+    assert history.truncate_to(10) is True and history.latest() == base
+    history.add(12, four)
+    history.trim_prefix(20)
+    assert history.base == four and history.latest_offset() == -1
+
+
+def test_adding_a_caught_up_observer_makes_it_a_voter_before_the_change_commits() -> None:
+    net, leader = caught_up_net()
+    core = net.cores[leader]
+    entry = core.add_voter(net.now, VoterNode(4, DIR))
+    # In force at once on the leader: the change commits on a majority of the new set (3 of 4).
+    assert core.voters == (1, 2, 3, 4)
+    assert core.high_watermark <= entry.base_offset
+    settle(net)
+    assert core.high_watermark > entry.base_offset
+    assert net.cores[4].role is Role.FOLLOWER and net.cores[4].is_voter
+    # The new voter now counts: with it and one old voter cut off, 2 of 4 is no majority (it
+    # was one of 3 before the change).
+    other = next(n for n in (1, 2, 3) if n != leader)
+    net.isolate(4)
+    net.isolate(other)
+    net.blocked -= {(4, other), (other, 4)}
+    hw = core.high_watermark
+    core.propose(net.now, [b"needs 3 of 4"])
+    settle(net, 500)
+    assert core.high_watermark == hw
+    net.heal()
+    settle(net)
+    assert core.high_watermark > hw
+    assert all(c.voters == (1, 2, 3, 4) for c in net.cores.values())
+
+
+def test_add_refusals_follow_kafkas_order_and_codes() -> None:
+    net, leader = caught_up_net()
+    core = net.cores[leader]
+    with pytest.raises(VoterChangeError) as duplicate:
+        core.add_voter(net.now, VoterNode(2))
+    assert duplicate.value.code == errors_pb2.DUPLICATE_VOTER
+    with pytest.raises(VoterChangeError) as unknown:
+        core.add_voter(net.now, VoterNode(9))  # never fetched: not a caught-up observer
+    assert unknown.value.code == errors_pb2.REQUEST_TIMED_OUT and "caught-up observer" in unknown.value.message
+    core.add_voter(net.now, VoterNode(4))
+    with pytest.raises(VoterChangeError) as pending:
+        core.remove_voter(net.now, 4)  # one change at a time: the last one is not committed yet
+    assert pending.value.code == errors_pb2.REQUEST_TIMED_OUT and "not committed yet" in pending.value.message
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    with pytest.raises(NotLeaderError):
+        net.cores[follower].add_voter(net.now, VoterNode(4))
+
+
+def test_a_lagging_observer_is_refused_with_request_timed_out() -> None:
+    net, leader = caught_up_net()
+    net.isolate(4)
+    settle(net, 5_000)
+    net.heal()
+    with pytest.raises(VoterChangeError) as lagging:
+        net.cores[leader].add_voter(net.now, VoterNode(4))
+    assert lagging.value.code == errors_pb2.REQUEST_TIMED_OUT
+
+
+def test_remove_refuses_an_unknown_voter() -> None:
+    net, leader = caught_up_net()
+    with pytest.raises(VoterChangeError) as missing:
+        net.cores[leader].remove_voter(net.now, 7)
+    assert missing.value.code == errors_pb2.VOTER_NOT_FOUND
+
+
+def test_a_removed_follower_becomes_an_observer_and_stops_counting() -> None:
+    net, leader = caught_up_net()
+    removed = next(n for n in (1, 2, 3) if n != leader)
+    core = net.cores[leader]
+    entry = core.remove_voter(net.now, removed)
+    settle(net)
+    assert core.high_watermark > entry.base_offset
+    assert net.cores[removed].role is Role.OBSERVER and not net.cores[removed].is_voter
+    # It keeps replicating as an observer, and no longer starts elections.
+    core.propose(net.now, [b"after the removal"])
+    settle(net)
+    assert net.cores[removed].log_end_offset == core.log_end_offset
+    assert net.cores[removed].role is Role.OBSERVER
+
+
+def test_a_leader_that_removes_itself_resigns_once_the_change_commits() -> None:
+    net, leader = caught_up_net()
+    core = net.cores[leader]
+    entry = core.remove_voter(net.now, leader)
+    assert core.role is Role.LEADER and not core.is_voter  # leads until the change commits
+    settle(net, 5_000)
+    assert core.state.role in (Role.RESIGNED, Role.UNATTACHED, Role.OBSERVER)
+    new_leader = net.leader()
+    assert new_leader != leader
+    assert net.cores[new_leader].high_watermark > entry.base_offset
+    assert net.cores[new_leader].voters == tuple(v for v in (1, 2, 3) if v != leader)
+    settle(net, 5_000)
+    assert (core.state.role, core.leader_id) == (Role.OBSERVER, new_leader)
+
+
+def test_truncating_an_uncommitted_change_restores_the_old_set() -> None:
+    config = RaftConfig(node_id=2, voters=(1, 2, 3), cluster_id="t")
+    four = VoterSet.of_ids([1, 2, 3, 4])
+    record = records_pb2.MetadataRecord(voters=four.to_record()).SerializeToString()
+    entries = [
+        Entry(0, 1, 1, encode_batch(0, 1, [b"a"], 0)),
+        Entry(1, 1, 2, encode_batch(1, 1, [record], 0, control=True)),
+    ]
+    core = RaftCore(config, SeededSource(), 0, entries=entries)
+    assert list(core.voters) == [1, 2, 3, 4]
+    core._truncate(0, 1, "test: the leader of a later epoch never had it")
+    assert list(core.voters) == [1, 2, 3]
+
+
+def test_a_snapshot_carries_the_voter_set_below_it() -> None:
+    three_four = VoterSet.of_ids([1, 3, 4])
+    record = records_pb2.MetadataRecord(voters=three_four.to_record()).SerializeToString()
+    data = encode_batch(0, 1, [b"a"], 0) + encode_batch(1, 1, [record], 0, control=True)
+    core = RaftCore(
+        RaftConfig(node_id=4, voters=(1, 2, 3), cluster_id="t"), SeededSource(), 0, snapshot=SnapshotImage(2, 1, data)
+    )
+    assert core.voters == (1, 3, 4) and core.is_voter
