@@ -66,6 +66,9 @@ PEM = click.Path(dir_okay=False, path_type=Path)
               help="Serve Kafka admin clients (Kafka protocol) on HOST:PORT (docs/kafka-protocol.md).")  # fmt: skip
 @click.option("--kafka-peers", metavar="ID@HOST:PORT,...", default=None,
               help="The other nodes' --kafka-listener, listed as brokers in Metadata answers.")  # fmt: skip
+@click.option("--peer-addresses", metavar="ID@HOST:PORT,...", default=None,
+              help="Where to reach nodes that are not bootstrap voters (observers that may be added), "
+              "instead of the listener the log records for them (e.g. through a proxy).")  # fmt: skip
 @click.option("--unsafe-ack-before-commit", is_flag=True, hidden=True, help="TEST ONLY: acknowledge before commit.")
 @click.option("--unsafe-skip-fsync", is_flag=True, hidden=True, help="TEST ONLY: never fsync the log.")
 def node(
@@ -94,6 +97,7 @@ def node(
     metrics_listen: str | None,
     kafka_listener: str | None,
     kafka_peers: str | None,
+    peer_addresses: str | None,
     unsafe_ack_before_commit: bool,
     unsafe_skip_fsync: bool,
 ) -> None:
@@ -140,6 +144,10 @@ def node(
         kafka_peer_map = parse_voters(kafka_peers) if kafka_peers is not None else {}
     except ValueError as exc:
         raise usage_error(str(exc), "--kafka-peers") from exc
+    try:
+        peer_address_map = parse_voters(peer_addresses) if peer_addresses is not None else {}
+    except ValueError as exc:
+        raise usage_error(str(exc), "--peer-addresses") from exc
     existing = read_meta_properties(data_dir) if data_dir.exists() else None
     if cluster_id is None:
         if existing is None:
@@ -166,6 +174,7 @@ def node(
             metrics_listen=metrics_listen,
             kafka_listener=kafka_listener,
             kafka_peers=kafka_peer_map,
+            peer_addresses=peer_address_map,
             unsafe_ack_before_commit=unsafe_ack_before_commit,
             unsafe_skip_fsync=unsafe_skip_fsync,
         )

@@ -14,6 +14,7 @@ import click
 from raftmeta.cli.brokers import FLEET_BROKERS_MAX, parse_pools
 from raftmeta.cli.common import NODE_ID, CheckFailed, FlagConflict, emit_json, int_range, output_option, usage_error
 from raftmeta.cli.connect import connect, tls_options
+from raftmeta.raft.voters import format_directory_id
 from raftmeta.v1 import controller_pb2
 
 DATA_DIR = click.option(
@@ -356,6 +357,7 @@ def _replica_row(replica: controller_pb2.QuorumReplicaState, now_ms: int, status
     fetch_ago, caught_up_ago = replica.last_fetch_ms_ago, replica.last_caught_up_ms_ago
     return {
         "id": replica.replica_id,
+        "directory_id": format_directory_id(replica.directory_id) or None,
         "log_end_offset": replica.log_end_offset,
         "lag": replica.lag,
         "last_fetch_ms_ago": fetch_ago,
@@ -382,9 +384,12 @@ def _print_status(document: dict[str, Any]) -> None:
 
 
 def _print_replication(document: dict[str, Any]) -> None:
-    columns = ("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")
-    keys = ("id", "log_end_offset", "lag", "last_fetch_timestamp", "last_caught_up_timestamp", "status")
-    rows = [[str(r[k]) for k in keys] for r in (*document["voters"], *document["observers"])]
+    columns = ("NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status")
+    keys = ("id", "directory_id", "log_end_offset", "lag", "last_fetch_timestamp", "last_caught_up_timestamp", "status")
+    rows = [
+        [str(r[k] or "-") if k == "directory_id" else str(r[k]) for k in keys]
+        for r in (*document["voters"], *document["observers"])
+    ]
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(columns)]
     for line in (list(columns), *rows):
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())

@@ -329,7 +329,20 @@ class QuorumController:
             return response
         hw = core.high_watermark
 
+        voter_set = core.voter_set
+
         def row(replica_id: int, replica: ReplicaState | None) -> controller_pb2.QuorumReplicaState:
+            answer = _row(replica_id, replica)
+            voter = voter_set.node(replica_id) if replica is None or replica is state.replicas.get(replica_id) else None
+            if voter is not None and voter.directory_id:
+                answer.directory_id = voter.directory_id
+            elif replica_id == core.node_id:
+                answer.directory_id = core.config.directory_id
+            elif replica is not None:
+                answer.directory_id = replica.directory_id
+            return answer
+
+        def _row(replica_id: int, replica: ReplicaState | None) -> controller_pb2.QuorumReplicaState:
             if replica_id == core.node_id:
                 return controller_pb2.QuorumReplicaState(
                     replica_id=replica_id,

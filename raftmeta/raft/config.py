@@ -51,6 +51,9 @@ class RaftConfig:
     node_id: int
     voters: tuple[int, ...]
     cluster_id: str = ""
+    # This node's directory id (meta.properties, 16 bytes; empty: none). KIP-853's replica key is
+    # (node id, directory id): a wiped disk is another replica, not the voter it replaces.
+    directory_id: bytes = b""
     # A follower that has no successful Fetch for this long starts a pre-vote; a leader that
     # has not heard Fetches from a majority for 1.5 x this long resigns (check quorum).
     fetch_timeout_ms: int = 2000

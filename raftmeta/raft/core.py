@@ -12,6 +12,7 @@ per message type; ``become_*`` for transitions, ``maybe_*`` for conditional acti
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -405,6 +406,14 @@ class RaftCore:
             )
         observer = state.observers.get(voter.voter_id)
         fetch_timeout = self.config.fetch_timeout_ms
+        if observer is not None and voter.directory_id and observer.directory_id not in (b"", voter.directory_id):
+            raise VoterChangeError(
+                REQUEST_TIMED_OUT,
+                f"node {voter.voter_id} fetches with directory id {format_directory_id(observer.directory_id)}, "
+                f"not {format_directory_id(voter.directory_id)}: another replica",
+            )
+        if observer is not None and not voter.directory_id and observer.directory_id:
+            voter = dataclasses.replace(voter, directory_id=observer.directory_id)  # the replica that caught up
         if (
             observer is None
             or now_ms - observer.last_fetch_ms >= fetch_timeout
@@ -693,7 +702,7 @@ class RaftCore:
         request = self._vote_request(old.epoch + 1, pre_vote=True)
         for voter in self.voters:
             if voter != self.node_id:
-                new.requests.add(self._send(voter, request))
+                new.requests.add(self._send(voter, self._addressed(request, voter)))
 
     def _become_candidate(self, now_ms: int) -> None:
         epoch = self.state.epoch + 1
@@ -709,7 +718,7 @@ class RaftCore:
         request = self._vote_request(epoch, pre_vote=False)
         for voter in self.voters:
             if voter != self.node_id:
-                new.requests.add(self._send(voter, request))
+                new.requests.add(self._send(voter, self._addressed(request, voter)))
 
     def _become_leader(self, now_ms: int) -> None:
         old = self.state
@@ -823,6 +832,16 @@ class RaftCore:
             pre_vote=pre_vote,
         )
 
+    def _addressed(self, request: raft_pb2.VoteRequest, voter: int) -> raft_pb2.VoteRequest:
+        """The request for ``voter``, naming the directory id our voter set has for it (KIP-853)."""
+        node = self.voter_set.node(voter)
+        if node is None or not node.directory_id:
+            return request
+        addressed = raft_pb2.VoteRequest()
+        addressed.CopyFrom(request)
+        addressed.voter_directory_id = node.directory_id
+        return addressed
+
     def _log_is_up_to_date(self, request: raft_pb2.VoteRequest) -> bool:
         """Raft §5.4.1: grant only to a log at least as up to date (last epoch, then length)."""
         log = self.log
@@ -838,6 +857,11 @@ class RaftCore:
         # elections and learn epochs from the leader's answers.
         sender_epoch = request.candidate_epoch - 1 if request.pre_vote else request.candidate_epoch
         error = self._voter_only_error(request.candidate_id, sender_epoch)
+        own = self.config.directory_id
+        if error == NONE and request.voter_directory_id and own and request.voter_directory_id != own:
+            # Kafka's isValidVoterKey: the candidate's voter is a replica whose disk this node no
+            # longer has (a wiped disk may have forgotten its vote): not this node's to grant.
+            error = errors_pb2.INVALID_VOTER_KEY
         if error != NONE:
             self._reply(envelope, self._vote_response(request, False, error))
             return
@@ -1049,8 +1073,9 @@ class RaftCore:
         state = self.state
         assert isinstance(state, LeaderState)
         replica_id = request.replica_id
-        is_voter = replica_id in state.replicas
+        is_voter = replica_id in state.replicas and self._is_voter_key(replica_id, request.replica_directory_id)
         replica = state.replicas[replica_id] if is_voter else state.observers.setdefault(replica_id, ReplicaState())
+        replica.directory_id = bytes(request.replica_directory_id)
         replica.last_fetch_ms = now_ms
         replica.acknowledged = True
         if is_voter and request.read_barrier > replica.read_barrier:
@@ -1099,6 +1124,12 @@ class RaftCore:
             # Long poll: nothing new; answer when data arrives, the HW moves or max wait passes.
             state.parked[replica_id] = ParkedFetch(envelope, now_ms + request.max_wait_ms)
 
+    def _is_voter_key(self, replica_id: int, directory_id: bytes) -> bool:
+        """Whether a fetcher is the voter its id names: the same directory id, when both are known
+        (KIP-853). Another directory is a wiped or replaced disk: an observer until it is added."""
+        node = self.voter_set.node(replica_id)
+        return node is not None and node.matches(replica_id, bytes(directory_id))
+
     def _answer_fetch(self, now_ms: int, state: LeaderState, envelope: Envelope) -> None:
         request = envelope.message
         assert isinstance(request, raft_pb2.FetchRequest)
@@ -1106,7 +1137,9 @@ class RaftCore:
         response = self._fetch_error(NONE)
         if entries:
             response.records = entries[0].data if len(entries) == 1 else b"".join(e.data for e in entries)
-        replica = state.replicas.get(request.replica_id) or state.observers.get(request.replica_id)
+        replica_id = request.replica_id
+        voter = replica_id in state.replicas and self._is_voter_key(replica_id, request.replica_directory_id)
+        replica = state.replicas.get(replica_id) if voter else state.observers.get(replica_id)
         if replica is not None:
             replica.hw_sent = self.high_watermark
         self._reply(envelope, response)
@@ -1167,6 +1200,7 @@ class RaftCore:
             max_bytes=self.config.fetch_max_bytes,
             log_start_offset=log.start_offset,
             read_barrier=state.read_barrier if isinstance(state, FollowerState) else 0,
+            replica_directory_id=self.config.directory_id,
         )
 
     def _maybe_send_fetch(self, now_ms: int, state: FollowerState) -> None:

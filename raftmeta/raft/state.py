@@ -112,6 +112,8 @@ class ReplicaState:
     # was when we answered its previous Fetch (-1: never); that end offset.
     last_caught_up_ms: int = -1
     end_at_last_answer: int = 0
+    # The directory id its last Fetch carried (KIP-853's replica key; empty: not sent).
+    directory_id: bytes = b""
 
 
 @dataclass(slots=True)

@@ -1,5 +1,7 @@
-"""Where the quorum's nodes listen: the configured voters (``--voters``), and every voter a
-``VotersRecord`` names since (KIP-853: an added voter's listener comes with the change).
+"""Where the quorum's nodes listen: the configured voters (``--voters``) and other nodes
+(``--peer-addresses``), and every other voter a ``VotersRecord`` names since (KIP-853: an added
+voter's listener comes with the change). A configured address wins over the log's: the operator
+may reach that node another way (through a proxy, as the chaos harness does).
 
 The node consults it after each Ready: when the core's voter set in force changed, the peers
 learn the new addresses (so a leader can send BeginQuorumEpoch to a voter it just added) and the
@@ -15,20 +17,28 @@ CONTROLLER_LISTENER = "CONTROLLER"
 
 
 class AddressBook:
-    def __init__(self, configured: dict[int, str]) -> None:
-        self.addresses = dict(configured)
+    def __init__(self, voters: dict[int, str], others: dict[int, str]) -> None:
+        self.addresses = {**others, **voters}
+        self._configured = frozenset(self.addresses)
         self._seen: VoterSet | None = None
+        # The peers are built with the voters' addresses: the others go to them at the first learn.
+        self._unannounced = {i: a for i, a in others.items() if i not in voters}
 
     def learn(self, voters: VoterSet) -> dict[int, str] | None:
         """The addresses new in ``voters`` (None when the set is the one seen last)."""
         if voters is self._seen:
             return None
         self._seen = voters
-        learned: dict[int, str] = {}
+        learned, self._unannounced = self._unannounced, {}
         for node in voters.nodes:
             for endpoint in node.endpoints:
                 address = f"{endpoint.host}:{endpoint.port}"
-                if endpoint.name == CONTROLLER_LISTENER and self.addresses.get(node.voter_id) != address:
+                configured = node.voter_id in self._configured
+                if (
+                    endpoint.name == CONTROLLER_LISTENER
+                    and not configured
+                    and self.addresses.get(node.voter_id) != address
+                ):
                     learned[node.voter_id] = address
         self.addresses.update(learned)
         return learned

@@ -85,6 +85,9 @@ class NodeConfig:
     # in Metadata answers so a client can use any of them.
     kafka_listener: str | None = None
     kafka_peers: dict[int, str] = field(default_factory=dict)
+    # Addresses of nodes that are not bootstrap voters ({id: "host:port"}): they win over the
+    # listener a VotersRecord names when such a node becomes a voter (a proxy in between).
+    peer_addresses: dict[int, str] = field(default_factory=dict)
     # HOST:PORT of the Prometheus endpoint (docs/metrics.md); None: no endpoint.
     metrics_listen: str | None = None
     # Deliberate bugs, for proving that the chaos checker catches lost acknowledged writes. Never

@@ -137,6 +137,7 @@ class DiskWriter:
             high_watermark=storage.high_watermark.checkpointed,
             log_start_offset=log.log_start_offset,
             log_end_offset=log.log_end_offset,
+            directory_id=storage.meta.directory_id,
         )
 
     async def write_quorum_state(self, state: QuorumStateData) -> None:

@@ -108,7 +108,7 @@ class Node:
         self.snapshots = SnapshotWriter(self.disk, put, self._spawn, self.metrics, log)
         self.group_commit = GroupCommit(self.disk, put, self._disk_failed, fsync=not cfg.unsafe_skip_fsync)
         self.peers: PeerLink = self._make_peers(lambda env: put(RaftInput(env, None)), self.probe.peer_unavailable)
-        self.address_book = AddressBook(cfg.voters)
+        self.address_book = AddressBook(cfg.voters, cfg.peer_addresses)
         self.log = self.log.bind(cluster_id=cfg.cluster_id)
         self.log.info(
             "node started",

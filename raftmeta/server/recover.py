@@ -61,9 +61,10 @@ def controller_factory(config: NodeConfig) -> ControllerFactory:
     return make
 
 
-def raft_config(config: NodeConfig) -> RaftConfig:
+def raft_config(config: NodeConfig, directory_id: bytes = b"") -> RaftConfig:
     return RaftConfig(
         node_id=config.node_id,
+        directory_id=directory_id,
         voters=tuple(sorted(config.voters)),
         cluster_id=config.cluster_id,
         fetch_timeout_ms=config.fetch_timeout_ms,
@@ -85,7 +86,7 @@ def recover_quorum_controller(
     snapshot = durable.snapshot
     start_offset = snapshot.end_offset if snapshot is not None else 0
     core = RaftCore(
-        raft_config(config),
+        raft_config(config, durable.directory_id),
         rng,
         now_ms(),
         quorum_state=durable.quorum_state,

@@ -29,6 +29,8 @@ class DurableState:
     high_watermark: int  # the last checkpoint
     log_start_offset: int
     log_end_offset: int
+    # The data dir's directory id (meta.properties; KIP-853's replica key with the node id).
+    directory_id: bytes = b""
 
 
 class Disk(Protocol):

@@ -1311,6 +1311,7 @@ class QuorumReplicaState(_message.Message):
     LAG_FIELD_NUMBER: _builtins.int
     LAST_FETCH_MS_AGO_FIELD_NUMBER: _builtins.int
     LAST_CAUGHT_UP_MS_AGO_FIELD_NUMBER: _builtins.int
+    DIRECTORY_ID_FIELD_NUMBER: _builtins.int
     replica_id: _builtins.int
     log_end_offset: _builtins.int
     lag: _builtins.int
@@ -1319,6 +1320,10 @@ class QuorumReplicaState(_message.Message):
     """Milliseconds since the leader last received a Fetch from it; -1 = never."""
     last_caught_up_ms_ago: _builtins.int
     """Milliseconds since it was last caught up to the leader's log end offset; -1 = never."""
+    directory_id: _builtins.bytes
+    """Its directory id (KIP-853): a voter's from the voter set, an observer's from its Fetches;
+    empty when unknown (a bootstrap voter configured without one).
+    """
     def __init__(
         self,
         *,
@@ -1327,10 +1332,11 @@ class QuorumReplicaState(_message.Message):
         lag: _builtins.int = ...,
         last_fetch_ms_ago: _builtins.int = ...,
         last_caught_up_ms_ago: _builtins.int = ...,
+        directory_id: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lag", b"lag", "last_caught_up_ms_ago", b"last_caught_up_ms_ago", "last_fetch_ms_ago", b"last_fetch_ms_ago", "log_end_offset", b"log_end_offset", "replica_id", b"replica_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["directory_id", b"directory_id", "lag", b"lag", "last_caught_up_ms_ago", b"last_caught_up_ms_ago", "last_fetch_ms_ago", b"last_fetch_ms_ago", "log_end_offset", b"log_end_offset", "replica_id", b"replica_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

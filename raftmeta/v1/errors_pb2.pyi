@@ -83,6 +83,8 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """
     NEW_LEADER_ELECTED: _ErrorCode.ValueType  # 108
     """AlterPartition: the change completed a reassignment and moved leadership off the requester."""
+    INVALID_VOTER_KEY: _ErrorCode.ValueType  # 125
+    """Vote: the receiver is not the replica (id and directory id) the candidate's voter set names."""
     DUPLICATE_VOTER: _ErrorCode.ValueType  # 126
     """AddRaftVoter: the voter id is already in the voter set (KIP-853)."""
     VOTER_NOT_FOUND: _ErrorCode.ValueType  # 127
@@ -145,6 +147,8 @@ epoch is not the registered one.
 """
 NEW_LEADER_ELECTED: ErrorCode.ValueType  # 108
 """AlterPartition: the change completed a reassignment and moved leadership off the requester."""
+INVALID_VOTER_KEY: ErrorCode.ValueType  # 125
+"""Vote: the receiver is not the replica (id and directory id) the candidate's voter set names."""
 DUPLICATE_VOTER: ErrorCode.ValueType  # 126
 """AddRaftVoter: the voter id is already in the voter set (KIP-853)."""
 VOTER_NOT_FOUND: ErrorCode.ValueType  # 127

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from raftmeta.v1 import errors_pb2 as raftmeta_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16raftmeta/v1/raft.proto\x12\x0braftmeta.v1\x1a\x18raftmeta/v1/errors.proto\"/\n\nSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\"\xa4\x01\n\x0bVoteRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\x05\x12\x17\n\x0f\x63\x61ndidate_epoch\x18\x03 \x01(\x05\x12\x19\n\x11last_offset_epoch\x18\x04 \x01(\x05\x12\x13\n\x0blast_offset\x18\x05 \x01(\x03\x12\x10\n\x08pre_vote\x18\x06 \x01(\x08\x12\x10\n\x08voter_id\x18\x07 \x01(\x05\"\x9d\x01\n\x0cVoteResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0cvote_granted\x18\x04 \x01(\x08\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\x12\x10\n\x08voter_id\x18\x06 \x01(\x05\"h\n\x17\x42\x65ginQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08voter_id\x18\x04 \x01(\x05\"\x81\x01\n\x18\x42\x65ginQuorumEpochResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08voter_id\x18\x04 \x01(\x05\"\x84\x01\n\x15\x45ndQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x04 \x03(\x05\x12\x10\n\x08voter_id\x18\x05 \x01(\x05\"\x7f\n\x16\x45ndQuorumEpochResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08voter_id\x18\x04 \x01(\x05\"\xd7\x01\n\x0c\x46\x65tchRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x06 \x01(\x05\x12\x11\n\tmax_bytes\x18\x07 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x08 \x01(\x03\x12\x14\n\x0cread_barrier\x18\t \x01(\x03\"3\n\x0e\x44ivergingEpoch\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xa1\x02\n\rFetchResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x34\n\x0f\x64iverging_epoch\x18\x06 \x01(\x0b\x32\x1b.raftmeta.v1.DivergingEpoch\x12,\n\x0bsnapshot_id\x18\x07 \x01(\x0b\x32\x17.raftmeta.v1.SnapshotId\x12\x0f\n\x07records\x18\x08 \x01(\x0c\x12\x14\n\x0cread_barrier\x18\t \x01(\x03\"\xa8\x01\n\x14\x46\x65tchSnapshotRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x03 \x01(\x05\x12,\n\x0bsnapshot_id\x18\x04 \x01(\x0b\x32\x17.raftmeta.v1.SnapshotId\x12\x10\n\x08position\x18\x05 \x01(\x03\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\"\xd5\x01\n\x15\x46\x65tchSnapshotResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12,\n\x0bsnapshot_id\x18\x04 \x01(\x0b\x32\x17.raftmeta.v1.SnapshotId\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\x19\n\x11unaligned_records\x18\x07 \x01(\x0c\x32\xea\x03\n\x0bRaftService\x12;\n\x04Vote\x12\x18.raftmeta.v1.VoteRequest\x1a\x19.raftmeta.v1.VoteResponse\x12_\n\x10\x42\x65ginQuorumEpoch\x12$.raftmeta.v1.BeginQuorumEpochRequest\x1a%.raftmeta.v1.BeginQuorumEpochResponse\x12Y\n\x0e\x45ndQuorumEpoch\x12\".raftmeta.v1.EndQuorumEpochRequest\x1a#.raftmeta.v1.EndQuorumEpochResponse\x12>\n\x05\x46\x65tch\x12\x19.raftmeta.v1.FetchRequest\x1a\x1a.raftmeta.v1.FetchResponse\x12H\n\x0b\x46\x65tchStream\x12\x19.raftmeta.v1.FetchRequest\x1a\x1a.raftmeta.v1.FetchResponse(\x01\x30\x01\x12X\n\rFetchSnapshot\x12!.raftmeta.v1.FetchSnapshotRequest\x1a\".raftmeta.v1.FetchSnapshotResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16raftmeta/v1/raft.proto\x12\x0braftmeta.v1\x1a\x18raftmeta/v1/errors.proto\"/\n\nSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\"\xc0\x01\n\x0bVoteRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\x05\x12\x17\n\x0f\x63\x61ndidate_epoch\x18\x03 \x01(\x05\x12\x19\n\x11last_offset_epoch\x18\x04 \x01(\x05\x12\x13\n\x0blast_offset\x18\x05 \x01(\x03\x12\x10\n\x08pre_vote\x18\x06 \x01(\x08\x12\x10\n\x08voter_id\x18\x07 \x01(\x05\x12\x1a\n\x12voter_directory_id\x18\x08 \x01(\x0c\"\x9d\x01\n\x0cVoteResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0cvote_granted\x18\x04 \x01(\x08\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\x12\x10\n\x08voter_id\x18\x06 \x01(\x05\"h\n\x17\x42\x65ginQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08voter_id\x18\x04 \x01(\x05\"\x81\x01\n\x18\x42\x65ginQuorumEpochResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08voter_id\x18\x04 \x01(\x05\"\x84\x01\n\x15\x45ndQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x04 \x03(\x05\x12\x10\n\x08voter_id\x18\x05 \x01(\x05\"\x7f\n\x16\x45ndQuorumEpochResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08voter_id\x18\x04 \x01(\x05\"\xf5\x01\n\x0c\x46\x65tchRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x06 \x01(\x05\x12\x11\n\tmax_bytes\x18\x07 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x08 \x01(\x03\x12\x14\n\x0cread_barrier\x18\t \x01(\x03\x12\x1c\n\x14replica_directory_id\x18\n \x01(\x0c\"3\n\x0e\x44ivergingEpoch\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xa1\x02\n\rFetchResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x34\n\x0f\x64iverging_epoch\x18\x06 \x01(\x0b\x32\x1b.raftmeta.v1.DivergingEpoch\x12,\n\x0bsnapshot_id\x18\x07 \x01(\x0b\x32\x17.raftmeta.v1.SnapshotId\x12\x0f\n\x07records\x18\x08 \x01(\x0c\x12\x14\n\x0cread_barrier\x18\t \x01(\x03\"\xa8\x01\n\x14\x46\x65tchSnapshotRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x03 \x01(\x05\x12,\n\x0bsnapshot_id\x18\x04 \x01(\x0b\x32\x17.raftmeta.v1.SnapshotId\x12\x10\n\x08position\x18\x05 \x01(\x03\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\"\xd5\x01\n\x15\x46\x65tchSnapshotResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.raftmeta.v1.ErrorCode\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12,\n\x0bsnapshot_id\x18\x04 \x01(\x0b\x32\x17.raftmeta.v1.SnapshotId\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\x19\n\x11unaligned_records\x18\x07 \x01(\x0c\x32\xea\x03\n\x0bRaftService\x12;\n\x04Vote\x12\x18.raftmeta.v1.VoteRequest\x1a\x19.raftmeta.v1.VoteResponse\x12_\n\x10\x42\x65ginQuorumEpoch\x12$.raftmeta.v1.BeginQuorumEpochRequest\x1a%.raftmeta.v1.BeginQuorumEpochResponse\x12Y\n\x0e\x45ndQuorumEpoch\x12\".raftmeta.v1.EndQuorumEpochRequest\x1a#.raftmeta.v1.EndQuorumEpochResponse\x12>\n\x05\x46\x65tch\x12\x19.raftmeta.v1.FetchRequest\x1a\x1a.raftmeta.v1.FetchResponse\x12H\n\x0b\x46\x65tchStream\x12\x19.raftmeta.v1.FetchRequest\x1a\x1a.raftmeta.v1.FetchResponse(\x01\x30\x01\x12X\n\rFetchSnapshot\x12!.raftmeta.v1.FetchSnapshotRequest\x1a\".raftmeta.v1.FetchSnapshotResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,27 +35,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SNAPSHOTID']._serialized_start=65
   _globals['_SNAPSHOTID']._serialized_end=112
   _globals['_VOTEREQUEST']._serialized_start=115
-  _globals['_VOTEREQUEST']._serialized_end=279
-  _globals['_VOTERESPONSE']._serialized_start=282
-  _globals['_VOTERESPONSE']._serialized_end=439
-  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_start=441
-  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_end=545
-  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_start=548
-  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_end=677
-  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_start=680
-  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_end=812
-  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_start=814
-  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_end=941
-  _globals['_FETCHREQUEST']._serialized_start=944
-  _globals['_FETCHREQUEST']._serialized_end=1159
-  _globals['_DIVERGINGEPOCH']._serialized_start=1161
-  _globals['_DIVERGINGEPOCH']._serialized_end=1212
-  _globals['_FETCHRESPONSE']._serialized_start=1215
-  _globals['_FETCHRESPONSE']._serialized_end=1504
-  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=1507
-  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=1675
-  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_start=1678
-  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_end=1891
-  _globals['_RAFTSERVICE']._serialized_start=1894
-  _globals['_RAFTSERVICE']._serialized_end=2384
+  _globals['_VOTEREQUEST']._serialized_end=307
+  _globals['_VOTERESPONSE']._serialized_start=310
+  _globals['_VOTERESPONSE']._serialized_end=467
+  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_start=469
+  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_end=573
+  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_start=576
+  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_end=705
+  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_start=708
+  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_end=840
+  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_start=842
+  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_end=969
+  _globals['_FETCHREQUEST']._serialized_start=972
+  _globals['_FETCHREQUEST']._serialized_end=1217
+  _globals['_DIVERGINGEPOCH']._serialized_start=1219
+  _globals['_DIVERGINGEPOCH']._serialized_end=1270
+  _globals['_FETCHRESPONSE']._serialized_start=1273
+  _globals['_FETCHRESPONSE']._serialized_end=1562
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=1565
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=1733
+  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_start=1736
+  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_end=1949
+  _globals['_RAFTSERVICE']._serialized_start=1952
+  _globals['_RAFTSERVICE']._serialized_end=2442
 # @@protoc_insertion_point(module_scope)

@@ -70,6 +70,7 @@ class VoteRequest(_message.Message):
     LAST_OFFSET_FIELD_NUMBER: _builtins.int
     PRE_VOTE_FIELD_NUMBER: _builtins.int
     VOTER_ID_FIELD_NUMBER: _builtins.int
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     candidate_id: _builtins.int
     """The candidate's node id."""
@@ -81,6 +82,11 @@ class VoteRequest(_message.Message):
     pre_vote: _builtins.bool
     voter_id: _builtins.int
     """The node id this request is addressed to, so a misrouted request is detected."""
+    voter_directory_id: _builtins.bytes
+    """KIP-853: the directory id the candidate's voter set has for the receiver (empty: unknown). A
+    receiver with another directory id (its disk was wiped: it may have forgotten a vote) is not
+    that voter and answers INVALID_VOTER_KEY.
+    """
     def __init__(
         self,
         *,
@@ -91,10 +97,11 @@ class VoteRequest(_message.Message):
         last_offset: _builtins.int = ...,
         pre_vote: _builtins.bool = ...,
         voter_id: _builtins.int = ...,
+        voter_directory_id: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_epoch", b"candidate_epoch", "candidate_id", b"candidate_id", "cluster_id", b"cluster_id", "last_offset", b"last_offset", "last_offset_epoch", b"last_offset_epoch", "pre_vote", b"pre_vote", "voter_id", b"voter_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["candidate_epoch", b"candidate_epoch", "candidate_id", b"candidate_id", "cluster_id", b"cluster_id", "last_offset", b"last_offset", "last_offset_epoch", b"last_offset_epoch", "pre_vote", b"pre_vote", "voter_directory_id", b"voter_directory_id", "voter_id", b"voter_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -276,6 +283,7 @@ class FetchRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
     READ_BARRIER_FIELD_NUMBER: _builtins.int
+    REPLICA_DIRECTORY_ID_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     replica_id: _builtins.int
     """The fetching node's id. Voters' fetches count toward the high watermark, observers' never."""
@@ -296,6 +304,10 @@ class FetchRequest(_message.Message):
     leader raises its barrier when it takes a linearizable read; a voter's Fetch that echoes it
     was sent after that answer, so it proves the voter still followed this leader then.
     """
+    replica_directory_id: _builtins.bytes
+    """KIP-853: the fetcher's directory id (meta.properties). A voter's id with another directory id
+    is another replica: the leader counts it as an observer, never toward the high watermark.
+    """
     def __init__(
         self,
         *,
@@ -308,10 +320,11 @@ class FetchRequest(_message.Message):
         max_bytes: _builtins.int = ...,
         log_start_offset: _builtins.int = ...,
         read_barrier: _builtins.int = ...,
+        replica_directory_id: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "fetch_offset", b"fetch_offset", "last_fetched_epoch", b"last_fetched_epoch", "log_start_offset", b"log_start_offset", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "read_barrier", b"read_barrier", "replica_epoch", b"replica_epoch", "replica_id", b"replica_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "fetch_offset", b"fetch_offset", "last_fetched_epoch", b"last_fetched_epoch", "log_start_offset", b"log_start_offset", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "read_barrier", b"read_barrier", "replica_directory_id", b"replica_directory_id", "replica_epoch", b"replica_epoch", "replica_id", b"replica_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

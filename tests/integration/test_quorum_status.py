@@ -60,10 +60,11 @@ def test_status_and_replication_views_with_a_voter_that_is_down(
     table = status(quorum, "--replication").stdout.splitlines()
     assert table[0].split() == [
         "NodeId",
+        "DirectoryId",
         "LogEndOffset",
         "Lag",
         "LastFetchTimestamp",
         "LastCaughtUpTimestamp",
         "Status",
     ]
-    assert [row.split()[1:4] for row in table[1:] if row.split()[0] == str(follower)] == [["-1", "-1", "-1"]]
+    assert [row.split()[2:5] for row in table[1:] if row.split()[0] == str(follower)] == [["-1", "-1", "-1"]]

@@ -71,6 +71,10 @@ def test_add_an_observer_then_the_leader_removes_itself(
     assert voters(client) == [1, 2, 3, 4]
     answer = client.describe_quorum()
     assert [o.replica_id for o in answer.observers] == []
+    # Its directory id came with the change (the one in its meta.properties): quorum status shows it.
+    meta4 = read_meta_properties(Path(quorum.node(4).data_dir))
+    assert meta4 is not None
+    assert [v.directory_id for v in answer.voters if v.replica_id == 4] == [meta4.directory_id]
     # The same again: node 4 is a voter already.
     again = client.add_raft_voter(controller_pb2.AddRaftVoterRequest(voter_id=4))
     assert again.error_code == errors_pb2.DUPLICATE_VOTER

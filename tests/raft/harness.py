@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from raftmeta.raft import Entry, Envelope, Faults, QuorumStateData, RaftConfig, RaftCore, Ready, Role
 from raftmeta.records.codec import encode_batch
@@ -42,7 +43,7 @@ class Net:
         quorum_states: dict[int, QuorumStateData] | None = None,
         seed: int = 0,
         faults: Faults | None = None,
-        **config: int,
+        **config: Any,
     ) -> None:
         self.voters = tuple(voters)
         self.observers = tuple(observers)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from raftmeta.raft import Entry, NotLeaderError, RaftConfig, RaftCore, Role, SnapshotImage
+from raftmeta.raft import Entry, Envelope, NotLeaderError, RaftConfig, RaftCore, Role, SnapshotImage
 from raftmeta.raft.core import VoterChangeError
 from raftmeta.raft.voters import Endpoint, VoterHistory, VoterNode, VoterSet, voters_in_batch, voters_in_data
 from raftmeta.records.codec import encode_batch
-from raftmeta.v1 import errors_pb2, records_pb2
+from raftmeta.v1 import errors_pb2, raft_pb2, records_pb2
 
 from .harness import Net, SeededSource
 
@@ -174,3 +174,51 @@ def test_a_snapshot_carries_the_voter_set_below_it() -> None:
         RaftConfig(node_id=4, voters=(1, 2, 3), cluster_id="t"), SeededSource(), 0, snapshot=SnapshotImage(2, 1, data)
     )
     assert core.voters == (1, 3, 4) and core.is_voter
+
+
+# -- directory ids: a wiped disk is another replica (KIP-853) ---------------------------------------
+def test_a_vote_addressed_to_another_directory_is_refused_with_invalid_voter_key() -> None:
+    core = RaftCore(RaftConfig(node_id=2, voters=(1, 2, 3), cluster_id="t", directory_id=DIR), SeededSource(), 0)
+    core.take_ready()
+    request = raft_pb2.VoteRequest(
+        cluster_id="t",
+        candidate_id=1,
+        candidate_epoch=3,
+        last_offset_epoch=0,
+        last_offset=0,
+        voter_directory_id=b"x" * 16,
+    )
+    core.step(1, Envelope(1, 2, 1, request))
+    [answer] = core.take_ready().messages
+    assert isinstance(answer.message, raft_pb2.VoteResponse)
+    assert answer.message.error_code == errors_pb2.INVALID_VOTER_KEY and not answer.message.vote_granted
+    assert core.epoch == 0  # nothing moved
+    request.voter_directory_id = DIR
+    core.step(2, Envelope(1, 2, 2, request))
+    [answer] = core.take_ready().messages
+    assert answer.message.vote_granted  # type: ignore[union-attr]
+
+
+def test_an_added_voter_with_a_wiped_disk_is_not_counted_until_added_again() -> None:
+    net = Net([1, 2, 3], observers=[4], directory_id=DIR)
+    leader = net.elect()
+    settle(net, 3_000)
+    core = net.cores[leader]
+    core.add_voter(net.now, VoterNode(4))
+    settle(net)
+    assert core.voter_set.node(4) == VoterNode(4, DIR)  # the directory id of the replica that caught up
+    # Node 4 loses its disk and comes back with a new directory id and an empty log.
+    wiped = bytes(16)
+    net.cores[4] = RaftCore(
+        RaftConfig(node_id=4, voters=(1, 2, 3), cluster_id="t", directory_id=wiped), SeededSource(9), net.now
+    )
+    settle(net)
+    # Its Fetches are an observer's: with another voter cut off, leader + 1 of {1,2,3,4} is no majority.
+    other = next(n for n in (1, 2, 3) if n != leader)
+    net.isolate(other)
+    net.blocked -= {(leader, 4), (4, leader)}
+    hw = core.high_watermark
+    core.propose(net.now, [b"needs a real third voter"])
+    settle(net, 500)
+    assert core.high_watermark == hw
+    assert 4 in core.state.observers  # type: ignore[attr-defined]
