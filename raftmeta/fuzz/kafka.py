@@ -66,6 +66,9 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
     55: {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
     60: {"include_cluster_authorized_operations": False, "endpoint_type": 1, "include_fenced_brokers": False},
     75: {"topics": [{"name": "orders"}], "response_partition_limit": 2000, "cursor": None},
+    80: {"cluster_id": None, "timeout": 30000, "voter_id": 4, "voter_directory_id": uuid.UUID(int=7),
+         "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9094}]},
+    81: {"cluster_id": None, "voter_id": 4, "voter_directory_id": uuid.UUID(int=7)},
 }  # fmt: skip
 
 

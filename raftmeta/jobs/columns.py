@@ -64,6 +64,8 @@ RECORD_SCHEMA = pa.schema(
         ("config_name", pa.string()),
         ("config_value", pa.string()),
         ("request_id", pa.string()),
+        # The voter ids of a VotersRecord, or of a LeaderChangeRecord (the set it was elected in).
+        ("voters", pa.list_(pa.int32())),
         ("crc_ok", pa.bool_()),
         ("error", pa.string()),
         ("record", pa.binary()),
@@ -126,8 +128,9 @@ KIND_COLUMNS: dict[str, tuple[str, ...]] = {
     "fence_broker": ("broker_id", "broker_epoch"),
     "unfence_broker": ("broker_id", "broker_epoch"),
     "config": ("config_resource", "config_name", "config_value"),
-    "leader_change": ("leader", "leader_epoch"),
+    "leader_change": ("leader", "leader_epoch", "voters"),
     "request": ("request_id",),
+    "voters": ("voters",),
 }  # fmt: skip
 
 
@@ -449,7 +452,13 @@ class RecordDecoder:
                 ("config_value", r.value if r.HasField("value") else None),
             ]
         if kind == "leader_change":
-            return [("leader", r.leader_id), ("leader_epoch", r.leader_epoch)]
+            return [
+                ("leader", r.leader_id),
+                ("leader_epoch", r.leader_epoch),
+                ("voters", [v.voter_id for v in r.voters]),
+            ]
+        if kind == "voters":
+            return [("voters", [v.voter_id for v in r.voters])]
         if kind == "request":
             return [("request_id", r.request_id)]
         return []

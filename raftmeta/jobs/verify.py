@@ -28,6 +28,9 @@ from raftmeta.jobs.checks import Check
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.datasource import SOURCE_NAME
 from raftmeta.jobs.state import PARTITION_TYPES, ClusterState, NodeReplay, snapshot_check, state_checks
+from raftmeta.jobs.voters import COLUMNS as VOTER_COLUMNS
+from raftmeta.jobs.voters import KINDS as VOTER_KINDS
+from raftmeta.jobs.voters import voter_history_check
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -171,6 +174,8 @@ def run_verify(
     progress("comparing every node's newest snapshot with the replayed log")
     partition_records = replay.records(kinds=(*PARTITION_TYPES, "remove_topic"), columns=SNAPSHOT_COLUMNS)
     checks.append(snapshot_check(spark, SOURCE_NAME, nodes, partition_records.where("crc_ok"), base or 0))
+    progress("checking the voter-set history (KIP-853)")
+    checks.append(voter_history_check(replay.records(kinds=VOTER_KINDS, columns=VOTER_COLUMNS)))
     history_figures: dict[str, Any] = {}
     if history is not None:
         from raftmeta.jobs.history import history_checks, read_history

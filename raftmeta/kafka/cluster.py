@@ -63,7 +63,7 @@ def _timestamp(now_ms: int, ago_ms: int) -> int:
 def _replica(state: controller_pb2.QuorumReplicaState, now_ms: int) -> dict[str, Any]:
     return {
         "replica_id": state.replica_id,
-        "replica_directory_id": NULL_UUID,
+        "replica_directory_id": uuid.UUID(bytes=state.directory_id) if len(state.directory_id) == 16 else NULL_UUID,
         "log_end_offset": state.log_end_offset,
         "last_fetch_timestamp": _timestamp(now_ms, state.last_fetch_ms_ago),
         "last_caught_up_timestamp": _timestamp(now_ms, state.last_caught_up_ms_ago),

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 from kio.index import load_response_schema
 
-from raftmeta.kafka import cluster, configs, partitions, topics
+from raftmeta.kafka import cluster, configs, partitions, topics, voters
 from raftmeta.kafka.build import build
 from raftmeta.kafka.context import ApiContext
 from raftmeta.kafka.framing import Request, UnsupportedVersion, encode_response
@@ -29,6 +29,8 @@ HANDLERS: Final[dict[int, Handler]] = {
     55: cluster.describe_quorum,
     60: cluster.describe_cluster,
     75: topics.describe_topic_partitions,
+    80: voters.add_raft_voter,
+    81: voters.remove_raft_voter,
 }
 assert set(HANDLERS) == set(SUPPORTED), "every advertised api needs a handler"
 

@@ -126,21 +126,23 @@ async def metadata(ctx: ApiContext, request: Request) -> dict[str, Any]:
 
 
 def _creatable(topic: Any) -> controller_pb2.CreatableTopic:
-    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    configs = {c.name: c.value for c in topic.configs or () if c.value is not None}
     placer = configs.pop(PLACER_CONFIG, "")
     pool = configs.pop(POOL_CONFIG, "")
     creatable = controller_pb2.CreatableTopic(name=topic.name, configs=configs, placer=placer, broker_pool=pool)
     # With a manual assignment Kafka wants both counts at -1. kafka-python, which infers an old
     # broker version from our ApiVersions (it looks at Produce and Fetch, which raftmeta does not
     # serve), insists on explicit counts; counts that agree with the assignment are taken as -1.
-    sizes = {len(a.broker_ids) for a in topic.assignments}
+    sizes = {len(a.broker_ids or ()) for a in topic.assignments or ()}
     shaped = bool(topic.assignments)
     if topic.num_partitions != -1 and not (shaped and topic.num_partitions == len(topic.assignments)):
         creatable.num_partitions = topic.num_partitions
     if topic.replication_factor != -1 and not (shaped and sizes == {topic.replication_factor}):
         creatable.replication_factor = topic.replication_factor
-    for assignment in topic.assignments:
-        creatable.assignments.add(partition_index=assignment.partition_index, broker_ids=list(assignment.broker_ids))
+    for assignment in topic.assignments or ():
+        creatable.assignments.add(
+            partition_index=assignment.partition_index, broker_ids=list(assignment.broker_ids or ())
+        )
     return creatable
 
 

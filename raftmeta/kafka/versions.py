@@ -25,4 +25,6 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     55: (0, 2),  # DescribeQuorum
     60: (0, 2),  # DescribeCluster
     75: (0, 0),  # DescribeTopicPartitions
+    80: (0, 0),  # AddRaftVoter
+    81: (0, 0),  # RemoveRaftVoter
 }

@@ -116,6 +116,7 @@ class RaftCore:
             if found is not None:
                 self.voter_history.add(entry.base_offset, found)
         self.voters: tuple[int, ...] = self.voter_history.latest().ids
+        self.voters_at_high_watermark = self.voters
         # Retained snapshots, oldest first: FetchSnapshot serves any of them, so a follower can
         # finish downloading one while a newer one is taken; the log starts at the oldest.
         self.snapshots: list[SnapshotImage] = [snapshot] if snapshot else []
@@ -579,6 +580,9 @@ class RaftCore:
         if value > self.high_watermark:
             pending = self.voter_history.latest_offset() >= self.high_watermark
             self.high_watermark = value
+            # The voter set in force when the HW moved (a checker compares the holders with it: a
+            # voter change appended later in the same step must not be mistaken for it).
+            self.voters_at_high_watermark = self.voters
             self._emit_committed()
             if pending and self.voter_history.latest_offset() < value:
                 self._refresh_role()  # a node removed by the change stops being electable now

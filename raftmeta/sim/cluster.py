@@ -284,8 +284,9 @@ class Simulation:
             return
         entry = core.log.entry_before(hw)
         assert entry is not None
-        # KIP-853: a majority of the voter set in force at the leader (its latest, committed or not).
-        voters = core.voters
+        # KIP-853: a majority of the voter set in force at the leader when its HW moved (its latest,
+        # committed or not; a change appended since, in the same step, does not count).
+        voters = core.voters_at_high_watermark
         holders = sum(1 for v in voters if self.nodes[v].disk.durably_holds(entry))
         self.checker.check_majority_persisted(node.node_id, entry, holders, len(voters))
         self.checker.on_leader_commit(core.epoch, hw, entry)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
@@ -138,6 +138,7 @@ class PlaneSimulation(Simulation):
         self.no_isr_expansion = "no_isr_expansion" in plane_bugs
         self.no_auto_rebalance = "no_auto_rebalance" in plane_bugs
         self.stale_broker_sessions = "stale_broker_sessions" in plane_bugs
+        self.stale_partition_epoch = "stale_partition_epoch" in plane_bugs
         self.qcs: dict[int, QuorumController] = {}
         self.calls: dict[str, Call] = {}  # owner -> its outstanding call
         self.by_key: dict[int, Call] = {}
@@ -181,6 +182,19 @@ class PlaneSimulation(Simulation):
         if self.stale_broker_sessions:
             # Planted bug: a node elected again keeps the heartbeat times of its earlier leadership.
             controller.activate = lambda: None  # type: ignore[method-assign]
+        if self.stale_partition_epoch:
+            # Planted bug: a partition change (AlterPartition, elections, reassignments) is written
+            # without a new partition epoch -- after the leader's controller applied the right one.
+            handle = controller.handle
+
+            def handle_keeping_epochs(method: str, request: Message, now_ms: int) -> Any:
+                handled = handle(method, request, now_ms)
+                for record in handled.records:
+                    if record.WhichOneof("record") == "partition_change":
+                        record.partition_change.partition_epoch -= 1
+                return handled
+
+            controller.handle = handle_keeping_epochs  # type: ignore[method-assign]
         controller.ids = self._topic_id
         controller.random = JavaRandom(self.rng.next_int(1 << 30))
         return controller

@@ -25,8 +25,15 @@ CORE_BUGS = (
 # Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes
 # it; partition leaders never ask for a caught-up follower back (the ISR never regrows); the
 # controller never moves leadership back to preferred replicas; a node elected again keeps the
-# broker heartbeat times of its earlier leadership (and fences brokers that heartbeated elsewhere).
-PLANE_BUGS = ("ack_before_commit", "no_isr_expansion", "no_auto_rebalance", "stale_broker_sessions")
+# broker heartbeat times of its earlier leadership (and fences brokers that heartbeated elsewhere);
+# a partition change is written without a new partition epoch.
+PLANE_BUGS = (
+    "ack_before_commit",
+    "no_isr_expansion",
+    "no_auto_rebalance",
+    "stale_broker_sessions",
+    "stale_partition_epoch",
+)
 BUGS = (*CORE_BUGS, *sorted(DRIVER_BUGS), *PLANE_BUGS)
 
 

@@ -54,7 +54,10 @@ def every_kind() -> list[bytes]:
         pb.MetadataRecord(unregister_broker=pb.UnregisterBrokerRecord(broker_id=2, broker_epoch=4)),
         pb.MetadataRecord(config=pb.ConfigRecord(resource_name="t", name="k", value="v")),
         pb.MetadataRecord(config=pb.ConfigRecord(resource_name="t", name="k")),
-        pb.MetadataRecord(leader_change=pb.LeaderChangeRecord(leader_id=2, leader_epoch=7)),
+        pb.MetadataRecord(
+            leader_change=pb.LeaderChangeRecord(leader_id=2, leader_epoch=7, voters=[pb.Voter(voter_id=2)])
+        ),
+        pb.MetadataRecord(voters=pb.VotersRecord(voters=[pb.VoterEntry(voter_id=2), pb.VoterEntry(voter_id=5)])),
         pb.MetadataRecord(request=pb.RequestRecord(request_id="r1", method="X")),
         pb.MetadataRecord(no_op=pb.NoOpRecord()),
     ]
@@ -128,7 +131,9 @@ def fields_of(kind: str, m: Any) -> dict[str, Any]:
     if kind == "config":
         return {"config_resource": m.resource_name, "config_name": m.name, "config_value": present("value")}
     if kind == "leader_change":
-        return {"leader": m.leader_id, "leader_epoch": m.leader_epoch}
+        return {"leader": m.leader_id, "leader_epoch": m.leader_epoch, "voters": [v.voter_id for v in m.voters]}
+    if kind == "voters":
+        return {"voters": [v.voter_id for v in m.voters]}
     if kind == "request":
         return {"request_id": m.request_id}
     return {}

@@ -96,6 +96,10 @@ def full_admin() -> FakeAdmin:
                 )
             ]
         ),
+        "AddRaftVoter": lambda r: controller_pb2.AddRaftVoterResponse(),
+        "RemoveRaftVoter": lambda r: controller_pb2.RemoveRaftVoterResponse(
+            error_code=errors_pb2.VOTER_NOT_FOUND, error_message="no voter 4"
+        ),
         "DescribeQuorum": lambda r: controller_pb2.DescribeQuorumResponse(
             cluster_id="c",
             leader_id=2,

@@ -4,6 +4,7 @@ decode → handler → encode path, with a fake admin path standing in for the n
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import grpc
@@ -562,3 +563,20 @@ def test_no_leader_until_the_deadline_is_not_controller() -> None:
                                 "configs": []}], timeout=300)  # fmt: skip
     assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.not_controller)]
     assert len(admin.calls) >= 2 and len(set(admin.request_ids)) == 1
+
+
+def test_add_and_remove_raft_voter_reach_the_quorum_with_the_voters_key() -> None:
+    admin = full_admin()
+    directory = uuid.UUID(int=7)
+    added = ask(admin, 80, 0, REQUESTS[80])
+    assert (added.error_code, added.error_message) == (0, None)
+    method, request = admin.calls[-1]
+    assert method == "AddRaftVoter"
+    assert (request.voter_id, request.voter_directory_id) == (4, directory.bytes)
+    assert [(x.name, x.host, x.port) for x in request.listeners] == [("CONTROLLER", "127.0.0.1", 9094)]
+    removed = ask(admin, 81, 0, REQUESTS[81])
+    assert (removed.error_code, removed.error_message) == (errors_pb2.VOTER_NOT_FOUND, "no voter 4")
+    # Another cluster's request is refused before it reaches the quorum.
+    calls = len(admin.calls)
+    foreign = ask(admin, 81, 0, {**REQUESTS[81], "cluster_id": "someone-else"})
+    assert foreign.error_code == errors_pb2.INCONSISTENT_CLUSTER_ID and len(admin.calls) == calls

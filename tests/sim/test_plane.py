@@ -84,3 +84,24 @@ def test_a_controller_fencing_brokers_on_stale_heartbeat_times_is_caught() -> No
     )
     assert summary.violations, "stale broker sessions went unnoticed"
     assert summary.violations[0]["invariant"] == "broker-sessions"
+
+
+@pytest.mark.sim
+def test_a_partition_change_without_a_new_partition_epoch_is_caught() -> None:
+    """Invariant 7: every partition change carries the next partition epoch (what AlterPartition's
+    stale-epoch refusal rests on). The planted bug writes the old one: the followers' replay of the
+    committed record refuses it."""
+    summary = run_seeds(
+        range(PLANE_SEEDS),
+        steps=STEPS,
+        voters=3,
+        kinds=ALL,
+        bug="stale_partition_epoch",
+        plane=True,
+        stop_on_violation=True,
+    )
+    assert summary.violations, "a partition change without a new partition epoch went unnoticed"
+    violation = summary.violations[0]
+    assert violation["seed"] < 20
+    assert violation["invariant"] == "7-partition-states"
+    assert "epochs" in violation["detail"]
