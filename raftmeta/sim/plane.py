@@ -194,7 +194,7 @@ class PlaneSimulation(Simulation):
                         record.partition_change.partition_epoch -= 1
                 return handled
 
-            controller.handle = handle_keeping_epochs  # type: ignore[method-assign]
+            controller.handle = handle_keeping_epochs  # type: ignore[method-assign,assignment]
         controller.ids = self._topic_id
         controller.random = JavaRandom(self.rng.next_int(1 << 30))
         return controller

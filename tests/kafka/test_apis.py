@@ -570,7 +570,8 @@ def test_add_and_remove_raft_voter_reach_the_quorum_with_the_voters_key() -> Non
     directory = uuid.UUID(int=7)
     added = ask(admin, 80, 0, REQUESTS[80])
     assert (added.error_code, added.error_message) == (0, None)
-    method, request = admin.calls[-1]
+    method = admin.methods()[-1]
+    request = admin.sent(-1)
     assert method == "AddRaftVoter"
     assert (request.voter_id, request.voter_directory_id) == (4, directory.bytes)
     assert [(x.name, x.host, x.port) for x in request.listeners] == [("CONTROLLER", "127.0.0.1", 9094)]
