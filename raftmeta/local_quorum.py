@@ -215,13 +215,16 @@ def up(
     metrics_ports = [p for p in free_ports(2 * count + len(ports)) if p not in ports][:count] if metrics else []
     metrics_addresses = {i + 1: f"127.0.0.1:{port}" for i, port in enumerate(metrics_ports)}
     node_tls, client_tls = _make_tls(data_dir.absolute() / TLS_DIR, list(members)) if tls else ({}, None)
+    # Kafka's --initial-controllers: every bootstrap voter with its directory id (the one its data
+    # dir already has, on a restart), so each voter is its node id and its directory (KIP-853).
+    controllers = _initial_controllers(data_dir, voters)
     processes: list[NodeProcess] = []
     for node_id, address in members.items():
         node_dir = data_dir / f"node-{node_id}"
         tls_args = node_tls[node_id].to_args() if tls else []
         argv = [
             sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "node",
-            "--node-id", str(node_id), "--listen", address, "--voters", format_voters(voters),
+            "--node-id", str(node_id), "--listen", address, "--initial-controllers", controllers,
             "--data-dir", str(node_dir), "--cluster-id", cluster_id, *tls_args, *(node_args or []),
         ]  # fmt: skip
         if kafka:
@@ -267,6 +270,19 @@ def up(
         quorum.save()
         wait_for_brokers(quorum, brokers, timeout_s)
     return quorum
+
+
+def _initial_controllers(data_dir: Path, voters: dict[int, str]) -> str:
+    from raftmeta.raft.voters import format_directory_id
+    from raftmeta.storage.meta_properties import new_directory_id, read_meta_properties
+
+    parts = []
+    for node_id, address in sorted(voters.items()):
+        node_dir = data_dir / f"node-{node_id}"
+        meta = read_meta_properties(node_dir) if node_dir.exists() else None
+        directory = meta.directory_id if meta is not None and meta.directory_id else new_directory_id()
+        parts.append(f"{node_id}@{address}:{format_directory_id(directory)}")
+    return ",".join(parts)
 
 
 def _make_tls(directory: Path, node_ids: list[int]) -> tuple[dict[int, TlsConfig], TlsConfig]:

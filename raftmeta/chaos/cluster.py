@@ -5,7 +5,11 @@ Processes are started and recorded with :mod:`raftmeta.local_quorum` (``DIR/quor
 each node's exact command line, so ``raftmeta quorum down --data-dir DIR`` cleans up a run that
 was itself killed). Node ``i`` gets its own ``--voters`` view (:meth:`ProxyMesh.voters_for`):
 Raft traffic and ControllerService forwarding both use those addresses, so both cross the
-proxies. Clients and the broker fleet talk to the nodes' real addresses.
+proxies. Extra *observer* nodes (``observers``; the membership faults make them voters) are started
+the same way: every node reaches every node that is not a bootstrap voter through the proxy of
+that link too (``--peer-addresses``, which wins over the listener a ``VotersRecord`` names), so
+partitions cut the links to and from a node whatever role it has by then. Clients and the broker
+fleet talk to the nodes' real addresses.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from raftmeta.v1 import fleet_pb2, fleet_pb2_grpc
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    nodes: int = 3
+    nodes: int = 3  # the bootstrap voters (ids 1..nodes)
+    observers: int = 0  # more nodes (ids after the voters') that start as observers
     brokers: int = 6
     racks: int = 3
     # Quick failure detection keeps runs short (as the integration tests); the broker session stays
@@ -49,6 +54,10 @@ class ClusterConfig:
     unsafe_ack_before_commit: bool = False
     unsafe_skip_fsync: bool = False
     start_timeout_s: float = 30.0
+
+    @property
+    def total_nodes(self) -> int:
+        return self.nodes + self.observers
 
     @property
     def unsafe(self) -> bool:
@@ -85,6 +94,11 @@ class ChaosCluster:
 
     @property
     def node_ids(self) -> list[int]:
+        """Every node process, bootstrap voters and observers alike."""
+        return list(range(1, self.config.total_nodes + 1))
+
+    @property
+    def bootstrap_voters(self) -> list[int]:
         return list(range(1, self.config.nodes + 1))
 
     @property
@@ -103,6 +117,8 @@ class ChaosCluster:
         cfg = self.config
         if cfg.nodes not in (3, 5):
             raise ValueError(f"chaos runs use 3 or 5 nodes, got {cfg.nodes}")
+        if not 0 <= cfg.observers <= 4:
+            raise ValueError(f"chaos runs use 0 to 4 observers, got {cfg.observers}")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         ids = self.node_ids
         links = [(i, j) for i in ids for j in ids if i != j]
@@ -116,12 +132,15 @@ class ChaosCluster:
         cluster_id = local_quorum.new_cluster_id()
         nodes = []
         for i in ids:
+            voters = self.mesh.voters_for(i, addresses, self.bootstrap_voters)
+            peers = self.mesh.peers_for(i, self.bootstrap_voters)
+            # The node arguments come last: _arm_unsafe_flags replaces that tail.
             argv = [
                 sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "node",
-                "--node-id", str(i), "--listen", addresses[i],
-                "--voters", format_voters(self.mesh.voters_for(i, addresses)),
-                "--data-dir", str(self.node_dir(i)), "--cluster-id", cluster_id, *cfg.node_args(unsafe=False),
-                "--metrics-listen", self.metrics_addresses[i],
+                "--node-id", str(i), "--listen", addresses[i], "--voters", format_voters(voters),
+                *(["--peer-addresses", format_voters(peers)] if peers else []),
+                "--data-dir", str(self.node_dir(i)), "--cluster-id", cluster_id,
+                "--metrics-listen", self.metrics_addresses[i], *cfg.node_args(unsafe=False),
             ]  # fmt: skip
             log = self.data_dir / "logs" / f"node-{i}.log"
             nodes.append(local_quorum.NodeProcess(i, 0, addresses[i], str(self.node_dir(i)), str(log), argv))

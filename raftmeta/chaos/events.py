@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from raftmeta.logs import get_logger
 
-EventKind = Literal["fault", "heal", "leader", "phase"]
+# "request": one AddRaftVoter / RemoveRaftVoter attempt of a membership fault and its answer.
+EventKind = Literal["fault", "heal", "request", "leader", "phase"]
 log = get_logger("chaos")
 
 
@@ -25,7 +26,7 @@ def wall_ms() -> int:
 class Event:
     t_ms: int
     kind: EventKind
-    family: str  # kill, pause, partition, torn-write, broker; "" for leader and phase events
+    family: str  # kill, pause, partition, torn-write, broker, membership; "" for leader and phase events
     detail: str
     fault_id: int = -1  # pairs a fault with its heal
 

@@ -1,6 +1,6 @@
 """Watches the quorum through DescribeQuorum: leader changes for the timeline, the current leader
-for the nemesis, and convergence at the end (every voter's log end offset equals the leader's
-high watermark)."""
+for the nemesis, and convergence at the end (every voter's log end offset, and every other node's
+as an observer, equals the leader's high watermark)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class QuorumMonitor:
         self.epoch = -1
         self._task: asyncio.Task[None] | None = None
         self._on_answer = on_answer  # (leader id, high watermark) of every answer
+        self.final_voters: list[int] = []  # the voters of the last converged answer
 
     async def describe(self) -> controller_pb2.DescribeQuorumResponse | None:
         try:
@@ -63,8 +64,10 @@ class QuorumMonitor:
                 await self._task
         await self.client.close()
 
-    async def wait_converged(self, voters: int, timeout_s: float) -> tuple[bool, int, str]:
-        """Poll until a leader reports every voter's log end offset equal to its high watermark.
+    async def wait_converged(self, nodes: list[int], timeout_s: float) -> tuple[bool, int, str]:
+        """Poll until a leader reports every replica's log end offset equal to its high watermark:
+        every voter of the set in force, and every other node of ``nodes`` as an observer (the
+        voter set changes under the membership faults; a node out of it still replicates).
 
         Returns (converged, milliseconds waited, the last state seen, for the report)."""
         start = time.monotonic()
@@ -73,8 +76,17 @@ class QuorumMonitor:
             answer = await self.describe()
             if answer is not None and answer.leader_id >= 0:
                 ends = {v.replica_id: v.log_end_offset for v in answer.voters}
-                last = f"leader {answer.leader_id}, high watermark {answer.high_watermark}, log ends {ends}"
-                if len(ends) == voters and all(end == answer.high_watermark for end in ends.values()):
+                observed = {o.replica_id: o.log_end_offset for o in answer.observers}
+                last = f"leader {answer.leader_id}, high watermark {answer.high_watermark}, voters' log ends {ends}" + (
+                    f", observers' {observed}" if observed else ""
+                )
+                replicas = observed | ends
+                if (
+                    ends
+                    and set(nodes) <= set(replicas)
+                    and all(replicas[i] == answer.high_watermark for i in set(nodes) | set(ends))
+                ):
+                    self.final_voters = sorted(ends)
                     return True, int((time.monotonic() - start) * 1000), last
             await asyncio.sleep(POLL_INTERVAL_S)
         return False, int((time.monotonic() - start) * 1000), last

@@ -17,6 +17,13 @@ Families and variants:
 - ``torn-write``: SIGKILL a node, append a partial batch to its active segment, restart it.
 - ``broker``: stop one or two simulated brokers' heartbeats past the session timeout (they are
   fenced, partition leaders move), then resume them (unfenced, leaderless partitions recover).
+- ``membership``: voter changes through AddRaftVoter / RemoveRaftVoter -- add an observer, remove
+  a voter (possibly the leader), replace one (add, then remove), or kill a voter and replace it
+  while it is down (restarted after); targets from
+  :mod:`raftmeta.chaos.membership`. Requests refused with REQUEST_TIMED_OUT (not now: the previous
+  change or the leader's epoch is not committed, the observer is not caught up) are retried until
+  the fault's hold time is spent; every attempt and its answer goes on the timeline and into
+  :attr:`Nemesis.voter_requests`. Not in the default set: it needs observer nodes.
 """
 
 from __future__ import annotations
@@ -29,20 +36,35 @@ from dataclasses import dataclass
 
 import grpc
 
+from raftmeta.chaos import membership
 from raftmeta.chaos.cluster import ChaosCluster
-from raftmeta.chaos.events import Timeline
+from raftmeta.chaos.events import Timeline, wall_ms
+from raftmeta.chaos.membership import Outcome, VoterChange, VoterRequest
 from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.proxy import Link
 from raftmeta.chaos.torn import append_torn_batch
+from raftmeta.client import ClientError, ControllerClient, RetryPolicy
+from raftmeta.server.addresses import CONTROLLER_LISTENER
+from raftmeta.storage.meta_properties import read_meta_properties
+from raftmeta.v1 import controller_pb2, errors_pb2
 
-FAMILIES: tuple[str, ...] = ("kill", "pause", "partition", "torn-write", "broker")
+# The default set (``--faults``'s default). ``membership`` is opted into: it adds an observer
+# process and ends the run with another voter set, so the default runs keep the quorum they had.
+DEFAULT_FAMILIES: tuple[str, ...] = ("kill", "pause", "partition", "torn-write", "broker")
+FAMILIES: tuple[str, ...] = (*DEFAULT_FAMILIES, "membership")
 VARIANTS: dict[str, tuple[str, ...]] = {
     "kill": ("one", "leader", "majority", "all"),
     "pause": ("one", "leader"),
     "partition": ("isolate-leader", "majority-minority", "one-way", "bridge", "flapping", "delay"),
     "torn-write": ("one", "leader"),
     "broker": ("one", "two"),
+    "membership": membership.VARIANTS,
 }
+# Between two attempts of a voter change refused with REQUEST_TIMED_OUT (a catching-up observer
+# needs a fetch round or two; a new leader, one commit of its epoch).
+VOTER_RETRY_S = 0.25
+# One attempt's client deadline: a change answers when it commits, within a fetch round or two.
+VOTER_ATTEMPT_S = 3.0
 # Quiet time before the first fault, so the workload has a baseline.
 WARMUP_S = 2.0
 
@@ -71,6 +93,10 @@ def hold_range_s(family: str, fetch_timeout_s: float, session_timeout_s: float) 
         return session_timeout_s + 1.0, session_timeout_s + 2.5
     if family == "partition":
         return 3.0, 6.0
+    if family == "membership":
+        # How long its requests are retried: a change commits in a fetch round or two, an observer
+        # catches up within a fetch timeout, and an election in between takes about as much.
+        return 2.0 * fetch_timeout_s, 4.0 * fetch_timeout_s
     return 0.5, 2.5  # kill, torn-write: the outage before the restart
 
 
@@ -111,8 +137,17 @@ class Nemesis:
         self.steps = steps
         self.counts: dict[str, int] = dict.fromkeys(FAMILIES, 0)
         self._next_id = 0
+        self.voter_requests: list[VoterRequest] = []  # every AddRaftVoter / RemoveRaftVoter attempt
+        self._voter_client: ControllerClient | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
+        try:
+            await self._run(stop)
+        finally:
+            if self._voter_client is not None:
+                await self._voter_client.close()
+
+    async def _run(self, stop: asyncio.Event) -> None:
         await _sleep_unless(stop, WARMUP_S)
         for step in self.steps:
             if stop.is_set():
@@ -135,6 +170,7 @@ class Nemesis:
             "partition": self._partition,
             "torn-write": self._torn_write,
             "broker": self._broker,
+            "membership": self._membership,
         }[step.family]
         await handler(step, fault_id)
 
@@ -219,8 +255,9 @@ class Nemesis:
             links = self._cut(left, right)
             detail = f"bridge: {sorted(left)} | {bridge} | {sorted(right)}"
         else:  # majority-minority, flapping
-            minority = shuffled[: len(ids) // 2]
-            majority = shuffled[len(ids) // 2 :]
+            # (n - 1) // 2: a strict minority also with an even count of nodes (observers included).
+            minority = shuffled[: (len(ids) - 1) // 2]
+            majority = shuffled[(len(ids) - 1) // 2 :]
             links = self._cut(minority, majority)
             detail = f"{step.variant}: {sorted(majority)} | {sorted(minority)}"
         network.block(links)
@@ -257,6 +294,108 @@ class Nemesis:
         await asyncio.sleep(step.hold_s)
         await self.cluster.fleet_call("RecoverBrokers", brokers)
         self.timeline.add("heal", "broker", f"brokers {brokers} heartbeat again", fault_id)
+
+    # -- voter changes ---------------------------------------------------------------------------
+    async def _membership(self, step: FaultStep, fault_id: int) -> None:
+        answer = await self.monitor.describe()
+        if answer is None or answer.leader_id < 0:
+            self.timeline.add("fault", "membership", f"{step.variant}: no leader answers, no change", fault_id)
+            self.timeline.add("heal", "membership", "nothing to undo", fault_id)
+            return
+        voters = sorted(v.replica_id for v in answer.voters)
+        victim = (
+            membership.choose_victim(voters, answer.leader_id, self.rng) if step.variant == "replace-crashed" else None
+        )
+        if victim is not None:
+            self.cluster.kill(victim)
+            await self.cluster.wait_dead(victim)
+        down = (
+            self.cluster.killed
+            | self.cluster.paused
+            | {n for n in self.cluster.node_ids if not self.cluster.running(n)}
+        )
+        plan = membership.choose_changes(step.variant, voters, self.cluster.node_ids, down, answer.leader_id, self.rng)
+        killed = f"SIGKILL node {victim}, then " if victim is not None else ""
+        self.timeline.add(
+            "fault",
+            "membership",
+            f"{step.variant}: {killed}{plan.describe()}; voters {voters}, leader {answer.leader_id}, "
+            f"down {sorted(down)}",
+            fault_id,
+        )
+        loop = asyncio.get_running_loop()
+        outcome: Outcome = "ok"
+        try:
+            for change in plan.changes:
+                # Each change gets the whole hold time: a replacement's removal waits for its
+                # addition to commit (one change at a time), then has the same chance to go through.
+                outcome = await self._change_voter(change, fault_id, loop.time() + step.hold_s)
+                if outcome != "ok":
+                    break  # a replacement whose addition did not commit removes nobody
+        finally:
+            if victim is not None:
+                self.cluster.restart(victim)  # whatever happened: the next fault finds it running
+        after = await self.monitor.describe()
+        now = sorted(v.replica_id for v in after.voters) if after is not None and after.leader_id >= 0 else None
+        restarted = f"; restarted node {victim}" if victim is not None else ""
+        self.timeline.add(
+            "heal", "membership", f"{step.variant}: last answer {outcome}; voters now {now}{restarted}", fault_id
+        )
+
+    async def _change_voter(self, change: VoterChange, fault_id: int, deadline: float) -> Outcome:
+        """Send one change until it is answered other than REQUEST_TIMED_OUT or the deadline
+        passes; every attempt is recorded. Returns the last attempt's outcome."""
+        if self._voter_client is None:
+            # The nodes' real addresses, as an operator's tool: a voter change is admin traffic.
+            self._voter_client = ControllerClient(
+                self.cluster.bootstrap, retry=RetryPolicy(deadline_s=VOTER_ATTEMPT_S, attempt_timeout_s=1.5)
+            )
+        meta = await asyncio.to_thread(read_meta_properties, self.cluster.node_dir(change.node))
+        directory_id = meta.directory_id if meta is not None else b""
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            invoked = wall_ms()
+            outcome, error = await self._send_change(change, directory_id)
+            self.voter_requests.append(
+                VoterRequest(fault_id, attempt, change.kind, change.node, invoked, wall_ms(), outcome, error)
+            )
+            self.timeline.add(
+                "request", "membership", f"{change} (attempt {attempt}): {outcome}{f' {error}' if error else ''}",
+                fault_id,
+            )  # fmt: skip
+            attempt += 1
+            retry = outcome == "unknown" or error == "REQUEST_TIMED_OUT"
+            if not retry or loop.time() + VOTER_RETRY_S >= deadline:
+                return outcome
+            await asyncio.sleep(VOTER_RETRY_S)
+
+    async def _send_change(self, change: VoterChange, directory_id: bytes) -> tuple[Outcome, str]:
+        """(outcome, error name) of one attempt."""
+        assert self._voter_client is not None
+        try:
+            if change.kind == "add":
+                host, _, port = self.cluster.address(change.node).rpartition(":")
+                # The node's real listener goes into the log; the other nodes reach it through the
+                # proxies all the same (their configured address for it wins).
+                listener = controller_pb2.RaftVoterListener(name=CONTROLLER_LISTENER, host=host, port=int(port))
+                added = await self._voter_client.add_raft_voter(
+                    controller_pb2.AddRaftVoterRequest(
+                        voter_id=change.node, voter_directory_id=directory_id, listeners=[listener]
+                    )
+                )
+                code = added.error_code
+            else:
+                removed = await self._voter_client.remove_raft_voter(
+                    controller_pb2.RemoveRaftVoterRequest(voter_id=change.node, voter_directory_id=directory_id)
+                )
+                code = removed.error_code
+        except ClientError as exc:
+            # No answer (the deadline ran out, no node reachable): the change may still commit.
+            return "unknown", str(exc)[:200]
+        if code == errors_pb2.NONE:
+            return "ok", ""
+        return "fail", errors_pb2.ErrorCode.Name(code)
 
 
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:

@@ -213,10 +213,18 @@ class ProxyMesh:
             if src != dst
         }
 
-    def voters_for(self, node_id: int, addresses: dict[int, str]) -> dict[int, str]:
-        """The voter map node ``node_id`` is started with: itself at its real address, every
-        peer at the proxy of the link towards it."""
-        return {j: addresses[j] if j == node_id else self.proxies[(node_id, j)].address for j in addresses}
+    def voters_for(self, node_id: int, addresses: dict[int, str], voters: list[int]) -> dict[int, str]:
+        """The bootstrap voter map node ``node_id`` is started with (``--voters``): itself at its
+        real address, every other voter at the proxy of the link towards it."""
+        return {j: addresses[j] if j == node_id else self.proxies[(node_id, j)].address for j in voters}
+
+    def peers_for(self, node_id: int, voters: list[int]) -> dict[int, str]:
+        """Where node ``node_id`` reaches the nodes that are not bootstrap voters
+        (``--peer-addresses``): the proxy of the link towards each, so a node the membership
+        faults make a voter is still reached through the proxies."""
+        return {
+            dst: proxy.address for (src, dst), proxy in self.proxies.items() if src == node_id and dst not in voters
+        }
 
     async def start(self) -> None:
         for proxy in self.proxies.values():
@@ -227,3 +235,12 @@ class ProxyMesh:
 
     def bytes_dropped(self) -> int:
         return sum(p.bytes_dropped for p in self.proxies.values())
+
+    def bytes_by_node(self) -> dict[int, int]:
+        """Bytes forwarded on the links to and from each node: a node's Raft traffic crossed the
+        proxies (an observer's too, once it fetches or is made a voter)."""
+        out: dict[int, int] = {}
+        for (src, dst), proxy in self.proxies.items():
+            for node in (src, dst):
+                out[node] = out.get(node, 0) + proxy.bytes_forwarded
+        return out

@@ -26,6 +26,7 @@ FAMILY_COLOURS = {
     "partition": "#1f77b4",
     "torn-write": "#8c564b",
     "broker": "#ff7f0e",
+    "membership": "#17becf",
 }
 OUTCOME_COLOURS = {"ok": "#2ca02c", "fail": "#7f7f7f", "unknown": "#d62728"}
 KIND_ROWS = {
@@ -77,9 +78,9 @@ def _timeline_png(result: ChaosResult, path: Path) -> None:
         ys = [0 if e.detail == NO_LEADER_TEXT else int(e.detail.split()[1]) for e in leaders]
         top.step(xs, [*ys, ys[-1]], where="post", color="black", linewidth=1.5, label="leader (0: none)")
     top.set_ylabel("leader (node id)")
-    top.set_yticks(
-        range(result.config.cluster.nodes + 1), ["none", *map(str, range(1, result.config.cluster.nodes + 1))]
-    )
+    # Observers count: the membership faults can make one a voter, and then the leader.
+    total = result.config.cluster.total_nodes
+    top.set_yticks(range(total + 1), ["none", *map(str, range(1, total + 1))])
     top.set_title(f"raftmeta chaos, seed {result.config.seed}: {'PASSED' if result.passed else 'FAILED'}")
     top.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     for outcome, colour in OUTCOME_COLOURS.items():
@@ -141,18 +142,27 @@ def _html(document: dict[str, Any], timeline_png: str) -> str:
     )
     ops = document["ops"]
     moves = document["reassignments"]
+    voters = document.get("voter_changes") or {}
+    voter_line = (
+        f"<p>Voters: {voters['bootstrap']} at the start, {voters['final']} at the end; "
+        f"{voters['acknowledged']} of {voters['requests']} voter change requests acknowledged.</p>"
+        if voters
+        else ""
+    )
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>raftmeta chaos: {verdict}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:80em}}td,th{{padding:2px 8px;text-align:left;
 vertical-align:top}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f4f4f4}}</style></head>
 <body><h1>raftmeta chaos: {verdict}</h1>
-<p>seed {document["seed"]}, {document["nodes"]} nodes, {document["duration_s"]:g} s;
+<p>seed {document["seed"]}, {document["nodes"]} nodes + {document.get("observers", 0)} observers,
+{document["duration_s"]:g} s;
 ops ok {ops["ok"]}, fail {ops["fail"]}, unknown {ops["unknown"]};
 lost acknowledged {document["lost_acknowledged"]}; longest stretch without an ok op
 {document["longest_unavailable_ms"]} ms; converged {document["converged_ms"]} ms after the heal.</p>
 <p>Reassignments in the committed log: started {moves["started"]}, completed {moves["completed"]},
 cancelled {moves["cancelled"]}, re-targeted {moves["retargeted"]}, dropped with their topic
 {moves["dropped_with_topic"]}, in flight at the end {moves["in_flight_at_end"]}.</p>
+{voter_line}
 <p>Faults: {esc(", ".join(f"{k} {v}" for k, v in document["faults"].items()))}.
 Reproduce: <code>{esc(document["reproduce"])}</code></p>
 <img src="{esc(timeline_png)}" alt="timeline" style="max-width:100%">

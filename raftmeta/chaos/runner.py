@@ -24,8 +24,9 @@ from raftmeta.chaos.history import HistoryWriter, Op, write_history
 from raftmeta.chaos.metrics import MetricsRecorder
 from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.moves import COUNTS, check_reassignments
-from raftmeta.chaos.nemesis import FAMILIES, FaultStep, Nemesis, plan_faults
+from raftmeta.chaos.nemesis import DEFAULT_FAMILIES, FAMILIES, FaultStep, Nemesis, plan_faults
 from raftmeta.chaos.tape import CommittedTape
+from raftmeta.chaos.voter_log import check_voters, committed_voter_records, read_node_voters
 from raftmeta.chaos.workload import Workload, WorkloadConfig
 from raftmeta.client import ClientError, ControllerClient, RetryPolicy
 from raftmeta.health import classify
@@ -46,7 +47,7 @@ class ChaosConfig:
     seed: int
     report_dir: Path
     duration_s: float = 60.0
-    families: tuple[str, ...] = FAMILIES
+    families: tuple[str, ...] = DEFAULT_FAMILIES
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     clients: int = 8
     think_ms_max: int = 400
@@ -61,6 +62,8 @@ class ChaosConfig:
             "--faults", ",".join(self.families), "--clients", str(self.clients), "--seed", str(self.seed),
             "--report-dir", str(self.report_dir),
         ]  # fmt: skip
+        if self.cluster.observers != default_observers(self.families):
+            args += ["--observers", str(self.cluster.observers)]
         if self.cluster.unsafe_ack_before_commit:
             args.append("--unsafe-ack-before-commit")
         if self.cluster.unsafe_skip_fsync:
@@ -68,6 +71,11 @@ class ChaosConfig:
         if not self.spark:
             args.append("--no-spark")
         return shlex.join(args)
+
+
+def default_observers(families: tuple[str, ...]) -> int:
+    """Observer nodes a run starts unless told otherwise: one for the membership faults to add."""
+    return 1 if "membership" in families else 0
 
 
 @dataclass
@@ -97,6 +105,12 @@ class ChaosResult:
         counts: dict[str, int] = self.figures.get("reassignments", {}).get("counts", dict.fromkeys(COUNTS, 0))
         return counts
 
+    @property
+    def voter_changes(self) -> dict[str, Any]:
+        """The membership faults' requests and the committed voter sets (empty without them)."""
+        figures: dict[str, Any] = self.figures.get("voters", {})
+        return {k: figures[k] for k in ("bootstrap", "final", "requests", "acknowledged") if k in figures}
+
     def to_json(self) -> dict[str, Any]:
         availability_figures = self.figures.get("availability", {})
         return {
@@ -105,11 +119,13 @@ class ChaosResult:
             "ops": outcome_counts(self.ops),
             "faults": self.faults,
             "reassignments": self.reassignments,
+            "voter_changes": self.voter_changes,
             "lost_acknowledged": self.lost_acknowledged,
             "violations": self.violations,
             "longest_unavailable_ms": availability_figures.get("longest_unavailable_ms"),
             "converged_ms": self.converged_ms,
             "nodes": self.config.cluster.nodes,
+            "observers": self.config.cluster.observers,
             "duration_s": self.config.duration_s,
             "reproduce": self.config.reproduce(),
             "checks": [c.to_json() for c in self.checks],
@@ -137,9 +153,10 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
     figures: dict[str, Any] = {}
     converged_ms: int | None = None
     final_topics: dict[str, str] | None = None
+    final_voters: list[int] | None = None
     nemesis: Nemesis | None = None
     started_ms = ended_ms = wall_ms()
-    tape = CommittedTape({i: cluster.node_dir(i) for i in range(1, config.cluster.nodes + 1)})
+    tape = CommittedTape({i: cluster.node_dir(i) for i in cluster.node_ids})
     crashes: list[str] = []
     background: list[asyncio.Task[None]] = []
     recorder = MetricsRecorder({})
@@ -188,7 +205,7 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
             await asyncio.gather(*tasks)
             ended_ms = wall_ms()
             timeline.add("phase", "", "liveness phase: heal everything")
-            converged_ms, final_topics = await _liveness_phase(config, cluster, monitor, checks)
+            converged_ms, final_topics, final_voters = await _liveness_phase(config, cluster, monitor, checks)
         finally:
             await monitor.stop()
     finally:
@@ -228,21 +245,36 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
     figures["exercised"] = _exercised(data_dir / "logs")
     ops = history.ops
     lost = await _check_files(config, data_dir, tape, ops, final_topics, checks, figures)
+    if "membership" in config.families or config.cluster.observers:
+        voter_verdict = check_voters(
+            nemesis.voter_requests if nemesis is not None else [],
+            cluster.bootstrap_voters,
+            committed_voter_records(tape.batches),
+            gaps,
+            [await asyncio.to_thread(read_node_voters, i, cluster.node_dir(i)) for i in cluster.node_ids],
+            final_voters,
+        )
+        checks.extend(voter_verdict.checks)
+        lost += len(voter_verdict.lost_acknowledged)
+        figures["voters"] = voter_verdict.figures
+        if nemesis is not None:
+            figures["voters"]["attempts"] = [r.to_json() for r in nemesis.voter_requests]
     figures["availability"] = availability(ops, timeline.fault_windows(), started_ms, ended_ms)
     figures["node_metrics"] = recorder.figures()
     figures["proxy_bytes_dropped"] = cluster.mesh.bytes_dropped() if cluster.mesh is not None else 0
+    figures["proxy_bytes_by_node"] = cluster.mesh.bytes_by_node() if cluster.mesh is not None else {}
     faults = nemesis.counts if nemesis is not None else dict.fromkeys(FAMILIES, 0)
     return ChaosResult(config, ops, timeline, checks, faults, lost, converged_ms, figures, started_ms, ended_ms)
 
 
 async def _liveness_phase(
     config: ChaosConfig, cluster: ChaosCluster, monitor: QuorumMonitor, checks: list[Check]
-) -> tuple[int | None, dict[str, str] | None]:
-    """Heal everything, require convergence within the bound, read the final topics.
+) -> tuple[int | None, dict[str, str] | None, list[int] | None]:
+    """Heal everything, require convergence within the bound, read the final topics and voters.
 
-    Returns (milliseconds to converge or None, the leader's topics or None)."""
+    Returns (milliseconds to converge or None, the leader's topics or None, its voters or None)."""
     await cluster.heal()
-    ok, waited_ms, state = await monitor.wait_converged(config.cluster.nodes, config.convergence_timeout_s)
+    ok, waited_ms, state = await monitor.wait_converged(cluster.node_ids, config.convergence_timeout_s)
     checks.append(
         Check(
             "converged",
@@ -253,8 +285,8 @@ async def _liveness_phase(
         )
     )
     if not ok:
-        return None, None
-    described = await _settle_and_describe(cluster.bootstrap, monitor, config.cluster.nodes)
+        return None, None, None
+    described = await _settle_and_describe(cluster.bootstrap, monitor, cluster.node_ids)
     checks.append(
         Check(
             "final-state-readable",
@@ -264,7 +296,8 @@ async def _liveness_phase(
             else "the converged quorum did not commit a marker write or describe its topics within 10 s",
         )
     )
-    return waited_ms, described
+    # The voters of the last converged answer: after the marker write when it went through.
+    return waited_ms, described, list(monitor.final_voters)
 
 
 async def _check_files(
@@ -302,7 +335,7 @@ async def _check_files(
     return len(verdict.lost_acknowledged) + len(moves.lost_acknowledged)
 
 
-async def _settle_and_describe(bootstrap: str, monitor: QuorumMonitor, nodes: int) -> dict[str, str] | None:
+async def _settle_and_describe(bootstrap: str, monitor: QuorumMonitor, nodes: list[int]) -> dict[str, str] | None:
     """Make every node's high-watermark checkpoint cover the whole log, then read the topics.
 
     Nodes checkpoint their high watermark at most once a second, on a commit: after a quiet

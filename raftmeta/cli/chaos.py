@@ -10,14 +10,18 @@ import click
 
 from raftmeta.cli.common import EXIT_FAILED, SEED, CheckFailed, emit_json, int_range, output_option, usage_error
 
-FAULT_KINDS = "kill,pause,partition,torn-write,broker"
+FAULT_KINDS = "kill,pause,partition,torn-write,broker"  # the default; membership is opted into
+ALL_FAULT_KINDS = f"{FAULT_KINDS},membership"
 
 
 @click.command()
 @click.option("--nodes", type=click.Choice(["3", "5"]), default="3", show_default=True, help="Quorum size.")
 @click.option("--duration", type=click.FloatRange(min=5), default=60.0, show_default=True,
               help="Seconds of the fault phase (workload + nemesis).")  # fmt: skip
-@click.option("--faults", default=FAULT_KINDS, show_default=True, help="Comma-separated fault kinds.")
+@click.option("--faults", default=FAULT_KINDS, show_default=True,
+              help=f"Comma-separated fault kinds, of {ALL_FAULT_KINDS}.")  # fmt: skip
+@click.option("--observers", type=int_range(0, 4), default=None,
+              help="Nodes started as observers besides the voters [default: 1 with membership, else 0].")  # fmt: skip
 @click.option("--clients", type=int_range(1, 64), default=8, show_default=True)
 @click.option("--seed", type=SEED, default=None, help="Seed of the fault plan and workload (default: random).")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
@@ -34,6 +38,7 @@ def chaos(
     nodes: str,
     duration: float,
     faults: str,
+    observers: int | None,
     clients: int,
     seed: int | None,
     report_dir: Path,
@@ -53,7 +58,7 @@ def chaos(
     from raftmeta.chaos.cluster import ClusterConfig
     from raftmeta.chaos.nemesis import parse_families
     from raftmeta.chaos.report import write_report
-    from raftmeta.chaos.runner import ChaosConfig, run_chaos
+    from raftmeta.chaos.runner import ChaosConfig, default_observers, run_chaos
 
     try:
         families = tuple(parse_families(faults))
@@ -67,6 +72,7 @@ def chaos(
         families=families,
         cluster=ClusterConfig(
             nodes=int(nodes),
+            observers=default_observers(families) if observers is None else observers,
             brokers=brokers,
             snapshot_interval_records=snapshot_interval_records,
             unsafe_ack_before_commit=unsafe_ack_before_commit,
@@ -104,6 +110,16 @@ def _moves(counts: object) -> str:
     )
 
 
+def _voters(changes: object) -> str:
+    assert isinstance(changes, dict)
+    if not changes:
+        return ""
+    return (
+        f"  voters {changes['bootstrap']} -> {changes['final']}  "
+        f"(changes acknowledged {changes['acknowledged']} of {changes['requests']} requests)\n"
+    )
+
+
 def _print_summary(document: dict[str, object], paths: dict[str, Path]) -> None:
     ops = document["ops"]
     assert isinstance(ops, dict)
@@ -113,6 +129,7 @@ def _print_summary(document: dict[str, object], paths: dict[str, Path]) -> None:
         f"lost acknowledged {document['lost_acknowledged']}\n"
         f"  faults {document['faults']}\n"
         f"  reassignments {_moves(document['reassignments'])}\n"
+        f"{_voters(document['voter_changes'])}"
         f"  longest without an ok op {document['longest_unavailable_ms']} ms; "
         f"converged {document['converged_ms']} ms after the heal"
     )

@@ -28,9 +28,15 @@ PEM = click.Path(dir_okay=False, path_type=Path)
 @click.option("--client-tls-cert", type=PEM, help="Certificate of --client-listen.")
 @click.option("--client-tls-key", type=PEM, help="Private key of --client-tls-cert.")
 @click.option("--client-tls-ca", type=PEM, help="CA bundle: requires client certificates on --client-listen.")
+@click.option("--initial-controllers", metavar="ID@HOST:PORT:DIRECTORY_ID,...", default=None,
+              help="Instead of --voters: the bootstrap voters with their directory ids (Kafka's "
+              "--initial-controllers), so each voter is its node id and its directory (KIP-853).")  # fmt: skip
+@click.option("--standalone", is_flag=True,
+              help="Instead of --voters: this node alone is the bootstrap voter set (grow it with quorum "
+              "add-controller).")  # fmt: skip
 @click.option(
     "--voters",
-    required=True,
+    default=None,
     help="The bootstrap voters, Kafka's controller.quorum.voters: 1@host:port,2@host:port,... "
     "(the voter set in force is the latest in the log once voters are added or removed).",
 )
@@ -81,7 +87,9 @@ def node(
     client_tls_cert: Path | None,
     client_tls_key: Path | None,
     client_tls_ca: Path | None,
-    voters: str,
+    initial_controllers: str | None,
+    standalone: bool,
+    voters: str | None,
     data_dir: Path,
     cluster_id: str | None,
     repair_log: bool,
@@ -106,15 +114,27 @@ def node(
 
     from raftmeta.raft import CommittedTruncationError
     from raftmeta.server.app import run, serve
-    from raftmeta.server.config import NodeConfig, parse_voters
+    from raftmeta.server.config import NodeConfig, parse_initial_controllers, parse_voters
     from raftmeta.storage.errors import StorageError
-    from raftmeta.storage.meta_properties import read_meta_properties
+    from raftmeta.storage.meta_properties import new_directory_id, read_meta_properties
     from raftmeta.tls import TlsConfig, TlsError, material
 
+    if sum((voters is not None, initial_controllers is not None, standalone)) != 1:
+        raise usage_error("give exactly one of --voters, --initial-controllers or --standalone", "--voters")
+    directory_ids: dict[int, bytes] = {}
     try:
-        voter_map = parse_voters(voters)
+        if initial_controllers is not None:
+            voter_map, directory_ids = parse_initial_controllers(initial_controllers)
+        elif standalone:
+            existing_meta = read_meta_properties(data_dir) if data_dir.exists() else None
+            own = existing_meta.directory_id if existing_meta and existing_meta.directory_id else new_directory_id()
+            voter_map, directory_ids = {node_id: listen}, {node_id: own}
+        else:
+            assert voters is not None
+            voter_map = parse_voters(voters)
     except ValueError as exc:
-        raise usage_error(str(exc), "--voters") from exc
+        flag = "--initial-controllers" if initial_controllers is not None else "--voters"
+        raise usage_error(str(exc), flag) from exc
     for voter in voter_map:
         check_int(voter, NODE_ID.low, NODE_ID.high, "voter id", "--voters")
     try:
@@ -175,6 +195,7 @@ def node(
             kafka_listener=kafka_listener,
             kafka_peers=kafka_peer_map,
             peer_addresses=peer_address_map,
+            voter_directory_ids=directory_ids,
             unsafe_ack_before_commit=unsafe_ack_before_commit,
             unsafe_skip_fsync=unsafe_skip_fsync,
         )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from raftmeta.raft.voters import VoterSet
+
 
 @dataclass(frozen=True, slots=True)
 class Faults:
@@ -54,6 +56,9 @@ class RaftConfig:
     # This node's directory id (meta.properties, 16 bytes; empty: none). KIP-853's replica key is
     # (node id, directory id): a wiped disk is another replica, not the voter it replaces.
     directory_id: bytes = b""
+    # The bootstrap voters with their directory ids and listeners (--initial-controllers), in force
+    # until the log or a snapshot has a VotersRecord; None: ``voters`` without directory ids.
+    bootstrap_voters: VoterSet | None = None
     # A follower that has no successful Fetch for this long starts a pre-vote; a leader that
     # has not heard Fetches from a majority for 1.5 x this long resigns (check quorum).
     fetch_timeout_ms: int = 2000

@@ -218,7 +218,9 @@ class RaftCore:
 
     def _snapshot_voters(self, snapshot: SnapshotImage | None) -> VoterSet:
         found = voters_in_data(snapshot.data) if snapshot is not None else None
-        return found if found is not None else VoterSet.of_ids(self.config.voters)
+        if found is not None:
+            return found
+        return self.config.bootstrap_voters or VoterSet.of_ids(self.config.voters)
 
     @property
     def role(self) -> Role:

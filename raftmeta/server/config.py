@@ -32,6 +32,33 @@ def parse_voters(text: str) -> dict[int, str]:
     return voters
 
 
+def parse_initial_controllers(text: str) -> tuple[dict[int, str], dict[int, bytes]]:
+    """Kafka's ``--initial-controllers`` format ``1@host:port:DIRECTORY_ID,...`` → the voters'
+    addresses and directory ids (22 characters each, as meta.properties prints them)."""
+    from raftmeta.raft.voters import parse_directory_id
+
+    addresses: list[str] = []
+    directory_ids: dict[int, bytes] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        head, colon, directory = item.rpartition(":")
+        if not colon or ":" not in head:
+            raise ValueError(f"controller {item!r} is not ID@HOST:PORT:DIRECTORY_ID")
+        node = head.partition("@")[0]
+        try:
+            raw = parse_directory_id(directory)
+        except ValueError as exc:
+            raise ValueError(f"controller {item!r}: {exc}") from None
+        addresses.append(head)
+        if node.strip().isdigit():
+            directory_ids[int(node)] = raw
+    voters = parse_voters(",".join(addresses))
+    if len(set(directory_ids.values())) != len(directory_ids):
+        raise ValueError("two controllers have the same directory id: each voter's directory is its own")
+    return voters, directory_ids
+
+
 def format_voters(voters: dict[int, str]) -> str:
     return ",".join(f"{node_id}@{address}" for node_id, address in sorted(voters.items()))
 
@@ -85,6 +112,9 @@ class NodeConfig:
     # in Metadata answers so a client can use any of them.
     kafka_listener: str | None = None
     kafka_peers: dict[int, str] = field(default_factory=dict)
+    # The bootstrap voters' directory ids (--initial-controllers / --standalone; KIP-853): the set
+    # in force until the log has a VotersRecord, with every voter's replica key.
+    voter_directory_ids: dict[int, bytes] = field(default_factory=dict)
     # Addresses of nodes that are not bootstrap voters ({id: "host:port"}): they win over the
     # listener a VotersRecord names when such a node becomes a voter (a proxy in between).
     peer_addresses: dict[int, str] = field(default_factory=dict)

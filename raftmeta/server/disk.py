@@ -41,6 +41,7 @@ async def open_disk(config: NodeConfig) -> DiskWriter:
         node_id=config.node_id,
         repair=config.repair_log,
         segment_bytes=config.segment_bytes,
+        directory_id=config.voter_directory_ids.get(config.node_id, b""),
     )
     return DiskWriter(storage, list(config.voters))
 
@@ -141,7 +142,9 @@ class DiskWriter:
         )
 
     async def write_quorum_state(self, state: QuorumStateData) -> None:
-        stored = StoredQuorumState(state.epoch, voted_id=state.voted_id, leader_id=state.leader_id, voters=self.voters)
+        # No voter list: the voter set in force is the log's and changes (KIP-853); a file written
+        # with one (before voter changes) is still checked against --voters when read.
+        stored = StoredQuorumState(state.epoch, voted_id=state.voted_id, leader_id=state.leader_id)
         await self._run(lambda: self.storage.write_quorum_state(stored))
 
     def submit(self, fn: Callable[[], object], on_failure: Callable[[BaseException], None]) -> None:

@@ -17,7 +17,9 @@ from placement import JavaRandom
 from raftmeta.controller import Controller
 from raftmeta.controller.quorum import ControllerFactory, QuorumController, QuorumControllerConfig
 from raftmeta.raft import RaftConfig, RaftCore
+from raftmeta.raft.voters import Endpoint, VoterNode, VoterSet
 from raftmeta.records.decode import parse_records
+from raftmeta.server.addresses import CONTROLLER_LISTENER
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.seams import DurableState
 from raftmeta.v1 import records_pb2
@@ -61,10 +63,24 @@ def controller_factory(config: NodeConfig) -> ControllerFactory:
     return make
 
 
+def bootstrap_voters(config: NodeConfig) -> VoterSet | None:
+    """The bootstrap voter set with directory ids and listeners (--initial-controllers); None
+    without directory ids (--voters: the set in force carries none until voters are added)."""
+    if not config.voter_directory_ids:
+        return None
+    nodes = []
+    for voter_id, address in sorted(config.voters.items()):
+        host, _, port = address.rpartition(":")
+        endpoint = Endpoint(CONTROLLER_LISTENER, host, int(port))
+        nodes.append(VoterNode(voter_id, config.voter_directory_ids.get(voter_id, b""), (endpoint,)))
+    return VoterSet(tuple(nodes))
+
+
 def raft_config(config: NodeConfig, directory_id: bytes = b"") -> RaftConfig:
     return RaftConfig(
         node_id=config.node_id,
         directory_id=directory_id,
+        bootstrap_voters=bootstrap_voters(config),
         voters=tuple(sorted(config.voters)),
         cluster_id=config.cluster_id,
         fetch_timeout_ms=config.fetch_timeout_ms,

@@ -69,6 +69,7 @@ class NodeStorage:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         high_watermark_interval_ms: int = 1000,
+        directory_id: bytes = b"",
     ) -> NodeStorage:
         """Open and recover a node's data dir (created if empty).
 
@@ -82,7 +83,7 @@ class NodeStorage:
         from the leader; docs/storage.md explains the risk.
         """
         logger = get_logger("storage.datadir", data_dir=str(data_dir))
-        meta = ensure_meta_properties(data_dir, cluster_id, node_id)
+        meta = ensure_meta_properties(data_dir, cluster_id, node_id, required_directory_id=directory_id)
         quorum_state_file = QuorumStateFile(data_dir)
         quorum_state_problem: str | None = None
         try:

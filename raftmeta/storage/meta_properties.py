@@ -96,7 +96,12 @@ def read_meta_properties(data_dir: Path) -> MetaProperties | None:
 
 
 def ensure_meta_properties(
-    data_dir: Path, cluster_id: str, node_id: int, *, directory_id: Callable[[], bytes] = new_directory_id
+    data_dir: Path,
+    cluster_id: str,
+    node_id: int,
+    *,
+    directory_id: Callable[[], bytes] = new_directory_id,
+    required_directory_id: bytes = b"",
 ) -> MetaProperties:
     """Create meta.properties on a fresh data dir (with a new directory id), or check that an
     existing one matches (and give it a directory id if it has none).
@@ -105,7 +110,9 @@ def ensure_meta_properties(
     """
     if not cluster_id or "\n" in cluster_id or "=" in cluster_id:
         raise ValueError(f"invalid cluster id {cluster_id!r}")
-    wanted = MetaProperties(cluster_id=cluster_id, node_id=node_id, directory_id=directory_id())
+    wanted = MetaProperties(
+        cluster_id=cluster_id, node_id=node_id, directory_id=required_directory_id or directory_id()
+    )
     existing = read_meta_properties(data_dir)
     if existing is None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -120,6 +127,12 @@ def ensure_meta_properties(
         raise DataDirMismatchError(
             f"data dir {data_dir} belongs to node {existing.node_id}, not node {node_id} "
             f"(see {data_dir / META_PROPERTIES}); each node needs its own data dir"
+        )
+    if required_directory_id and existing.directory_id and existing.directory_id != required_directory_id:
+        raise DataDirMismatchError(
+            f"data dir {data_dir} has directory id {format_directory_id(existing.directory_id)}, but this node is "
+            f"given {format_directory_id(required_directory_id)} (--initial-controllers): a voter is its node id "
+            "and its directory; use the data dir that directory id names, or an empty one for a new voter"
         )
     if not existing.directory_id:
         existing = replace(existing, directory_id=wanted.directory_id)

@@ -53,9 +53,14 @@ class QuorumStateData:
             return f"epoch {self.epoch} is negative"
         if len(set(self.voters)) != len(self.voters) or any(v < 0 for v in self.voters):
             return f"voters {list(self.voters)} must be distinct node ids >= 0"
-        if self.voted_id not in (NONE_ID, UNKNOWN_VOTE) and (self.voted_id < 0 or self.voted_id not in self.voters):
+        # An empty voter list: the voter set is the log's (KIP-853; Kafka's quorum-state v1 leaves
+        # it out too), and any node id may be voted for or lead.
+        listed = bool(self.voters)
+        if self.voted_id not in (NONE_ID, UNKNOWN_VOTE) and (
+            self.voted_id < 0 or (listed and self.voted_id not in self.voters)
+        ):
             return f"voted_id {self.voted_id} is not one of the voters {list(self.voters)}, -1 (none) or -2 (unknown)"
-        if self.leader_id != NONE_ID and (self.leader_id < 0 or self.leader_id not in self.voters):
+        if self.leader_id != NONE_ID and (self.leader_id < 0 or (listed and self.leader_id not in self.voters)):
             return f"leader_id {self.leader_id} is not one of the voters {list(self.voters)} or -1 (none)"
         return None
 

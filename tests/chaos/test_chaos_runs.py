@@ -1,9 +1,10 @@
 """Chaos runs against real node processes (the CI budget: about three minutes in all).
 
-One fixed seed with every fault kind and the Spark verify job, one random seed (printed, so a
-failure can be reproduced) with the fast single-process checks -- both with partition
-reassignments in the workload, started, completed and cancelled under the faults -- and a run
-against nodes with a deliberate durability bug that the checker must catch.
+One fixed seed with every default fault kind and the Spark verify job, one random seed (printed,
+so a failure can be reproduced) with the fast single-process checks -- both with partition
+reassignments in the workload, started, completed and cancelled under the faults -- a short fixed
+seed with voter changes (membership) between partitions, and a run against nodes with a
+deliberate durability bug that the checker must catch.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.chaos.cluster import ClusterConfig
-from raftmeta.chaos.nemesis import FAMILIES, FaultStep
+from raftmeta.chaos.nemesis import DEFAULT_FAMILIES, FaultStep
 from raftmeta.chaos.report import write_report
 from raftmeta.chaos.runner import ChaosConfig, run_chaos
 from raftmeta.cli.main import cli
@@ -31,7 +32,7 @@ def test_fixed_seed_every_fault_kind_passes_and_spark_verify_agrees(tmp_path: Pa
     out = tmp_path / "report"
     result = CliRunner().invoke(
         cli,
-        ["chaos", "--nodes", "3", "--duration", DURATION_S, "--faults", ",".join(FAMILIES), "--clients", "8",
+        ["chaos", "--nodes", "3", "--duration", DURATION_S, "--faults", ",".join(DEFAULT_FAMILIES), "--clients", "8",
          "--seed", str(FIXED_SEED), "--report-dir", str(out), "--output", "json"],
     )  # fmt: skip
     document = json.loads((out / "report.json").read_text())
@@ -40,7 +41,7 @@ def test_fixed_seed_every_fault_kind_passes_and_spark_verify_agrees(tmp_path: Pa
     assert printed["passed"] is True
     assert printed["seed"] == FIXED_SEED
     assert document["lost_acknowledged"] == 0
-    assert all(document["faults"][family] >= 1 for family in FAMILIES), document["faults"]
+    assert all(document["faults"][family] >= 1 for family in DEFAULT_FAMILIES), document["faults"]
     assert document["ops"]["ok"] > 100
     assert document["converged_ms"] is not None
     names = {c["name"] for c in document["checks"]}
@@ -70,7 +71,7 @@ def test_random_seed_every_fault_kind_passes(tmp_path: Path) -> None:
     write_report(result)
     assert result.passed, (seed, result.violations)
     assert result.lost_acknowledged == 0
-    assert all(result.faults[family] >= 1 for family in FAMILIES), result.faults
+    assert all(result.faults[family] >= 1 for family in DEFAULT_FAMILIES), result.faults
     assert_moves_checked(result.reassignments, {c.name for c in result.checks})
 
 
@@ -84,6 +85,40 @@ def assert_moves_checked(counts: dict[str, int], checks: set[str]) -> None:
         "acknowledged-reassignments-committed",
         "failed-reassignments-wrote-nothing",
     } <= checks
+
+
+MEMBERSHIP_SEED = 27  # its plan: a split, replace-crashed, replace, isolate-leader, remove
+
+
+def test_fixed_seed_voter_changes_under_partitions_pass(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = CliRunner().invoke(
+        cli,
+        ["chaos", "--duration", "30", "--faults", "membership,partition", "--seed", str(MEMBERSHIP_SEED),
+         "--report-dir", str(out), "--no-spark", "--output", "json"],
+    )  # fmt: skip
+    document = json.loads((out / "report.json").read_text())
+    assert result.exit_code == 0, document["violations"]
+    assert document["observers"] == 1 and document["faults"]["membership"] >= 3, document["faults"]
+    assert document["lost_acknowledged"] == 0
+    names = {c["name"] for c in document["checks"]}
+    assert {
+        "voter-changes-one-at-a-time",
+        "acknowledged-voter-changes-committed",
+        "voter-sets-agree",
+        "final-voters-match-log",
+        "reads-linearizable",
+        "acknowledged-creates-committed",
+    } <= names
+    voters = document["figures"]["voters"]
+    # Voter changes were acknowledged and committed: the voter set moved away from the bootstrap set.
+    assert voters["acknowledged"] >= 2 and len(voters["history"]) >= 2, voters
+    requests = [e for e in document["events"] if e["kind"] == "request" and e["family"] == "membership"]
+    assert len(requests) == voters["requests"]
+    # The node that started as an observer (4) talked to the others through the proxies, which the
+    # partitions cut (its links are in every split: they are drawn over all four nodes).
+    assert document["figures"]["proxy_bytes_by_node"]["4"] > 0
+    assert document["figures"]["proxy_bytes_dropped"] > 0
 
 
 def test_checker_catches_acks_before_commit(tmp_path: Path) -> None:

@@ -29,3 +29,8 @@ def test_chaos_is_listed_and_the_unsafe_flags_are_hidden() -> None:
     assert "--report-dir" in result.output
     assert "unsafe" not in result.output
     assert "chaos" in CliRunner().invoke(cli, ["--help"]).output
+
+
+def test_membership_is_a_fault_kind_with_observers() -> None:
+    result = CliRunner().invoke(cli, ["chaos", "--help"])
+    assert "membership" in result.output and "--observers" in result.output

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,8 @@ def test_add_an_observer_then_the_leader_removes_itself(
     quorum, client = grown
     data_dir = quorum.data_dir
     assert voters(client) == [1, 2, 3]
+    # quorum up bootstraps with --initial-controllers: every voter is a node id and a directory.
+    assert all(len(v.directory_id) == 16 for v in client.describe_quorum().voters)
     # The observer must have caught up first; the leader says REQUEST_TIMED_OUT until then.
     wait_until(
         lambda: (
@@ -99,3 +102,23 @@ def test_add_an_observer_then_the_leader_removes_itself(
     wait_until(lambda: voters(client) == rest and client.describe_quorum().leader_id in rest, what="voters kept")
     meta = read_meta_properties(Path(quorum.node(4).data_dir))
     assert meta is not None and len(meta.directory_id) == 16
+
+
+def test_a_standalone_node_is_the_first_voter_with_its_directory(tmp_path: Path) -> None:
+    [port] = local_quorum.free_ports(1)
+    address = f"127.0.0.1:{port}"
+    argv = [
+        sys.executable, "-m", "raftmeta", "node", "--node-id", "1", "--listen", address, "--standalone",
+        "--data-dir", str(tmp_path / "node-1"), "--cluster-id", local_quorum.new_cluster_id(),
+        *FAST_NODE_ARGS,
+    ]  # fmt: skip
+    pid = local_quorum.spawn(argv, tmp_path / "node-1.log")
+    try:
+        with SyncControllerClient(address, retry=RetryPolicy(deadline_s=20)) as client:
+            wait_until(lambda: client.describe_quorum().leader_id == 1, what="node 1 leads")
+            [voter] = client.describe_quorum().voters
+        meta = read_meta_properties(tmp_path / "node-1")
+        assert meta is not None and voter.directory_id == meta.directory_id and len(meta.directory_id) == 16
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: not local_quorum.alive(pid), what="node 1 stopped")

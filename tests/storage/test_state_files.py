@@ -196,3 +196,17 @@ def test_high_watermark_damage_is_refused(tmp_path: Path, content: str) -> None:
     (tmp_path / HIGH_WATERMARK_CHECKPOINT).write_text(content)
     with pytest.raises(InvalidFileError, match=HIGH_WATERMARK_CHECKPOINT):
         read_high_watermark(tmp_path)
+
+
+def test_a_quorum_state_without_voters_may_name_any_node(tmp_path: Path) -> None:
+    # KIP-853: the voter set is the log's and changes; an added voter (7) votes and leads. The file
+    # lists no voters then, and nothing checks the ids against --voters.
+    state = QuorumStateData(5, voted_id=7, leader_id=7)
+    assert state.problem() is None
+    quorum_state_file = QuorumStateFile(tmp_path)
+    quorum_state_file.write(state)
+    assert quorum_state_file.read() == state
+    check_voters(quorum_state_file.path, state, (1, 2, 3))
+    # A file written with a voter list (before voter changes) is still held to it.
+    with pytest.raises(ValueError, match="voted_id 7 is not one of the voters"):
+        QuorumStateData(5, voted_id=7, voters=(1, 2, 3))
