@@ -488,6 +488,14 @@ class ControllerClient:
         )
         return response
 
+    async def update_raft_voter(
+        self, request: controller_pb2.UpdateRaftVoterRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.UpdateRaftVoterResponse:
+        response: controller_pb2.UpdateRaftVoterResponse = await self.call(
+            "UpdateRaftVoter", request, deadline_s=deadline_s
+        )
+        return response
+
     async def alter_partition(
         self, request: controller_pb2.AlterPartitionRequest, *, deadline_s: float | None = None
     ) -> controller_pb2.AlterPartitionResponse:
@@ -638,6 +646,11 @@ class SyncControllerClient:
         self, request: controller_pb2.RemoveRaftVoterRequest, *, deadline_s: float | None = None
     ) -> controller_pb2.RemoveRaftVoterResponse:
         return self._run(self._client.remove_raft_voter(request, deadline_s=deadline_s))
+
+    def update_raft_voter(
+        self, request: controller_pb2.UpdateRaftVoterRequest, *, deadline_s: float | None = None
+    ) -> controller_pb2.UpdateRaftVoterResponse:
+        return self._run(self._client.update_raft_voter(request, deadline_s=deadline_s))
 
     def describe_cluster(self, *, stale: bool = False) -> controller_pb2.DescribeClusterResponse:
         return self._run(self._client.describe_cluster(stale=stale))

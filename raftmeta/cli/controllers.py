@@ -1,5 +1,7 @@
-"""``raftmeta quorum add-controller`` and ``remove-controller``: change the voters of a running
-quorum (KIP-853), as ``kafka-metadata-quorum.sh add-controller / remove-controller`` do.
+"""``raftmeta quorum add-controller``, ``remove-controller`` and ``update-controller``: change the
+voters of a running quorum (KIP-853), as ``kafka-metadata-quorum.sh add-controller /
+remove-controller`` do, and record a voter's new listener (KIP-853's UpdateRaftVoter, which a
+Kafka controller sends by itself when its listeners change; raftmeta leaves it to the operator).
 
 add-controller makes a running observer a voter. It needs the node's id, its directory id (from
 its ``meta.properties``) and where it listens; ``--controller-data-dir`` reads the first two from
@@ -69,6 +71,15 @@ def _directory_id(text: str | None) -> bytes:
         raise usage_error(str(exc), "--controller-directory-id") from exc
 
 
+def _listener(text: str) -> tuple[str, int]:
+    try:
+        [target] = parse_bootstrap(text)
+    except ValueError as exc:
+        raise usage_error(f"{exc} (one HOST:PORT)", "--controller-listener") from exc
+    host, _, port = target.rpartition(":")
+    return host, int(port)
+
+
 def _answer(kind: str, voter_id: int, response: Any, output: str) -> None:
     code = errors_pb2.ErrorCode.Name(response.error_code)
     document = {"controller_id": voter_id, "error_code": code, "error_message": response.error_message}
@@ -135,12 +146,7 @@ def add_controller(
         raise usage_error(
             "give --controller-listener HOST:PORT (or --data-dir of a local quorum)", "--controller-listener"
         )
-    try:
-        [target] = parse_bootstrap(controller_listener)
-    except ValueError as exc:
-        raise usage_error(f"{exc} (one HOST:PORT)", "--controller-listener") from exc
-    host, _, port_text = target.rpartition(":")
-    port = int(port_text)
+    host, port = _listener(controller_listener)
     request = controller_pb2.AddRaftVoterRequest(
         voter_id=controller_id,
         voter_directory_id=directory_id,
@@ -178,3 +184,35 @@ def remove_controller(
     with connect(bootstrap, timeout, tls) as client:
         response = client.remove_raft_voter(request)
     _answer("remove-controller", controller_id, response, output)
+
+
+@click.command("update-controller")
+@BOOTSTRAP
+@QUORUM_DIR
+@click.option("--controller-id", type=NODE_ID, required=True, help="The voter that moved.")
+@DIRECTORY_ID
+@click.option("--controller-listener", metavar="HOST:PORT", required=True, help="Where it listens now.")
+@TIMEOUT
+@tls_options
+@output_option
+def update_controller(
+    bootstrap_server: str | None,
+    data_dir: Path | None,
+    controller_id: int,
+    controller_directory_id: str | None,
+    controller_listener: str,
+    timeout: float,
+    output: str,
+) -> None:
+    """Record a voter's new listener (UpdateRaftVoter): the quorum reaches it there from the commit
+    on. Run it after restarting the voter at its new address."""
+    bootstrap, tls, _ = _quorum(bootstrap_server, data_dir)
+    host, port = _listener(controller_listener)
+    request = controller_pb2.UpdateRaftVoterRequest(
+        voter_id=controller_id,
+        voter_directory_id=_directory_id(controller_directory_id),
+        listeners=[controller_pb2.RaftVoterListener(name=CONTROLLER_LISTENER, host=host, port=port)],
+    )
+    with connect(bootstrap, timeout, tls) as client:
+        response = client.update_raft_voter(request)
+    _answer("update-controller", controller_id, response, output)

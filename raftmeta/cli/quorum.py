@@ -398,12 +398,13 @@ def _print_replication(document: dict[str, Any]) -> None:
 def _add_top() -> None:
     """``quorum top`` lives in its own module (raftmeta/cli/top.py: the live view and its document),
     and so do ``quorum add-controller`` / ``remove-controller`` (raftmeta/cli/controllers.py)."""
-    from raftmeta.cli.controllers import add_controller, remove_controller
+    from raftmeta.cli.controllers import add_controller, remove_controller, update_controller
     from raftmeta.cli.top import top
 
     quorum.add_command(top)
     quorum.add_command(add_controller)
     quorum.add_command(remove_controller)
+    quorum.add_command(update_controller)
 
 
 _add_top()

@@ -96,6 +96,7 @@ SNAPSHOT_GROWTH = 2
 VOTER_CHANGE_RESPONSES: dict[str, type[Message]] = {
     "AddRaftVoter": controller_pb2.AddRaftVoterResponse,
     "RemoveRaftVoter": controller_pb2.RemoveRaftVoterResponse,
+    "UpdateRaftVoter": controller_pb2.UpdateRaftVoterResponse,
 }
 NEVER = 1 << 62
 METHOD_RESPONSES: dict[str, type[Message]] = {name: m.response_type for name, m in METHODS.items()}
@@ -498,10 +499,13 @@ class QuorumController:
         Kafka's code); the answer waits for its commit."""
         self._propose_open_batch(now_ms)  # requests that came first are logged first
         try:
-            if isinstance(request, controller_pb2.AddRaftVoterRequest):
+            if isinstance(request, (controller_pb2.AddRaftVoterRequest, controller_pb2.UpdateRaftVoterRequest)):
                 endpoints = tuple(Endpoint(e.name, e.host, e.port) for e in request.listeners)
                 voter = VoterNode(request.voter_id, bytes(request.voter_directory_id), endpoints)
-                entry = self.core.add_voter(now_ms, voter)
+                if isinstance(request, controller_pb2.AddRaftVoterRequest):
+                    entry = self.core.add_voter(now_ms, voter)
+                else:
+                    entry = self.core.update_voter(now_ms, voter)
             else:
                 assert isinstance(request, controller_pb2.RemoveRaftVoterRequest)
                 entry = self.core.remove_voter(now_ms, request.voter_id, bytes(request.voter_directory_id))

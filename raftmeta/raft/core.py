@@ -448,6 +448,22 @@ class RaftCore:
             )
         return self._append_voters(now_ms, state, smaller)
 
+    def update_voter(self, now_ms: int, voter: VoterNode) -> Entry:
+        """UpdateRaftVoter on the leader: a voter's new listeners (it moved to another address),
+        as a VotersRecord with the same voters. The same one-change-at-a-time checks apply."""
+        state = self._change_allowed()
+        voters = self.voter_set
+        current = voters.node(voter.voter_id)
+        if current is None or not current.matches(voter.voter_id, voter.directory_id):
+            raise VoterChangeError(
+                errors_pb2.VOTER_NOT_FOUND,
+                f"no voter with id {voter.voter_id} and directory id "
+                f"{format_directory_id(voter.directory_id) or '(any)'} in {list(voters.ids)}",
+            )
+        moved = dataclasses.replace(current, endpoints=voter.endpoints)
+        updated = VoterSet(tuple(moved if n.voter_id == voter.voter_id else n for n in voters.nodes))
+        return self._append_voters(now_ms, state, updated)
+
     def _change_allowed(self) -> LeaderState:
         state = self.state
         if not isinstance(state, LeaderState):

@@ -295,3 +295,6 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
 
     async def RemoveRaftVoter(self, request: controller_pb2.RemoveRaftVoterRequest, context: Context) -> Any:
         return await self._serve("RemoveRaftVoter", request, context)
+
+    async def UpdateRaftVoter(self, request: controller_pb2.UpdateRaftVoterRequest, context: Context) -> Any:
+        return await self._serve("UpdateRaftVoter", request, context)

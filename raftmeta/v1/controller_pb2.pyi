@@ -1508,6 +1508,57 @@ class RemoveRaftVoterResponse(_message.Message):
 Global___RemoveRaftVoterResponse: _TypeAlias = RemoveRaftVoterResponse  # noqa: Y015
 
 @_typing.final
+class UpdateRaftVoterRequest(_message.Message):
+    """A voter's new listeners (it moved to another address): the same voters, one endpoint changed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VOTER_ID_FIELD_NUMBER: _builtins.int
+    VOTER_DIRECTORY_ID_FIELD_NUMBER: _builtins.int
+    LISTENERS_FIELD_NUMBER: _builtins.int
+    voter_id: _builtins.int
+    voter_directory_id: _builtins.bytes
+    """16 bytes; empty = whichever directory the voter has."""
+    @_builtins.property
+    def listeners(self) -> _containers.RepeatedCompositeFieldContainer[Global___RaftVoterListener]: ...
+    def __init__(
+        self,
+        *,
+        voter_id: _builtins.int = ...,
+        voter_directory_id: _builtins.bytes = ...,
+        listeners: _abc.Iterable[Global___RaftVoterListener] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["listeners", b"listeners", "voter_directory_id", b"voter_directory_id", "voter_id", b"voter_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateRaftVoterRequest: _TypeAlias = UpdateRaftVoterRequest  # noqa: Y015
+
+@_typing.final
+class UpdateRaftVoterResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateRaftVoterResponse: _TypeAlias = UpdateRaftVoterResponse  # noqa: Y015
+
+@_typing.final
 class ReassignablePartition(_message.Message):
     """---- Partition reassignment (Kafka's AlterPartitionReassignments / ListPartitionReassignments, KIP-455).
 

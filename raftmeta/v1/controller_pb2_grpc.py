@@ -119,6 +119,11 @@ class ControllerServiceStub:
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterRequest.SerializeToString,
                 response_deserializer=raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterResponse.FromString,
                 _registered_method=True)
+        self.UpdateRaftVoter = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/UpdateRaftVoter',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.UpdateRaftVoterRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.UpdateRaftVoterResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -226,6 +231,12 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -313,6 +324,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.RemoveRaftVoter,
                     request_deserializer=raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterRequest.FromString,
                     response_serializer=raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterResponse.SerializeToString,
+            ),
+            'UpdateRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRaftVoter,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.UpdateRaftVoterRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.UpdateRaftVoterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -774,6 +790,33 @@ class ControllerService:
             '/raftmeta.v1.ControllerService/RemoveRaftVoter',
             raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterRequest.SerializeToString,
             raftmeta_dot_v1_dot_controller__pb2.RemoveRaftVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/UpdateRaftVoter',
+            raftmeta_dot_v1_dot_controller__pb2.UpdateRaftVoterRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.UpdateRaftVoterResponse.FromString,
             options,
             channel_credentials,
             insecure,

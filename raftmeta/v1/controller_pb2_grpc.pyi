@@ -60,6 +60,7 @@ class ControllerServiceStub:
     IncrementalAlterConfigs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.IncrementalAlterConfigsRequest, _controller_pb2.IncrementalAlterConfigsResponse]
     AddRaftVoter: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AddRaftVoterRequest, _controller_pb2.AddRaftVoterResponse]
     RemoveRaftVoter: _grpc.UnaryUnaryMultiCallable[_controller_pb2.RemoveRaftVoterRequest, _controller_pb2.RemoveRaftVoterResponse]
+    UpdateRaftVoter: _grpc.UnaryUnaryMultiCallable[_controller_pb2.UpdateRaftVoterRequest, _controller_pb2.UpdateRaftVoterResponse]
 
 @_typing.type_check_only
 class ControllerServiceAsyncStub(ControllerServiceStub):
@@ -81,6 +82,7 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     IncrementalAlterConfigs: _aio.UnaryUnaryMultiCallable[_controller_pb2.IncrementalAlterConfigsRequest, _controller_pb2.IncrementalAlterConfigsResponse]  # type: ignore[assignment]
     AddRaftVoter: _aio.UnaryUnaryMultiCallable[_controller_pb2.AddRaftVoterRequest, _controller_pb2.AddRaftVoterResponse]  # type: ignore[assignment]
     RemoveRaftVoter: _aio.UnaryUnaryMultiCallable[_controller_pb2.RemoveRaftVoterRequest, _controller_pb2.RemoveRaftVoterResponse]  # type: ignore[assignment]
+    UpdateRaftVoter: _aio.UnaryUnaryMultiCallable[_controller_pb2.UpdateRaftVoterRequest, _controller_pb2.UpdateRaftVoterResponse]  # type: ignore[assignment]
 
 class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -201,5 +203,12 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.RemoveRaftVoterRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.RemoveRaftVoterResponse, _abc.Awaitable[_controller_pb2.RemoveRaftVoterResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpdateRaftVoter(
+        self,
+        request: _controller_pb2.UpdateRaftVoterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.UpdateRaftVoterResponse, _abc.Awaitable[_controller_pb2.UpdateRaftVoterResponse]]: ...
 
 def add_ControllerServiceServicer_to_server(servicer: ControllerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

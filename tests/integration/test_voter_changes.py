@@ -84,6 +84,10 @@ def test_add_an_observer_then_the_leader_removes_itself(
     # A directory id that is not node 4's (its meta.properties'): another replica, not a voter.
     wrong = client.remove_raft_voter(controller_pb2.RemoveRaftVoterRequest(voter_id=4, voter_directory_id=bytes(16)))
     assert wrong.error_code == errors_pb2.VOTER_NOT_FOUND
+    # A voter's listener recorded anew (UpdateRaftVoter): the same address here, the same voters.
+    address = quorum.node(3).address
+    quorum_cli("update-controller", "--data-dir", data_dir, "--controller-id", "3", "--controller-listener", address)
+    assert voters(client) == [1, 2, 3, 4]
     # The leader removes itself: answered once committed, then another voter leads.
     leader = answer.leader_id
     quorum_cli("remove-controller", "--data-dir", data_dir, "--controller-id", str(leader))

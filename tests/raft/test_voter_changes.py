@@ -222,3 +222,18 @@ def test_an_added_voter_with_a_wiped_disk_is_not_counted_until_added_again() -> 
     settle(net, 500)
     assert core.high_watermark == hw
     assert 4 in core.state.observers  # type: ignore[attr-defined]
+
+
+def test_a_voter_that_moved_gets_its_new_listener_recorded() -> None:
+    net, leader = caught_up_net()
+    core = net.cores[leader]
+    other = next(n for n in (1, 2, 3) if n != leader)
+    moved = VoterNode(other, b"", (Endpoint("CONTROLLER", "10.9.9.9", 9999),))
+    entry = core.update_voter(net.now, moved)
+    settle(net)
+    assert core.high_watermark > entry.base_offset
+    assert core.voters == (1, 2, 3)  # the same voters ...
+    assert all(c.voter_set.node(other) == moved for c in net.cores.values())  # ... one at its new address
+    with pytest.raises(VoterChangeError) as unknown:
+        core.update_voter(net.now, VoterNode(9))
+    assert unknown.value.code == errors_pb2.VOTER_NOT_FOUND

@@ -25,3 +25,10 @@ def test_a_configured_address_wins_over_the_logs() -> None:
     assert book.learn(VoterSet.of_ids([1])) == {4: "proxy:7004"}  # the peers hear of it once
     assert book.learn(VoterSet((VoterNode(1), voter(4, 9094)))) == {}
     assert book.addresses[4] == "proxy:7004"
+
+
+def test_a_bootstrap_voter_that_moved_is_reached_where_the_log_says() -> None:
+    book = AddressBook({1: "h1:1", 2: "h2:2"}, {})
+    book.learn(VoterSet.of_ids([1, 2]))
+    assert book.learn(VoterSet((VoterNode(1), voter(2, 9102)))) == {2: "10.0.0.9:9102"}
+    assert book.addresses[2] == "10.0.0.9:9102"
