@@ -30,6 +30,7 @@ rounds per fault, every sample, never asserted. Each fault kind runs on a quorum
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import os
 import signal
@@ -108,27 +109,27 @@ async def load(addresses: list[str], clients: int, acks: Acks, stop: asyncio.Eve
 
 
 # -- the quorum and its faults ---------------------------------------------------------------------
-class Target:
+class Target(abc.ABC):
     """A running quorum the rounds break and heal. ``client_addresses`` are what the load dials;
     ``probe_addresses`` what the bench's own probe (leader, catch-up) dials."""
 
     client_addresses: list[str]
     probe_addresses: list[str]
 
-    async def start(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def start(self) -> None: ...
 
-    def pid(self, node_id: int) -> int:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def pid(self, node_id: int) -> int: ...
 
-    async def inject(self, fault: Fault, node_id: int) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def inject(self, fault: Fault, node_id: int) -> None: ...
 
-    async def heal(self, fault: Fault, node_id: int) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def heal(self, fault: Fault, node_id: int) -> None: ...
 
-    async def close(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def close(self) -> None: ...
 
 
 class LocalTarget(Target):

@@ -20,8 +20,9 @@ import click
 from raftmeta.cli.common import NODE_ID, CheckFailed, emit_json, output_option, usage_error
 from raftmeta.cli.connect import connect, tls_options
 from raftmeta.client import parse_bootstrap
+from raftmeta.raft.voters import format_directory_id, parse_directory_id
 from raftmeta.server.addresses import CONTROLLER_LISTENER
-from raftmeta.storage.meta_properties import format_directory_id, parse_directory_id, read_meta_properties
+from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.tls import TlsConfig
 from raftmeta.v1 import controller_pb2, errors_pb2
 

@@ -332,16 +332,23 @@ class QuorumController:
 
         voter_set = core.voter_set
 
-        def row(replica_id: int, replica: ReplicaState | None) -> controller_pb2.QuorumReplicaState:
+        def row(
+            replica_id: int, replica: ReplicaState | None, directory_id: bytes
+        ) -> controller_pb2.QuorumReplicaState:
             answer = _row(replica_id, replica)
-            voter = voter_set.node(replica_id) if replica is None or replica is state.replicas.get(replica_id) else None
-            if voter is not None and voter.directory_id:
-                answer.directory_id = voter.directory_id
-            elif replica_id == core.node_id:
-                answer.directory_id = core.config.directory_id
-            elif replica is not None:
-                answer.directory_id = replica.directory_id
+            answer.directory_id = directory_id
             return answer
+
+        def voter_directory(voter_id: int) -> bytes:
+            """A voter's directory id: the voter set's, else (a bootstrap voter without one) its own
+            word -- this node's, or what the voter's Fetches carry."""
+            node = voter_set.node(voter_id)
+            if node is not None and node.directory_id:
+                return node.directory_id
+            if voter_id == core.node_id:
+                return core.config.directory_id
+            replica = state.replicas.get(voter_id)
+            return replica.directory_id if replica is not None else b""
 
         def _row(replica_id: int, replica: ReplicaState | None) -> controller_pb2.QuorumReplicaState:
             if replica_id == core.node_id:
@@ -365,8 +372,8 @@ class QuorumController:
                 last_caught_up_ms_ago=now_ms - caught_up if caught_up >= 0 else -1,
             )
 
-        response.voters.extend(row(v, state.replicas.get(v)) for v in sorted(core.voters))
-        response.observers.extend(row(o, replica) for o, replica in sorted(state.observers.items()))
+        response.voters.extend(row(v, state.replicas.get(v), voter_directory(v)) for v in sorted(core.voters))
+        response.observers.extend(row(o, r, r.directory_id) for o, r in sorted(state.observers.items()))
         return response
 
     def read_stale(self, now_ms: int, method: str, request: Message) -> Message:

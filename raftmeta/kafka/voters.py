@@ -9,6 +9,8 @@ import datetime
 import uuid
 from typing import Any
 
+from google.protobuf.message import Message
+
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
 from raftmeta.v1 import controller_pb2, errors_pb2
@@ -19,10 +21,6 @@ def _directory_id(value: uuid.UUID | None) -> bytes:
     return b"" if value is None or value.int == 0 else value.bytes
 
 
-def _answer(response: Any) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": response.error_code, "error_message": response.error_message or None}
-
-
 def _timeout_s(body: Any, ctx: ApiContext) -> float:
     """The request's TimeoutMs (kio gives a timedelta); the listener's default when not positive."""
     timeout = getattr(body, "timeout", None)
@@ -30,26 +28,26 @@ def _timeout_s(body: Any, ctx: ApiContext) -> float:
     return seconds if seconds > 0 else ctx.default_timeout_s
 
 
-def _refused(refusal: CallRefused) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": refusal.error_code, "error_message": refusal.message}
+def _answer(error_code: int, message: str | None) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error_code, "error_message": message or None}
 
 
-def _wrong_cluster(ctx: ApiContext, body: Any) -> dict[str, Any] | None:
+async def _change(ctx: ApiContext, body: Any, method: str, change: Message, timeout_s: float | None) -> dict[str, Any]:
+    """One voter change through the node's admin path, for this quorum's cluster id only."""
     cluster_id = getattr(body, "cluster_id", None)
     if cluster_id and cluster_id != ctx.cluster_id:
-        return {
-            "throttle_time": 0,
-            "error_code": errors_pb2.INCONSISTENT_CLUSTER_ID,
-            "error_message": f"cluster id {cluster_id!r} is not this quorum's ({ctx.cluster_id!r})",
-        }
-    return None
+        return _answer(
+            errors_pb2.INCONSISTENT_CLUSTER_ID, f"cluster id {cluster_id!r} is not this quorum's ({ctx.cluster_id!r})"
+        )
+    try:
+        response = await call(ctx, method, change, timeout_s)
+    except CallRefused as refusal:
+        return _answer(refusal.error_code, refusal.message)
+    return _answer(response.error_code, response.error_message)
 
 
 async def add_raft_voter(ctx: ApiContext, request: Request) -> dict[str, Any]:
     body = request.body
-    wrong = _wrong_cluster(ctx, body)
-    if wrong is not None:
-        return wrong
     add = controller_pb2.AddRaftVoterRequest(
         voter_id=int(body.voter_id),
         voter_directory_id=_directory_id(body.voter_directory_id),
@@ -58,21 +56,12 @@ async def add_raft_voter(ctx: ApiContext, request: Request) -> dict[str, Any]:
             for listener in body.listeners or ()
         ],
     )
-    try:
-        return _answer(await call(ctx, "AddRaftVoter", add, _timeout_s(body, ctx)))
-    except CallRefused as refusal:
-        return _refused(refusal)
+    return await _change(ctx, body, "AddRaftVoter", add, _timeout_s(body, ctx))
 
 
 async def remove_raft_voter(ctx: ApiContext, request: Request) -> dict[str, Any]:
     body = request.body
-    wrong = _wrong_cluster(ctx, body)
-    if wrong is not None:
-        return wrong
     remove = controller_pb2.RemoveRaftVoterRequest(
         voter_id=int(body.voter_id), voter_directory_id=_directory_id(body.voter_directory_id)
     )
-    try:
-        return _answer(await call(ctx, "RemoveRaftVoter", remove))
-    except CallRefused as refusal:
-        return _refused(refusal)
+    return await _change(ctx, body, "RemoveRaftVoter", remove, None)

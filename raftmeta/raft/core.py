@@ -116,6 +116,8 @@ class RaftCore:
             if found is not None:
                 self.voter_history.add(entry.base_offset, found)
         self.voters: tuple[int, ...] = self.voter_history.latest().ids
+        # The set in force by id: every Fetch asks whether its sender is the voter its id names.
+        self._voter_nodes = {n.voter_id: n for n in self.voter_history.latest().nodes}
         self.voters_at_high_watermark = self.voters
         # Retained snapshots, oldest first: FetchSnapshot serves any of them, so a follower can
         # finish downloading one while a newer one is taken; the log starts at the oldest.
@@ -493,7 +495,9 @@ class RaftCore:
         """The voter set in force changed (a VotersRecord appended, truncated away, or a snapshot
         installed): a leader moves fetchers between its voter and observer tables and recounts
         the high watermark; a follower becomes an observer or the reverse."""
-        self.voters = self.voter_history.latest().ids
+        latest = self.voter_history.latest()
+        self.voters = latest.ids
+        self._voter_nodes = {n.voter_id: n for n in latest.nodes}
         state = self.state
         if isinstance(state, LeaderState):
             for voter in self.voters:
@@ -1149,8 +1153,8 @@ class RaftCore:
     def _is_voter_key(self, replica_id: int, directory_id: bytes) -> bool:
         """Whether a fetcher is the voter its id names: the same directory id, when both are known
         (KIP-853). Another directory is a wiped or replaced disk: an observer until it is added."""
-        node = self.voter_set.node(replica_id)
-        return node is not None and node.matches(replica_id, bytes(directory_id))
+        node = self._voter_nodes.get(replica_id)
+        return node is not None and node.matches(replica_id, directory_id)
 
     def _answer_fetch(self, now_ms: int, state: LeaderState, envelope: Envelope) -> None:
         request = envelope.message

@@ -28,8 +28,6 @@ from raftmeta.raft.voters import format_directory_id, parse_directory_id
 from raftmeta.storage.errors import DataDirMismatchError, InvalidFileError
 from raftmeta.storage.fileio import atomic_write
 
-__all__ = ["format_directory_id", "parse_directory_id"]  # re-exported: meta.properties' format
-
 META_PROPERTIES = "meta.properties"
 VERSION = 1
 

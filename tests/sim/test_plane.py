@@ -8,10 +8,16 @@ from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
 from raftmeta.sim import FAULT_KINDS, run_seeds
+from raftmeta.sim.runner import Summary
 
 ALL = frozenset(FAULT_KINDS)
 PLANE_SEEDS = 100
 STEPS = 3000
+
+
+def planted(bug: str) -> Summary:
+    """The CI seed budget with one planted bug of the whole plane, up to its first violation."""
+    return run_seeds(range(PLANE_SEEDS), steps=STEPS, voters=3, kinds=ALL, bug=bug, plane=True, stop_on_violation=True)
 
 
 @pytest.mark.sim
@@ -31,15 +37,7 @@ def test_plane_seed_budget_finds_no_violation(voters: int) -> None:
 def test_answering_a_write_before_it_commits_is_caught() -> None:
     """The planted bug (QuorumControllerConfig.unsafe_ack_before_commit): a create answered when
     proposed is lost with its leader, or missed by a read -- within the first seeds."""
-    summary = run_seeds(
-        range(PLANE_SEEDS),
-        steps=STEPS,
-        voters=3,
-        kinds=ALL,
-        bug="ack_before_commit",
-        plane=True,
-        stop_on_violation=True,
-    )
+    summary = planted("ack_before_commit")
     assert summary.violations, "unsafe_ack_before_commit went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20
@@ -58,9 +56,7 @@ def test_a_cluster_that_does_not_heal_is_caught(bug: str) -> None:
     """L2: after the faults heal, every partition's ISR is its full replica set and its leader the
     preferred replica. A broker that failed and recovered stays out of its ISRs when partition
     leaders never ask for it back; it stays a follower when the controller never rebalances."""
-    summary = run_seeds(
-        range(PLANE_SEEDS), steps=STEPS, voters=3, kinds=ALL, bug=bug, plane=True, stop_on_violation=True
-    )
+    summary = planted(bug)
     assert summary.violations, f"{bug} went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20
@@ -73,15 +69,7 @@ def test_a_controller_fencing_brokers_on_stale_heartbeat_times_is_caught() -> No
     """broker-sessions: a broker fenced for a missed session had no heartbeat handled by that
     controller for a whole session since its activation. The planted bug (the node's heartbeat
     times survive from an earlier leadership) fenced every broker on a real quorum once."""
-    summary = run_seeds(
-        range(PLANE_SEEDS),
-        steps=STEPS,
-        voters=3,
-        kinds=ALL,
-        bug="stale_broker_sessions",
-        plane=True,
-        stop_on_violation=True,
-    )
+    summary = planted("stale_broker_sessions")
     assert summary.violations, "stale broker sessions went unnoticed"
     assert summary.violations[0]["invariant"] == "broker-sessions"
 
@@ -91,15 +79,7 @@ def test_a_partition_change_without_a_new_partition_epoch_is_caught() -> None:
     """Invariant 7: every partition change carries the next partition epoch (what AlterPartition's
     stale-epoch refusal rests on). The planted bug writes the old one: the followers' replay of the
     committed record refuses it."""
-    summary = run_seeds(
-        range(PLANE_SEEDS),
-        steps=STEPS,
-        voters=3,
-        kinds=ALL,
-        bug="stale_partition_epoch",
-        plane=True,
-        stop_on_violation=True,
-    )
+    summary = planted("stale_partition_epoch")
     assert summary.violations, "a partition change without a new partition epoch went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20

@@ -7,15 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from raftmeta.raft.voters import format_directory_id, parse_directory_id
 from raftmeta.storage.errors import DataDirMismatchError, InvalidFileError
 from raftmeta.storage.fileio import atomic_write
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, HighWatermarkCheckpoint, read_high_watermark
-from raftmeta.storage.meta_properties import (
-    ensure_meta_properties,
-    format_directory_id,
-    parse_directory_id,
-    read_meta_properties,
-)
+from raftmeta.storage.meta_properties import ensure_meta_properties, read_meta_properties
 from raftmeta.storage.quorum_state import (
     UNKNOWN_VOTE,
     QuorumStateData,
