@@ -13,7 +13,7 @@ import click
 from raftmeta.cli.common import EXIT_FAILED, INT64_MAX, emit_json, int_range, output_option, usage_error
 from raftmeta.sim.cluster import RunResult
 from raftmeta.sim.params import FAULT_KINDS
-from raftmeta.sim.runner import BUGS, PLANE_BUGS, parse_faults, run_seeds
+from raftmeta.sim.runner import BUGS, NEEDS_PLANE, parse_faults, run_seeds
 
 # ``--soak``: far more seeds than CI's budget, none of them CI's (docs/consensus.md, "Budgets").
 SOAK_SEEDS = 10_000
@@ -64,7 +64,7 @@ def sim(
     --steps events with faults, phase 2 heals and requires progress. Invariants (DESIGN.md §9,
     1-6) are checked after every event and at the end.
     """
-    if bug in PLANE_BUGS and not plane:
+    if bug in NEEDS_PLANE and not plane:
         raise usage_error(f"{bug} is a bug of the whole plane: add --plane", "--bug")
     try:
         kinds = parse_faults(faults_text)

@@ -36,6 +36,9 @@ class Faults:
     lost_vote_granted_again: bool = False
     # Serve linearizable reads without the read-index round (a deposed leader answers stale).
     stale_reads: bool = False
+    # Accept a Fetch from an older epoch (Kafka fences it: FENCED_LEADER_EPOCH). Its read-barrier
+    # echo -- of this node's earlier leadership -- then confirms a read of this one.
+    accept_stale_fetch: bool = False
     # Accept a voter change while the previous one is uncommitted (two changes in flight: the
     # majorities of the first and the third set need not overlap).
     voter_change_while_pending: bool = False

@@ -1093,6 +1093,8 @@ class RaftCore:
             self._reply(envelope, self._fetch_error(INVALID_REQUEST))
             return
         error = self._leader_only_error(request.replica_epoch)
+        if error == FENCED and self._faults.accept_stale_fetch and isinstance(self.state, LeaderState):
+            error = NONE  # planted bug
         if error != NONE:
             self._reply(envelope, self._fetch_error(error))
             return

@@ -72,6 +72,12 @@ class SimNode:
     last_hw: int = 0
     hw_checkpoint_ms: int = -NEVER
     paused_until: int = 0
+    # The node's own clock (time.monotonic) is the simulation's minus this lag: a suspended
+    # machine's monotonic clock stops (CLOCK_MONOTONIC does not count suspend), so after a
+    # suspension the node's timers run late by its length. ``suspension``: (start, end) of the
+    # one in progress, whose length is added to the lag when it ends.
+    clock_lag_ms: int = 0
+    suspension: tuple[int, int] | None = None
     # The node task waits for a quorum-state write and handles nothing else meanwhile: the
     # events that reach it wait here, in order.
     persisting: bool = False
@@ -87,6 +93,25 @@ class SimNode:
     def blocked(self, now: int) -> bool:
         """The node task handles no input now (paused, or waiting for a quorum-state write)."""
         return self.persisting or self.paused_until > now
+
+    def clock(self, now: int) -> int:
+        """The node's monotonic clock at simulation time ``now``: stopped during a suspension."""
+        suspension = self.suspension
+        if suspension is not None:
+            start, end = suspension
+            if now < end:
+                return start - self.clock_lag_ms
+            self.clock_lag_ms += end - start
+            self.suspension = None
+        return now - self.clock_lag_ms
+
+    def end_suspension(self, now: int) -> None:
+        """The suspension ends now, if it had not already (a heal; a crash: the process restarts
+        on a running machine)."""
+        if self.suspension is not None:
+            start, end = self.suspension
+            self.suspension = (start, max(start, min(end, now)))
+            self.clock(now)
 
 
 @dataclass(slots=True)
@@ -108,7 +133,7 @@ class RunResult:
 
 class Simulation:
     # The fault kinds this simulation injects itself (the others act through params).
-    INJECTED = frozenset({"kill", "partition", "pause", "slow_disk", "transfer", "membership"})
+    INJECTED = frozenset({"kill", "partition", "pause", "suspend", "slow_disk", "transfer", "membership"})
 
     def __init__(
         self,
@@ -135,6 +160,12 @@ class Simulation:
         self.result = RunResult(params.seed, params)
         self.partitions: dict[int, set[tuple[int, int]]] = {}
         self.blocked: set[tuple[int, int]] = set()
+        # Partitions that hold messages rather than drop them (packets lost, TCP retransmitting
+        # until the link heals): their links' messages arrive, in order, when it heals -- sent in
+        # an older epoch, delivered in a newer one.
+        self.holding: set[int] = set()
+        self.held_links: set[tuple[int, int]] = set()
+        self.held: dict[tuple[int, int], list[Envelope]] = {}
         self._next_partition = 0
         self.next_proposal_id = 1
         self.acknowledged: set[int] = set()
@@ -178,7 +209,7 @@ class Simulation:
         node.core = RaftCore(
             self._config(node.node_id),
             self.rng,
-            self.now,
+            node.clock(self.now),
             quorum_state=disk.quorum_state,
             entries=list(disk.entries),
             snapshot=disk.snapshot,
@@ -215,13 +246,13 @@ class Simulation:
         """A node's core was just built from its disk."""
 
     def _poll(self, node: SimNode, core: RaftCore) -> int:
-        return core.poll(self.now)
+        return core.poll(node.clock(self.now))
 
     def _take_ready(self, node: SimNode, core: RaftCore) -> Ready:
         return core.take_ready()
 
     def _step(self, node: SimNode, core: RaftCore, envelope: Envelope) -> None:
-        core.step(self.now, envelope)
+        core.step(node.clock(self.now), envelope)
 
     def _on_install(self, node: SimNode, image: SnapshotImage) -> None:
         """A snapshot fetched from the leader replaced the node's log."""
@@ -234,6 +265,10 @@ class Simulation:
         disk = node.disk
         lost = disk.crash(self.rng, self.params.keep_unflushed_on_crash)
         node.core = None
+        node.end_suspension(self.now)
+        # Its connections reset: what its links held is lost.
+        for link in [link for link in self.held if node.node_id in link]:
+            del self.held[link]
         node.pending.clear()
         node.timer_generation += 1
         node.timer_at = NEVER
@@ -258,7 +293,8 @@ class Simulation:
         """Poll the core, perform its Ready (the driver contract), check invariants, re-arm the timer."""
         core = node.core
         assert core is not None
-        deadline = self._poll(node, core)
+        # The core's deadline is on the node's clock; the timer event is on the simulation's.
+        deadline = self._poll(node, core) + (self.now - node.clock(self.now))
         ready = self._take_ready(node, core)
         self._perform(node, core, ready)
         node.deadline = deadline
@@ -393,7 +429,7 @@ class Simulation:
         offset = barrier[1]
         if self.trace is not None:
             self._trace(f"n{node.node_id} fsync durable={offset} seq={seq}")
-        node.core.on_log_flushed(self.now, offset, seq)
+        node.core.on_log_flushed(node.clock(self.now), offset, seq)
         if node.flush_again:
             self._start_flush(node)
         self._drive(node)
@@ -429,7 +465,7 @@ class Simulation:
         if entry is None:
             return
         image = SnapshotImage(end, entry.epoch, b"".join(node.applied))
-        core.on_snapshot_created(self.now, image)
+        core.on_snapshot_created(node.clock(self.now), image)
         node.disk.trim(image, core.log.start_offset)
         self.result.snapshots_taken += 1
         self._trace(f"n{node.node_id} snapshot end={end}")
@@ -452,9 +488,7 @@ class Simulation:
             # it voted in may still be running: a forgotten vote is then granted again.
             voter = self.nodes[envelope.source]
             self._push(self.now + rng.next_int(3), CRASH, (voter.node_id, voter.incarnation))
-        if (envelope.source, envelope.destination) in self.blocked or (
-            params.drop_rate and rng.random() < params.drop_rate
-        ):
+        if self._blocked_link(envelope) or (params.drop_rate and rng.random() < params.drop_rate):
             return
         copies = 2 if params.duplicate_rate and rng.random() < params.duplicate_rate else 1
         for copy in range(copies):
@@ -492,7 +526,7 @@ class Simulation:
             self.next_proposal_id += count
             records = [b"c" + pid.to_bytes(8, "big") + b"x" * rng.next_int(40) for pid in ids]
             try:
-                entry = core.propose(self.now, records)
+                entry = core.propose(node.clock(self.now), records)
             except (NotLeaderError, ProposalLimitError) as error:
                 self.rejected.update(ids)
                 self._trace(f"n{node.node_id} propose {ids[0]}..{ids[-1]} rejected: {error}")
@@ -536,14 +570,27 @@ class Simulation:
                 return
             self._next_partition += 1
             self.partitions[self._next_partition] = links
+            hold = rng.random() < 0.5
+            if hold:
+                self.holding.add(self._next_partition)
             self._recompute_blocked()
             self._push(self.now + duration, HEAL, self._next_partition)
-            self._trace(f"partition {shape} {sorted(links)}")
+            self._trace(f"partition {shape} {sorted(links)}{' holding' if hold else ''}")
             kind = f"partition_{shape}"
         elif kind == "pause":
             node = self.nodes[ids[rng.next_int(len(ids))]]
             node.paused_until = max(node.paused_until, self.now + duration)
             self._trace(f"pause n{node.node_id} until {node.paused_until}")
+        elif kind == "suspend":
+            # The machine sleeps (a laptop lid, a VM frozen for migration): the node handles
+            # nothing, like a pause, and its monotonic clock stops too, so when it wakes its
+            # timers (the leader's check-quorum among them) are late by the whole suspension.
+            node = self.nodes[ids[rng.next_int(len(ids))]]
+            node.paused_until = max(node.paused_until, self.now + duration)
+            node.clock(self.now)  # settle an ended suspension first
+            start, end = node.suspension if node.suspension is not None else (self.now, self.now)
+            node.suspension = (start, max(end, self.now + duration))
+            self._trace(f"suspend n{node.node_id} until {node.suspension[1]}")
         elif kind == "slow_disk":
             node = self.nodes[ids[rng.next_int(len(ids))]]
             node.slow_until = self.now + duration
@@ -560,10 +607,10 @@ class Simulation:
             assert node.core is not None
             if rng.random() < 0.5:
                 target = rng.choice([v for v in node.core.voters if v != node.node_id])
-                node.core.transfer_leadership(self.now, target)
+                node.core.transfer_leadership(node.clock(self.now), target)
                 self._trace(f"n{node.node_id} transfer to n{target}")
             else:
-                node.core.resign(self.now)
+                node.core.resign(node.clock(self.now))
                 self._trace(f"n{node.node_id} resign")
             self._drive(node)
         elif kind == "membership":
@@ -589,13 +636,13 @@ class Simulation:
         try:
             if outside and (rng.random() < 0.5 or len(core.voters) == 1):
                 added = rng.choice(outside)
-                core.add_voter(self.now, VoterNode(added))
+                core.add_voter(node.clock(self.now), VoterNode(added))
                 self.membership_changed = True
                 kind = "membership_add"
                 self._trace(f"n{node.node_id} adds voter n{added}")
             else:
                 removed = rng.choice(list(core.voters))
-                core.remove_voter(self.now, removed)
+                core.remove_voter(node.clock(self.now), removed)
                 self.membership_changed = True
                 kind = "membership_remove"
                 self._trace(f"n{node.node_id} removes voter n{removed}")
@@ -646,7 +693,24 @@ class Simulation:
         return cut(shuffled[:k], shuffled[k:])
 
     def _recompute_blocked(self) -> None:
-        self.blocked = set().union(*self.partitions.values()) if self.partitions else set()
+        partitions = self.partitions
+        self.holding &= partitions.keys()
+        self.blocked = set().union(*partitions.values()) if partitions else set()
+        dropping = set().union(*(links for p, links in partitions.items() if p not in self.holding))
+        self.held_links = self.blocked - dropping
+        # What a healed link held arrives now, in the order it was sent.
+        for link in [link for link in self.held if link not in self.blocked]:
+            for envelope in self.held.pop(link):
+                self._push(self.now + self.params.latency_min_ms, DELIVER, envelope)
+
+    def _blocked_link(self, envelope: Envelope) -> bool:
+        """Whether a partition stops this message now (it is held for the heal, or dropped)."""
+        link = (envelope.source, envelope.destination)
+        if link not in self.blocked:
+            return False
+        if link in self.held_links:
+            self.held.setdefault(link, []).append(envelope)
+        return True
 
     def _heal_all(self) -> None:
         """Phase 2: the network is whole, pauses and slow disks end, crashed voters come back
@@ -661,6 +725,7 @@ class Simulation:
         keep_down = set(sorted(keep_down)[: self.params.left_down]) if not self.membership_changed else set()
         for node in self.nodes.values():
             node.paused_until = 0
+            node.end_suspension(self.now)
             node.slow_until = 0
             if node.core is None and node.node_id not in keep_down:
                 self._start(node)
@@ -738,7 +803,7 @@ class Simulation:
                 if node.paused_until > at:
                     self._push(node.paused_until, DELIVER, payload)
                     continue
-                if node.core is None or (payload.source, payload.destination) in self.blocked:
+                if node.core is None or self._blocked_link(payload):
                     continue
                 self._deliver(node, payload)
             elif kind == TIMER:

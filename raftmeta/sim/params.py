@@ -10,7 +10,9 @@ from raftmeta.sim.rng import SeededRandom
 
 # lose_state: a crashed node sometimes comes back without its quorum-state file;
 # crash_after_vote: a voter crashes right after granting a vote and soon comes back;
-# membership: the leader adds an observer as a voter or removes a voter (KIP-853).
+# membership: the leader adds an observer as a voter or removes a voter (KIP-853);
+# suspend: a node's machine sleeps: it handles nothing, like a pause, and its monotonic clock
+# stops, so its timers are late by the suspension when it wakes (clock-based leases fail).
 FAULT_KINDS = (
     "kill",
     "crash_after_vote",
@@ -23,7 +25,10 @@ FAULT_KINDS = (
     "reorder",
     "transfer",
     "membership",
+    "suspend",
 )
+# Drawn after every other parameter, so that adding them left every earlier draw of a seed as it was.
+LATE_KINDS = ("membership", "suspend")
 PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
 
 
@@ -69,8 +74,7 @@ class SimParams:
 def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]) -> SimParams:
     rng = SeededRandom(seed ^ 0x5EED)
     n = voters if voters is not None else rng.choice((1, 2, 3, 3, 3, 4, 5, 5))
-    # Membership is drawn last, so adding it left every earlier draw of a seed as it was.
-    classic = allowed_faults - {"membership"}
+    classic = allowed_faults - set(LATE_KINDS)
     enabled = frozenset(k for k in sorted(classic) if rng.random() < 0.6)
     if classic and not enabled:
         enabled = frozenset({rng.choice(sorted(classic))})
@@ -108,4 +112,6 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
     if "membership" in allowed_faults and (not classic or rng.random() < 0.5):
         # Voter changes need a node to add: at least one observer.
         params = replace(params, faults=enabled | {"membership"}, observers=max(params.observers, 1))
+    if "suspend" in allowed_faults and (not classic or rng.random() < 0.4):
+        params = replace(params, faults=params.faults | {"suspend"})
     return params

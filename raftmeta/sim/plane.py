@@ -215,13 +215,13 @@ class PlaneSimulation(Simulation):
         )
 
     def _poll(self, node: SimNode, core: RaftCore) -> int:
-        return self.qcs[node.node_id].poll(self.now)
+        return self.qcs[node.node_id].poll(node.clock(self.now))
 
     def _take_ready(self, node: SimNode, core: RaftCore) -> Ready:
         return self.qcs[node.node_id].take_ready()
 
     def _step(self, node: SimNode, core: RaftCore, envelope: Envelope) -> None:
-        self.qcs[node.node_id].step(self.now, envelope)
+        self.qcs[node.node_id].step(node.clock(self.now), envelope)
 
     def _on_install(self, node: SimNode, image: SnapshotImage) -> None:
         qc = self.qcs[node.node_id]
@@ -231,7 +231,7 @@ class PlaneSimulation(Simulation):
     def _apply(self, node: SimNode, core: RaftCore, entries: list[Entry]) -> None:
         super()._apply(node, core, entries)
         qc = self.qcs[node.node_id]
-        self._replay(node.node_id, lambda: qc.apply_committed(self.now, entries))
+        self._replay(node.node_id, lambda: qc.apply_committed(node.clock(self.now), entries))
 
     def _checked(self, check: str, times: int = 1) -> None:
         checks = self.checker.checks
@@ -449,7 +449,7 @@ class PlaneSimulation(Simulation):
         ran out and elects preferred leaders when due (leader only). A paused node's timer waits."""
         for node in self.nodes.values():
             if node.core is not None and not node.blocked(self.now):
-                self.qcs[node.node_id].tick(self.now)
+                self.qcs[node.node_id].tick(node.clock(self.now))
                 self._drive(node)
 
     def _broker_faults(self) -> None:
@@ -507,6 +507,10 @@ class PlaneSimulation(Simulation):
             call.retry_at_ms = self.now + RETRY_BACKOFF_MS
             return
         hint = call.leader_hint if call.leader_hint >= 0 else self.known_controller.get(call.owner, -1)
+        if call.method == "DescribeTopics" and call.attempts == 0:
+            # A read's first attempt goes to any node (Kafka's admin client sends metadata reads
+            # to its least loaded node): a node that has been asleep may still think it leads.
+            hint = -1
         hinted = [n for n in up if n.node_id == hint]
         node = hinted[0] if hinted else up[self.rng.next_int(len(up))]
         call.leader_hint = -1
@@ -549,7 +553,7 @@ class PlaneSimulation(Simulation):
         self._submit(node, call)
 
     def _submit(self, node: SimNode, call: Call) -> None:
-        self.qcs[node.node_id].submit(self.now, call.key, call.method, call.request)
+        self.qcs[node.node_id].submit(node.clock(self.now), call.key, call.method, call.request)
         self._drive(node)
 
     # -- the end of the run -----------------------------------------------------------------------

@@ -34,7 +34,12 @@ PLANE_BUGS = (
     "stale_broker_sessions",
     "stale_partition_epoch",
 )
-BUGS = (*CORE_BUGS, *sorted(DRIVER_BUGS), *PLANE_BUGS)
+# Core switches only the whole plane can see: it alone issues linearizable reads (a read served
+# without the read-index round; caught when a suspended leader wakes with its timers late).
+READ_BUGS = ("stale_reads", "accept_stale_fetch")
+BUGS = (*CORE_BUGS, *sorted(DRIVER_BUGS), *PLANE_BUGS, *READ_BUGS)
+# The bugs that need the whole plane (``plane=True``, ``raftmeta sim --plane``).
+NEEDS_PLANE = (*PLANE_BUGS, *READ_BUGS)
 
 
 def parse_faults(text: str) -> frozenset[str]:
@@ -137,9 +142,9 @@ def run_one(
 ) -> RunResult:
     """One seed: the consensus cores alone, or (``plane``) the whole metadata plane."""
     assert bug is None or bug in BUGS, f"unknown bug switch {bug}"
-    assert plane or bug not in PLANE_BUGS, f"{bug} is a bug of the whole plane: run it with plane=True"
+    assert plane or bug not in NEEDS_PLANE, f"{bug} is a bug of the whole plane: run it with plane=True"
     params = draw_params(seed, voters=voters, allowed_faults=kinds)
-    core_faults = Faults(**{bug: True}) if bug in CORE_BUGS else Faults()
+    core_faults = Faults(**{bug: True}) if bug in CORE_BUGS or bug in READ_BUGS else Faults()
     driver_bugs = frozenset({bug}) if bug in DRIVER_BUGS else frozenset()
     if plane:
         from raftmeta.sim.plane import PlaneSimulation

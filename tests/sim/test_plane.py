@@ -85,3 +85,25 @@ def test_a_partition_change_without_a_new_partition_epoch_is_caught() -> None:
     assert violation["seed"] < 20
     assert violation["invariant"] == "7-partition-states"
     assert "epochs" in violation["detail"]
+
+
+@pytest.mark.sim
+def test_a_read_served_without_the_read_index_round_is_caught() -> None:
+    """Faults.stale_reads: a leader answers a read from its image without asking a majority. A
+    leader whose machine was suspended wakes with its clock behind (its check quorum has not run
+    out) and answers a read that waited in its inbox, missing the writes the next leader
+    acknowledged meanwhile. In the all-faults mix suspend is one kind of eleven (the first seed
+    caught there is 89), so the budget runs the fault the rule is about."""
+    summary = run_seeds(
+        range(PLANE_SEEDS),
+        steps=STEPS,
+        voters=3,
+        kinds=frozenset({"suspend"}),
+        bug="stale_reads",
+        plane=True,
+        stop_on_violation=True,
+    )
+    assert summary.violations, "a read served without the read-index round went unnoticed"
+    violation = summary.violations[0]
+    assert violation["seed"] < 20
+    assert violation["invariant"] == "9-linearizable-reads"

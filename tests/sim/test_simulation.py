@@ -12,7 +12,7 @@ from raftmeta.cli.main import cli
 from raftmeta.cli.sim import SOAK_FIRST_SEED, SOAK_SEEDS
 from raftmeta.sim import BUGS, FAULT_KINDS, draw_params, run_one, run_seeds
 from raftmeta.sim.checker import INVARIANTS
-from raftmeta.sim.runner import PLANE_BUGS, parse_faults
+from raftmeta.sim.runner import NEEDS_PLANE, parse_faults
 
 ALL = frozenset(FAULT_KINDS)
 CI_SEEDS = 300
@@ -82,7 +82,7 @@ def test_a_seed_replays_exactly() -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("bug", [b for b in BUGS if b not in PLANE_BUGS])
+@pytest.mark.parametrize("bug", [b for b in BUGS if b not in NEEDS_PLANE])
 def test_planted_bugs_are_caught(bug: str) -> None:
     """Each test-only fault switch in the core makes the simulator report a violation, within
     the first seeds of the CI budget; the printed command reproduces it through the CLI."""
