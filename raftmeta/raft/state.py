@@ -158,6 +158,10 @@ class FollowerState(EpochState):
 
     # No successful fetch by then: voters start a pre-vote, observers look for a leader again.
     fetch_deadline_ms: int = 0
+    # Added to the fetch timeout by this follower (drawn once per leader): followers whose
+    # leader hangs time out one after the other, so the first one's pre-vote finds the others
+    # past the timeout and granting, rather than all standing at once and splitting the vote.
+    fetch_jitter_ms: int = 0
     # The fetch in flight (correlation id) and when to consider it lost.
     in_flight: int = -1
     in_flight_deadline_ms: int = 0
