@@ -13,9 +13,10 @@ What a client of a replicated controller has to get right, in one place:
   a retry with the original result: a retried CreateTopics never reports TOPIC_ALREADY_EXISTS for
   the topic its own earlier attempt created. The controller binds an id to its request: the same
   id on a different request is refused (INVALID_ARGUMENT, ``INVALID_REQUEST``).
-- **A node that hangs.** A paused or partitioned node accepts calls and never answers, and a
-  follower forwarding to such a leader waits for it just as long. Waiting out the per-attempt
-  deadline there would add it to every failover, so a call outstanding for ``probe_after_s`` has
+- **A node that hangs.** A paused or partitioned node accepts calls and never answers. (A
+  follower that forwarded a call to a leader that then hangs sends it on to the next leader once
+  it learns of the change, if the call is safe to send again; the node the client called is the
+  client's own problem.) Waiting out the per-attempt deadline there would add it to every failover, so a call outstanding for ``probe_after_s`` has
   its node watched: a node that does not answer a stale DescribeCluster (answered by the node
   from its own state, never forwarded) is left for the next one, and a node whose leader changed
   since the watch began (DescribeQuorum through it: a newer epoch, or an answer where there was

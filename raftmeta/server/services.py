@@ -24,6 +24,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
+from raftmeta.controller.controller import METHODS
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.quorum import is_stale_read
 from raftmeta.logs import get_logger
@@ -216,7 +217,21 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     pass
             leader = node.core.leader_id
             if leader >= 0 and leader != node.node_id and leader in node.address_book.addresses and not forwarded:
-                return await self._forward(leader, method, request, deadline)
+                forward = asyncio.ensure_future(self._forward(leader, method, request, deadline))
+                if await self._finished_while_leading(forward, leader):
+                    return forward.result()
+                # The leader we forwarded to lost its leadership before answering (it hangs, or is
+                # cut off): ask the next one rather than wait out the deadline on the old one.
+                if not safe_to_send_again(method, request):
+                    raise AdminCallError(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"{method}: leader {leader} lost its leadership before answering the call this node "
+                        "forwarded to it; the outcome is unknown (a request_id makes a retry safe)",
+                        error_metadata("NOT_CONTROLLER", node.core.leader_id),
+                    )
+                self._log.info("forwarded call follows the new leadership", method=method, old_leader=leader)
+                wait_until = time.monotonic() + node.config.forward_wait_ms / 1000
+                continue
             now = time.monotonic()
             if forwarded or now >= min(deadline, wait_until):
                 raise AdminCallError(
@@ -226,6 +241,26 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(node.leader_changed.wait(), min(deadline, wait_until) - now)
+
+    async def _finished_while_leading(self, forward: asyncio.Future[Any], leader: int) -> bool:
+        """Wait for a forwarded call; True once it finished (answered or failed), False -- and
+        the call cancelled -- once this node learns that ``leader`` no longer leads."""
+        node = self.node
+        try:
+            while True:
+                changed = asyncio.ensure_future(node.leader_changed.wait())
+                try:
+                    await asyncio.wait((forward, changed), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    changed.cancel()
+                if forward.done():
+                    return True
+                if node.core.leader_id != leader:
+                    return False
+        finally:
+            # Left behind (a new leader, or our caller went away): nobody will read its outcome.
+            if not forward.done():
+                forward.cancel()
 
     async def _forward(self, leader: int, method: str, request: Message, deadline: float) -> Any:
         rpc = getattr(self._stub(leader), method)
@@ -298,3 +333,17 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
 
     async def UpdateRaftVoter(self, request: controller_pb2.UpdateRaftVoterRequest, context: Context) -> Any:
         return await self._serve("UpdateRaftVoter", request, context)
+
+
+def safe_to_send_again(method: str, request: Message) -> bool:
+    """Whether a call whose first attempt may have reached a leader can be sent to the next one:
+    a read, a write with a request id (the controller answers its retry with the first result),
+    or a broker's registration or heartbeat (idempotent by their epochs and incarnations)."""
+    if method == "DescribeQuorum":
+        return True
+    spec = METHODS.get(method)
+    if spec is None:
+        return False  # a voter change: its retry would be refused (DUPLICATE_VOTER, VOTER_NOT_FOUND)
+    if not spec.mutating or method in ("RegisterBroker", "BrokerHeartbeat"):
+        return True
+    return bool(getattr(request, "request_id", ""))

@@ -161,6 +161,30 @@ def test_paused_leader_is_replaced_and_steps_down_when_resumed(
         assert create(via_old, "t2").error_code == errors_pb2.NONE
 
 
+def test_a_call_forwarded_to_a_leader_that_hangs_follows_the_new_leader(
+    quorum: local_quorum.LocalQuorum, client: SyncControllerClient
+) -> None:
+    """One attempt through one follower, no client retries: the follower forwards to the leader,
+    the leader hangs, and the follower sends the call to the next leader once it learns that the
+    old one lost its leadership -- not after the call's deadline (the client's watch would
+    otherwise have to find this out and retry elsewhere)."""
+    from raftmeta.v1 import controller_pb2_grpc
+
+    create(client, "t0")
+    old_leader = leader_of(client)
+    follower = next(n for n in quorum.nodes if n.id != old_leader)
+    topic = controller_pb2.CreatableTopic(name="t1", num_partitions=1, replication_factor=3)
+    request = controller_pb2.CreateTopicsRequest(topics=[topic], request_id="forwarded-through-a-failover")
+    local_quorum.signal_node(quorum, old_leader, signal.SIGSTOP)
+    try:
+        with grpc.insecure_channel(follower.address) as channel:
+            response = controller_pb2_grpc.ControllerServiceStub(channel).CreateTopics(request, timeout=60)
+        assert response.topics[0].error_code == errors_pb2.NONE, response.topics[0].error_message
+    finally:
+        local_quorum.signal_node(quorum, old_leader, signal.SIGCONT)
+    assert leader_of(client) != old_leader
+
+
 def test_fenced_broker_moves_leadership(quorum: local_quorum.LocalQuorum, client: SyncControllerClient) -> None:
     create(client, "moves", partitions=6)
     before = {p.partition: p for p in client.describe_topics(["moves"]).topics[0].partitions}
