@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "failover": "raftmeta.bench.failover:command",
     "placement": "raftmeta.bench.placement:command",
     "replay": "raftmeta.bench.replay:command",
+    "scale": "raftmeta.bench.scale:command",
     "storage": "raftmeta.bench.storage:command",
 }
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
 
 from google.protobuf.message import DecodeError
 
@@ -38,3 +39,30 @@ def parse_records(raws: Iterable[bytes]) -> list[records_pb2.MetadataRecord]:
     """Records given as serialized messages (a snapshot's payload)."""
     parse = records_pb2.MetadataRecord.FromString
     return [parse(raw) for raw in raws]
+
+
+class LazyRecords(Sequence[records_pb2.MetadataRecord]):
+    """A snapshot's serialized records, each parsed when it is read. An image is built from a
+    snapshot in one pass, so one message at a time is alive: all of them parsed at once (~490
+    bytes each) would more than double a node's memory while it loads or installs a big snapshot."""
+
+    def __init__(self, raws: Sequence[bytes]) -> None:
+        self._raws = raws
+
+    def __len__(self) -> int:
+        return len(self._raws)
+
+    @overload
+    def __getitem__(self, index: int) -> records_pb2.MetadataRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> LazyRecords: ...
+
+    def __getitem__(self, index: int | slice) -> records_pb2.MetadataRecord | LazyRecords:
+        if isinstance(index, slice):
+            return LazyRecords(self._raws[index])
+        return records_pb2.MetadataRecord.FromString(self._raws[index])
+
+    def __iter__(self) -> Iterator[records_pb2.MetadataRecord]:
+        parse = records_pb2.MetadataRecord.FromString
+        return (parse(raw) for raw in self._raws)

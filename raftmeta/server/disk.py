@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,6 +31,13 @@ from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotId
 from raftmeta.v1 import records_pb2
 
 T = TypeVar("T")
+
+
+def without_records(snapshot: Snapshot) -> Snapshot:
+    """The snapshot kept as the storage's latest, without its decoded records: they are read once
+    (start-up, install) and would otherwise stay in memory until the next snapshot -- one bytes
+    object per record, about twice the file's size (80 bytes per partition)."""
+    return dataclasses.replace(snapshot, records=[])
 
 
 async def open_disk(config: NodeConfig) -> DiskWriter:
@@ -120,6 +128,8 @@ class DiskWriter:
         storage = self.storage
         snapshot = storage.latest_snapshot
         snapshot_bytes = await self.read_file(snapshot) if snapshot is not None else b""
+        if snapshot is not None:
+            storage.latest_snapshot = without_records(snapshot)  # the records go to the caller alone
         stored = storage.quorum_state
         if stored is not None:
             check_voters(storage.quorum_state_file.path, stored, self.voters)
@@ -230,7 +240,7 @@ class DiskWriter:
                 voters=voters,
             )
             snapshot = store.read(snapshot_id)  # what a restart will load: check it now
-            return snapshot, snapshot.path.read_bytes(), len(payload)
+            return without_records(snapshot), snapshot.path.read_bytes(), len(payload)
 
         loop = asyncio.get_running_loop()
         snapshot, data, count = await loop.run_in_executor(self._snapshot_executor, write)
@@ -253,10 +263,13 @@ class DiskWriter:
             writer = self.storage.receive_snapshot(SnapshotId(end_offset, epoch))
             try:
                 writer.write_chunk(0, data)
-                return self.storage.install_snapshot(writer)
+                snapshot = self.storage.install_snapshot(writer)
             except BaseException:
                 writer.abort()
                 raise
+            if self.storage.latest_snapshot is snapshot:
+                self.storage.latest_snapshot = without_records(snapshot)
+            return snapshot
 
         return (await self._run(work)).records
 

@@ -39,7 +39,7 @@ from raftmeta.controller.errors import NotControllerError
 from raftmeta.logs import get_logger
 from raftmeta.metrics.node import NodeMetrics, raft_view
 from raftmeta.raft import NO_LEADER, CommittedTruncationError, Entry, Envelope, Ready, Role
-from raftmeta.records.decode import parse_records
+from raftmeta.records.decode import LazyRecords
 from raftmeta.server.addresses import AddressBook
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import open_disk
@@ -318,7 +318,7 @@ class Node:
         if ready.install_snapshot is not None:
             image = ready.install_snapshot
             records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
-            self.qc.install_snapshot(parse_records(records), image.end_offset)
+            self.qc.install_snapshot(LazyRecords(records), image.end_offset)
             self._stats.snapshot_size_bytes = len(image.data)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
             freeze_heap(self.log, "snapshot installed")

@@ -18,7 +18,7 @@ from raftmeta.controller import Controller
 from raftmeta.controller.quorum import ControllerFactory, QuorumController, QuorumControllerConfig
 from raftmeta.raft import RaftConfig, RaftCore
 from raftmeta.raft.voters import Endpoint, VoterNode, VoterSet
-from raftmeta.records.decode import parse_records
+from raftmeta.records.decode import LazyRecords
 from raftmeta.server.addresses import CONTROLLER_LISTENER
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.seams import DurableState
@@ -121,7 +121,7 @@ def recover_quorum_controller(
             what_to_do=LOST_ELECTION_STATE_HINT,
         )
     make = controller_factory(config)
-    records = parse_records(durable.snapshot_records)
+    records = LazyRecords(durable.snapshot_records)  # parsed one at a time as the image is built
     return QuorumController(
         core,
         make(records, start_offset - 1),

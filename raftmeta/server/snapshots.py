@@ -63,6 +63,14 @@ class SnapshotWriter:
             self._log().exception("snapshot failed", end_offset=end_offset)
             self._put(SnapshotTaken(None, 0))
             return
-        self._metrics.snapshot_taken(time.perf_counter() - started, len(data))
-        self._log().info("snapshot taken", end_offset=end_offset, epoch=epoch, bytes=len(data), records=count)
+        seconds = time.perf_counter() - started
+        self._metrics.snapshot_taken(seconds, len(data))
+        self._log().info(
+            "snapshot taken",
+            end_offset=end_offset,
+            epoch=epoch,
+            bytes=len(data),
+            records=count,
+            seconds=round(seconds, 3),
+        )
         self._put(SnapshotTaken(SnapshotImage(end_offset, epoch, data), count))
