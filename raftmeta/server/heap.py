@@ -5,12 +5,35 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+# How far the committed log may grow between freezes while no snapshot is taken (each snapshot
+# freezes too, but the default policy takes one each time the image doubles). A full collection
+# walks every unfrozen object: 41 ms for a controller holding 1M partitions and nothing else, in
+# one quiet process, 0 ms once frozen; a node holds more, and on a busy machine a pause of
+# seconds at 10M partitions would pass the followers' fetch timeout.
+FREEZE_EVERY_RECORDS = 100_000
+
 
 def freeze_heap(log: Any, why: str) -> None:
     """Move everything alive now (above all the metadata image: millions of objects for a big
     cluster) out of the cyclic collector's reach. Full collections would otherwise rescan the
     whole image again and again while nothing in it is garbage; the controller's replay
     measured ~20% faster with the image frozen. ``gc.freeze`` is O(1); the image stays
-    reference-counted, so records that a later change drops are still freed."""
+    reference-counted, so records that a later change drops are still freed. The young
+    generations are collected first (cheap): cyclic garbage they hold would otherwise be frozen
+    with the image and never collected."""
+    gc.collect(1)
     gc.freeze()
     log.info("heap frozen", reason=why, frozen_objects=gc.get_freeze_count())
+
+
+class GrowthFreezer:
+    """Freezes the heap each time the committed log has grown by ``every`` records."""
+
+    def __init__(self, every: int = FREEZE_EVERY_RECORDS) -> None:
+        self._every = every
+        self._frozen_at = 0
+
+    def committed(self, offset: int, log: Any) -> None:
+        if offset - self._frozen_at >= self._every:
+            self._frozen_at = offset
+            freeze_heap(log, "image grew")

@@ -44,7 +44,7 @@ from raftmeta.server.addresses import AddressBook
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import open_disk
 from raftmeta.server.group_commit import GroupCommit
-from raftmeta.server.heap import freeze_heap
+from raftmeta.server.heap import GrowthFreezer, freeze_heap
 from raftmeta.server.inbox import AdminInput, Flushed, Inbox, Input, LeaderGone, RaftInput, SnapshotTaken, Tick
 from raftmeta.server.peers import grpc_peers, is_request
 from raftmeta.server.probe import LeaderProbe
@@ -74,6 +74,7 @@ class Node:
         self.log = get_logger("node", node_id=config.node_id)
         self.inbox = Inbox()
         self.leader_changed = asyncio.Event()
+        self._growth = GrowthFreezer()
         self._stopping = False
         self._inbound: dict[int, asyncio.Future[Any]] = {}
         self._next_inbound_id = -1
@@ -377,6 +378,7 @@ class Node:
             return
         self._stats.proposals_applied += len(entries)
         self.qc.apply_committed(now_ms(), entries)
+        self._growth.committed(self.core.high_watermark, self.log)
         self._deliver()  # the answers go out now: a light leader answers before its Fetch answers
         self.disk.checkpoint_high_watermark(self.core.high_watermark, self._disk_failed)
 

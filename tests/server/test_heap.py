@@ -1,0 +1,44 @@
+"""The node freezes its heap as the committed image grows (raftmeta.server.heap)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from raftmeta.server import heap
+
+
+class Log:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, object]]] = []
+
+    def info(self, event: str, **fields: object) -> None:
+        self.events.append((event, fields))
+
+
+def test_the_heap_is_frozen_each_time_the_log_grew_by_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    frozen: list[str] = []
+    monkeypatch.setattr(heap, "freeze_heap", lambda log, why: frozen.append(why))
+    growth = heap.GrowthFreezer(every=100)
+    log = Log()
+    for offset in (10, 99):
+        growth.committed(offset, log)
+    assert frozen == []
+    growth.committed(100, log)
+    assert frozen == ["image grew"]
+    growth.committed(150, log)
+    assert frozen == ["image grew"], "counted from the last freeze"
+    growth.committed(200, log)
+    assert len(frozen) == 2
+
+
+def test_freezing_logs_what_it_froze() -> None:
+    log = Log()
+    try:
+        heap.freeze_heap(log, "test")
+        [(event, fields)] = log.events
+        assert event == "heap frozen" and fields["reason"] == "test"
+        assert fields["frozen_objects"] == gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
