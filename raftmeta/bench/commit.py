@@ -46,7 +46,15 @@ import click
 import grpc
 import grpc.aio
 
-from raftmeta.bench.results import machine, median, percentile, scratch_dir, write_result
+from raftmeta.bench.results import (
+    machine,
+    median,
+    percentile,
+    result_file_option,
+    scratch_dir,
+    work_dir_option,
+    write_result,
+)
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.limits import grpc_channel_options
 from raftmeta.server.peers import FETCH_RPCS, FetchRpc
@@ -402,12 +410,7 @@ def run_benchmark(
 @click.option("--partitions", type=click.IntRange(1, 100_000), default=1, show_default=True, help="Per created topic.")
 @click.option("--duration", type=click.FloatRange(min=0.5), default=20.0, show_default=True, help="Seconds measured.")
 @click.option("--brokers", type=click.IntRange(min=3), default=3, show_default=True, help="Simulated brokers (RF 3).")
-@click.option(
-    "--work-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Scratch directory (default: a new temp dir, removed after).",
-)
+@work_dir_option
 @click.option(
     "--fetch-rpc",
     type=click.Choice(FETCH_RPCS),
@@ -427,7 +430,7 @@ def run_benchmark(
     show_default=True,
     help="Also measure the bare-Raft floor (raftmeta/bench/raft_floor.py) in this run.",
 )
-@click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@result_file_option
 @output_option
 def command(
     nodes: int,

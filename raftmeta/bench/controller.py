@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from placement.rng import JavaRandom
-from raftmeta.bench.results import machine, median, write_result
+from raftmeta.bench.results import machine, median, result_file_option, write_result
 from raftmeta.cli.common import emit_json, output_option, usage_error
 from raftmeta.controller import Controller, ImageBuilder, MetadataImage
 from raftmeta.v1 import controller_pb2, records_pb2
@@ -241,9 +241,7 @@ def benchmark(
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per figure (median).")
 @click.option("--creates-small", type=click.IntRange(min=1), default=300, show_default=True)
 @click.option("--creates-large", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option(
-    "--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON here."
-)
+@result_file_option
 @output_option
 def command(
     sizes: str,

@@ -41,7 +41,15 @@ from typing import Any, Literal
 
 import click
 
-from raftmeta.bench.results import machine, median, percentile, scratch_dir, write_result
+from raftmeta.bench.results import (
+    machine,
+    median,
+    percentile,
+    result_file_option,
+    scratch_dir,
+    work_dir_option,
+    write_result,
+)
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.logs import get_logger
 from raftmeta.v1 import controller_pb2
@@ -427,13 +435,8 @@ def run_benchmark(
     help="The load clients' RetryPolicy.probe_after_s (0: no watch, the per-attempt deadline "
     "alone); default: the client's.",
 )
-@click.option(
-    "--work-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Scratch directory (default: a new temp dir, removed after).",
-)
-@click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@work_dir_option
+@result_file_option
 @output_option
 def command(
     nodes: int,

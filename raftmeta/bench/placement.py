@@ -21,7 +21,7 @@ from placement.api import PLACERS, place_replicas
 from placement.brokers import UsableBroker
 from placement.metrics import perfect_skew, skew
 from placement.rng import JavaRandom
-from raftmeta.bench.results import machine, median, write_result
+from raftmeta.bench.results import machine, median, result_file_option, write_result
 from raftmeta.cli.common import emit_json, output_option, usage_error
 
 
@@ -99,9 +99,7 @@ def benchmark(
     "--seed", type=int, default=0, show_default=True, help="java.util.Random seed of the first run (+1 per run)."
 )
 @click.option("--placer", "placers", type=click.Choice(PLACERS), multiple=True, help="Only these placers (repeat).")
-@click.option(
-    "--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON here."
-)
+@result_file_option
 @output_option
 def command(
     partitions: int,

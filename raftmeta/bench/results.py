@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import click
+
 
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
@@ -51,3 +53,15 @@ def scratch_dir(work_dir: Path | None, name: str) -> Iterator[Path]:
     finally:
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+# The options every benchmark that needs them shares, spelled once.
+work_dir_option = click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Scratch directory (default: a new temp dir, removed after).",
+)
+result_file_option = click.option(
+    "--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON here."
+)

@@ -52,7 +52,7 @@ from typing import Any
 
 import click
 
-from raftmeta.bench.results import machine, median, scratch_dir, write_result
+from raftmeta.bench.results import machine, median, result_file_option, scratch_dir, work_dir_option, write_result
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.v1 import controller_pb2
 
@@ -749,15 +749,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
               "policy while it grows (the newest is reported).")  # fmt: skip
 @click.option("--create-budget-s", type=click.FloatRange(min=1), default=None,
               help="Stop creating (and report how far it got) after this long.")  # fmt: skip
-@click.option(
-    "--work-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Scratch directory (default: a new temp dir, removed after).",
-)
-@click.option(
-    "--output-file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON here."
-)
+@work_dir_option
+@result_file_option
 @output_option
 def command(
     partitions: int,
@@ -771,7 +764,7 @@ def command(
     snapshots: str,
     create_budget_s: float | None,
     work_dir: Path | None,
-    output_file: Path | None,
+    result_file: Path | None,
     output: str,
 ) -> None:
     """Create --partitions partitions from one client and measure memory, snapshot, restart,
@@ -783,7 +776,7 @@ def command(
     )
     with scratch_dir(work_dir, "scale") as scratch:
         document = run_benchmark(params, scratch, growth)
-    write_result(document, output_file)
+    write_result(document, result_file)
     if output == "json":
         emit_json(document)
         return

@@ -33,7 +33,15 @@ from typing import Any
 
 import click
 
-from raftmeta.bench.results import machine, median, percentile, scratch_dir, write_result
+from raftmeta.bench.results import (
+    machine,
+    median,
+    percentile,
+    result_file_option,
+    scratch_dir,
+    work_dir_option,
+    write_result,
+)
 from raftmeta.cli.common import emit_json, output_option
 from raftmeta.records.codec import LOG_OVERHEAD
 from raftmeta.storage.datadir import NodeStorage, log_dir
@@ -414,15 +422,8 @@ def benchmark(
     show_default=True,
     help="Size of the active segment rescanned in the crash-recovery worst case.",
 )
-@click.option(
-    "--work-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Scratch directory (default: a new temp dir, removed after).",
-)
-@click.option(
-    "--result-file", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write the JSON here."
-)
+@work_dir_option
+@result_file_option
 @output_option
 def command(
     records: int,
