@@ -190,16 +190,7 @@ class RaftCore:
                 Role.RESIGNED, epoch, leader, voted, election_deadline_ms=now_ms + self._election_timeout()
             )
         if leader != NO_LEADER:
-            role = Role.FOLLOWER if self.electable else Role.OBSERVER
-            jitter = self._fetch_jitter()
-            return FollowerState(
-                role,
-                epoch,
-                leader,
-                voted,
-                fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms + jitter,
-                fetch_jitter_ms=jitter,
-            )
+            return self._follower_state(now_ms, epoch, leader, voted)
         deadline = now_ms + self._election_timeout() if self.electable else now_ms
         return UnattachedState(Role.UNATTACHED, epoch, NO_LEADER, voted, deadline_ms=deadline)
 
@@ -712,19 +703,22 @@ class RaftCore:
     def _become_follower(self, now_ms: int, epoch: int, leader_id: int, *, heard_from_leader: bool = True) -> None:
         old = self.state
         voted = old.voted_id if epoch == old.epoch else NO_VOTE
-        role = Role.FOLLOWER if self.electable else Role.OBSERVER
+        new = self._follower_state(now_ms, epoch, leader_id, voted)
+        new.last_fetch_ok_ms = now_ms if heard_from_leader else -NEVER
+        self._transition(now_ms, new)
+        self._maybe_send_fetch(now_ms, new)
+
+    def _follower_state(self, now_ms: int, epoch: int, leader_id: int, voted: int) -> FollowerState:
+        """Following ``leader_id`` (observing, for a non-voter), its fetch timer started now."""
         jitter = self._fetch_jitter()
-        new = FollowerState(
-            role,
+        return FollowerState(
+            Role.FOLLOWER if self.electable else Role.OBSERVER,
             epoch,
             leader_id,
             voted,
             fetch_deadline_ms=now_ms + self.config.fetch_timeout_ms + jitter,
             fetch_jitter_ms=jitter,
-            last_fetch_ok_ms=now_ms if heard_from_leader else -NEVER,
         )
-        self._transition(now_ms, new)
-        self._maybe_send_fetch(now_ms, new)
 
     def _become_prospective(self, now_ms: int) -> None:
         """Start a pre-vote round (KIP-996): no epoch bump, nothing persisted."""
