@@ -13,15 +13,15 @@ What a client of a replicated controller has to get right, in one place:
   a retry with the original result: a retried CreateTopics never reports TOPIC_ALREADY_EXISTS for
   the topic its own earlier attempt created. The controller binds an id to its request: the same
   id on a different request is refused (INVALID_ARGUMENT, ``INVALID_REQUEST``).
-- **A node that hangs.** A paused or partitioned node accepts calls and never answers. (A
-  follower that forwarded a call to a leader that then hangs sends it on to the next leader once
-  it learns of the change, if the call is safe to send again; the node the client called is the
-  client's own problem.) Waiting out the per-attempt deadline there would add it to every failover, so a call outstanding for ``probe_after_s`` has
-  its node watched: a node that does not answer a stale DescribeCluster (answered by the node
-  from its own state, never forwarded) is left for the next one, and a node whose leader changed
-  since the watch began (DescribeQuorum through it: a newer epoch, or an answer where there was
-  none) is asked again -- it now forwards to the new leader. The call left behind is cancelled;
-  its request id makes the retry safe.
+- **A node that hangs.** A paused or partitioned node accepts calls and never answers. (A follower
+  that forwarded a call to a leader that then hangs sends it on to the next leader once it learns
+  of the change, if the call is safe to send again; the node the client called is the client's own
+  problem.) Waiting out the per-attempt deadline there would add it to every failover, so a call
+  outstanding for ``probe_after_s`` has its node watched: a node that does not answer a stale
+  DescribeCluster (answered by the node from its own state, never forwarded) is left for the next
+  one, and a node whose leader changed since the watch began (DescribeQuorum through it: a newer
+  epoch, or an answer where there was none) is asked again -- it now forwards to the new leader.
+  The call left behind is cancelled; its request id makes the retry safe.
 - **Honest outcomes.** When the overall deadline runs out on a mutating call after an attempt may
   have reached the server, the outcome is unknown, and the client says so
   (:class:`OutcomeUnknownError`) rather than calling it a failure.
