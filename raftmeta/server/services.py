@@ -259,8 +259,11 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                     return False
         finally:
             # Left behind (a new leader, or our caller went away): nobody will read its outcome.
+            # A cancelled gRPC call may still end with its own error rather than CancelledError;
+            # the callback takes it, so asyncio does not log it as never retrieved.
             if not forward.done():
                 forward.cancel()
+                forward.add_done_callback(_drop_outcome)
 
     async def _forward(self, leader: int, method: str, request: Message, deadline: float) -> Any:
         rpc = getattr(self._stub(leader), method)
@@ -333,6 +336,11 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
 
     async def UpdateRaftVoter(self, request: controller_pb2.UpdateRaftVoterRequest, context: Context) -> Any:
         return await self._serve("UpdateRaftVoter", request, context)
+
+
+def _drop_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def safe_to_send_again(method: str, request: Message) -> bool:
