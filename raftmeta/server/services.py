@@ -243,9 +243,11 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                 await asyncio.wait_for(node.leader_changed.wait(), min(deadline, wait_until) - now)
 
     async def _finished_while_leading(self, forward: asyncio.Future[Any], leader: int) -> bool:
-        """Wait for a forwarded call; True once it finished (answered or failed), False -- and
-        the call cancelled -- once this node learns that ``leader`` no longer leads."""
+        """Wait for a forwarded call; True once it finished (answered or failed: the caller reads
+        its outcome), False -- and the call cancelled -- once this node learns that ``leader`` no
+        longer leads."""
         node = self.node
+        answered = False
         try:
             while True:
                 changed = asyncio.ensure_future(node.leader_changed.wait())
@@ -254,14 +256,15 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                 finally:
                     changed.cancel()
                 if forward.done():
+                    answered = True
                     return True
                 if node.core.leader_id != leader:
                     return False
         finally:
-            # Left behind (a new leader, or our caller went away): nobody will read its outcome.
-            # A cancelled gRPC call may still end with its own error rather than CancelledError;
-            # the callback takes it, so asyncio does not log it as never retrieved.
-            if not forward.done():
+            # Left behind (a new leader, or our own caller went away -- its deadline, say -- maybe
+            # just as the call ended): nobody reads its outcome. A cancelled gRPC call may still end
+            # with its own error; the callback takes it, so asyncio does not log it as never retrieved.
+            if not answered:
                 forward.cancel()
                 forward.add_done_callback(_drop_outcome)
 
