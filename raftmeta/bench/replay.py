@@ -14,10 +14,11 @@ part, as Spark reads them all. Start-up is the session's creation plus a warm-up
 (``--warm-up-records``: the JVM compiles its hot paths during its first jobs); the sizes then
 run smallest first in the same session. With ``--incremental`` (the default), a full verify
 that writes a digest store is timed against ``verify --incremental`` after 1% more records are
-appended. ``--repeat`` runs Spark, the baseline and the one-core
-Spark that many times at ``--records`` (medians reported, every run listed). Then the same
-verify runs under ``--one-core-master`` (``local[1]``) in a new session of the same JVM, for
-``speedup_local1_to_local2``: how much the second core gives.
+appended (and against the plain full verify, for what writing the store costs). ``--repeat``
+runs Spark, the baseline and the one-core Spark that many times at ``--records`` (medians
+reported, every run listed). Then the same verify runs under ``--one-core-master``
+(``local[1]``) in a new session of the same JVM, for ``speedup_local1_to_local2``: how much
+the second core gives.
 """
 
 from __future__ import annotations
@@ -250,10 +251,14 @@ def _jvm_pid(spark: Any) -> int | None:
 
 
 def _timed_verify(
-    spark: Any, data_dir: Path, cpu: list[tuple[float, float]] | None = None, digest_store: Path | None = None
+    spark: Any,
+    data_dir: Path,
+    cpu: list[tuple[float, float]] | None = None,
+    digest_store: Path | None = None,
+    figures: dict[str, Any] | None = None,
 ) -> float:
     """Seconds of one verify (which must pass); with ``cpu``, appends its (JVM, Python workers)
-    CPU seconds."""
+    CPU seconds; with ``figures``, updates it with the verify's figures."""
     from raftmeta.jobs.verify import run_verify
 
     pid = _jvm_pid(spark)
@@ -265,6 +270,8 @@ def _timed_verify(
     else:
         verdict = run_verify(spark, str(data_dir), digest_store=digest_store)
     seconds = time.perf_counter() - started
+    if figures is not None:
+        figures.update(verdict.figures)
     if not verdict.passed:
         raise click.ClickException(f"verify failed on synthetic logs: {verdict.checks}")
     if cpu is not None and pid is not None and before[0] >= 0:
@@ -386,7 +393,9 @@ def command(
                 else:
                     shutil.rmtree(data_dir)
             if incremental:
-                result.update(_incremental(spark, main_dir, root / "digests", result["records"]))
+                result.update(
+                    _incremental(spark, main_dir, root / "digests", result["records"], result["spark_seconds"])
+                )
             result["scaling"] = scaling_rows
             # The Python driver's peak; the baseline ran in a child process and is not in it.
             result["driver_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -419,24 +428,35 @@ def command(
             click.echo(f"  {row['records']:>12,} records: Spark {row['spark_records_per_s']:,} rec/s")
 
 
-def _incremental(spark: Any, data_dir: Path, store: Path, records: int) -> dict[str, Any]:
+def _incremental(spark: Any, data_dir: Path, store: Path, records: int, spark_s: float) -> dict[str, Any]:
     """A full verify that writes the digest store, 1% more records appended, then the incremental
-    verify; the appended records are removed again (the one-core runs read the same logs)."""
+    verify; the appended records are removed again (the one-core runs read the same logs).
+    ``spark_s``: the plain full verify of the same logs in this run (no store written), against
+    which the store's cost is measured."""
     checkpoints = {p: p.read_text() for p in data_dir.glob("node-*/high-watermark-checkpoint")}
-    full_s = _timed_verify(spark, data_dir, digest_store=store)
+    full_figures: dict[str, Any] = {}
+    incremental_figures: dict[str, Any] = {}
+    full_s = _timed_verify(spark, data_dir, digest_store=store, figures=full_figures)
     added = append_synthetic(data_dir, max(1000, records // 100))
     try:
-        incremental_s = _timed_verify(spark, data_dir, digest_store=store)
+        incremental_s = _timed_verify(spark, data_dir, digest_store=store, figures=incremental_figures)
     finally:
         for path in added:
             path.unlink()
         for path, text in checkpoints.items():
             path.write_text(text)
         shutil.rmtree(store, ignore_errors=True)
+    how = incremental_figures.get("incremental", {})
     return {
         "full_seconds": round(full_s, 3),
         "incremental_seconds": round(incremental_s, 3),
         "incremental_to_full": round(incremental_s / full_s, 3),
+        # What writing the store adds to a full verify (spark_seconds: the same verify without it).
+        "full_store_overhead": round(full_s / spark_s - 1, 3),
+        "incremental_to_spark_seconds": round(incremental_s / spark_s, 3),
+        "incremental_state_replay": how.get("state_replay"),
+        "incremental_bytes_read": how.get("bytes_read"),
+        "state_stored_at": full_figures.get("incremental", {}).get("state_stored_at"),
     }
 
 

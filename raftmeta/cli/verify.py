@@ -26,8 +26,8 @@ from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_err
 @click.option(
     "--incremental",
     is_flag=True,
-    help="Read only the segments not verified before (kept in --digest-store), and check that the verified "
-    "ones did not change.",
+    help="Read only the segments not verified before (kept in --digest-store), check that the verified "
+    "ones did not change, and check only the records after the stored state's point.",
 )
 @click.option(
     "--digest-store",

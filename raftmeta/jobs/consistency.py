@@ -22,9 +22,9 @@ comparable line by line.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raftmeta.jobs import layout
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
@@ -151,8 +151,30 @@ def log_start_is_legal(first: int, snapshot_ends: list[int]) -> bool:
 def local_facts(data_dir: str) -> Facts:
     """The reference implementation: one process, the same decoder, the same rules."""
     nodes = layout.discover(data_dir)
+    return facts_of_walks(nodes, [_walk_node(node, _file_rows(node)) for node in nodes])
+
+
+def rows_facts(nodes: list[layout.NodeFiles], rows: list[dict[str, Any]]) -> Facts:
+    """The same facts from batch rows already at hand (``verify --incremental`` with little to
+    read: the stored rows of verified segments and the rows of the rest, in the driver)."""
+    by_node: dict[int, list[dict[str, Any]]] = {n.node_id: [] for n in nodes}
+    for row in rows:
+        by_node[row["node_id"]].append(row)
+    for node_rows in by_node.values():
+        # File order: segment names are zero-padded base offsets.
+        node_rows.sort(key=lambda r: (r["segment"], r["position"]))
+    return facts_of_walks(nodes, [_walk_node(node, by_node[node.node_id]) for node in nodes])
+
+
+def _file_rows(node: layout.NodeFiles) -> Iterator[dict[str, Any]]:
+    for segment in node.segments:
+        part = FilePartition(segment.uri, node.node_id, segment.uri.rsplit("/", 1)[-1], "batches", -1)
+        for arrow_batch in read_partition(part):
+            yield from arrow_batch.to_pylist()
+
+
+def facts_of_walks(nodes: list[layout.NodeFiles], walks: list[_NodeWalk]) -> Facts:
     facts = Facts()
-    walks = [_walk_node(node) for node in nodes]
     hw = {n.node_id: n.high_watermark for n in nodes}
     for walk in walks:
         facts.batches += walk.batches
@@ -198,7 +220,8 @@ class _NodeWalk:
     corrupt_tail: list[str] = field(default_factory=list)
 
 
-def _walk_node(node: layout.NodeFiles) -> _NodeWalk:
+def _walk_node(node: layout.NodeFiles, rows: Iterable[dict[str, Any]]) -> _NodeWalk:
+    """One pass over ``node``'s batch rows, in file order."""
     snapshot_end = node.newest_snapshot.end_offset if node.newest_snapshot else 0
     walk = _NodeWalk(node.node_id, start=snapshot_end, log_end=snapshot_end)
     hw = node.high_watermark
@@ -207,29 +230,25 @@ def _walk_node(node: layout.NodeFiles) -> _NodeWalk:
     # End of the previous batch whose header was readable (CRC good or not): where damage sits.
     last_next = 0
     prev_epoch = -1
-    for segment in node.segments:
-        part = FilePartition(segment.uri, node.node_id, segment.uri.rsplit("/", 1)[-1], "batches", -1)
-        for row in (r for arrow_batch in read_partition(part) for r in arrow_batch.to_pylist()):
-            walk.batches += 1
-            base = row["base_offset"]
-            if not row["crc_ok"]:
-                at = base if base is not None else last_next
-                last_next = row["next_offset"] if base is not None else last_next
-                (walk.corrupt_committed if at < hw else walk.corrupt_tail).append(
-                    f"node {node.node_id}: {row['error']}"
-                )
-                continue
-            if first is None:
-                first = base
-            elif base != prev_next:
-                assert prev_next is not None
-                walk.gaps.append(gap_text(node.node_id, base, prev_next, row["segment"]))
-            if row["epoch"] < prev_epoch:
-                walk.epochs_backwards.append(backwards_text(node.node_id, base, row["epoch"], prev_epoch))
-            prev_next, prev_epoch, last_next = row["next_offset"], row["epoch"], row["next_offset"]
-            walk.log_end = max(walk.log_end, row["next_offset"])
-            if row["next_offset"] <= hw:
-                walk.committed[base] = row["hash"]
+    for row in rows:
+        walk.batches += 1
+        base = row["base_offset"]
+        if not row["crc_ok"]:
+            at = base if base is not None else last_next
+            last_next = row["next_offset"] if base is not None else last_next
+            (walk.corrupt_committed if at < hw else walk.corrupt_tail).append(f"node {node.node_id}: {row['error']}")
+            continue
+        if first is None:
+            first = base
+        elif base != prev_next:
+            assert prev_next is not None
+            walk.gaps.append(gap_text(node.node_id, base, prev_next, row["segment"]))
+        if row["epoch"] < prev_epoch:
+            walk.epochs_backwards.append(backwards_text(node.node_id, base, row["epoch"], prev_epoch))
+        prev_next, prev_epoch, last_next = row["next_offset"], row["epoch"], row["next_offset"]
+        walk.log_end = max(walk.log_end, row["next_offset"])
+        if row["next_offset"] <= hw:
+            walk.committed[base] = row["hash"]
     if first is not None:
         walk.start = first
         if not log_start_is_legal(first, [s.end_offset for s in node.snapshots]):

@@ -25,14 +25,15 @@ Options (strings, as Spark passes them):
   own task (a range holds the batches that start in it), so a big segment keeps every core
   busy; 0 (default) = one task per file.
 - ``segments``: read only these files, a comma-separated list of ``NODE:FILE_NAME`` (e.g.
-  ``2:00000000000000004711.log``); ``verify --incremental`` reads only the segments its digest
+  ``2:00000000000000004711.log``), each optionally from a byte position on (``NODE:FILE@POS``:
+  the batches that start there or later); ``verify --incremental`` reads only what its digest
   store has not verified.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,23 +109,37 @@ def _split_bytes(options: dict[str, str]) -> int:
     return value
 
 
-def _segments(options: dict[str, str]) -> frozenset[tuple[int, str]] | None:
+def _segments(options: dict[str, str]) -> dict[tuple[int, str], int] | None:
+    """(node id, file name) -> the byte position to read from."""
     if "segments" not in options:
         return None
-    out: set[tuple[int, str]] = set()
+    out: dict[tuple[int, str], int] = {}
     for item in (i.strip() for i in options["segments"].split(",")):
         if not item:
             continue
-        node, sep, name = item.partition(":")
-        if not sep or not node.strip().lstrip("-").isdigit() or not name.strip():
-            raise ValueError(f"option 'segments': {item!r} is not NODE:FILE_NAME")
-        out.add((int(node), name.strip()))
-    return frozenset(out)
+        node, sep, rest = item.partition(":")
+        name, at, position = rest.partition("@")
+        if (
+            not sep
+            or not node.strip().lstrip("-").isdigit()
+            or not name.strip()
+            or (at and not position.strip().isdigit())
+        ):
+            raise ValueError(f"option 'segments': {item!r} is not NODE:FILE_NAME or NODE:FILE_NAME@POSITION")
+        out[(int(node), name.strip())] = int(position) if at else 0
+    return out
 
 
-def segments_option(files: Iterable[tuple[int, str]]) -> str:
-    """The ``segments`` option's value for these (node id, file name) pairs."""
-    return ",".join(f"{node}:{name}" for node, name in sorted(files))
+def segments_option(files: Iterable[tuple[int, str]], starts: Mapping[tuple[int, str], int] | None = None) -> str:
+    """The ``segments`` option's value for these (node id, file name) pairs, each read from its
+    byte position in ``starts`` (default: the file's start)."""
+    starts = starts or {}
+
+    def item(node: int, name: str) -> str:
+        start = starts.get((node, name), 0)
+        return f"{node}:{name}@{start}" if start else f"{node}:{name}"
+
+    return ",".join(item(node, name) for node, name in sorted(files))
 
 
 def _ranges(size: int, split_bytes: int) -> list[tuple[int, int]]:
@@ -143,10 +158,10 @@ def plan_partitions(
     committed: bool,
     newest_snapshot: bool = False,
     split_bytes: int = 0,
-    only: frozenset[tuple[int, str]] | None = None,
+    only: Mapping[tuple[int, str], int] | Collection[tuple[int, str]] | None = None,
 ) -> list[FilePartition]:
     """The files (or file ranges) to read, one partition each (driver side); ``only``: just
-    these (node id, file name) pairs."""
+    these (node id, file name) pairs (a mapping: each from its byte position on)."""
     if level not in ("records", "batches"):
         raise ValueError(f"option 'level' must be records or batches, got {level!r}")
     parts: list[FilePartition] = []
@@ -162,8 +177,11 @@ def plan_partitions(
             name = f.uri.rsplit("/", 1)[-1]
             if only is not None and (node.node_id, name) not in only:
                 continue
-            for start, end in _ranges(f.size_bytes, split_bytes):
-                parts.append(FilePartition(f.uri, node.node_id, name, level, hw, start, end))
+            first = only.get((node.node_id, name), 0) if isinstance(only, Mapping) else 0
+            for start, end in _ranges(max(0, f.size_bytes - first), split_bytes):
+                parts.append(
+                    FilePartition(f.uri, node.node_id, name, level, hw, first + start, -1 if end < 0 else first + end)
+                )
     return parts
 
 

@@ -180,12 +180,7 @@ def health_result(
     only when the check fails, for its examples."""
     stuck = counts.get("stuck_under_replicated", 0)
     if stuck == 0:
-        check = Check(
-            CHECK_NAME,
-            True,
-            "at the end of the log every partition whose replicas' brokers are all registered and unfenced "
-            "has a full ISR",
-        )
+        check = Check(CHECK_NAME, True, health_ok_detail())
     else:
         rows = (
             flagged()
@@ -195,11 +190,17 @@ def health_result(
             .select("topic_name", "partition_id", "replicas", "isr", "leader")
             .collect()
         )
-        check = Check(CHECK_NAME, False, listed([_describe(r) for r in rows], stuck))
+        check = Check(CHECK_NAME, False, listed([describe_stuck(r) for r in rows], stuck))
     return HealthResult(counts, check, isr_sizes)
 
 
-def _describe(row: Any) -> str:
+def health_ok_detail() -> str:
+    return (
+        "at the end of the log every partition whose replicas' brokers are all registered and unfenced has a full ISR"
+    )
+
+
+def describe_stuck(row: Any) -> str:
     isr, replicas = list(row["isr"] or []), list(row["replicas"] or [])
     return (
         f"{row['topic_name']}-{row['partition_id']} is under-replicated at the end of the log (isr {isr}, replicas "

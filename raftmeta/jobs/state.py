@@ -24,7 +24,8 @@ Two passes over the log, and only bounded results reach the driver:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
@@ -59,8 +60,32 @@ BROKER_COLUMNS = ("offset", "record_type", "broker_id", "rack", "pool", "fenced"
 # The few records read before the main pass, in one pass (each pass frames and CRC-checks every
 # batch of the log, ~1 us per record, even when it skips records by their first byte): brokers,
 # and the topic and config records that give each topic's min.insync.replicas.
-LIGHT_TYPES = (*BROKER_TYPES, "topic", "config")
-LIGHT_COLUMNS = tuple(dict.fromkeys((*BROKER_COLUMNS, *TOPIC_COLUMNS, *CONFIG_COLUMNS)))
+# Remove-topic and request records ride along (a few per topic and request): with a digest store
+# they give the stored topic table and the history rows (raftmeta.jobs.state_store).
+LIGHT_TYPES = (*BROKER_TYPES, "topic", "config", "remove_topic", "request")
+HISTORY_TYPES = ("topic", "remove_topic", "request")
+HISTORY_COLUMNS = ("offset", "batch_base_offset", "record_type", "topic_id", "topic_name", "request_id", "crc_ok")
+LIGHT_COLUMNS = tuple(
+    dict.fromkeys((*BROKER_COLUMNS, *TOPIC_COLUMNS, *CONFIG_COLUMNS, *HISTORY_COLUMNS, "topic_id", "pool"))
+)
+# What the digest store keeps of every live partition at the end of a verified replay: enough to
+# validate its next state and to subtract its share of the counts (raftmeta.jobs.delta).
+STORED_COLUMNS = (
+    "topic_id", "partition_id", "topic_name", "replicas", "isr", "adding_replicas", "leader", "leader_epoch",
+    "partition_epoch", "created_replication_factor",
+)  # fmt: skip
+# Parquet row groups of about this size: a run that needs a few topics' partitions reads only the
+# row groups whose topic id range holds them (the written files are sorted by topic id).
+ROW_GROUP_BYTES = 1 << 20
+
+ORPHANS_CHECK = "partitions-of-known-topics"
+ORPHANS_OK = "every partition belongs to a topic created before it"
+STATES_CHECK = "partition-states-valid"
+STATES_OK = (
+    "every partition state along the log has distinct registered replicas (in the topic's pool, if it "
+    "has one), the topic's replication factor, a non-empty ISR within replicas, leader in ISR or -1, and "
+    "rising epochs"
+)
 
 # The kinds of entries the state job counts; per-broker ones carry the broker id, the others -1;
 # ISR_SIZE carries the ISR size and the replica count; HEALTH + i counts health.FLAGS[i].
@@ -112,6 +137,11 @@ class ClusterState:
     final: DataFrame
     # Health of the final state (raftmeta.jobs.health), counted in the same pass as the balance.
     health: HealthResult
+    # What a digest store keeps beside the final rows: every count by (kind, broker, extra), the
+    # broker facts the rules read, and min.insync.replicas by topic name (where set).
+    counts: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    broker_facts: Brokers | None = None
+    min_isr: dict[str, int] = field(default_factory=dict)
 
     @property
     def live_brokers(self) -> set[int]:
@@ -135,13 +165,13 @@ class ClusterState:
 
 
 @dataclass(frozen=True)
-class _Brokers:
+class Brokers:
     registered_at: dict[int, int]  # first registration offset, every broker ever registered
     pool_of: dict[int, str]  # pool of the latest registration that named one
     live: dict[int, tuple[str | None, str | None, bool]]  # not unregistered: (rack, pool, fenced)
 
 
-def _brokers(light: DataFrame) -> _Brokers:
+def _brokers(light: DataFrame) -> Brokers:
     """One small job over the broker records (``light``: the LIGHT_TYPES records): a row per broker."""
     from pyspark.sql import functions as F
 
@@ -164,7 +194,7 @@ def _brokers(light: DataFrame) -> _Brokers:
             continue
         fenced = {"fence_broker": True, "unfence_broker": False}.get(row["last_type"], bool(reg["fenced"]))
         live[row["broker_id"]] = (reg["rack"], reg["pool"], fenced)
-    return _Brokers(
+    return Brokers(
         registered_at={r["broker_id"]: r["registered_at"] for r in rows if r["registered_at"] is not None},
         pool_of={r["broker_id"]: r["pool_of"] for r in rows if r["pool_of"] is not None},
         live=live,
@@ -222,7 +252,7 @@ def _carry(records: DataFrame, w: Any) -> DataFrame:
     )
 
 
-def _violation_rules(brokers: _Brokers) -> list[tuple[str, Column]]:
+def _violation_rules(brokers: Brokers) -> list[tuple[str, Column]]:
     """(rule, condition that is true when the state breaks it)."""
     from pyspark.sql import functions as F
 
@@ -283,7 +313,7 @@ def _violation_rules(brokers: _Brokers) -> list[tuple[str, Column]]:
     ]
 
 
-def _states(records: DataFrame, brokers: _Brokers) -> DataFrame:
+def _states(records: DataFrame, brokers: Brokers) -> DataFrame:
     """Every partition state with its topic's context and the flags the checks and figures count."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -329,7 +359,7 @@ def _states(records: DataFrame, brokers: _Brokers) -> DataFrame:
     )  # fmt: skip
 
 
-def _counts(states: DataFrame, brokers: _Brokers, min_isr: DataFrame) -> DataFrame:
+def _counts(states: DataFrame, brokers: Brokers, min_isr: DataFrame) -> DataFrame:
     """Rows of (kind, broker, extra, count): every count the checks and figures need, the health
     of the final state's partitions included, bounded by the number of brokers.
 
@@ -394,11 +424,14 @@ def _counts(states: DataFrame, brokers: _Brokers, min_isr: DataFrame) -> DataFra
     )
 
 
-def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
+def state_checks(replay: NodeReplay, store_at: Path | None = None) -> tuple[list[Check], ClusterState]:
     """Invariant 7 on every partition state, plus the final cluster state and its health.
 
     Two passes over the node's log: the LIGHT_TYPES records (kept in memory: a few per broker
-    and topic), then the main pass, which counts everything else in one job."""
+    and topic), then the main pass, which counts everything else in one job. With ``store_at``
+    (a digest store's staging dir), the main pass writes the final state's rows there instead of
+    counting them on the spot (see :func:`_write_final`), and the light pass writes the topic
+    table and the history rows."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -407,10 +440,16 @@ def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
     min_isr = topic_min_isr(newest_topics(light), light)
     observed = Observation("replayed records")
     records = replay.records(columns=STATE_COLUMNS).where("crc_ok").observe(observed, F.count(F.lit(1)).alias("n"))
-    counts: dict[tuple[int, int, int], int] = {
-        (r["kind"], r["broker"], r["extra"]): r["count"]
-        for r in _counts(_states(records, brokers), brokers, min_isr).collect()
-    }
+    min_isr_by_name: dict[str, int] = {}
+    if store_at is None:
+        counts: dict[tuple[int, int, int], int] = {
+            (r["kind"], r["broker"], r["extra"]): r["count"]
+            for r in _counts(_states(records, brokers), brokers, min_isr).collect()
+        }
+    else:
+        min_isr_by_name = {r["topic_name"]: int(r["min_isr"]) for r in min_isr.collect()}
+        _write_light(light, store_at)
+        counts = _write_final(_states(records, brokers), brokers, min_isr, store_at)
     total = observed.get["n"]
     # Released now: the one query that reads it again (the examples of a failed health check) reads the log.
     light.unpersist()
@@ -422,39 +461,15 @@ def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
         return _states(replay.records(columns=STATE_COLUMNS).where("crc_ok"), brokers)
 
     checks = [
+        _check(ORPHANS_CHECK, count(ORPHAN), lambda: states().where("orphan"), describe_orphan, ORPHANS_OK),
         _check(
-            "partitions-of-known-topics",
-            count(ORPHAN),
-            lambda: states().where("orphan"),
-            lambda r: f"offset {r['offset']}: partition {r['partition_id']} of unknown topic id {r['topic_id']}",
-            "every partition belongs to a topic created before it",
-        ),
-        _check(
-            "partition-states-valid",
+            STATES_CHECK,
             count(BROKEN),
             lambda: _broken_rules(states().where("broken"), brokers),
-            lambda r: (
-                f"{r['topic_name'] or r['topic_id']}-{r['partition_id']} at offset {r['offset']}: "
-                f"{', '.join(r['rules'])} (replicas {r['replicas']}, isr {r['isr']}, leader {r['leader']})"
-            ),
-            "every partition state along the log has distinct registered replicas (in the topic's pool, if it "
-            "has one), the topic's replication factor, a non-empty ISR within replicas, leader in ISR or -1, and "
-            "rising epochs",
+            describe_broken,
+            STATES_OK,
         ),
     ]
-
-    def per_broker(kind: int) -> dict[int, int]:
-        return {broker: n for (k, broker, _), n in counts.items() if k == kind}
-
-    balance = Balance(
-        topics=count(TOPIC),
-        partitions=count(PARTITION),
-        leaderless=count(LEADERLESS),
-        rack_spread_violations=count(RACK_SPREAD),
-        replicas=per_broker(REPLICA),
-        preferred_leaders=per_broker(PREFERRED),
-        leaders=per_broker(LEADER),
-    )
     final = (
         states()
         .where("live")
@@ -466,13 +481,118 @@ def state_checks(replay: NodeReplay) -> tuple[list[Check], ClusterState]:
     live_brokers = {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
     health = health_result(
         {flag: count(HEALTH + i) for i, flag in enumerate(FLAGS)},
-        {(size, rf): n for (k, size, rf), n in counts.items() if k == ISR_SIZE},
+        isr_sizes_of(counts),
         lambda: with_health(final, live_brokers, min_isr),
     )
-    return checks, ClusterState(brokers.live, total, balance, final, health)
+    return checks, ClusterState(
+        brokers.live, total, balance_of(counts), final, health, counts, brokers, min_isr_by_name
+    )
 
 
-def _broken_rules(states: DataFrame, brokers: _Brokers) -> DataFrame:
+def describe_orphan(r: Any) -> str:
+    return f"offset {r['offset']}: partition {r['partition_id']} of unknown topic id {r['topic_id']}"
+
+
+def describe_broken(r: Any) -> str:
+    return (
+        f"{r['topic_name'] or r['topic_id']}-{r['partition_id']} at offset {r['offset']}: "
+        f"{', '.join(r['rules'])} (replicas {r['replicas']}, isr {r['isr']}, leader {r['leader']})"
+    )
+
+
+def balance_of(counts: dict[tuple[int, int, int], int]) -> Balance:
+    """The balance counts among the state job's counts."""
+
+    def count(kind: int) -> int:
+        return counts.get((kind, -1, -1), 0)
+
+    def per_broker(kind: int) -> dict[int, int]:
+        return {broker: n for (k, broker, _), n in counts.items() if k == kind}
+
+    return Balance(
+        topics=count(TOPIC),
+        partitions=count(PARTITION),
+        leaderless=count(LEADERLESS),
+        rack_spread_violations=count(RACK_SPREAD),
+        replicas=per_broker(REPLICA),
+        preferred_leaders=per_broker(PREFERRED),
+        leaders=per_broker(LEADER),
+    )
+
+
+def isr_sizes_of(counts: dict[tuple[int, int, int], int]) -> dict[tuple[int, int], int]:
+    return {(size, rf): n for (k, size, rf), n in counts.items() if k == ISR_SIZE}
+
+
+def _write_final(
+    states: DataFrame, brokers: Brokers, min_isr: DataFrame, store_at: Path
+) -> dict[tuple[int, int, int], int]:
+    """Write the final state's live partitions (STORED_COLUMNS) to ``store_at/partitions`` and
+    return the counts :func:`_counts` gives.
+
+    One pass over the log, as without a store: the job that decodes, shuffles and sorts writes the
+    live rows, and counts the broken and orphan states -- over every state, not only the live
+    ones -- on the way (an Observation); the other counts are then taken from the written rows,
+    which are a tenth of the work of the replay. The rows come out of the window sorted by topic id
+    in each file, so a later run reads only the row groups of the topics it needs."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    flags = Observation("broken and orphan states")
+    watched = states.observe(
+        flags,
+        F.count(F.when(F.col("orphan"), F.lit(1))).alias("orphans"),
+        F.count(F.when(F.col("broken"), F.lit(1))).alias("broken"),
+    )
+    target = str(store_at / "partitions")
+    (
+        watched.where("live")
+        .select(*STORED_COLUMNS, "first_live_of_topic")
+        .write.option("parquet.block.size", ROW_GROUP_BYTES)
+        .parquet(target)
+    )
+    written = states.sparkSession.read.parquet(target).select(
+        "*", F.lit(True).alias("live"), F.lit(False).alias("orphan"), F.lit(False).alias("broken")
+    )
+    counts = {(r["kind"], r["broker"], r["extra"]): r["count"] for r in _counts(written, brokers, min_isr).collect()}
+    seen = flags.get
+    counts[(ORPHAN, -1, -1)] = int(seen["orphans"])
+    counts[(BROKEN, -1, -1)] = int(seen["broken"])
+    return counts
+
+
+def _write_light(light: DataFrame, store_at: Path) -> None:
+    """The topic table (a row per topic id: its first TopicRecord's name, pool and offset, and
+    whether a RemoveTopicRecord ends it) and the history rows, from the cached light records."""
+    from pyspark.sql import functions as F
+
+    is_topic = F.col("record_type") == "topic"
+    (
+        light.where(F.col("record_type").isin(*TOPIC_TYPES))
+        .groupBy("topic_id")
+        .agg(
+            F.min_by(F.struct("topic_name", "pool", "offset"), F.when(is_topic, F.col("offset"))).alias("t"),
+            F.max(F.col("record_type") == "remove_topic").alias("removed"),
+        )
+        .select(
+            "topic_id",
+            F.col("t.topic_name").alias("topic_name"),
+            F.col("t.pool").alias("pool"),
+            F.col("t.offset").alias("created_at"),
+            "removed",
+        )
+        .coalesce(1)
+        .write.parquet(str(store_at / "topics"))
+    )
+    (
+        light.where(F.col("record_type").isin(*HISTORY_TYPES))
+        .select(*HISTORY_COLUMNS)
+        .coalesce(1)
+        .write.parquet(str(store_at / "history"))
+    )
+
+
+def _broken_rules(states: DataFrame, brokers: Brokers) -> DataFrame:
     """The names of the rules each (broken) state breaks, as column ``rules``."""
     from pyspark.sql import functions as F
 

@@ -14,6 +14,11 @@
    partitions and leaders away from their preferred replica; a partition still under-replicated
    although every replica's broker is registered and unfenced fails a check. Counted by step 2's
    job, on the same rows (a separate job over the final state would replay the log again).
+
+With a digest store (``verify --incremental``), step 1 reads only what the store has not verified
+(:mod:`raftmeta.jobs.digests`) and steps 2-5 start from the state stored at the last verified
+point, checking only the records after it (:mod:`raftmeta.jobs.delta`), or replay in full and say
+why; the reports are the same.
 """
 
 from __future__ import annotations
@@ -27,13 +32,21 @@ from raftmeta.jobs import layout
 from raftmeta.jobs.checks import Check
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.datasource import SOURCE_NAME
-from raftmeta.jobs.state import PARTITION_TYPES, ClusterState, NodeReplay, snapshot_check, state_checks
+from raftmeta.jobs.state import (
+    HISTORY_COLUMNS,
+    HISTORY_TYPES,
+    PARTITION_TYPES,
+    ClusterState,
+    NodeReplay,
+    snapshot_check,
+    state_checks,
+)
 from raftmeta.jobs.voters import COLUMNS as VOTER_COLUMNS
 from raftmeta.jobs.voters import KINDS as VOTER_KINDS
-from raftmeta.jobs.voters import voter_history_check
+from raftmeta.jobs.voters import check_voter_history, voter_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 Progress = Callable[[str], None]
 
@@ -44,8 +57,6 @@ SNAPSHOT_COLUMNS = (
     "offset", "record_type", "topic_id", "partition_id", "replicas", "isr", "adding_replicas", "removing_replicas",
     "leader", "leader_epoch", "partition_epoch", "crc_ok",
 )  # fmt: skip
-HISTORY_TYPES = ("topic", "remove_topic", "request")
-HISTORY_COLUMNS = ("offset", "batch_base_offset", "record_type", "topic_id", "topic_name", "request_id", "crc_ok")
 
 
 @dataclass(frozen=True)
@@ -147,7 +158,9 @@ def run_verify(
 ) -> VerifyResult:
     """Every check of DESIGN.md §9 on the logs under ``data_dir``. With ``digest_store``
     (``verify --incremental``), the segments verified by an earlier run are not read again (see
-    :mod:`raftmeta.jobs.digests`), and the store is updated when the logs agree."""
+    :mod:`raftmeta.jobs.digests`), the state checks fold only the records after the stored state's
+    point into it (:mod:`raftmeta.jobs.delta`), and the store is updated when the logs agree (the
+    state: when every check passed)."""
     nodes = layout.discover(data_dir)
     all_bytes = sum(s.size_bytes for n in nodes for s in n.segments)
     incremental: list[Check] = []
@@ -163,30 +176,36 @@ def run_verify(
             spark, data_dir, nodes, digest_store, lambda size: split_bytes_for(spark, size)
         )
         incremental.append(changes)
-        incremental_figures = {"incremental": reused}
+        incremental_figures = dict(reused)
     longest = max(nodes, key=lambda n: (n.high_watermark, -n.node_id))
-    progress(f"replaying node {longest.node_id}'s committed log (high watermark {longest.high_watermark})")
     base = longest.newest_snapshot.end_offset if longest.newest_snapshot else None
     node_bytes = sum(s.size_bytes for s in longest.segments)
     replay = NodeReplay(spark, longest.root, base, split_bytes=split_bytes_for(spark, node_bytes))
-    more, state = state_checks(replay)
-    checks = [*facts_to_checks(facts), *incremental, *more]
-    progress("comparing every node's newest snapshot with the replayed log")
-    partition_records = replay.records(kinds=(*PARTITION_TYPES, "remove_topic"), columns=SNAPSHOT_COLUMNS)
-    checks.append(snapshot_check(spark, SOURCE_NAME, nodes, partition_records.where("crc_ok"), base or 0))
-    progress("checking the voter-set history (KIP-853)")
-    checks.append(voter_history_check(replay.records(kinds=VOTER_KINDS, columns=VOTER_COLUMNS)))
+    consistent = all(c.passed for c in (*facts_to_checks(facts), *incremental))
+    outcome: StateOutcome | None = None
+    if digest_store is not None:
+        outcome, how = _delta_state(spark, digest_store, longest, nodes, consistent, progress)
+        incremental_figures["state_replay"] = how
+    if outcome is None:
+        outcome = _full_state(spark, replay, longest, nodes, base, digest_store, progress)
+    state = outcome.state
+    checks = [*facts_to_checks(facts), *incremental, *outcome.checks]
     history_figures: dict[str, Any] = {}
     if history is not None:
         from raftmeta.jobs.history import history_checks, read_history
 
         progress(f"checking the client history {history} against the committed log")
-        logged = replay.records(kinds=HISTORY_TYPES, columns=HISTORY_COLUMNS).where("crc_ok").cache()
+        logged = outcome.history_records().where("crc_ok").cache()
         more, history_figures = history_checks(read_history(spark, history), logged)
         logged.unpersist()
         checks.extend(more)
     health = state.health
     checks.append(health.check)
+    passed = all(c.passed for c in checks)
+    if digest_store is not None:
+        stored_at = outcome.keep(passed and consistent, longest, nodes, digest_store)
+        if stored_at is not None:
+            incremental_figures["state_stored_at"] = stored_at
     figures: dict[str, Any] = {
         "records": state.records,
         "nodes": len(nodes),
@@ -200,9 +219,132 @@ def run_verify(
         # added by a reassignment out of the factor, as kafka-topics.sh does.
         **health.figures(),
         **history_figures,
-        **incremental_figures,
     }
-    return VerifyResult(all(c.passed for c in checks), checks, figures, state)
+    if digest_store is not None:
+        figures["incremental"] = incremental_figures
+    return VerifyResult(passed, checks, figures, state)
+
+
+@dataclass
+class StateOutcome:
+    """The state side of a verify: its checks (state, snapshots, voters), the final state, the
+    committed records the history checks read, and how to keep the state in the digest store."""
+
+    checks: list[Check]
+    state: ClusterState
+    history_records: Callable[[], DataFrame]
+    # (passed, replayed node, nodes, store) -> the stored point, or None when nothing was stored
+    keep: Callable[[bool, layout.NodeFiles, list[layout.NodeFiles], Path], int | None]
+
+
+def _full_state(
+    spark: SparkSession,
+    replay: NodeReplay,
+    longest: layout.NodeFiles,
+    nodes: list[layout.NodeFiles],
+    base: int | None,
+    digest_store: Path | None,
+    progress: Progress,
+) -> StateOutcome:
+    """The whole committed log replayed (from the newest snapshot); with a digest store, the job
+    also writes the final state there (staged until the verify has passed)."""
+    from raftmeta.jobs import state_store
+
+    progress(f"replaying node {longest.node_id}'s committed log (high watermark {longest.high_watermark})")
+    staged = state_store.staging(digest_store) if digest_store is not None else None
+    more, state = state_checks(replay, None if staged is None else staged / "gen-0")
+    progress("comparing every node's newest snapshot with the replayed log")
+    partition_records = replay.records(kinds=(*PARTITION_TYPES, "remove_topic"), columns=SNAPSHOT_COLUMNS)
+    snapshots = snapshot_check(spark, SOURCE_NAME, nodes, partition_records.where("crc_ok"), base or 0)
+    progress("checking the voter-set history (KIP-853)")
+    voters = voter_rows(replay.records(kinds=VOTER_KINDS, columns=VOTER_COLUMNS))
+
+    def keep(passed: bool, node: layout.NodeFiles, all_nodes: list[layout.NodeFiles], store: Path) -> int | None:
+        if staged is None:
+            return None
+        if not passed or state.broker_facts is None:
+            state_store.discard(staged)
+            return None
+        stored = state_store.StoredState(
+            staged, node.cluster_id, node.high_watermark, base, state.records, 1, state.counts, state.broker_facts,
+            state.min_isr, voters, snapshots, state_store.snapshot_identities(all_nodes),
+            state_store.tails(all_nodes, _verified_through(store), node.high_watermark),
+        )  # fmt: skip
+        state_store.commit_staged(store, staged, stored)
+        return stored.point
+
+    return StateOutcome(
+        [*more, snapshots, check_voter_history(voters)],
+        state,
+        lambda: replay.records(kinds=HISTORY_TYPES, columns=HISTORY_COLUMNS),
+        keep,
+    )
+
+
+def _delta_state(
+    spark: SparkSession,
+    store: Path,
+    longest: layout.NodeFiles,
+    nodes: list[layout.NodeFiles],
+    consistent: bool,
+    progress: Progress,
+) -> tuple[StateOutcome | None, str]:
+    """The state side from the stored state and the records after its point, or None and why not
+    (the caller then replays in full); the second value is the report's ``state_replay``."""
+    from raftmeta.jobs import delta, state_store
+
+    try:
+        stored = state_store.load(store)
+    except state_store.StoredStateRefused as exc:
+        progress(f"not using the stored state ({exc}): replaying in full")
+        return None, f"full: {exc}"
+    if stored is None:
+        return None, "full: no stored state"
+    if not consistent:
+        return None, "full: a verified segment changed or the logs disagree"
+    why = delta.refusal(stored, longest, nodes)
+    if why is not None:
+        return None, f"full: {why}"
+    progress(f"decoding node {longest.node_id}'s records from the stored point {stored.point}")
+    table = delta.decode(longest, stored.point)
+    topics = state_store.read_topics(stored)
+    rows = [r for r in table.to_pylist() if r["crc_ok"]]
+    why = delta.unprovable(rows, stored, topics)
+    if why is not None:
+        return None, f"full: {why}"
+    progress(f"checking {table.num_rows} records after the stored point {stored.point}")
+    result = delta.replay(stored, rows, topics)
+    generation = stored.generations
+    state_store.write_layer(stored.root, generation, result.layer)
+    state = result.state.with_final(delta.final_rows(spark, stored, generation + 1))
+    voters = stored.voter_rows + result.voter_rows
+
+    def history_records() -> DataFrame:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        schema = from_arrow_schema(result.history.schema)
+        old = spark.read.schema(schema).parquet(*stored.paths("history"))
+        return old.unionByName(spark.createDataFrame(result.history.to_pandas(), schema))
+
+    def keep(passed: bool, node: layout.NodeFiles, all_nodes: list[layout.NodeFiles], path: Path) -> int | None:
+        if not passed:
+            return None
+        stored.point, stored.generations = node.high_watermark, generation + 1
+        stored.records, stored.counts, stored.voter_rows = state.records, state.counts, voters
+        stored.tails = state_store.tails(all_nodes, _verified_through(path), node.high_watermark)
+        state_store.write_summary(stored)
+        return stored.point
+
+    checks = [*result.checks, stored.snapshot_check, check_voter_history(voters)]
+    return StateOutcome(checks, state, history_records, keep), (
+        f"from the stored state at offset {stored.point} ({result.records} records after it)"
+    )
+
+
+def _verified_through(store: Path) -> dict[int, int]:
+    from raftmeta.jobs.digests import DigestStore
+
+    return {n: mark.verified_through for n, mark in DigestStore.load(store).nodes.items()}
 
 
 def write_outputs(result: VerifyResult, data_dir: str, report_dir: Path) -> dict[str, Path]:

@@ -26,8 +26,13 @@ COLUMNS = ("offset", "record_type", "leader", "leader_epoch", "voters", "crc_ok"
 
 
 def voter_history_check(records: DataFrame) -> Check:
-    rows = [r.asDict() for r in records.where("crc_ok").orderBy("offset").collect()]
-    return check_voter_history(rows)
+    return check_voter_history(voter_rows(records))
+
+
+def voter_rows(records: DataFrame) -> list[dict[str, Any]]:
+    """The voter and election rows (COLUMNS but crc_ok), in offset order: a handful per election."""
+    rows = records.where("crc_ok").orderBy("offset").collect()
+    return [{k: r[k] for k in COLUMNS if k != "crc_ok"} for r in rows]
 
 
 def check_voter_history(rows: list[dict[str, Any]]) -> Check:

@@ -39,6 +39,8 @@ def test_bench_replay_reports_every_figure(tmp_path: Path) -> None:
         assert key in document, key
     assert document["one_core_master"] == "local[1]" and document["master"] == "local[2]"
     assert document["speedup_local1_to_local2"] > 0
+    assert document["incremental_state_replay"].startswith("from the stored state"), document
+    assert document["state_stored_at"] == document["records"]
     # The baseline runs in its own process: the driver's figure is the Spark driver's alone.
     assert document["driver_peak_rss_mb"] > 0 and document["baseline_peak_rss_mb"] > 0
     assert set(document["load_average"]) == {"start", "end"}

@@ -242,7 +242,10 @@ def test_the_segments_option_names_node_and_file() -> None:
     from raftmeta.jobs.datasource import _segments, segments_option
 
     pairs = frozenset({(2, "00000000000000004711.log"), (1, "00000000000000000000.log")})
-    assert _segments({"segments": segments_option(pairs)}) == pairs
+    assert _segments({"segments": segments_option(pairs)}) == dict.fromkeys(pairs, 0)
+    # A file may be read from a byte position on (what a digest store has not verified of it).
+    starts = {(2, "00000000000000004711.log"): 4096}
+    assert _segments({"segments": segments_option(pairs, starts)}) == {**dict.fromkeys(pairs, 0), **starts}
     assert _segments({}) is None
     with pytest.raises(ValueError, match="NODE:FILE_NAME"):
         _segments({"segments": "00000000000000000000.log"})

@@ -4,18 +4,33 @@ offset; the store is not updated by a run whose logs disagree."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from raftmeta.ids import uuid_to_str
+from raftmeta.jobs import digests
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.digests import CHECK_NAME, SUMMARY, incremental_facts
 from raftmeta.jobs.layout import discover
-from raftmeta.jobs.verify import run_verify
+from raftmeta.jobs.state_store import SUMMARY as STATE_SUMMARY
+from raftmeta.jobs.verify import VerifyResult, run_verify
 from raftmeta.records import codec
-from tests.jobs.quorum_logs import append_everywhere, replace_in_node, rewrite_batch, topic_batch, write_quorum
+from raftmeta.v1 import records_pb2
+from tests.jobs.quorum_logs import (
+    LogBatch,
+    append_everywhere,
+    fence_broker,
+    partition_change,
+    replace_in_node,
+    rewrite_batch,
+    topic_batch,
+    write_quorum,
+)
+from tests.jobs.test_spark_snapshots import write_snapshot
 from tests.jobs.test_spark_verify import doctor
 
 if TYPE_CHECKING:
@@ -56,12 +71,19 @@ def test_a_second_run_reads_only_new_segments_and_names_a_changed_one(spark: Spa
     ), failed[CHECK_NAME]
     assert f"offset {victim.base_offset} (" in failed["committed-prefixes-agree"]
     assert (store / SUMMARY).read_text() == stored, "a failed run leaves the store as it was"
+    assert third.figures["incremental"]["state_replay"] == "full: a verified segment changed or the logs disagree"
 
 
+@pytest.mark.parametrize("reader", ["driver", "spark"])
 @pytest.mark.parametrize("kind", ["changed-record", "missing-offset", "epoch-backwards", "crc-flip"])
-def test_doctored_logs_fail_alike_through_the_store(spark: SparkSession, tmp_path: Path, kind: str) -> None:
+def test_doctored_logs_fail_alike_through_the_store(
+    spark: SparkSession, tmp_path: Path, kind: str, reader: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The store is built on the clean logs, then the same logs are doctored: the consistency
-    checks through the store equal a full read's, and a doctored verified segment is named."""
+    checks through the store equal a full read's, and a doctored verified segment is named --
+    whether the few bytes left to read are read by the driver or, as a large read is, by Spark."""
+    if reader == "spark":
+        monkeypatch.setattr(digests, "DRIVER_READ_BYTES", -1)
     root, store = tmp_path / kind, tmp_path / "store"
     doctor("clean", root)
     _, check, _ = incremental_facts(spark, str(root), discover(str(root)), store)
@@ -72,6 +94,196 @@ def test_doctored_logs_fail_alike_through_the_store(spark: SparkSession, tmp_pat
     facts, check, figures = incremental_facts(spark, str(root), discover(str(root)), store)
     assert facts_to_checks(facts) == full
     assert not all(c.passed for c in full)
-    # The last batch (epoch-backwards) sits in the active segment, never stored; the others are in verified ones.
-    assert check.passed == (kind == "epoch-backwards"), check
+    # Every doctored batch was verified: in a stored segment, or (epoch-backwards: the last batch) in the
+    # committed prefix of the active segment.
+    assert not check.passed, check
     assert figures["segments_reused"] > 0
+
+
+# The state side: a verify with the store folds only the records after the stored point into the
+# stored state; its report must be a full verify's, on clean logs and on each kind of damage.
+
+GOLD = (10, 11)
+VAULT = 77
+
+
+def gold_brokers_and_vault() -> list[list[bytes]]:
+    """Brokers 10 and 11 in pool "gold", and topic "vault" (pool gold) with one partition on them."""
+    brokers = [
+        records_pb2.MetadataRecord(
+            register_broker=records_pb2.RegisterBrokerRecord(
+                broker_id=b, incarnation_id=bytes([b]) * 16, broker_epoch=b, rack=f"rack-{b % 2}", pool="gold"
+            )
+        ).SerializeToString()
+        for b in GOLD
+    ]
+    topic_id = VAULT.to_bytes(16, "big")
+    vault = [
+        records_pb2.MetadataRecord(
+            topic=records_pb2.TopicRecord(name="vault", topic_id=topic_id, broker_pool="gold")
+        ).SerializeToString(),
+        vault_partition(0, [10, 11]),
+    ]
+    return [brokers, vault]
+
+
+def vault_partition(partition: int, replicas: list[int]) -> bytes:
+    record = records_pb2.PartitionRecord(
+        topic_id=VAULT.to_bytes(16, "big"), partition_id=partition, replicas=replicas, isr=replicas, leader=replicas[0]
+    )
+    return records_pb2.MetadataRecord(partition=record).SerializeToString()
+
+
+def create_op(op_id: int, index: int) -> dict[str, Any]:
+    """An acknowledged create of topic_batch(index)'s topic."""
+    return {
+        "op_id": op_id, "request_id": f"req-{index}", "kind": "create_topic", "topic": f"topic-{index}",
+        "topic_id": uuid_to_str(index.to_bytes(16, "big")), "invoke_ms": 1000 * op_id, "complete_ms": 1000 * op_id + 1,
+        "outcome": "ok", "error": "",
+    }  # fmt: skip
+
+
+def report(result: VerifyResult) -> dict[str, Any]:
+    """The whole report but what describes the incremental run itself (which segments it reused)."""
+    document = result.to_json("/")
+    document["checks"] = [c for c in document["checks"] if c["name"] != CHECK_NAME]
+    document["figures"] = {k: v for k, v in document["figures"].items() if k != "incremental"}
+    return document
+
+
+def stored_base(root: Path, store: Path, spark: SparkSession) -> dict[int, list[LogBatch]]:
+    logs = write_quorum(root, lagging=False)
+    for batch in gold_brokers_and_vault():
+        append_everywhere(root, logs, batch)
+    first = run_verify(spark, str(root), digest_store=store)
+    assert first.passed, [c for c in first.checks if not c.passed]
+    assert first.figures["incremental"]["state_stored_at"] == first.figures["committed_offset_by_node"]["1"]
+    return logs
+
+
+def new_part(root: Path, logs: dict[int, list[LogBatch]], kind: str) -> set[str]:
+    """Append the new records (damaged as ``kind`` says); return the checks that must fail."""
+    append_everywhere(root, logs, topic_batch(40))
+    # Old partitions (their previous state only in the store) change: a leader moves, an ISR shrinks.
+    append_everywhere(root, logs, [partition_change(1, 0, leader=2, isr=[2, 3, 1], leader_epoch=1, partition_epoch=1)])
+    append_everywhere(root, logs, [vault_partition(1, [11, 10])])
+    if kind == "clean":
+        append_everywhere(root, logs, topic_batch(41))
+        return set()
+    if kind == "duplicate-replica":
+        append_everywhere(root, logs, [partition_change(2, 1, replicas=[3, 3, 5], leader_epoch=0, partition_epoch=1)])
+        return {"partition-states-valid"}
+    if kind == "leader-outside-isr":
+        # topic-40-0's replicas and ISR are [4, 5, 0].
+        append_everywhere(root, logs, [partition_change(40, 0, leader=1, leader_epoch=1, partition_epoch=1)])
+        return {"partition-states-valid"}
+    if kind == "partition-epoch-skips":
+        # Partition 3-2's previous state is only in the store: its epoch 0 must become 1, not 5.
+        append_everywhere(root, logs, [partition_change(3, 2, isr=[5, 0, 1], leader_epoch=0, partition_epoch=5)])
+        return {"partition-states-valid"}
+    if kind == "pool-violation":
+        append_everywhere(root, logs, [vault_partition(2, [10, 3])])
+        return {"partition-states-valid"}
+    if kind == "lost-acknowledged-create":
+        return {"acknowledged-creates-committed-once"}
+    last = logs[1][-1]
+    if kind == "changed-record":
+        header = codec.check_batch(last.data)
+        records = codec.split_records(last.data, header)
+        records[0] = records[0][:-1] + bytes([records[0][-1] ^ 1])
+        replace_in_node(root, 2, last.base_offset, rewrite_batch(last.data, records=records))
+        return {"committed-prefixes-agree"}
+    if kind == "missing-offset":
+        append_everywhere(root, logs, topic_batch(41))
+        replace_in_node(root, 1, last.base_offset, None)
+        return {"offsets-contiguous", "committed-prefixes-agree"}
+    if kind == "epoch-backwards":
+        replace_in_node(root, 1, last.base_offset, rewrite_batch(last.data, epoch=1))
+        return {"epochs-non-decreasing", "committed-prefixes-agree"}
+    raise AssertionError(kind)
+
+
+def history_file(root: Path, kind: str) -> Path:
+    ops = [create_op(1, 3), create_op(2, 40)]
+    if kind == "lost-acknowledged-create":
+        ops.append({**create_op(3, 41), "topic": "topic-41"})  # acknowledged, never written
+    path = root.parent / f"{root.name}-history.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    return path
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "clean", "duplicate-replica", "leader-outside-isr", "partition-epoch-skips", "pool-violation",
+        "lost-acknowledged-create", "changed-record", "missing-offset", "epoch-backwards",
+    ],
+)  # fmt: skip
+def test_incremental_report_equals_a_full_verifys(spark: SparkSession, tmp_path: Path, kind: str) -> None:
+    root, store = tmp_path / "quorum", tmp_path / "store"
+    logs = stored_base(root, store, spark)
+    failing = new_part(root, logs, kind)
+    history = str(history_file(root, kind))
+    incremental = run_verify(spark, str(root), digest_store=store, history=history)
+    full = run_verify(spark, str(root), history=history)
+    assert report(incremental) == report(full)
+    failed = {c.name for c in full.checks if not c.passed}
+    assert failed == failing, failed
+    how = incremental.figures["incremental"]["state_replay"]
+    if "committed-prefixes-agree" not in failing:
+        assert how.startswith("from the stored state at offset"), how
+    else:  # damage across nodes: the stored state is not used until the logs agree again
+        assert how == "full: a verified segment changed or the logs disagree", how
+    if failing == {"partition-states-valid"}:
+        detail = next(c.detail for c in incremental.checks if c.name == "partition-states-valid")
+        expected = {
+            "duplicate-replica": "topic-2-1 at offset",
+            "leader-outside-isr": "topic-40-0 at offset",
+            "partition-epoch-skips": "topic-3-2 at offset",
+            "pool-violation": "vault-2 at offset",
+        }[kind]
+        assert expected in detail, detail
+        rule = {
+            "duplicate-replica": "duplicate replica",
+            "leader-outside-isr": "leader outside the ISR",
+            "partition-epoch-skips": "partition epoch did not rise by one",
+            "pool-violation": "replica outside the topic's broker pool",
+        }[kind]
+        assert rule in detail, detail
+    if not failing:
+        # The passing run moved the stored point; a third run with nothing new reads nothing more.
+        assert (
+            incremental.figures["incremental"]["state_stored_at"]
+            == incremental.figures["committed_offset_by_node"]["1"]
+        )
+        again = run_verify(spark, str(root), digest_store=store, history=history)
+        assert report(again) == report(full)
+        assert again.figures["incremental"]["state_replay"].endswith("(0 records after it)")
+        assert again.state.partition("topic-1", 0) == full.state.partition("topic-1", 0) == ([1, 2, 3], [2, 3, 1], 2)
+        assert sorted(again.state.topic_names()) == sorted(full.state.topic_names())
+
+
+@pytest.mark.parametrize("kind", ["broker-record", "new-snapshot", "damaged-store", "other-version"])
+def test_what_the_delta_cannot_prove_is_replayed_in_full(spark: SparkSession, tmp_path: Path, kind: str) -> None:
+    root, store = tmp_path / "quorum", tmp_path / "store"
+    logs = stored_base(root, store, spark)
+    append_everywhere(root, logs, topic_batch(40))
+    summary = store / "state" / STATE_SUMMARY
+    if kind == "broker-record":
+        # Fencing broker 0 changes the health of partitions no new record touches.
+        append_everywhere(root, logs, [fence_broker(0)])
+        expected = "full: a broker record at offset"
+    elif kind == "new-snapshot":
+        # Node 1 snapshots: the replay base moves, so the stored state's derivation no longer holds.
+        write_snapshot(root, 1, logs[1], logs[1][-1].base_offset)
+        expected = "full: a node's newest snapshot is new or changed"
+    elif kind == "damaged-store":
+        summary.write_text(summary.read_text()[:-20])
+        expected = "full: "
+    else:
+        summary.write_text(summary.read_text().replace('"version": 1', '"version": 99'))
+        expected = "full: stored state version 99, expected 1"
+    incremental = run_verify(spark, str(root), digest_store=store)
+    full = run_verify(spark, str(root))
+    assert report(incremental) == report(full)
+    assert incremental.figures["incremental"]["state_replay"].startswith(expected), incremental.figures
