@@ -39,6 +39,7 @@ def test_freezing_logs_what_it_froze() -> None:
         heap.freeze_heap(log, "test")
         [(event, fields)] = log.events
         assert event == "heap frozen" and fields["reason"] == "test"
-        assert fields["frozen_objects"] == gc.get_freeze_count() > 0
+        # (Not equal to gc.get_freeze_count() now: a frozen object freed since lowers the count.)
+        assert isinstance(fields["frozen_objects"], int) and fields["frozen_objects"] > 0
     finally:
         gc.unfreeze()
