@@ -34,7 +34,7 @@ from typing import Any
 
 import click
 
-from raftmeta.bench.results import machine, median, write_result
+from raftmeta.bench.results import machine, median, rss_bytes, write_result
 from raftmeta.cli.common import emit_json, output_option
 from raftmeta.records import codec
 from raftmeta.v1 import records_pb2
@@ -203,12 +203,8 @@ def baseline_in_child(data_dir: Path, nodes: int) -> tuple[float, float]:
 def jvm_peak_rss_mb(spark: Any) -> float:
     """Peak resident memory of the Spark driver JVM (VmHWM), from /proc."""
     pid = _jvm_pid(spark)
-    if pid is None:
-        return -1.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return -1.0
+    peak = rss_bytes(pid)["hwm"] if pid is not None else 0
+    return peak / (1 << 20) if peak else -1.0
 
 
 def process_tree_cpu_seconds(root_pid: int) -> tuple[float, float]:

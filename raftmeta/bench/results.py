@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import shutil
@@ -53,6 +54,17 @@ def scratch_dir(work_dir: Path | None, name: str) -> Iterator[Path]:
     finally:
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def rss_bytes(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak) of a process, in bytes (Linux /proc); zeros if it is gone."""
+    figures = {"rss": 0, "hwm": 0}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                figures["rss" if key == "VmRSS" else "hwm"] = int(value.split()[0]) * 1024
+    return figures
 
 
 # The options every benchmark that needs them shares, spelled once.

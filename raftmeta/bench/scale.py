@@ -52,7 +52,15 @@ from typing import Any
 
 import click
 
-from raftmeta.bench.results import machine, median, result_file_option, scratch_dir, work_dir_option, write_result
+from raftmeta.bench.results import (
+    machine,
+    median,
+    result_file_option,
+    rss_bytes,
+    scratch_dir,
+    work_dir_option,
+    write_result,
+)
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.v1 import controller_pb2
 
@@ -118,17 +126,6 @@ def progress(event: str, **fields: object) -> None:
 
 
 # -- processes ------------------------------------------------------------------------------------
-def rss_bytes(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak) of a process, in bytes (Linux /proc); zeros if it is gone."""
-    figures = {"rss": 0, "hwm": 0}
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                figures["rss" if key == "VmRSS" else "hwm"] = int(value.split()[0]) * 1024
-    return figures
-
-
 def node_memory(quorum: Any) -> dict[str, dict[str, int]]:
     return {str(n.id): rss_bytes(n.pid) for n in quorum.nodes}
 

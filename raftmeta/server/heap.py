@@ -26,14 +26,18 @@ def freeze_heap(log: Any, why: str) -> None:
     log.info("heap frozen", reason=why, frozen_objects=gc.get_freeze_count())
 
 
-class GrowthFreezer:
-    """Freezes the heap each time the committed log has grown by ``every`` records."""
+class HeapFreezer:
+    """A node's freezes: at the points it names (start-up replay, snapshots) and each time the
+    committed log has grown by ``every`` records since the last one, whichever came."""
 
     def __init__(self, every: int = FREEZE_EVERY_RECORDS) -> None:
         self._every = every
         self._frozen_at = 0
 
+    def freeze(self, offset: int, log: Any, why: str) -> None:
+        self._frozen_at = offset
+        freeze_heap(log, why)
+
     def committed(self, offset: int, log: Any) -> None:
         if offset - self._frozen_at >= self._every:
-            self._frozen_at = offset
-            freeze_heap(log, "image grew")
+            self.freeze(offset, log, "image grew")

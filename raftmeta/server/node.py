@@ -44,7 +44,7 @@ from raftmeta.server.addresses import AddressBook
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import open_disk
 from raftmeta.server.group_commit import GroupCommit
-from raftmeta.server.heap import GrowthFreezer, freeze_heap
+from raftmeta.server.heap import HeapFreezer
 from raftmeta.server.inbox import AdminInput, Flushed, Inbox, Input, LeaderGone, RaftInput, SnapshotTaken, Tick
 from raftmeta.server.peers import grpc_peers, is_request
 from raftmeta.server.probe import LeaderProbe
@@ -74,7 +74,7 @@ class Node:
         self.log = get_logger("node", node_id=config.node_id)
         self.inbox = Inbox()
         self.leader_changed = asyncio.Event()
-        self._growth = GrowthFreezer()
+        self._heap = HeapFreezer()
         self._stopping = False
         self._inbound: dict[int, asyncio.Future[Any]] = {}
         self._next_inbound_id = -1
@@ -144,7 +144,7 @@ class Node:
     async def _loop(self) -> None:
         deadline = self.qc.poll(now_ms())
         await self._perform(self.qc.take_ready())  # the start-up replay: committed batches on disk
-        freeze_heap(self.log, "start-up replay")
+        self._heap.freeze(self.core.high_watermark, self.log, "start-up replay")
         while not self._stopping:
             deadline = await self._turn(deadline)
         if self.is_leader:
@@ -283,7 +283,7 @@ class Node:
             # The image grew since the last freeze: without this, each time the heap grows by a
             # quarter the collector walks all of it (Python's full-collection rule) -- pauses of
             # hundreds of ms with a big image, showing up as p99 latency.
-            freeze_heap(self.log, "snapshot taken")
+            self._heap.freeze(self.core.high_watermark, self.log, "snapshot taken")
         elif isinstance(item, LeaderGone):
             self.probe.leader_gone(now, item, self._next_inbound_id)
             self._next_inbound_id -= 1
@@ -322,7 +322,7 @@ class Node:
             self.qc.install_snapshot(LazyRecords(records), image.end_offset)
             self._stats.snapshot_size_bytes = len(image.data)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
-            freeze_heap(self.log, "snapshot installed")
+            self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed")
         flushed_now = False
         group_commit = self.group_commit
         role = self.core.role
@@ -378,7 +378,7 @@ class Node:
             return
         self._stats.proposals_applied += len(entries)
         self.qc.apply_committed(now_ms(), entries)
-        self._growth.committed(self.core.high_watermark, self.log)
+        self._heap.committed(self.core.high_watermark, self.log)
         self._deliver()  # the answers go out now: a light leader answers before its Fetch answers
         self.disk.checkpoint_high_watermark(self.core.high_watermark, self._disk_failed)
 

@@ -105,6 +105,12 @@ class SimNode:
             self.suspension = None
         return now - self.clock_lag_ms
 
+    def suspend(self, now: int, until: int) -> None:
+        """The clock stops from ``now`` to ``until`` (extending a suspension in progress)."""
+        self.clock(now)  # settle an ended suspension first
+        start, end = self.suspension if self.suspension is not None else (now, now)
+        self.suspension = (start, max(end, until))
+
     def end_suspension(self, now: int) -> None:
         """The suspension ends now, if it had not already (a heal; a crash: the process restarts
         on a running machine)."""
@@ -577,20 +583,15 @@ class Simulation:
             self._push(self.now + duration, HEAL, self._next_partition)
             self._trace(f"partition {shape} {sorted(links)}{' holding' if hold else ''}")
             kind = f"partition_{shape}"
-        elif kind == "pause":
+        elif kind in ("pause", "suspend"):
+            # A suspended machine (a laptop lid, a VM frozen for migration) handles nothing, like
+            # a paused process, and its monotonic clock stops too: when it wakes its timers (the
+            # leader's check quorum among them) are late by the whole suspension.
             node = self.nodes[ids[rng.next_int(len(ids))]]
             node.paused_until = max(node.paused_until, self.now + duration)
-            self._trace(f"pause n{node.node_id} until {node.paused_until}")
-        elif kind == "suspend":
-            # The machine sleeps (a laptop lid, a VM frozen for migration): the node handles
-            # nothing, like a pause, and its monotonic clock stops too, so when it wakes its
-            # timers (the leader's check-quorum among them) are late by the whole suspension.
-            node = self.nodes[ids[rng.next_int(len(ids))]]
-            node.paused_until = max(node.paused_until, self.now + duration)
-            node.clock(self.now)  # settle an ended suspension first
-            start, end = node.suspension if node.suspension is not None else (self.now, self.now)
-            node.suspension = (start, max(end, self.now + duration))
-            self._trace(f"suspend n{node.node_id} until {node.suspension[1]}")
+            if kind == "suspend":
+                node.suspend(self.now, self.now + duration)
+            self._trace(f"{kind} n{node.node_id} until {node.paused_until}")
         elif kind == "slow_disk":
             node = self.nodes[ids[rng.next_int(len(ids))]]
             node.slow_until = self.now + duration

@@ -20,7 +20,7 @@ class Log:
 def test_the_heap_is_frozen_each_time_the_log_grew_by_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     frozen: list[str] = []
     monkeypatch.setattr(heap, "freeze_heap", lambda log, why: frozen.append(why))
-    growth = heap.GrowthFreezer(every=100)
+    growth = heap.HeapFreezer(every=100)
     log = Log()
     for offset in (10, 99):
         growth.committed(offset, log)
@@ -31,6 +31,20 @@ def test_the_heap_is_frozen_each_time_the_log_grew_by_the_step(monkeypatch: pyte
     assert frozen == ["image grew"], "counted from the last freeze"
     growth.committed(200, log)
     assert len(frozen) == 2
+
+
+def test_a_named_freeze_restarts_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot's freeze (or the start-up replay's) is not followed by another for the same
+    records."""
+    frozen: list[str] = []
+    monkeypatch.setattr(heap, "freeze_heap", lambda log, why: frozen.append(why))
+    freezer = heap.HeapFreezer(every=100)
+    log = Log()
+    freezer.freeze(250, log, "snapshot taken")
+    freezer.committed(300, log)
+    assert frozen == ["snapshot taken"]
+    freezer.committed(350, log)
+    assert frozen == ["snapshot taken", "image grew"]
 
 
 def test_freezing_logs_what_it_froze() -> None:

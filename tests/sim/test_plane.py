@@ -15,9 +15,11 @@ PLANE_SEEDS = 100
 STEPS = 3000
 
 
-def planted(bug: str) -> Summary:
+def planted(bug: str, kinds: frozenset[str] = ALL) -> Summary:
     """The CI seed budget with one planted bug of the whole plane, up to its first violation."""
-    return run_seeds(range(PLANE_SEEDS), steps=STEPS, voters=3, kinds=ALL, bug=bug, plane=True, stop_on_violation=True)
+    return run_seeds(
+        range(PLANE_SEEDS), steps=STEPS, voters=3, kinds=kinds, bug=bug, plane=True, stop_on_violation=True
+    )
 
 
 @pytest.mark.sim
@@ -94,15 +96,7 @@ def test_a_read_served_without_the_read_index_round_is_caught() -> None:
     out) and answers a read that waited in its inbox, missing the writes the next leader
     acknowledged meanwhile. In the all-faults mix suspend is one kind of eleven (the first seed
     caught there is 89), so the budget runs the fault the rule is about."""
-    summary = run_seeds(
-        range(PLANE_SEEDS),
-        steps=STEPS,
-        voters=3,
-        kinds=frozenset({"suspend"}),
-        bug="stale_reads",
-        plane=True,
-        stop_on_violation=True,
-    )
+    summary = planted("stale_reads", kinds=frozenset({"suspend"}))
     assert summary.violations, "a read served without the read-index round went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20
