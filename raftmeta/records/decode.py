@@ -49,6 +49,11 @@ class LazyRecords(Sequence[records_pb2.MetadataRecord]):
     def __init__(self, raws: Sequence[bytes]) -> None:
         self._raws = raws
 
+    @property
+    def serialized(self) -> Sequence[bytes]:
+        """The records as they were given, serialized (for a reader that takes bytes)."""
+        return self._raws
+
     def __len__(self) -> int:
         return len(self._raws)
 

@@ -6,9 +6,9 @@ produces it (:class:`PartitionEncoder`), and the state a canonically encoded one
 Snapshots serialize every partition of the image (or, with the snapshot encoder's cache, every
 partition created or changed since the last snapshot): at 1000-partition topics that is most of
 the records a node ever writes. Building the message field by field and serializing it costs
-about 2 us of Python per partition; joining a few cached byte strings costs about a third of
-that. The replica lists of a cluster have few distinct values (the image interns them), so
-their encodings are cached per list.
+about 2 us of Python per partition; joining a few byte strings costs about a third of that. A
+replica list of broker ids below 128 is its own packed encoding (one byte an id); longer ids'
+encodings are cached per list.
 
 Canonical encoding of the proto3 messages in proto/raftmeta/v1/records.proto: fields in number
 order, fields at their default value left out, repeated int32 packed, negative int32 as ten-byte
@@ -38,6 +38,7 @@ _TOPIC_ID = b"\x0a"  # PartitionRecord.topic_id = 1
 _PARTITION_ID = b"\x10"  # = 2
 _REPLICAS = 0x1A  # = 3, packed
 _ISR = 0x22  # = 4, packed
+_ISR_TAG = bytes((_ISR,))
 _REMOVING = 0x2A  # = 5, packed
 _ADDING = 0x32  # = 6, packed
 _LEADER = b"\x38"  # = 7
@@ -72,6 +73,11 @@ class PartitionEncoder:
         self._packed: dict[tuple[int, tuple[int, ...]], bytes] = {}
 
     def _field(self, tag: int, values: tuple[int, ...]) -> bytes:
+        # Ids below 128 are one-byte varints: the packed payload is the ids' own bytes, built in C
+        # (a cluster of up to 128 brokers has about as many distinct replica lists as partitions,
+        # so the cache below would mostly miss).
+        if len(values) < 0x80 and min(values) >= 0 and max(values) < 0x80:
+            return bytes((tag, len(values))) + bytes(values)
         key = (tag, values)
         encoded = self._packed.get(key)
         if encoded is None:
@@ -93,7 +99,11 @@ class PartitionEncoder:
             parts.append(_PARTITION_ID + _int(partition_id))
         replicas, isr, leader, leader_epoch, partition_epoch, removing, adding = part
         if replicas:
-            parts.append(self._field(_REPLICAS, replicas))
+            replicas_field = self._field(_REPLICAS, replicas)
+            parts.append(replicas_field)
+            if isr is replicas or isr == replicas:  # most partitions: the same payload, another tag
+                parts.append(_ISR_TAG + replicas_field[1:])
+                isr = ()
         if isr:
             parts.append(self._field(_ISR, isr))
         if removing:
@@ -149,7 +159,85 @@ def read_partition_state(tail: bytes) -> NewPartitionState | None:
     """The state ``tail`` encodes, when ``tail`` is the canonical encoding of a PartitionRecord
     without topic_id and partition_id (so the fields the caller read before it are the record's
     only ones: re-encoding what protobuf parses gives the same bytes) and no reassignment is in
-    progress. None for anything else: the caller reads the record the general way."""
+    progress. None for anything else: the caller reads the record the general way.
+
+    The common shape -- replica ids below 128, scalars of at most four varint bytes -- is read
+    here byte by byte: a cluster of up to 128 brokers has nearly as many distinct replica lists as
+    partitions, so replay meets this on most records of a snapshot, and protobuf's parse and
+    re-serialization cost three times as much. Everything else is left to
+    :func:`read_partition_state_by_protobuf`, the definition; tests/controller/test_wire.py holds
+    the two equal on arbitrary bytes."""
+    if len(tail) < 2 or tail[0] != _REPLICAS:
+        return read_partition_state_by_protobuf(tail)
+    count = tail[1]
+    position = 2 + count
+    packed = tail[2:position]
+    if not 0 < count < 0x80 or len(packed) != count or max(packed) >= 0x80:
+        return read_partition_state_by_protobuf(tail)
+    replicas = tuple(packed)
+    isr: tuple[int, ...] = ()
+    if tail[position : position + 1] == _ISR_TAG:
+        isr_count = tail[position + 1] if position + 1 < len(tail) else 0
+        start = position + 2
+        position = start + isr_count
+        isr_packed = tail[start:position]
+        if isr_packed == packed:
+            isr = replicas
+        elif 0 < isr_count < 0x80 and len(isr_packed) == isr_count and max(isr_packed) < 0x80:
+            isr = tuple(isr_packed)
+        else:
+            return read_partition_state_by_protobuf(tail)
+    rest = tail[position:]
+    scalars = _SCALARS.get(rest) if rest else (0, 0, 0)
+    if scalars is None:
+        scalars = _read_scalars(rest)
+        if scalars is None:
+            return read_partition_state_by_protobuf(tail)
+    return replicas, isr, scalars[0], scalars[1], scalars[2]
+
+
+# The bytes after the replica lists -> (leader, leader_epoch, partition_epoch): a cluster has few
+# distinct values (a leader and small epochs), and one lookup is cheaper than reading them.
+_SCALARS: dict[bytes, tuple[int, int, int]] = {}
+_SCALARS_MAX = 1 << 16
+_SCALAR_TAGS = (0x38, 0x40, 0x48)  # leader, leader_epoch, partition_epoch, in field order
+
+
+def _read_scalars(rest: bytes) -> tuple[int, int, int] | None:
+    """The three scalars ``rest`` encodes canonically, each a varint of one to four bytes (zero is
+    left out); None for anything else (a negative leader, a big epoch, another field)."""
+    values = [0, 0, 0]
+    position = 0
+    size = len(rest)
+    for index, tag in enumerate(_SCALAR_TAGS):
+        if position < size and rest[position] == tag:
+            value = 0
+            shift = 0
+            end = min(position + 5, size)
+            position += 1
+            while True:
+                if position == end:
+                    return None
+                byte = rest[position]
+                position += 1
+                value |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            if byte == 0:  # zero, or a last byte of zero: not canonical
+                return None
+            values[index] = value
+    if position != size:
+        return None
+    scalars = (values[0], values[1], values[2])
+    if len(_SCALARS) >= _SCALARS_MAX:
+        _SCALARS.clear()
+    _SCALARS[rest] = scalars
+    return scalars
+
+
+def read_partition_state_by_protobuf(tail: bytes) -> NewPartitionState | None:
+    """:func:`read_partition_state` by protobuf's parser: the definition of what it returns."""
     try:
         parsed = records_pb2.PartitionRecord.FromString(tail)
     except DecodeError:

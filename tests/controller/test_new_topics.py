@@ -9,6 +9,7 @@ image replay gives:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from raftmeta.controller import ImageBuilder, MetadataImage, PartitionRegistration, ReplayError, delta, image_to_records
 from raftmeta.controller.delta import NewTopic
 from raftmeta.controller.topics import create_partitions, create_topics
+from raftmeta.records.decode import LazyRecords
 from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import controller_pb2, records_pb2
 from tests.controller.helpers import Context
@@ -175,11 +177,11 @@ def test_add_topics_refuses_what_replay_refuses() -> None:
 def general_replay(image: MetadataImage, records: list[records_pb2.MetadataRecord]) -> MetadataImage | str:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(delta, "_PARTITION_STATES", {})
-        patch.setattr(delta, "_partition_state", lambda tail: None)
+        patch.setattr(delta, "_partition_state", lambda tail, states, states_max: None)
         return outcome(image, records)
 
 
-def outcome(image: MetadataImage, records: list[records_pb2.MetadataRecord]) -> MetadataImage | str:
+def outcome(image: MetadataImage, records: Sequence[records_pb2.MetadataRecord]) -> MetadataImage | str:
     try:
         return replayed(image, records)
     except ReplayError as error:
@@ -242,6 +244,9 @@ def test_fast_path_replay_equals_reading_the_fields(data: st.DataObject) -> None
     assert outcome(ctx.image, records) == general_replay(ctx.image, records)
     # A second pass with every state learnt by the first.
     assert outcome(ctx.image, records) == general_replay(ctx.image, records)
+    # A snapshot's records, replayed from their bytes with a table of their own.
+    serialized = LazyRecords([record.SerializeToString() for record in records])
+    assert outcome(ctx.image, serialized) == general_replay(ctx.image, records)
 
 
 @pytest.mark.parametrize("count", [1, 127, 128, 129, 16_383, 16_384, 16_390])

@@ -3,6 +3,7 @@ unchanged since the last snapshot reused rather than re-encoded."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,7 +11,13 @@ from raftmeta.controller import image_to_records
 from raftmeta.controller.image import PartitionRegistration
 from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.controller.topics import delete_topics
-from raftmeta.records.wire import PACKED_CACHE_MAX, PartitionEncoder, varint
+from raftmeta.records.wire import (
+    PACKED_CACHE_MAX,
+    PartitionEncoder,
+    read_partition_state,
+    read_partition_state_by_protobuf,
+    varint,
+)
 from raftmeta.v1 import controller_pb2, records_pb2
 from tests.controller.helpers import Context
 
@@ -149,3 +156,52 @@ def test_new_records_encode_exactly_as_protobuf_does(
     partitions = [states[i % len(states)] for i in picks]
     encoded = PartitionEncoder().new_records(topic_id, first, partitions)
     assert encoded == [protobuf_bytes(topic_id, first + i, part) for i, part in enumerate(partitions)]
+
+
+def state_tail(part: PartitionRegistration) -> bytes:
+    """A partition's record after topic_id and partition_id: what replay's fast path reads."""
+    record = PartitionEncoder().record(b"", 0, part)
+    return record[2:] if record[1] < 0x80 else record[3:]
+
+
+SHAPED = st.tuples(
+    st.lists(st.integers(-1, 300), max_size=4).map(tuple),
+    st.lists(st.integers(-1, 300), max_size=4).map(tuple),
+    st.one_of(st.integers(-1, 300), INT32),
+    st.one_of(st.integers(0, 2**21), INT32),
+    st.one_of(st.integers(0, 2**29), INT32),
+).map(lambda fields: PartitionRegistration(*fields))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    tail=st.one_of(
+        st.binary(max_size=24),
+        SHAPED.map(state_tail),
+        # a valid state with a byte changed, cut short or lengthened
+        st.tuples(SHAPED.map(state_tail), st.integers(0, 40), st.integers(0, 255)).map(
+            lambda t: t[0][: t[1] % (len(t[0]) + 1)] + bytes([t[2]]) + t[0][t[1] % (len(t[0]) + 1) + 1 :]
+        ),
+        st.tuples(SHAPED.map(state_tail), st.binary(max_size=3)).map(lambda t: t[0] + t[1]),
+    )
+)
+def test_reading_a_partition_state_by_hand_equals_protobuf(tail: bytes) -> None:
+    """The byte-by-byte reader of replay's fast path is a copy for speed of the protobuf one: the
+    same state, or None, for any bytes."""
+    assert read_partition_state(tail) == read_partition_state_by_protobuf(tail)
+
+
+def test_the_hand_reader_takes_the_common_shapes_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small broker ids, a leader, small epochs: no protobuf fallback (the reason it exists)."""
+    import raftmeta.records.wire as wire
+
+    def refuse(tail: bytes) -> None:
+        raise AssertionError(f"fell back to protobuf for {tail.hex()}")
+
+    monkeypatch.setattr(wire, "read_partition_state_by_protobuf", refuse)
+    for part in [
+        PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 0, 0),
+        PartitionRegistration((0, 127, 5), (5, 0), 5, 300, 2**27),
+        PartitionRegistration((9,), (), 0, 0, 1),
+    ]:
+        assert read_partition_state(state_tail(part)) == tuple(part[:5])
