@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
@@ -214,7 +214,7 @@ class DiskWriter:
         self,
         end_offset: int,
         epoch: int,
-        records: Callable[[], Sequence[bytes]],
+        records: Callable[[], Iterable[bytes]],
         timestamp_ms: int,
         *,
         voters: records_pb2.VotersRecord | None = None,
@@ -240,7 +240,7 @@ class DiskWriter:
                 voters=voters,
             )
             snapshot = store.read(snapshot_id)  # what a restart will load: check it now
-            return without_records(snapshot), snapshot.path.read_bytes(), len(payload)
+            return without_records(snapshot), snapshot.path.read_bytes(), len(snapshot.records)
 
         loop = asyncio.get_running_loop()
         snapshot, data, count = await loop.run_in_executor(self._snapshot_executor, write)

@@ -8,7 +8,7 @@ event loop with no files and no sockets, through the same node code as productio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,7 +73,7 @@ class Disk(Protocol):
         self,
         end_offset: int,
         epoch: int,
-        records: Callable[[], Sequence[bytes]],
+        records: Callable[[], Iterable[bytes]],
         timestamp_ms: int,
         *,
         voters: records_pb2.VotersRecord | None = None,

@@ -6,7 +6,7 @@ failed: the policy then tries again later)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 from raftmeta.controller.quorum import SnapshotDue
@@ -40,10 +40,10 @@ class SnapshotWriter:
         encoder = self._encoder
         image = due.image
 
-        def records() -> list[bytes]:
+        def records() -> Iterator[bytes]:
             # On the snapshot thread: images are immutable values, so reading this one while the
             # node task builds the next ones is safe.
-            return encoder.records(image)
+            return encoder.stream(image)
 
         self._start(self._take(due.end_offset, due.epoch, records, due.voters))
 
@@ -51,7 +51,7 @@ class SnapshotWriter:
         self,
         end_offset: int,
         epoch: int,
-        records: Callable[[], list[bytes]],
+        records: Callable[[], Iterable[bytes]],
         voters: records_pb2.VotersRecord | None,
     ) -> None:
         started = time.perf_counter()

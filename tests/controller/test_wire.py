@@ -205,3 +205,18 @@ def test_the_hand_reader_takes_the_common_shapes_itself(monkeypatch: pytest.Monk
         PartitionRegistration((9,), (), 0, 0, 1),
     ]:
         assert read_partition_state(state_tail(part)) == tuple(part[:5])
+
+
+def test_a_snapshot_stream_read_halfway_keeps_the_previous_cache() -> None:
+    """A snapshot that failed while being written (its stream not read to the end) must not leave
+    the encoder a cache missing the topics it did not reach."""
+    ctx = grown_context()
+    encoder = SnapshotEncoder()
+    encoder.records(ctx.image)
+    before = dict(encoder._topics)
+    ctx.create_ok("gamma", partitions=2, rf=3)
+    stream = encoder.stream(ctx.image)
+    next(stream)
+    stream.close()
+    assert encoder._topics == before
+    assert encoder.records(ctx.image) == [r.SerializeToString() for r in image_to_records(ctx.image)]

@@ -7,7 +7,7 @@ sockets."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from raftmeta.raft import Entry, Envelope, QuorumStateData, SnapshotImage
 from raftmeta.raft.types import RaftMessage
@@ -122,7 +122,7 @@ class MemoryDisk:
         self,
         end_offset: int,
         epoch: int,
-        records: Callable[[], Sequence[bytes]],
+        records: Callable[[], Iterable[bytes]],
         timestamp_ms: int,
         *,
         voters: records_pb2.VotersRecord | None = None,
