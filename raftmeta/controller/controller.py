@@ -460,7 +460,8 @@ class Controller:
         with metadata records is only valid with nothing pending -- otherwise the log holds writes
         this controller did not make ahead of its own, and it raises.
         """
-        records = list(records)
+        if not isinstance(records, Sequence):
+            records = list(records)
         if all(r.WhichOneof("record") in _CONTROL_KINDS for r in records):
             if not self._pending:
                 self._committed_offset = max(self._committed_offset, last_offset)

@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
+from google.protobuf.message import DecodeError
+
 from raftmeta.controller.errors import ReplayError
 from raftmeta.controller.image import (
     NO_LEADER,
@@ -120,9 +122,10 @@ class ImageBuilder:
         goes through the dispatch table. The single-record ``replay`` comes here too, so there is
         one implementation.
 
-        A snapshot's :class:`LazyRecords` are read as the serialized records they hold: the fast
-        path below needs the bytes, and parsing a record only to serialize it again cost ~0.5 us a
-        record, a tenth of loading a big snapshot."""
+        :class:`LazyRecords` (a snapshot's records, a follower's committed batches) are read as
+        the serialized records they hold: the fast path below needs the bytes, and parsing a
+        record only to serialize it again cost ~0.5 us a record, a tenth of loading a big
+        snapshot."""
         if self._built or self._broken:
             raise RuntimeError("ImageBuilder is single use: start a new one from the built image")
         dispatch = _DISPATCH
@@ -134,15 +137,8 @@ class ImageBuilder:
         parse = records_pb2.MetadataRecord.FromString
         source: Iterable[records_pb2.MetadataRecord | bytes] = records
         states = _PARTITION_STATES
-        states_max = _PARTITION_STATES_MAX
         if isinstance(records, LazyRecords):
             source = records.serialized
-            # A snapshot: with many brokers its partitions have a few hundred thousand distinct
-            # states, far more than the shared table keeps. A table of its own, dropped when the
-            # load ends, decodes and checks each once (3.3 -> 1.5 s for 1M partitions on 100
-            # brokers), and its partitions share one value per state: a smaller image.
-            states = {}
-            states_max = len(records)
         try:
             for item in source:
                 # The fast path for a new partition in a known state (see _partition_state): one
@@ -166,7 +162,7 @@ class ImageBuilder:
                     if pid >= 0:
                         state = states.get(data[start:], missing)
                         if state is missing:
-                            state = _partition_state(data[start:], states, states_max)
+                            state = _partition_state(data[start:])
                         if state is not None:
                             topic_id = data[4:20]
                             draft = topics.get(topic_id)
@@ -183,7 +179,18 @@ class ImageBuilder:
                                 self._partition_count += 1
                                 self._count(state[0], state[2], 1)
                             continue
-                record = parse(item) if isinstance(item, bytes) else item
+                if isinstance(item, bytes):
+                    try:
+                        record = parse(item)
+                    except DecodeError as exc:
+                        # CRC-valid bytes that are no record: written so by a bug or another
+                        # program. No repair is safe; say so instead of protobuf's bare message.
+                        raise ReplayError(
+                            f"a committed record is not a MetadataRecord ({exc}): refusing to apply it; "
+                            "see `raftmeta log dump`"
+                        ) from exc
+                else:
+                    record = item
                 kind = record.WhichOneof("record")
                 if kind != "partition":
                     if kind is None:
@@ -618,9 +625,7 @@ _PARTITION_STATES_MAX = 1 << 20
 _MISSING_STATE: Any = object()
 
 
-def _partition_state(
-    tail: bytes, states: dict[bytes, PartitionRegistration | None], states_max: int
-) -> PartitionRegistration | None:
+def _partition_state(tail: bytes) -> PartitionRegistration | None:
     """The partition state ``tail`` encodes (see :func:`~raftmeta.records.wire.read_partition_state`),
     when replay may take it as it is: the state passes replay's checks (reassignments need the index
     of moving partitions, and the reader leaves them out). None sends the record to the general
@@ -633,9 +638,9 @@ def _partition_state(
             isr = replicas
         if _state_ok(replicas, set(replicas), isr, leader, leader_epoch, partition_epoch):
             state = _new_tuple(PartitionRegistration, (replicas, isr, leader, leader_epoch, partition_epoch, (), ()))
-    if len(states) >= states_max:
-        states.clear()
-    states[tail] = state
+    if len(_PARTITION_STATES) >= _PARTITION_STATES_MAX:
+        _PARTITION_STATES.clear()
+    _PARTITION_STATES[tail] = state
     return state
 
 

@@ -80,7 +80,7 @@ from raftmeta.raft import (
 from raftmeta.raft.core import VoterChangeError
 from raftmeta.raft.state import LeaderState, ReplicaState
 from raftmeta.raft.voters import Endpoint, VoterNode
-from raftmeta.records.decode import decode_records
+from raftmeta.records.decode import LazyRecords, record_bytes
 from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
 
 # The open batch: at most this many bytes of records are combined into one log batch, so Fetch
@@ -410,7 +410,8 @@ class QuorumController:
         if not entries:
             return
         controller = self.controller
-        foreign: list[records_pb2.MetadataRecord] = []
+        # Foreign records stay serialized: replay reads most of them from their bytes.
+        foreign: list[bytes] = []
         foreign_last = -1
         for entry in entries:
             last = entry.next_offset - 1
@@ -418,7 +419,7 @@ class QuorumController:
             if mine:
                 self._own.discard(last)
             if (mine or self._own) and foreign:
-                controller.apply_committed(foreign, foreign_last)
+                controller.apply_committed(LazyRecords(foreign), foreign_last)
                 foreign = []
             change = self._voter_changes.pop(last, None) if self._voter_changes else None
             if change is not None:
@@ -429,18 +430,18 @@ class QuorumController:
                     if key is not None and completion.response is not None:
                         self._answers.append(Answer(key, completion.response))
             elif self._own:
-                controller.apply_committed(decode_records(entry.data), last)  # between our own batches
+                controller.apply_committed(LazyRecords(record_bytes(entry.data)), last)  # between our own batches
             else:
-                foreign.extend(decode_records(entry.data))
+                foreign.extend(record_bytes(entry.data))
                 foreign_last = last
             self._records_since_snapshot += entry.next_offset - entry.base_offset
             if self.is_leader and not self._active and entry.epoch == self.core.epoch:
                 if foreign:
-                    controller.apply_committed(foreign, foreign_last)
+                    controller.apply_committed(LazyRecords(foreign), foreign_last)
                     foreign = []
                 self._activate(now_ms, last)
         if foreign:
-            controller.apply_committed(foreign, foreign_last)
+            controller.apply_committed(LazyRecords(foreign), foreign_last)
         self._answer_reads()
         self._maybe_snapshot(entries[-1])
 

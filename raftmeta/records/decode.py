@@ -35,6 +35,13 @@ def decode_records(batch: bytes | memoryview) -> list[records_pb2.MetadataRecord
     return records
 
 
+def record_bytes(batch: bytes | memoryview) -> list[bytes]:
+    """The records of one whole batch, CRC-checked and still serialized: for a reader that parses
+    them itself (replay's fast path reads most partition records from their bytes; a record that
+    does not parse is refused there, by name)."""
+    return split_records(batch, check_batch(batch))
+
+
 def parse_records(raws: Iterable[bytes]) -> list[records_pb2.MetadataRecord]:
     """Records given as serialized messages (a snapshot's payload)."""
     parse = records_pb2.MetadataRecord.FromString

@@ -177,7 +177,7 @@ def test_add_topics_refuses_what_replay_refuses() -> None:
 def general_replay(image: MetadataImage, records: list[records_pb2.MetadataRecord]) -> MetadataImage | str:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(delta, "_PARTITION_STATES", {})
-        patch.setattr(delta, "_partition_state", lambda tail, states, states_max: None)
+        patch.setattr(delta, "_partition_state", lambda tail: None)
         return outcome(image, records)
 
 
@@ -244,7 +244,7 @@ def test_fast_path_replay_equals_reading_the_fields(data: st.DataObject) -> None
     assert outcome(ctx.image, records) == general_replay(ctx.image, records)
     # A second pass with every state learnt by the first.
     assert outcome(ctx.image, records) == general_replay(ctx.image, records)
-    # A snapshot's records, replayed from their bytes with a table of their own.
+    # Records replayed from their bytes (a snapshot's, a follower's batches).
     serialized = LazyRecords([record.SerializeToString() for record in records])
     assert outcome(ctx.image, serialized) == general_replay(ctx.image, records)
 
@@ -290,3 +290,11 @@ def test_fast_path_counts_partitions_of_an_existing_topic() -> None:
     assert fast == general_replay(ctx.image, records)
     assert fast.partition_count == 40
     assert fast.replica_counts == {1: 40, 2: 40, 3: 40}
+
+
+def test_serialized_bytes_that_are_no_record_are_refused_by_name() -> None:
+    """A follower's committed batches are replayed from their bytes: bytes that pass the batch CRC
+    but do not parse stop the replay with a ReplayError that says what they are."""
+    ctx = Context()
+    with pytest.raises(ReplayError, match="not a MetadataRecord"):
+        replayed(ctx.image, LazyRecords([b"\xff\xff\xff"]))
