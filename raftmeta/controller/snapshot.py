@@ -14,7 +14,7 @@ topic is unchanged (see the class).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from itertools import accumulate
 
 from raftmeta.controller.delta import ImageBuilder
@@ -57,7 +57,7 @@ class SnapshotEncoder:
     def records(self, image: MetadataImage) -> list[bytes]:
         return list(self.stream(image))
 
-    def stream(self, image: MetadataImage) -> Iterator[bytes]:
+    def stream(self, image: MetadataImage) -> Generator[bytes, None, None]:
         """The records of ``image``, serialized, in ``image_to_records``'s order. The cache is
         replaced only when the stream was read to its end."""
         for record in _cluster_records(image):
