@@ -6,19 +6,26 @@ only the records after the verified point are decoded and checked, in the driver
    changed, a snapshot that is new or changed, too many layers.
 2. :func:`decode` reads the replayed node's committed records from the point on, with the data
    source's own decoder (the same rows a Spark task gives), starting at the point's batch.
-3. :func:`unprovable` refuses the records the delta cannot fold in: broker records (fencing or a
-   registration changes the health or the rules of partitions no new record touches) and
-   ``min.insync.replicas`` configs, and records of a topic removed before the point.
-4. :func:`replay` walks the new partition records in offset order, each state validated against
-   its predecessor (the stored state of its partition, or the previous new one) by
-   :mod:`raftmeta.jobs.partition_rules`; the counts are the stored ones, less what the touched
-   topics' stored partitions gave, plus what their new states give. A Spark job would cost more
-   to start than a 1% delta costs to check, so none runs here (only the history checks, with
-   ``--history``, run in Spark over the stored and the new history rows).
+3. :func:`unprovable` refuses the records the delta cannot fold in: records of a topic removed
+   before the point, a broker re-registered out of a pool some stored topic uses (the full replay
+   checks every *earlier* state against the final pools, and the store keeps last states only),
+   a fencing of a broker unregistered before the point (its registration is not stored), and a
+   ``min.insync.replicas`` value that is not a plain integer.
+4. :func:`replay` folds the new broker and ``min.insync.replicas`` records into the stored ones
+   (:func:`fold_brokers`, :func:`fold_min_isr`), then walks the new partition records in offset
+   order, each state validated against its predecessor (the stored state of its partition, or the
+   previous new one) by :mod:`raftmeta.jobs.partition_rules`, with the broker facts of the end of
+   the log as the full replay uses them. The counts are the stored ones, less what the touched
+   partitions gave, plus what they give now; "touched" covers the topics of the new records and
+   the stored partitions whose health or rack spread a broker or ``min.insync.replicas`` change
+   alters. A Spark job would cost more to start than a 1% delta costs to check, so none runs here
+   (only the history checks, with ``--history``, run in Spark over the stored and the new history
+   rows).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +35,7 @@ from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
 from raftmeta.jobs.columns import projected_schema, record_rows
 from raftmeta.jobs.health import CHECK_NAME as HEALTH_CHECK
 from raftmeta.jobs.health import FLAGS, HealthResult, describe_stuck, health_ok_detail
-from raftmeta.jobs.partition_rules import PartitionState, advance, broken_rules, entries, stuck
+from raftmeta.jobs.partition_rules import PartitionState, advance, broken_rules, entries, rack_view, stuck
 from raftmeta.jobs.state import (
     BROKEN,
     BROKER_TYPES,
@@ -57,6 +64,7 @@ from raftmeta.jobs.state_store import (
     StoredState,
     TopicInfo,
     read_partitions,
+    read_partitions_involving,
     snapshot_identities,
     tail_digest,
 )
@@ -122,21 +130,100 @@ def decode(node: layout.NodeFiles, point: int) -> pa.Table:
     return pa.Table.from_batches(batches, schema=projected_schema(COLUMNS))
 
 
+class Unprovable(Exception):
+    """A new record whose effect the stored state does not hold enough to derive."""
+
+
+# What Spark's cast of a config value to int (the full replay's ``topic_min_isr``) and Python's
+# int() read alike: other spellings (spaces, a sign, a fraction, a number past int32) are left to
+# the full replay rather than to two parsers' corner cases.
+_PLAIN_INT = re.compile(r"-?[0-9]{1,10}")
+_INT32 = range(-(2**31), 2**31)
+
+
+def fold_brokers(brokers: Brokers, rows: list[dict[str, Any]]) -> Brokers:
+    """The broker facts after the new records (``rows``, in offset order), as the full replay's
+    ``state._brokers`` derives them from the whole log: the first registration; the pool of the
+    latest registration that names one; for a broker whose latest record is not an unregistration,
+    its latest registration's rack and pool, fenced as its latest record says. Unprovable when a
+    broker unregistered before the point is fenced or unfenced: the full replay takes its rack and
+    pool from a registration the store does not keep."""
+    registered_at = dict(brokers.registered_at)
+    pool_of = dict(brokers.pool_of)
+    live = dict(brokers.live)
+    for r in rows:
+        kind = r["record_type"]
+        if kind not in BROKER_TYPES:
+            continue
+        broker = r["broker_id"]
+        if kind == "register_broker":
+            registered_at.setdefault(broker, r["offset"])
+            if r["pool"] is not None:
+                pool_of[broker] = r["pool"]
+            live[broker] = (r["rack"], r["pool"], bool(r["fenced"]))
+        elif kind == "unregister_broker":
+            live.pop(broker, None)
+        elif broker in live:
+            rack, pool, _ = live[broker]
+            live[broker] = (rack, pool, kind == "fence_broker")
+        elif broker in registered_at:
+            raise Unprovable(f"a {kind} record at offset {r['offset']} of broker {broker}, unregistered before it")
+        # A broker never registered stays unknown, as in the full replay (no registration, not live).
+    return Brokers(registered_at, pool_of, live)
+
+
+def fold_min_isr(min_isr: dict[str, int], rows: list[dict[str, Any]], names: set[str]) -> dict[str, int]:
+    """Each topic name's ``min.insync.replicas`` after the new records, as the full replay's
+    ``health.topic_min_isr`` gives it: the newest config of the name written at or after the newest
+    TopicRecord of that name (a TopicRecord resets it), a deleted one meaning the default; a config
+    of a name no TopicRecord has had yet counts for nothing. ``names``: the stored topics' names."""
+    out = dict(min_isr)
+    known = set(names)
+    for r in rows:
+        kind = r["record_type"]
+        if kind == "topic":
+            known.add(r["topic_name"])
+            out.pop(r["topic_name"], None)
+        elif kind == "config" and r["config_name"] == MIN_INSYNC_REPLICAS and r["config_resource"] in known:
+            name, value = r["config_resource"], r["config_value"]
+            if value is None:
+                out.pop(name, None)
+            elif _PLAIN_INT.fullmatch(value) and int(value) in _INT32:
+                out[name] = int(value)
+            else:
+                raise Unprovable(f"a {MIN_INSYNC_REPLICAS} config at offset {r['offset']} of value {value!r}")
+    return out
+
+
 def unprovable(rows: list[dict[str, Any]], stored: StoredState, topics: dict[str, TopicInfo]) -> str | None:
     """Why these new records cannot be folded into the stored state, or None."""
     for r in rows:
         kind = r["record_type"]
-        if kind in BROKER_TYPES:
-            return f"a broker record at offset {r['offset']} (it changes partitions no new record touches)"
-        if kind == "config" and r["config_name"] == MIN_INSYNC_REPLICAS:
-            return f"a {MIN_INSYNC_REPLICAS} config at offset {r['offset']}"
-        if kind == "topic" and r["topic_name"] in stored.min_isr:
-            return f"a topic named {r['topic_name']!r} at offset {r['offset']}, whose {MIN_INSYNC_REPLICAS} is set"
         if kind in (*PARTITION_TYPES, "remove_topic"):
             known = topics.get(r["topic_id"])
             if known is not None and known.removed:
                 return f"a record at offset {r['offset']} of topic id {r['topic_id']}, removed before the point"
+    try:
+        brokers = fold_brokers(stored.brokers, rows)
+        fold_min_isr(stored.min_isr, rows, _names(topics))
+    except Unprovable as exc:
+        return str(exc)
+    # The full replay checks every state along the log against the *final* pools. A stored state
+    # passed, so a broker's earlier states can only have sat in topics of its old pool; once it
+    # leaves that pool they break, but the store keeps no earlier state to count them by.
+    pools = {info.pool for info in topics.values() if info.pool is not None}
+    for broker, pool in sorted(brokers.pool_of.items()):
+        old = stored.brokers.pool_of.get(broker)
+        if old is not None and old != pool and old in pools:
+            return (
+                f"broker {broker} re-registered in pool {pool!r}, leaving pool {old!r} of stored topics "
+                "(their earlier states would need the log)"
+            )
     return None
+
+
+def _names(topics: dict[str, TopicInfo]) -> set[str]:
+    return {info.name for info in topics.values() if info.name is not None}
 
 
 @dataclass(frozen=True)
@@ -178,8 +265,13 @@ def replay(
     ``Delta.state.with_final`` and :func:`final_rows`."""
     import pyarrow as pa
 
-    brokers = stored.brokers
-    live_brokers = {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
+    # The stored counts were made with the stored facts; the new ones are the facts at the end of
+    # the log, which the full replay applies to every state (rules) and to the final state (counts).
+    old_brokers, old_min_isr = stored.brokers, stored.min_isr
+    brokers = fold_brokers(old_brokers, rows)
+    min_isr = fold_min_isr(old_min_isr, rows, _names(topics))
+    old_live = _unfenced(old_brokers)
+    live_brokers = _unfenced(brokers)
     new_topics: dict[str, TopicInfo] = {}
     removed: set[str] = set()
     touched: set[str] = set()
@@ -196,6 +288,26 @@ def replay(
         return topics.get(topic_id) or new_topics.get(topic_id)
 
     before = read_partitions(stored, [t for t in touched | removed if t in topics])
+    # Stored partitions no new record touches whose count entries the new facts change: those with a
+    # replica or leader whose liveness, fencing or rack changed (health, rack spread), every one
+    # whose rack spread the number of racks decides if that number changed, and the partitions of
+    # the names whose min.insync.replicas changed.
+    changed_brokers = {
+        b for b in old_brokers.live.keys() | brokers.live.keys() if old_brokers.live.get(b) != brokers.live.get(b)
+    }
+    old_rack_view, new_rack_view = rack_view(old_brokers), rack_view(brokers)
+    old_racks, racks = old_rack_view[1], new_rack_view[1]
+    if changed_brokers or old_racks != racks:
+        involved = read_partitions_involving(
+            stored, changed_brokers, None if old_racks == racks else min(old_racks, racks)
+        )
+        before.update(
+            (k, v) for k, v in involved.items() if k not in before and not (k[0] in topics and topics[k[0]].removed)
+        )
+    changed_names = {n for n in old_min_isr.keys() | min_isr.keys() if old_min_isr.get(n) != min_isr.get(n)}
+    if changed_names:
+        named = [t for t, info in topics.items() if info.name in changed_names and not info.removed]
+        before.update((k, v) for k, v in read_partitions(stored, named).items() if k not in before)
     current: dict[tuple[str, int], PartitionState] = {}
     orphans: list[dict[str, Any]] = []
     broken: list[dict[str, Any]] = []
@@ -231,7 +343,7 @@ def replay(
         return info.name if info else None
 
     for (topic_id, _), state in before.items():
-        for e in entries(state, name_of(topic_id), brokers, stored.min_isr, live_brokers):
+        for e in entries(state, name_of(topic_id), old_brokers, old_min_isr, old_live, old_rack_view):
             add(e, -1)
     after = {**before, **current}
     stuck_rows: list[dict[str, Any]] = []
@@ -239,9 +351,10 @@ def replay(
         if topic_id in removed:
             continue
         name = name_of(topic_id)
-        for e in entries(state, name, brokers, stored.min_isr, live_brokers):
+        for e in entries(state, name, brokers, min_isr, live_brokers, new_rack_view):
             add(e, 1)
-        if (topic_id, partition_id) in current and stuck(state, name, stored.min_isr, live_brokers):
+        # Every partition left out of ``after`` is as it was stored, and a stored state was not stuck.
+        if stuck(state, name, min_isr, live_brokers):
             stuck_rows.append(
                 {
                     "topic_name": name, "partition_id": partition_id, "replicas": state.replicas,
@@ -269,7 +382,7 @@ def replay(
         else Check(HEALTH_CHECK, False, listed([describe_stuck(r) for r in stuck_rows[:EXAMPLES_MAX]], stuck_total))
     )
     health = HealthResult(flag_counts, health_check, isr_sizes_of(counts))
-    folded = _Folded(brokers, stored.records + len(rows), counts, health, stored.min_isr)
+    folded = _Folded(brokers, stored.records + len(rows), counts, health, min_isr)
     voter_rows = [
         {k: r[k] for k in ("offset", "record_type", "leader", "leader_epoch", "voters")}
         for r in rows
@@ -298,6 +411,10 @@ def replay(
         "history": history,
     }
     return Delta(checks, folded, voter_rows, history, layer, len(rows))
+
+
+def _unfenced(brokers: Brokers) -> set[int]:
+    return {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
 
 
 def _check(name: str, examples: list[str], total: int, ok_detail: str) -> Check:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raftmeta.health import DEFAULT_MIN_INSYNC_REPLICAS, classify
 from raftmeta.jobs.health import FLAGS
@@ -32,6 +32,9 @@ from raftmeta.jobs.state import (
     REPLICA,
     Brokers,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Entry = tuple[int, int, int]  # (kind, broker, extra), as the Spark job's counts are keyed
 
@@ -50,6 +53,19 @@ class PartitionState:
     leader_epoch: int | None
     partition_epoch: int | None
     created_replication_factor: int | None
+
+    @classmethod
+    def from_table(cls, table: pa.Table) -> list[PartitionState]:
+        """A state per row of ``table`` (the stored ``partitions`` columns), built column by column
+        rather than through a dict per row: a broker change can select ~10% of the image's rows."""
+        c = table.to_pydict()
+        return [
+            cls(*fields)
+            for fields in zip(
+                c["topic_id"], c["partition_id"], c["replicas"], c["isr"], c["adding_replicas"], c["leader"],
+                c["leader_epoch"], c["partition_epoch"], c["created_replication_factor"], strict=True,
+            )
+        ]  # fmt: skip
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> PartitionState:
@@ -134,29 +150,38 @@ def broken_rules(
     return [name for name, broken in rules if broken]
 
 
+RackView = tuple[Mapping[int, str | None], int]  # each registered broker's rack, the number of racks
+
+
+def rack_view(brokers: Brokers) -> RackView:
+    """The racks of the brokers not unregistered, and how many there are (no rack counting as one)."""
+    return {b: rack for b, (rack, _, _) in brokers.live.items()}, len({rack for rack, _, _ in brokers.live.values()})
+
+
 def entries(
     state: PartitionState,
     topic_name: str | None,
     brokers: Brokers,
     min_isr: Mapping[str, int],
     live_brokers: Collection[int] | None = None,
+    racks: RackView | None = None,
 ) -> list[Entry]:
     """The entries one live partition adds to the counts (each counts 1), as the Spark job's
     ``_counts`` emits them: partitions, leaderless, rack spread, preferred and current leader,
-    ISR size, every health flag, and one per replica."""
+    ISR size, every health flag, and one per replica. ``live_brokers`` and ``racks`` are what
+    ``brokers`` gives (:func:`rack_view`): a caller with many partitions passes them once made."""
     replicas = state.replicas or []
     isr = state.isr or []
     leader = -1 if state.leader is None else state.leader
     if live_brokers is None:
         live_brokers = {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
-    rack_of = {b: rack for b, (rack, _, _) in brokers.live.items()}
-    racks = len({rack for rack, _, _ in brokers.live.values()})
+    rack_of, rack_count = racks if racks is not None else rack_view(brokers)
     out: list[Entry] = [(PARTITION, -1, -1)]
     if leader < 0:
         out.append((LEADERLESS, -1, -1))
     # An unknown broker and a broker without a rack both count as the one "no rack" value, as
     # Spark's array_distinct over the rack map's nulls does.
-    if len({rack_of.get(b) for b in replicas}) < min(len(replicas), racks):
+    if len({rack_of.get(b) for b in replicas}) < min(len(replicas), rack_count):
         out.append((RACK_SPREAD, -1, -1))
     if replicas:
         out.append((PREFERRED, replicas[0], -1))
@@ -184,4 +209,4 @@ def stuck(
     return health.stuck_under_replicated
 
 
-__all__ = ["Entry", "PartitionState", "advance", "broken_rules", "entries", "stuck"]
+__all__ = ["Entry", "PartitionState", "RackView", "advance", "broken_rules", "entries", "rack_view", "stuck"]

@@ -230,6 +230,42 @@ def read_partitions(state: StoredState, topic_ids: Collection[str]) -> dict[tupl
     return out
 
 
+def read_partitions_involving(
+    state: StoredState, brokers: Collection[int], replicas_over: int | None = None
+) -> dict[tuple[str, int], PartitionState]:
+    """The stored partitions (newest layer's row winning) whose replicas or leader include one of
+    ``brokers``, or, with ``replicas_over``, that have more replicas than that. Every layer is
+    read (O(image)), but the rows are selected in Arrow: only the matches become Python objects.
+    Rows of removed topics are left in; the caller knows which topics are removed."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    out: dict[tuple[str, int], PartitionState] = {}
+    ids = pa.array(sorted(brokers), pa.int32())
+    for path in state.paths("partitions"):
+        table = ds.dataset(path, format="parquet").to_table()
+        mask = np.zeros(table.num_rows, dtype=bool)
+        if len(ids):
+            mask |= pc.fill_null(pc.is_in(table["leader"], value_set=ids), False).to_numpy(zero_copy_only=False)
+            # One array: list_parent_indices of a chunked column counts from each chunk's start.
+            replicas = table["replicas"].combine_chunks()
+            hits = pc.is_in(pc.list_flatten(replicas), value_set=ids)
+            mask[pc.filter(pc.list_parent_indices(replicas), hits).to_numpy()] = True
+        if replicas_over is not None:
+            longer = pc.greater(pc.list_value_length(table["replicas"]), replicas_over)
+            mask |= pc.fill_null(longer, False).to_numpy(zero_copy_only=False)
+        if out:
+            # A newer layer's row replaces an older one's even when the newer row no longer matches.
+            replaced = table.filter(pa.array(~mask)).select(["topic_id", "partition_id"]).to_pydict()
+            for key in zip(replaced["topic_id"], replaced["partition_id"], strict=True):
+                out.pop(key, None)
+        for partition in PartitionState.from_table(table.filter(pa.array(mask))):
+            out[(partition.topic_id, partition.partition_id)] = partition
+    return out
+
+
 def write_layer(root: Path, generation: int, parts: dict[str, pa.Table]) -> Path:
     """Write one layer's files (an incremental run's changes)."""
     import pyarrow.parquet as pq
@@ -279,6 +315,7 @@ __all__ = [
     "discard",
     "load",
     "read_partitions",
+    "read_partitions_involving",
     "read_topics",
     "snapshot_identities",
     "staging",

@@ -331,6 +331,8 @@ def _delta_state(
             return None
         stored.point, stored.generations = node.high_watermark, generation + 1
         stored.records, stored.counts, stored.voter_rows = state.records, state.counts, voters
+        # The delta folded the new broker and min.insync.replicas records in: the next run starts from them.
+        stored.brokers, stored.min_isr = result.state.brokers, result.state.min_isr
         stored.tails = state_store.tails(all_nodes, _verified_through(path), node.high_watermark)
         state_store.write_summary(stored)
         return stored.point

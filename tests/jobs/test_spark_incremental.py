@@ -151,9 +151,11 @@ def report(result: VerifyResult) -> dict[str, Any]:
     return document
 
 
-def stored_base(root: Path, store: Path, spark: SparkSession) -> dict[int, list[LogBatch]]:
+def stored_base(
+    root: Path, store: Path, spark: SparkSession, extra: list[list[bytes]] | None = None
+) -> dict[int, list[LogBatch]]:
     logs = write_quorum(root, lagging=False)
-    for batch in gold_brokers_and_vault():
+    for batch in [*gold_brokers_and_vault(), *(extra or [])]:
         append_everywhere(root, logs, batch)
     first = run_verify(spark, str(root), digest_store=store)
     assert first.passed, [c for c in first.checks if not c.passed]
@@ -263,16 +265,27 @@ def test_incremental_report_equals_a_full_verifys(spark: SparkSession, tmp_path:
         assert sorted(again.state.topic_names()) == sorted(full.state.topic_names())
 
 
-@pytest.mark.parametrize("kind", ["broker-record", "new-snapshot", "damaged-store", "other-version"])
+@pytest.mark.parametrize(
+    "kind",
+    ["pool-left", "fence-unregistered", "min-isr-spelling", "new-snapshot", "damaged-store", "other-version"],
+)
 def test_what_the_delta_cannot_prove_is_replayed_in_full(spark: SparkSession, tmp_path: Path, kind: str) -> None:
     root, store = tmp_path / "quorum", tmp_path / "store"
-    logs = stored_base(root, store, spark)
+    # Broker 4 is unregistered before the point: the store keeps no registration of it.
+    logs = stored_base(root, store, spark, [[unregister_broker(4)]] if kind == "fence-unregistered" else None)
     append_everywhere(root, logs, topic_batch(40))
     summary = store / "state" / STATE_SUMMARY
-    if kind == "broker-record":
-        # Fencing broker 0 changes the health of partitions no new record touches.
-        append_everywhere(root, logs, [fence_broker(0)])
-        expected = "full: a broker record at offset"
+    if kind == "pool-left":
+        # Broker 11 leaves pool gold, which the stored topic "vault" uses: every earlier state of vault
+        # on broker 11 now breaks the pool rule, and only the log holds those states.
+        append_everywhere(root, logs, [register_broker(11, "rack-1", pool="silver")])
+        expected = "full: broker 11 re-registered in pool 'silver', leaving pool 'gold'"
+    elif kind == "fence-unregistered":
+        append_everywhere(root, logs, [fence_broker(4)])
+        expected = "full: a fence_broker record at offset"
+    elif kind == "min-isr-spelling":
+        append_everywhere(root, logs, [min_isr_config("topic-1", " 2")])
+        expected = "full: a min.insync.replicas config at offset"
     elif kind == "new-snapshot":
         # Node 1 snapshots: the replay base moves, so the stored state's derivation no longer holds.
         write_snapshot(root, 1, logs[1], logs[1][-1].base_offset)
@@ -287,3 +300,139 @@ def test_what_the_delta_cannot_prove_is_replayed_in_full(spark: SparkSession, tm
     full = run_verify(spark, str(root))
     assert report(incremental) == report(full)
     assert incremental.figures["incremental"]["state_replay"].startswith(expected), incremental.figures
+
+
+# Broker and min.insync.replicas records are folded in: they change the health, rack spread and
+# rules of partitions no new record touches, which the delta recomputes from the stored layers.
+
+
+def register_broker(broker: int, rack: str, *, pool: str | None = None, fenced: bool = False) -> bytes:
+    """A (re-)registration of ``broker`` with a new incarnation and epoch."""
+    record = records_pb2.RegisterBrokerRecord(
+        broker_id=broker, incarnation_id=bytes([broker + 100]) * 16, broker_epoch=100 + broker, rack=rack,
+        fenced=fenced,
+    )  # fmt: skip
+    if pool is not None:
+        record.pool = pool
+    return records_pb2.MetadataRecord(register_broker=record).SerializeToString()
+
+
+def unfence_broker(broker: int) -> bytes:
+    record = records_pb2.UnfenceBrokerRecord(broker_id=broker, broker_epoch=broker + 1)
+    return records_pb2.MetadataRecord(unfence_broker=record).SerializeToString()
+
+
+def unregister_broker(broker: int) -> bytes:
+    record = records_pb2.UnregisterBrokerRecord(broker_id=broker, broker_epoch=broker + 1)
+    return records_pb2.MetadataRecord(unregister_broker=record).SerializeToString()
+
+
+def min_isr_config(topic: str, value: str | None) -> bytes:
+    record = records_pb2.ConfigRecord(
+        resource_type=records_pb2.CONFIG_RESOURCE_TYPE_TOPIC, resource_name=topic, name="min.insync.replicas"
+    )
+    if value is not None:
+        record.value = value
+    return records_pb2.MetadataRecord(config=record).SerializeToString()
+
+
+def topic_on(index: int, replicas: list[int]) -> list[bytes]:
+    """Topic ``topic-<index>`` with one partition on ``replicas``."""
+    topic_id = index.to_bytes(16, "big")
+    records = [
+        records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name=f"topic-{index}", topic_id=topic_id)),
+        records_pb2.MetadataRecord(
+            partition=records_pb2.PartitionRecord(
+                topic_id=topic_id, partition_id=0, replicas=replicas, isr=replicas, leader=replicas[0]
+            )
+        ),
+    ]
+    return [r.SerializeToString() for r in records]
+
+
+# Before the point: broker 5 fenced and topic-3-0 ([3, 4, 5]) dropped it from its ISR --
+# under-replicated, but not stuck while 5 is fenced.
+SHRUNK = [[fence_broker(5)], [partition_change(3, 0, isr=[3, 4], leader_epoch=0, partition_epoch=1)]]
+
+
+def broker_part(root: Path, logs: dict[int, list[LogBatch]], kind: str) -> tuple[set[str], str | None]:
+    """Append the broker records of ``kind`` after new_part's clean records; return the checks
+    that must fail and what their detail names."""
+    new_part(root, logs, "clean")
+    if kind == "restart":
+        # Broker 0 restarts (fenced, registers again fenced, unfenced); broker 4 goes down and stays
+        # fenced (the partitions it leads become unavailable); broker 5 comes back and rejoins
+        # topic-3-0's ISR.
+        append_everywhere(root, logs, [fence_broker(0)])
+        append_everywhere(root, logs, [register_broker(0, "rack-0", fenced=True)])
+        append_everywhere(root, logs, [unfence_broker(0), fence_broker(4)])
+        append_everywhere(root, logs, [unfence_broker(5)])
+        append_everywhere(root, logs, [partition_change(3, 0, isr=[3, 4, 5], leader_epoch=0, partition_epoch=2)])
+        return set(), None
+    if kind == "unregister-and-configs":
+        # Broker 1 leaves, broker 6 joins in a new rack (the number of racks changes), broker 3
+        # registers again in another rack (rack spread changes), and min.insync.replicas is set, reset by a
+        # deletion, and set on a name whose TopicRecord comes after it (which does not count).
+        append_everywhere(root, logs, [unregister_broker(1)])
+        append_everywhere(root, logs, [register_broker(6, "rack-9"), register_broker(3, "rack-2")])
+        append_everywhere(root, logs, [min_isr_config("topic-2", "3"), min_isr_config("vault", "2")])
+        append_everywhere(root, logs, [min_isr_config("topic-4", "3"), min_isr_config("topic-43", "2")])
+        append_everywhere(root, logs, [min_isr_config("topic-4", None)])
+        append_everywhere(root, logs, topic_on(43, [6, 0, 2]))
+        return set(), None
+    if kind == "rejoin-missed":
+        # Broker 5 is unfenced but topic-3-0 (no new record of it) never takes it back in its ISR.
+        append_everywhere(root, logs, [unfence_broker(5)])
+        return {"isr-full-when-replicas-live"}, "topic-3-0"
+    if kind == "registered-late":
+        # A partition placed on broker 6 before broker 6 registers.
+        append_everywhere(root, logs, topic_on(42, [6, 0, 1]))
+        append_everywhere(root, logs, [register_broker(6, "rack-0")])
+        return {"partition-states-valid"}, "topic-42-0 at offset"
+    if kind == "pool-by-reregistration":
+        # Broker 12 joins pool gold and holds a vault replica, then registers again in pool silver.
+        append_everywhere(root, logs, [register_broker(12, "rack-0", pool="gold")])
+        append_everywhere(root, logs, [vault_partition(2, [12, 10])])
+        append_everywhere(root, logs, [register_broker(12, "rack-0", pool="silver")])
+        return {"partition-states-valid"}, "vault-2 at offset"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(
+    "kind", ["restart", "unregister-and-configs", "rejoin-missed", "registered-late", "pool-by-reregistration"]
+)
+def test_broker_and_min_isr_records_are_folded_in(spark: SparkSession, tmp_path: Path, kind: str) -> None:
+    root, store = tmp_path / "quorum", tmp_path / "store"
+    logs = stored_base(root, store, spark, SHRUNK)
+    failing, named = broker_part(root, logs, kind)
+    history = str(history_file(root, kind))
+    incremental = run_verify(spark, str(root), digest_store=store, history=history)
+    full = run_verify(spark, str(root), history=history)
+    assert report(incremental) == report(full)
+    failed = {c.name: c.detail for c in full.checks if not c.passed}
+    assert set(failed) == failing, failed
+    how = incremental.figures["incremental"]["state_replay"]
+    assert how.startswith("from the stored state at offset"), how
+    if named is not None:
+        (check,) = failing
+        assert named in failed[check], failed[check]
+        if kind == "pool-by-reregistration":
+            assert "replica outside the topic's broker pool" in failed[check]
+        if kind == "registered-late":
+            assert "replica not a registered broker" in failed[check]
+        return
+    # The figures moved on partitions no new record touches (else the equality above proves little):
+    # partitions led by the fenced broker 4 are unavailable; broker 3 moving to rack-2 breaks the
+    # rack spread of its partitions; topic-2 (3) and vault (2) are at their min.insync.replicas.
+    if kind == "restart":
+        assert full.figures["unavailable_partitions"] > 0, full.figures
+    else:
+        assert full.figures["rack_spread_violations"] > 0, full.figures
+        assert full.figures["at_min_isr_partitions"] >= 5, full.figures
+    # The folded broker facts and min.insync.replicas were stored: a later run starts from them.
+    append_everywhere(root, logs, [fence_broker(2), min_isr_config("topic-5", "2")])
+    again = run_verify(spark, str(root), digest_store=store, history=history)
+    full_again = run_verify(spark, str(root), history=history)
+    assert report(again) == report(full_again)
+    assert again.figures["incremental"]["state_replay"].startswith("from the stored state at offset")
+    assert again.passed, [c for c in again.checks if not c.passed]
