@@ -64,6 +64,16 @@ def fence_broker(broker_id: int) -> bytes:
     return records_pb2.MetadataRecord(fence_broker=fence).SerializeToString()
 
 
+def min_isr_config(topic: str, value: str | None) -> bytes:
+    """A topic's ``min.insync.replicas`` ConfigRecord; ``value`` None deletes it."""
+    record = records_pb2.ConfigRecord(
+        resource_type=records_pb2.CONFIG_RESOURCE_TYPE_TOPIC, resource_name=topic, name="min.insync.replicas"
+    )
+    if value is not None:
+        record.value = value
+    return records_pb2.MetadataRecord(config=record).SerializeToString()
+
+
 def leader_change(leader: int, epoch: int) -> list[bytes]:
     record = records_pb2.MetadataRecord(
         leader_change=records_pb2.LeaderChangeRecord(leader_id=leader, leader_epoch=epoch)

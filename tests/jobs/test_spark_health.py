@@ -14,8 +14,7 @@ import pytest
 from raftmeta.health import PartitionHealth, classify
 from raftmeta.jobs.health import CHECK_NAME, FLAGS, health_columns, newest_topics, topic_min_isr
 from raftmeta.jobs.verify import run_verify, write_outputs
-from raftmeta.v1 import records_pb2
-from tests.jobs.quorum_logs import append_everywhere, fence_broker, partition_change, write_quorum
+from tests.jobs.quorum_logs import append_everywhere, fence_broker, min_isr_config, partition_change, write_quorum
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -88,19 +87,14 @@ def test_min_isr_is_the_topics_newest_config_written_after_its_creation(spark: S
     assert {r["topic_name"]: r["min_isr"] for r in topic_min_isr(topics, configs).collect()} == {"a": 2, "d": 2}
 
 
-def config(topic: str, value: str | None) -> bytes:
-    record = records_pb2.ConfigRecord(
-        resource_type=records_pb2.CONFIG_RESOURCE_TYPE_TOPIC, resource_name=topic, name="min.insync.replicas"
-    )
-    if value is not None:
-        record.value = value
-    return records_pb2.MetadataRecord(config=record).SerializeToString()
-
-
 def test_verify_reports_health_and_fails_on_an_isr_that_should_have_grown(spark: SparkSession, tmp_path: Path) -> None:
     logs = write_quorum(tmp_path, topics=12, lagging=False)
     # topic-i partition p: replicas [(i + p + k) % 6 for k in 0..2], the first leads; brokers 0..5 unfenced.
-    append_everywhere(tmp_path, logs, [config("topic-2", "3"), config("topic-3", "2"), config("topic-3", None)])
+    append_everywhere(
+        tmp_path,
+        logs,
+        [min_isr_config("topic-2", "3"), min_isr_config("topic-3", "2"), min_isr_config("topic-3", None)],
+    )
     # Broker 1 dropped out of topic-1-0's ISR and never came back although it is registered and unfenced.
     append_everywhere(tmp_path, logs, [partition_change(1, 0, leader=2, isr=[2, 3], leader_epoch=1, partition_epoch=1)])
     # topic-4-1 lost its leader (its ISR kept): offline.

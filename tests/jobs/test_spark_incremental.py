@@ -24,6 +24,7 @@ from tests.jobs.quorum_logs import (
     LogBatch,
     append_everywhere,
     fence_broker,
+    min_isr_config,
     partition_change,
     replace_in_node,
     rewrite_batch,
@@ -325,15 +326,6 @@ def unfence_broker(broker: int) -> bytes:
 def unregister_broker(broker: int) -> bytes:
     record = records_pb2.UnregisterBrokerRecord(broker_id=broker, broker_epoch=broker + 1)
     return records_pb2.MetadataRecord(unregister_broker=record).SerializeToString()
-
-
-def min_isr_config(topic: str, value: str | None) -> bytes:
-    record = records_pb2.ConfigRecord(
-        resource_type=records_pb2.CONFIG_RESOURCE_TYPE_TOPIC, resource_name=topic, name="min.insync.replicas"
-    )
-    if value is not None:
-        record.value = value
-    return records_pb2.MetadataRecord(config=record).SerializeToString()
 
 
 def topic_on(index: int, replicas: list[int]) -> list[bytes]:
