@@ -621,7 +621,7 @@ class ImageBuilder:
 # The table's own cost is ~90 bytes an entry, at most ~90 MiB; past its bound it starts over
 # (sharing then restarts, nothing else changes).
 _PARTITION_STATES: dict[bytes, PartitionRegistration | None] = {}
-_PARTITION_STATES_MAX = 1 << 20
+SHARED_STATES_MAX = 1 << 20  # also bounds controller/topics.py's table of new partitions' states
 _MISSING_STATE: Any = object()
 
 
@@ -638,7 +638,7 @@ def _partition_state(tail: bytes) -> PartitionRegistration | None:
             isr = replicas
         if _state_ok(replicas, set(replicas), isr, leader, leader_epoch, partition_epoch):
             state = _new_tuple(PartitionRegistration, (replicas, isr, leader, leader_epoch, partition_epoch, (), ()))
-    if len(_PARTITION_STATES) >= _PARTITION_STATES_MAX:
+    if len(_PARTITION_STATES) >= SHARED_STATES_MAX:
         _PARTITION_STATES.clear()
     _PARTITION_STATES[tail] = state
     return state

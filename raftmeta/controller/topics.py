@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
-from raftmeta.controller.delta import NewTopic
+from raftmeta.controller.delta import SHARED_STATES_MAX, NewTopic
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import NO_LEADER, TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.names import (
@@ -271,7 +271,7 @@ def _new_partitions(replicas: list[list[int]], live: Set[int] | None) -> tuple[P
     live (``live`` None; see _ALL_LIVE)."""
     shared: dict[tuple[int, ...], PartitionRegistration] = {}
     all_live = _ALL_LIVE
-    if len(all_live) + len(replicas) > _ALL_LIVE_MAX:
+    if len(all_live) + len(replicas) > SHARED_STATES_MAX:
         all_live.clear()
     made: list[PartitionRegistration] = []
     append = made.append
@@ -296,10 +296,9 @@ def _new_partitions(replicas: list[list[int]], live: Set[int] | None) -> tuple[P
 # one object in the image: with many brokers nearly every partition has a replica order of its
 # own within a create, but 100 brokers have only ~970,000 orders of three, so an image of ten
 # million partitions shares them across topics (a pointer a partition instead of a ~150-byte
-# tuple; 1M partitions on 100 brokers: 177 -> 98 MiB of the leader's image). Bounded like
-# delta._PARTITION_STATES, which does the same for replayed partitions.
+# tuple; 1M partitions on 100 brokers: 177 -> 98 MiB of the leader's image). Bounded as
+# delta._PARTITION_STATES is, which does the same for replayed partitions.
 _ALL_LIVE: dict[tuple[int, ...], PartitionRegistration] = {}
-_ALL_LIVE_MAX = 1 << 20
 
 
 def _partition_records(

@@ -270,8 +270,8 @@ def replay(
     old_brokers, old_min_isr = stored.brokers, stored.min_isr
     brokers = fold_brokers(old_brokers, rows)
     min_isr = fold_min_isr(old_min_isr, rows, _names(topics))
-    old_live = _unfenced(old_brokers)
-    live_brokers = _unfenced(brokers)
+    old_live = old_brokers.unfenced()
+    live_brokers = brokers.unfenced()
     new_topics: dict[str, TopicInfo] = {}
     removed: set[str] = set()
     touched: set[str] = set()
@@ -411,10 +411,6 @@ def replay(
         "history": history,
     }
     return Delta(checks, folded, voter_rows, history, layer, len(rows))
-
-
-def _unfenced(brokers: Brokers) -> set[int]:
-    return {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
 
 
 def _check(name: str, examples: list[str], total: int, ok_detail: str) -> Check:

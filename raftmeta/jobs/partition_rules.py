@@ -174,7 +174,7 @@ def entries(
     isr = state.isr or []
     leader = -1 if state.leader is None else state.leader
     if live_brokers is None:
-        live_brokers = {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
+        live_brokers = brokers.unfenced()
     rack_of, rack_count = racks if racks is not None else rack_view(brokers)
     out: list[Entry] = [(PARTITION, -1, -1)]
     if leader < 0:

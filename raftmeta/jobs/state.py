@@ -170,6 +170,10 @@ class Brokers:
     pool_of: dict[int, str]  # pool of the latest registration that named one
     live: dict[int, tuple[str | None, str | None, bool]]  # not unregistered: (rack, pool, fenced)
 
+    def unfenced(self) -> set[int]:
+        """The registered brokers that are not fenced."""
+        return {b for b, (_, _, fenced) in self.live.items() if not fenced}
+
 
 def _brokers(light: DataFrame) -> Brokers:
     """One small job over the broker records (``light``: the LIGHT_TYPES records): a row per broker."""
@@ -374,7 +378,7 @@ def _counts(states: DataFrame, brokers: Brokers, min_isr: DataFrame) -> DataFram
 
     live = F.col("live")
     empty = F.array().cast("array<int>")
-    live_brokers = {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
+    live_brokers = brokers.unfenced()
     flagged = with_health(states, live_brokers, min_isr)
     groups = flagged.groupBy(
         live.alias("live"),
@@ -478,7 +482,7 @@ def state_checks(replay: NodeReplay, store_at: Path | None = None) -> tuple[list
             F.coalesce("leader", F.lit(-1)).alias("leader"), "adding_replicas",
         )
     )  # fmt: skip
-    live_brokers = {b for b, (_, _, fenced) in brokers.live.items() if not fenced}
+    live_brokers = brokers.unfenced()
     health = health_result(
         {flag: count(HEALTH + i) for i, flag in enumerate(FLAGS)},
         isr_sizes_of(counts),

@@ -49,9 +49,10 @@ def parse_records(raws: Iterable[bytes]) -> list[records_pb2.MetadataRecord]:
 
 
 class LazyRecords(Sequence[records_pb2.MetadataRecord]):
-    """A snapshot's serialized records, each parsed when it is read. An image is built from a
-    snapshot in one pass, so one message at a time is alive: all of them parsed at once (~490
-    bytes each) would more than double a node's memory while it loads or installs a big snapshot."""
+    """Serialized records (a snapshot's, a follower's committed batches), each parsed when it is
+    read; replay reads them as bytes (``serialized``). An image is built from a snapshot in one
+    pass, so one message at a time is alive: all of them parsed at once (~490 bytes each) would
+    more than double a node's memory while it loads or installs a big snapshot."""
 
     def __init__(self, raws: Sequence[bytes]) -> None:
         self._raws = raws
