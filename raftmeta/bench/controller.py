@@ -7,7 +7,7 @@ a 1-partition and a 1,000-partition topic (RF 3) go through ``Controller.handle`
 the median handled/s over ``--runs`` runs is reported. A flat curve means creation cost does not
 grow with the image (the image is a persistent structure, nothing is copied per request).
 
-Replay: the log that built the largest image is replayed from empty through ``ImageBuilder``
+Replay: the log that built the largest image is replayed from its bytes, from empty, through ``ImageBuilder``
 (the path of followers, ``log dump`` and the Spark job), and a slice of it record by record
 through ``MetadataImage.replay`` (one new image per record). A floor measured in the same
 process -- reading every field of every PartitionRecord, no replay logic -- shows what reading
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from placement.rng import JavaRandom
 from raftmeta.bench.results import machine, median, result_file_option, write_result
 from raftmeta.cli.common import emit_json, output_option, usage_error
 from raftmeta.controller import Controller, ImageBuilder, MetadataImage
+from raftmeta.records.decode import LazyRecords, parse_records, serialized
 from raftmeta.v1 import controller_pb2, records_pb2
 
 BROKERS = 9
@@ -54,14 +55,14 @@ class _Leader:
         self.ids = _Ids()
         self.random = JavaRandom(0)
         self.offset = -1
-        self.log: list[records_pb2.MetadataRecord] = []
+        self.log: list[bytes] = []  # serialized, as the node's log holds them
         self.names = 0
 
     def send(self, method: str, request: Any) -> Any:
         handled = self.controller.handle(method, request, 0, self.ids, self.random)
         if handled.records:
             self.offset += len(handled.records)
-            self.log.extend(handled.records)
+            self.log.extend(serialized(handled.records))
             self.controller.appended(handled.key, self.offset)
             (done,) = self.controller.on_commit(self.offset)
             return done.response
@@ -126,7 +127,7 @@ def _floor(records: list[records_pb2.MetadataRecord]) -> float:
     return len(records) / max(_clock() - started, 1e-9)
 
 
-def _replay(records: list[records_pb2.MetadataRecord], gc_mode: str) -> tuple[float, MetadataImage]:
+def _replay(records: Sequence[records_pb2.MetadataRecord], gc_mode: str) -> tuple[float, MetadataImage]:
     """Records/s of replaying ``records`` from empty through one ImageBuilder.
 
     ``gc_mode``: "plain" (the cyclic GC as it is), "frozen" (objects that exist before the replay
@@ -177,18 +178,21 @@ def benchmark(
                 "runs_1000_partitions_per_s": [round(r, 1) for r in large],
             }
         )
-    log = leader.log
+    # Followers replay committed batches from their bytes; the floor and the per-record path read
+    # messages.
+    raw = LazyRecords(leader.log)
+    log = parse_records(leader.log)
     plain: list[float] = []
     frozen: list[float] = []
     paused: list[float] = []
     floor: list[float] = []
     for _ in range(runs):
-        rate, final = _replay(log, "frozen")
+        rate, final = _replay(raw, "frozen")
         if final != leader.controller.committed_image:
             raise RuntimeError("replaying the log did not rebuild the controller's image")
         frozen.append(rate)
-        plain.append(_replay(log, "plain")[0])
-        paused.append(_replay(log, "paused")[0])
+        plain.append(_replay(raw, "plain")[0])
+        paused.append(_replay(raw, "paused")[0])
         floor.append(_floor(log))
     sample = log[: min(len(log), 20_000)]
     started = _clock()

@@ -51,14 +51,16 @@ from typing import Any
 from google.protobuf.message import Message
 
 from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
-from raftmeta.controller.delta import ImageBuilder
+from raftmeta.controller.delta import ImageBuilder, NewTopic
 from raftmeta.controller.elections import balance_records, fence_records
+from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics, encoded_partitions
 from raftmeta.controller.errors import RequestError
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
 from raftmeta.controller.requests import request_sha256
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
 from raftmeta.controller.snapshot import image_from_records, image_to_records
 from raftmeta.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
+from raftmeta.records.decode import LazyRecords, with_record
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 # Record kinds that carry no metadata: consensus control records and snapshot framing.
@@ -192,7 +194,7 @@ class Handled:
 
     key: int
     method: str
-    records: tuple[records_pb2.MetadataRecord, ...]
+    records: Sequence[records_pb2.MetadataRecord]
     response: Message | None
     done: bool
 
@@ -218,6 +220,7 @@ class _PendingBatch:
     image: MetadataImage  # the working image after this batch
     last_offset: int | None = None
     waiters: list[_Waiter] = field(default_factory=list)
+    encoded: list[EncodedPartitions] = field(default_factory=list)  # the topics it creates
 
 
 class Controller:
@@ -244,6 +247,8 @@ class Controller:
         # Soft state: when the next automatic preferred-leader round is due (None: not scheduled;
         # the first tick of a leadership schedules it one check interval later, as Kafka does).
         self.next_balance_ms: int | None = None
+        # Topics committed since the last snapshot, as their creation encoded them (encoded.py).
+        self.encoded = EncodedTopics()
 
     # ---- views ----------------------------------------------------------------------------------
     @property
@@ -306,8 +311,8 @@ class Controller:
         if not records:
             return self._answer(key, method, request, result.response)
         if request_id:
-            records = (
-                *records,
+            records = with_record(
+                records,
                 records_pb2.MetadataRecord(
                     request=records_pb2.RequestRecord(
                         request_id=request_id,
@@ -340,19 +345,22 @@ class Controller:
     def _push(
         self,
         key: int,
-        records: tuple[records_pb2.MetadataRecord, ...],
+        records: Sequence[records_pb2.MetadataRecord],
         waiter: _Waiter,
         result: ControllerResult[Any],
     ) -> None:
         builder = ImageBuilder(self.image)
         if result.new_topics is None:
             builder.replay_all(records)
-        else:
-            # The handler's records are its new topics: apply the values it built them from, then
-            # replay what follows them (the RequestRecord).
-            builder.add_topics(result.new_topics)
-            builder.replay_all(records[len(result.records) :])
-        self._pending.append(_PendingBatch(key, builder.build(), waiters=[waiter]))
+            self._pending.append(_PendingBatch(key, builder.build(), waiters=[waiter]))
+            return
+        # The handler's records are its new topics: apply the values it built them from, then
+        # replay what follows them (the RequestRecord).
+        builder.add_topics(result.new_topics)
+        builder.replay_all(records[len(result.records) :])
+        image = builder.build()
+        encoded = _creation_encodings(image, result.new_topics, result.records)
+        self._pending.append(_PendingBatch(key, image, waiters=[waiter], encoded=encoded))
 
     # ---- time -----------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> Handled | None:
@@ -449,6 +457,8 @@ class Controller:
             self._pending.popleft()
             self._committed = head.image
             self._committed_offset = head.last_offset
+            for encoded in head.encoded:
+                self.encoded.add(head.last_offset, encoded)
             released.extend(Completion(w.key, w.method, w.response) for w in head.waiters)
         return released
 
@@ -470,10 +480,12 @@ class Controller:
             raise ValueError("a foreign batch committed while this controller has pending batches: logs diverged")
         if last_offset <= self._committed_offset:
             raise ValueError(f"batch ending at {last_offset} does not follow committed offset {self._committed_offset}")
-        builder = ImageBuilder(self._committed)
+        builder = ImageBuilder(self._committed, keep_encoded=True)
         builder.replay_all(records)
         self._committed = builder.build()
         self._committed_offset = last_offset
+        for encoded in builder.encoded:
+            self.encoded.add(last_offset, encoded)
 
     def activate(self) -> None:
         """This controller became the active one: its soft state starts afresh (Kafka's
@@ -512,7 +524,30 @@ class Controller:
         request_table_capacity: int = REQUEST_TABLE_CAPACITY,
     ) -> Controller:
         """A controller whose committed image is the snapshot's (taken at ``offset``)."""
-        return cls(image_from_records(records, request_table_capacity), config=config, committed_offset=offset)
+        encodings: list[EncodedPartitions] = []
+        image = image_from_records(records, request_table_capacity, encoded=encodings)
+        controller = cls(image, config=config, committed_offset=offset)
+        for encoded in encodings:
+            controller.encoded.add(offset, encoded)
+        return controller
+
+
+def _creation_encodings(
+    image: MetadataImage, new_topics: Sequence[NewTopic], records: Sequence[records_pb2.MetadataRecord]
+) -> list[EncodedPartitions]:
+    """The PartitionRecords of each new topic, as the handler encoded them (``records`` is its
+    LazyRecords: per topic a TopicRecord, its ConfigRecords, its PartitionRecords)."""
+    if not isinstance(records, LazyRecords):
+        return []
+    raw = records.serialized
+    out = []
+    position = 0
+    for topic in new_topics:
+        position += 1 + len(topic.configs)
+        end = position + len(topic.partitions)
+        out.append(encoded_partitions(image.topics[topic.topic_id], raw[position:end]))
+        position = end
+    return out
 
 
 def _no_ids() -> bytes:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
+from raftmeta.controller.encoded import EncodedPartitions, encoded_partitions
 from raftmeta.controller.errors import ReplayError
 from raftmeta.controller.image import (
     NO_LEADER,
@@ -54,7 +55,7 @@ def _hex(topic_id: bytes) -> str:
 class _TopicDraft:
     """A topic being changed by the builder: a private, mutable copy."""
 
-    __slots__ = ("configs", "fresh", "name", "partitions", "pool", "topic_id")
+    __slots__ = ("configs", "fresh", "name", "partitions", "pool", "raw", "topic_id")
 
     def __init__(
         self,
@@ -72,6 +73,9 @@ class _TopicDraft:
         self.configs = configs
         # Created by this builder: its partitions enter the load counters once, in build().
         self.fresh = fresh
+        # A fresh topic's PartitionRecords as replayed, while every one of them came canonical
+        # through the fast path and none changed since (``keep_encoded``); else None.
+        self.raw: list[bytes] | None = None
 
     def freeze(self) -> TopicImage:
         return TopicImage(self.name, self.topic_id, tuple(self.partitions), self.configs, self.pool)
@@ -92,8 +96,13 @@ class NewTopic(NamedTuple):
 class ImageBuilder:
     """Replays records onto an image; ``build()`` returns the result. Not thread-safe, single use."""
 
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, *, keep_encoded: bool = False) -> None:
+        """``keep_encoded``: the topics this builder creates from canonical records keep their
+        PartitionRecords' bytes, listed in ``encoded`` after :meth:`build` (see
+        raftmeta/controller/encoded.py)."""
         self._image = image
+        self._keep_encoded = keep_encoded
+        self.encoded: list[EncodedPartitions] = []
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._topics: dict[bytes, Any] = {}  # topic id -> _TopicDraft | DELETED
         self._names: dict[str, Any] = {}  # name -> topic id | DELETED
@@ -157,8 +166,10 @@ class ImageBuilder:
                         pid = data[21]
                         start = 22
                         if pid > 0x7F:
-                            pid = (pid & 0x7F) | (data[22] << 7) if size > 22 and data[22] < 0x80 else -1
+                            pid = (pid & 0x7F) | (data[22] << 7) if size > 22 and 0 < data[22] < 0x80 else -1
                             start = 23
+                        elif not pid:
+                            pid = -1  # a zero written out: not canonical, so not for the fast path
                     if pid >= 0:
                         state = states.get(data[start:], missing)
                         if state is missing:
@@ -178,6 +189,8 @@ class ImageBuilder:
                             if not draft.fresh:  # a fresh topic's partitions are counted once, in build()
                                 self._partition_count += 1
                                 self._count(state[0], state[2], 1)
+                            elif draft.raw is not None:
+                                draft.raw.append(data)
                             continue
                 if isinstance(item, bytes):
                     try:
@@ -202,6 +215,7 @@ class ImageBuilder:
                 draft = topics.get(topic_id)
                 if draft is None or draft is DELETED:
                     draft = self._draft(topic_id, "PartitionRecord")
+                draft.raw = None  # this record's bytes may not be canonical
                 pid = rec.partition_id
                 partitions = draft.partitions
                 if pid != len(partitions):
@@ -294,9 +308,13 @@ class ImageBuilder:
                 self._partition_count += len(partitions)
                 draft.fresh = False
         if self._topics:
-            topics = topics.evolve(
-                {tid: (d if d is DELETED else d.freeze()) for tid, d in self._topics.items()},
-            )
+            frozen = {tid: (d if d is DELETED else d.freeze()) for tid, d in self._topics.items()}
+            topics = topics.evolve(frozen)
+            if self._keep_encoded:
+                for draft in fresh:
+                    raw = draft.raw
+                    if raw and len(raw) == len(draft.partitions):
+                        self.encoded.append(encoded_partitions(frozen[draft.topic_id], raw))
         requests = image.requests
         if self._requests or self._request_seqs:
             requests = RequestTable(
@@ -387,6 +405,8 @@ class ImageBuilder:
         if self._topic_id_for(name) is not None:
             raise ReplayError(f"TopicRecord: a topic named {name!r} already exists")
         draft = _TopicDraft(name, topic_id, [], {}, fresh=True, pool=pool)
+        if self._keep_encoded:
+            draft.raw = []
         self._topics[topic_id] = draft
         self._names[name] = topic_id
         if "." in name or "_" in name:
@@ -415,6 +435,7 @@ class ImageBuilder:
         try:
             for topic in topics:
                 draft = self._new_draft(topic.name, topic.topic_id, topic.pool)
+                draft.raw = None  # the leader keeps a create's encoding itself (Controller._push)
                 draft.configs.update(topic.configs)
                 parts = topic.partitions
                 # A create's partitions share a few values (one per replica order): each distinct
@@ -450,6 +471,7 @@ class ImageBuilder:
     def _replay_partition_change(self, rec: records_pb2.PartitionChangeRecord) -> None:
         pid = rec.partition_id
         draft = self._draft(rec.topic_id, "PartitionChangeRecord")
+        draft.raw = None  # its replayed records no longer say what the partition is
         if not 0 <= pid < len(draft.partitions):
             raise ReplayError(
                 f"PartitionChangeRecord {draft.name}-{pid}: no such partition (topic has {len(draft.partitions)})"

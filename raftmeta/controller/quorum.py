@@ -65,6 +65,7 @@ from google.protobuf.message import Message
 
 from raftmeta.controller.changes import LOGGED_METHODS, TIMER_CAUSES, describe_changes
 from raftmeta.controller.controller import METHODS, Controller
+from raftmeta.controller.encoded import EncodedTopics
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.raft import (
@@ -80,7 +81,7 @@ from raftmeta.raft import (
 from raftmeta.raft.core import VoterChangeError
 from raftmeta.raft.state import LeaderState, ReplicaState
 from raftmeta.raft.voters import Endpoint, VoterNode
-from raftmeta.records.decode import LazyRecords, record_bytes
+from raftmeta.records.decode import LazyRecords, record_bytes, serialized
 from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
 
 # The open batch: at most this many bytes of records are combined into one log batch, so Fetch
@@ -124,6 +125,8 @@ class SnapshotDue:
     image: MetadataImage
     # The voter set in force at ``end_offset``: snapshots carry it (KIP-853), so it outlives the log.
     voters: records_pb2.VotersRecord | None = None
+    # Topics created since the last snapshot as their creation encoded them (SnapshotEncoder).
+    created: EncodedTopics | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +234,7 @@ class QuorumController:
     def on_snapshot_created(self, now_ms: int, image: SnapshotImage, records: int) -> None:
         self._snapshotting = False
         self._last_snapshot_records = records
+        self.controller.encoded.prune(image.end_offset)
         self.core.on_snapshot_created(now_ms, image)
 
     def snapshot_failed(self) -> None:
@@ -594,8 +598,8 @@ class QuorumController:
         self._answers.extend(Answer(key, error=error) for key in keys)
 
     # -- proposing: the open batch -----------------------------------------------------------------
-    def _stage(self, now_ms: int, key: int, records: tuple[records_pb2.MetadataRecord, ...]) -> None:
-        data = [r.SerializeToString() for r in records]
+    def _stage(self, now_ms: int, key: int, records: Sequence[records_pb2.MetadataRecord]) -> None:
+        data = serialized(records)
         if records[-1].WhichOneof("record") != "request":
             self._propose_open_batch(now_ms)
             self._propose([key], data, now_ms)
@@ -657,4 +661,7 @@ class QuorumController:
         self._snapshotting = True
         self._records_since_snapshot = 0
         voters = self.core.voter_history.at(offset + 1).to_record()
-        self._snapshot_due = SnapshotDue(offset + 1, last_entry.epoch, self.controller.committed_image, voters)
+        controller = self.controller
+        self._snapshot_due = SnapshotDue(
+            offset + 1, last_entry.epoch, controller.committed_image, voters, controller.encoded
+        )

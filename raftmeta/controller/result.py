@@ -3,7 +3,7 @@ injected sources of topic ids and randomness."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -29,7 +29,9 @@ class ControllerResult(Generic[R]):
     """Kafka's ControllerResult: the records to append as one atomic batch, and the response to
     release once that batch is committed. Empty ``records`` means nothing is written."""
 
-    records: tuple[records_pb2.MetadataRecord, ...]
+    # A tuple of messages, or LazyRecords when the handler encoded them itself (CreateTopics,
+    # CreatePartitions: the leader never parses its new partitions' records).
+    records: Sequence[records_pb2.MetadataRecord]
     response: R
     # When not None, ``records`` are exactly these topics' creation records, in order, and the
     # controller applies the values (``ImageBuilder.add_topics``) instead of replaying its own

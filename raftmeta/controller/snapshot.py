@@ -18,6 +18,7 @@ from collections.abc import Generator, Iterable
 from itertools import accumulate
 
 from raftmeta.controller.delta import ImageBuilder
+from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, TOPIC_RESOURCE, MetadataImage, TopicImage
 from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import records_pb2
@@ -33,63 +34,67 @@ def image_to_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
 
 class SnapshotEncoder:
     """``image_to_records`` serialized, reusing the bytes of every topic unchanged since the
-    previous snapshot.
+    previous snapshot, or since its creation.
 
     Topics are immutable values shared by every image that did not change them, so a topic that is
     the very same object as at the last snapshot has the very same records. Encoding a partition
     costs about a microsecond of Python, and a snapshot covers the whole image: with
     1000-partition topics under load, re-encoding everything was a large share of every node's
-    time. Now a snapshot encodes only the topics created or changed since the last one.
+    time. Now a snapshot encodes only the partitions of topics changed since the last one; a topic
+    created since and unchanged has its PartitionRecords as its creation committed them
+    (``EncodedTopics``, raftmeta/controller/encoded.py).
 
-    The price is memory, so the cache holds each topic's records as one byte string and where
-    each record ends (~40 bytes a partition, where a bytes object per record took ~80), and
+    The price is memory, so the cache holds each topic's partition records as one byte string and
+    where each record ends (~40 bytes a partition, where a bytes object per record took ~80), and
     :meth:`stream` yields the records one by one as the snapshot is written, so no list of every
     record of the image is ever built. One encoder serves one snapshot at a time (the node takes
     them one after another).
     """
 
     def __init__(self) -> None:
-        # id(topic) -> (topic, its records joined, where each record ends); holding the topic
-        # keeps its id unique.
-        self._topics: dict[int, tuple[TopicImage, bytes, array[int]]] = {}
+        # id(topic) -> (topic, its TopicRecord and ConfigRecords, its PartitionRecords joined,
+        # where each of those ends); holding the topic keeps its id unique.
+        self._topics: dict[int, tuple[TopicImage, list[bytes], bytes, array[int]]] = {}
         self._partitions = PartitionEncoder()
 
-    def records(self, image: MetadataImage) -> list[bytes]:
-        return list(self.stream(image))
+    def records(self, image: MetadataImage, created: EncodedTopics | None = None) -> list[bytes]:
+        return list(self.stream(image, created))
 
-    def stream(self, image: MetadataImage) -> Generator[bytes, None, None]:
-        """The records of ``image``, serialized, in ``image_to_records``'s order. The cache is
-        replaced only when the stream was read to its end."""
+    def stream(self, image: MetadataImage, created: EncodedTopics | None = None) -> Generator[bytes, None, None]:
+        """The records of ``image``, serialized, in ``image_to_records``'s order; ``created``
+        holds the encodings of topics created since the last snapshot. The cache is replaced
+        only when the stream was read to its end."""
         for record in _cluster_records(image):
             yield record.SerializeToString()
         previous = self._topics
-        cache: dict[int, tuple[TopicImage, bytes, array[int]]] = {}
+        cache: dict[int, tuple[TopicImage, list[bytes], bytes, array[int]]] = {}
         for topic in image.topics_sorted():
             key = id(topic)
             hit = previous.get(key)
-            if hit is not None and hit[0] is topic:
-                cache[key] = hit
-                _, joined, ends = hit
-                start = 0
-                for end in ends:
-                    yield joined[start:end]
-                    start = end
-            else:
-                encoded = self._encode_topic(topic)
-                cache[key] = (topic, b"".join(encoded), array("I", accumulate(map(len, encoded))))
-                yield from encoded
+            if hit is None or hit[0] is not topic:
+                hit = self._encode_topic(topic, created)
+            cache[key] = hit
+            _, head, joined, ends = hit
+            yield from head
+            start = 0
+            for end in ends:
+                yield joined[start:end]
+                start = end
         for record in _request_records(image):
             yield record.SerializeToString()
         self._topics = cache
 
-    def _encode_topic(self, topic: TopicImage) -> list[bytes]:
-        """``_topic_records(topic)`` serialized; the partitions straight to wire format."""
-        head = _topic_records(topic, with_partitions=False)
-        encoded = [r.SerializeToString() for r in head]
-        prefix = self._partitions.topic_prefix(topic.topic_id)
-        record = self._partitions.record
-        encoded.extend([record(prefix, pid, part) for pid, part in enumerate(topic.partitions)])
-        return encoded
+    def _encode_topic(
+        self, topic: TopicImage, created: EncodedTopics | None
+    ) -> tuple[TopicImage, list[bytes], bytes, array[int]]:
+        """``_topic_records(topic)`` serialized; the partitions straight to wire format, or as
+        their creation encoded them."""
+        head = [r.SerializeToString() for r in _topic_records(topic, with_partitions=False)]
+        known = created.get(topic) if created is not None else None
+        if known is not None:
+            return topic, head, known.joined, known.ends
+        encoded = self._partitions.new_records(topic.topic_id, 0, topic.partitions)
+        return topic, head, b"".join(encoded), array("I", accumulate(map(len, encoded)))
 
 
 def _cluster_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
@@ -164,11 +169,19 @@ def _request_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
 
 
 def image_from_records(
-    records: Iterable[records_pb2.MetadataRecord], request_table_capacity: int = REQUEST_TABLE_CAPACITY
+    records: Iterable[records_pb2.MetadataRecord],
+    request_table_capacity: int = REQUEST_TABLE_CAPACITY,
+    *,
+    encoded: list[EncodedPartitions] | None = None,
 ) -> MetadataImage:
-    builder = ImageBuilder(MetadataImage.empty(request_table_capacity))
+    """The image ``records`` rebuild; ``encoded``, when given, receives the PartitionRecords of
+    every topic whose records were canonical (see raftmeta/controller/encoded.py)."""
+    builder = ImageBuilder(MetadataImage.empty(request_table_capacity), keep_encoded=encoded is not None)
     builder.replay_all(records)
-    return builder.build()
+    image = builder.build()
+    if encoded is not None:
+        encoded.extend(builder.encoded)
+    return image
 
 
 def _config(resource_type: int, resource_name: str, name: str, value: str) -> records_pb2.MetadataRecord:

@@ -27,7 +27,7 @@ from raftmeta.server.seams import DurableState
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.quorum_state import QuorumStateData as StoredQuorumState
 from raftmeta.storage.quorum_state import check_voters
-from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotId
+from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotId, decode_snapshot
 from raftmeta.v1 import records_pb2
 
 T = TypeVar("T")
@@ -239,8 +239,11 @@ class DiskWriter:
                 append_timestamp_ms=timestamp_ms,
                 voters=voters,
             )
-            snapshot = store.read(snapshot_id)  # what a restart will load: check it now
-            return without_records(snapshot), snapshot.path.read_bytes(), len(snapshot.records)
+            path = store.path(snapshot_id)
+            data = path.read_bytes()
+            # What a restart will load: check it now (every batch's CRC, every record's framing).
+            snapshot = decode_snapshot(path, data, snapshot_id, keep_records=False)
+            return snapshot, data, snapshot.record_count
 
         loop = asyncio.get_running_loop()
         snapshot, data, count = await loop.run_in_executor(self._snapshot_executor, write)

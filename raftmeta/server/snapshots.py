@@ -38,12 +38,12 @@ class SnapshotWriter:
 
     def start(self, due: SnapshotDue) -> None:
         encoder = self._encoder
-        image = due.image
+        image, created = due.image, due.created
 
         def records() -> Iterator[bytes]:
             # On the snapshot thread: images are immutable values, so reading this one while the
-            # node task builds the next ones is safe.
-            return encoder.stream(image)
+            # node task builds the next ones is safe (``created`` is read by lookups only).
+            return encoder.stream(image, created)
 
         self._start(self._take(due.end_offset, due.epoch, records, due.voters))
 

@@ -3,6 +3,7 @@ handlers a node runs), then doctored: every check must be able to fail, naming t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ class LoggedController:
         self.images[self.offset] = self.controller.committed_image
         return completion.response
 
-    def append(self, records: tuple[records_pb2.MetadataRecord, ...], *, commit: bool = True) -> None:
+    def append(self, records: Sequence[records_pb2.MetadataRecord], *, commit: bool = True) -> None:
         """A batch at the next offset; ``commit``: records written by hand (a doctored log), which the
         controller then takes as committed."""
         self.batches[self.offset] = codec.encode_batch(self.offset, 1, [r.SerializeToString() for r in records], 0)

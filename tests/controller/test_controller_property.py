@@ -3,6 +3,7 @@ log, working image = committed + pending, and every request is answered exactly 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import given, settings
@@ -58,7 +59,7 @@ def request_for(kind: str, a: int, flag: bool, controller: Controller) -> tuple[
 def test_random_driver_schedules(actions: list[tuple[str, int, bool]]) -> None:
     controller = Controller(ids=CounterIds(), random=JavaRandom(11))
     committed_log: list[records_pb2.MetadataRecord] = []
-    pending: list[tuple[int, tuple[records_pb2.MetadataRecord, ...]]] = []  # (last offset, records)
+    pending: list[tuple[int, Sequence[records_pb2.MetadataRecord]]] = []  # (last offset, records)
     offset = -1
     now_ms = 0
     outstanding: set[int] = set()

@@ -106,7 +106,7 @@ def test_snapshot_encoder_bytes_are_the_records_of_image_to_records_across_chang
 
     assert encoder.records(ctx.image) == expected()
     beta = ctx.image.topic_by_name("beta")
-    beta_bytes = encoder._topics[id(beta)][1]
+    beta_bytes = encoder._topics[id(beta)][2]
     ctx.create_ok("gamma", partitions=2, rf=3)
     alpha = ctx.image.topic_by_name("alpha")
     ctx.fence(1)  # alpha has replicas on broker 1: its ISRs shrink, it becomes a new value
@@ -115,7 +115,7 @@ def test_snapshot_encoder_bytes_are_the_records_of_image_to_records_across_chang
     assert encoder.records(ctx.image) == expected()
     # beta (brokers 3 and 4 only) is the same value as before: its bytes were reused as they are.
     assert ctx.image.topic_by_name("beta") is beta
-    assert encoder._topics[id(beta)][1] is beta_bytes
+    assert encoder._topics[id(beta)][2] is beta_bytes
     assert encoder.records(ctx.image) == expected()
 
 
@@ -156,6 +156,33 @@ def test_new_records_encode_exactly_as_protobuf_does(
     partitions = [states[i % len(states)] for i in picks]
     encoded = PartitionEncoder().new_records(topic_id, first, partitions)
     assert encoded == [protobuf_bytes(topic_id, first + i, part) for i, part in enumerate(partitions)]
+
+
+# A new partition's shape (the ISR is the replica list, epochs 0, nothing moving), around the
+# bounds of the encoder's packed lists: ids and leaders of one byte, 127+ long lists.
+NEW_REPLICAS = st.one_of(
+    st.lists(st.integers(-1, 130), min_size=1, max_size=6),
+    st.lists(st.integers(0, 127), min_size=126, max_size=129),
+).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    replicas=NEW_REPLICAS,
+    leader=st.one_of(st.integers(-1, 130), INT32),
+    isr_is_a_copy=st.booleans(),
+    first=st.integers(0, 200),
+    copies=st.integers(1, 3),
+)
+def test_new_partitions_encode_exactly_as_protobuf_does(
+    replicas: tuple[int, ...], leader: int, isr_is_a_copy: bool, first: int, copies: int
+) -> None:
+    """The create path's encoding against protobuf on the states a create makes, around the edges
+    of the one-byte encoding of replica lists."""
+    isr = (*replicas,) if isr_is_a_copy else replicas  # an equal tuple, not the same one
+    part = PartitionRegistration(replicas, isr, leader, 0, 0, (), ())
+    encoded = PartitionEncoder().new_records(b"\x07" * 16, first, [part] * copies)
+    assert encoded == [protobuf_bytes(b"\x07" * 16, first + i, part) for i in range(copies)]
 
 
 def state_tail(part: PartitionRegistration) -> bytes:

@@ -6,6 +6,7 @@ kill a node task; it is answered UNKNOWN here, which the judge counts as a failu
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -51,7 +52,7 @@ class InProcessController:
         self._heartbeats()
 
     # ---- the node, reduced to its contract ---------------------------------------------------------
-    def _commit(self, records: tuple[records_pb2.MetadataRecord, ...], key: int) -> list[Any]:
+    def _commit(self, records: Sequence[records_pb2.MetadataRecord], key: int) -> list[Any]:
         self.offset += len(records)
         self.log.append(list(records))
         self.controller.appended(key, self.offset)
