@@ -115,13 +115,48 @@ def write_synthetic_quorum(root: Path, records: int, nodes: int) -> int:
     return offset
 
 
-def append_synthetic(root: Path, records: int) -> list[Path]:
+def broker_restarts(count: int) -> list[bytes]:
+    """The records of ``count`` brokers of ``write_synthetic_quorum`` restarting, as a controller
+    writes them: each is fenced, registers again (a new incarnation and epoch, fenced) and is
+    unfenced."""
+    if count > BROKERS:
+        raise ValueError(f"broker restarts: at most {BROKERS} brokers, got {count}")
+    records = []
+    for broker in range(count):
+        new_epoch = 1_000_000 + broker  # above write_synthetic_quorum's epochs (broker id + 1)
+        again = records_pb2.RegisterBrokerRecord(
+            broker_id=broker,
+            incarnation_id=(new_epoch + 1).to_bytes(16, "big"),
+            broker_epoch=new_epoch,
+            rack=f"rack-{broker % RACKS}",
+            fenced=True,
+        )
+        for record in (
+            records_pb2.MetadataRecord(
+                fence_broker=records_pb2.FenceBrokerRecord(broker_id=broker, broker_epoch=broker + 1)
+            ),
+            records_pb2.MetadataRecord(register_broker=again),
+            records_pb2.MetadataRecord(
+                unfence_broker=records_pb2.UnfenceBrokerRecord(broker_id=broker, broker_epoch=new_epoch)
+            ),
+        ):
+            records.append(record.SerializeToString())
+    return records
+
+
+def append_synthetic(root: Path, records: int, *, restarts: int = 0) -> list[Path]:
     """Append about ``records`` more records (new topics) to every node of a synthetic quorum, as
-    a new segment, and move the high watermarks to the new end; return the files written."""
+    a new segment, and move the high watermarks to the new end; return the files written.
+    ``restarts`` brokers restart first (``broker_restarts``, one batch), as brokers do between
+    two verifies of a running cluster."""
     dirs = sorted(p for p in root.iterdir() if (p / "meta.properties").exists())
     checkpoint = json.loads((dirs[0] / "high-watermark-checkpoint").read_text())
     offset = start = int(checkpoint["high_watermark"])
     batches: list[bytes] = []
+    if restarts:
+        restart_records = broker_restarts(restarts)
+        batches.append(codec.encode_batch(offset, 1, restart_records, 1_700_000_000_000))
+        offset += len(restart_records)
     topic = 0
     while offset - start < records:
         # Ids far above write_synthetic_quorum's, so no topic is created twice.
@@ -312,6 +347,14 @@ def _timed_verify(
     help="Also time verify --incremental after appending 1%% more records, against a full verify with the store.",
 )
 @click.option(
+    "--incremental-broker-restarts",
+    "broker_restarts",
+    type=click.IntRange(0, BROKERS),
+    default=0,
+    show_default=True,
+    help="Brokers that restart (fenced, registered again, unfenced) before the appended records.",
+)
+@click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where to write the logs."
 )
 @click.option(
@@ -327,6 +370,7 @@ def command(
     repeat: int,
     one_core_master: str,
     incremental: bool,
+    broker_restarts: int,
     work_dir: Path | None,
     json_file: Path | None,
     output: str,
@@ -390,7 +434,9 @@ def command(
                     shutil.rmtree(data_dir)
             if incremental:
                 result.update(
-                    _incremental(spark, main_dir, root / "digests", result["records"], result["spark_seconds"])
+                    _incremental(
+                        spark, main_dir, root / "digests", result["records"], result["spark_seconds"], broker_restarts
+                    )
                 )
             result["scaling"] = scaling_rows
             # The Python driver's peak; the baseline ran in a child process and is not in it.
@@ -424,16 +470,18 @@ def command(
             click.echo(f"  {row['records']:>12,} records: Spark {row['spark_records_per_s']:,} rec/s")
 
 
-def _incremental(spark: Any, data_dir: Path, store: Path, records: int, spark_s: float) -> dict[str, Any]:
-    """A full verify that writes the digest store, 1% more records appended, then the incremental
-    verify; the appended records are removed again (the one-core runs read the same logs).
-    ``spark_s``: the plain full verify of the same logs in this run (no store written), against
-    which the store's cost is measured."""
+def _incremental(
+    spark: Any, data_dir: Path, store: Path, records: int, spark_s: float, restarts: int
+) -> dict[str, Any]:
+    """A full verify that writes the digest store, 1% more records appended (after ``restarts``
+    broker restarts), then the incremental verify; the appended records are removed again (the
+    one-core runs read the same logs). ``spark_s``: the plain full verify of the same logs in this
+    run (no store written), against which the store's cost is measured."""
     checkpoints = {p: p.read_text() for p in data_dir.glob("node-*/high-watermark-checkpoint")}
     full_figures: dict[str, Any] = {}
     incremental_figures: dict[str, Any] = {}
     full_s = _timed_verify(spark, data_dir, digest_store=store, figures=full_figures)
-    added = append_synthetic(data_dir, max(1000, records // 100))
+    added = append_synthetic(data_dir, max(1000, records // 100), restarts=restarts)
     try:
         incremental_s = _timed_verify(spark, data_dir, digest_store=store, figures=incremental_figures)
     finally:
@@ -450,6 +498,7 @@ def _incremental(spark: Any, data_dir: Path, store: Path, records: int, spark_s:
         # What writing the store adds to a full verify (spark_seconds: the same verify without it).
         "full_store_overhead": round(full_s / spark_s - 1, 3),
         "incremental_to_spark_seconds": round(incremental_s / spark_s, 3),
+        "incremental_broker_restarts": restarts,
         "incremental_state_replay": how.get("state_replay"),
         "incremental_bytes_read": how.get("bytes_read"),
         "state_stored_at": full_figures.get("incremental", {}).get("state_stored_at"),
@@ -474,7 +523,8 @@ def _one_core(
     try:
         if warm_up_records:
             _warm_up(spark, root / "warm-up-1", min(warm_up_records, ONE_CORE_WARM_UP_RECORDS), nodes)
-        runs = [_timed_verify(spark, data_dir) for _ in range(repeat)]
+        cpu: list[tuple[float, float]] = []
+        runs = [_timed_verify(spark, data_dir, cpu) for _ in range(repeat)]
     finally:
         spark.stop()
     one_core_s = median(runs)
@@ -482,6 +532,9 @@ def _one_core(
         "one_core_master": one_core_master,
         "one_core_spark_seconds": round(one_core_s, 3),
         "one_core_spark_seconds_runs": [round(r, 3) for r in runs],
+        # As spark_cpu_seconds_runs: with one task slot, what the JVM's other threads (compiler,
+        # collector) and the Python worker use beside it shows here.
+        "one_core_spark_cpu_seconds_runs": [{"jvm": round(j, 1), "python": round(p, 1)} for j, p in cpu],
         # Named for the default masters (local[1] -> local[2]); "one_core_master" and "master" say which ran.
         "speedup_local1_to_local2": round(one_core_s / spark_s, 3),
     }
