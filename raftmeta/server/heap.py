@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 # How far the committed log may grow between freezes while no snapshot is taken (each snapshot
@@ -26,6 +30,32 @@ def freeze_heap(log: Any, why: str) -> None:
     log.info("heap frozen", reason=why, frozen_objects=gc.get_freeze_count())
 
 
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None elsewhere (musl, macOS)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def release_free_memory(log: Any, why: str) -> None:
+    """Give the memory freed by a big transient (a snapshot written or loaded: millions of record
+    objects, on the snapshot thread's own malloc arena) back to the system. glibc keeps freed
+    chunks in its arenas for reuse, and a node that took a 10M-partition snapshot kept ~0.6 GiB
+    more than one that had not. ctypes releases the interpreter lock for the call."""
+    if _TRIM is None:
+        return
+    started = time.perf_counter()
+    _TRIM(0)
+    log.info("free memory released", reason=why, ms=round((time.perf_counter() - started) * 1000, 1))
+
+
 class HeapFreezer:
     """A node's freezes: at the points it names (start-up replay, snapshots) and each time the
     committed log has grown by ``every`` records since the last one, whichever came."""
@@ -34,9 +64,12 @@ class HeapFreezer:
         self._every = every
         self._frozen_at = 0
 
-    def freeze(self, offset: int, log: Any, why: str) -> None:
+    def freeze(self, offset: int, log: Any, why: str, *, release: bool = False) -> None:
+        """``release``: after a big transient (see :func:`release_free_memory`)."""
         self._frozen_at = offset
         freeze_heap(log, why)
+        if release:
+            release_free_memory(log, why)
 
     def committed(self, offset: int, log: Any) -> None:
         if offset - self._frozen_at >= self._every:

@@ -144,7 +144,7 @@ class Node:
     async def _loop(self) -> None:
         deadline = self.qc.poll(now_ms())
         await self._perform(self.qc.take_ready())  # the start-up replay: committed batches on disk
-        self._heap.freeze(self.core.high_watermark, self.log, "start-up replay")
+        self._heap.freeze(self.core.high_watermark, self.log, "start-up replay", release=True)
         while not self._stopping:
             deadline = await self._turn(deadline)
         if self.is_leader:
@@ -283,7 +283,7 @@ class Node:
             # The image grew since the last freeze: without this, each time the heap grows by a
             # quarter the collector walks all of it (Python's full-collection rule) -- pauses of
             # hundreds of ms with a big image, showing up as p99 latency.
-            self._heap.freeze(self.core.high_watermark, self.log, "snapshot taken")
+            self._heap.freeze(self.core.high_watermark, self.log, "snapshot taken", release=True)
         elif isinstance(item, LeaderGone):
             self.probe.leader_gone(now, item, self._next_inbound_id)
             self._next_inbound_id -= 1
@@ -322,7 +322,7 @@ class Node:
             self.qc.install_snapshot(LazyRecords(records), image.end_offset)
             self._stats.snapshot_size_bytes = len(image.data)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
-            self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed")
+            self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed", release=True)
         flushed_now = False
         group_commit = self.group_commit
         role = self.core.role

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import platform
 
 import pytest
 
@@ -57,3 +58,28 @@ def test_freezing_logs_what_it_froze() -> None:
         assert isinstance(fields["frozen_objects"], int) and fields["frozen_objects"] > 0
     finally:
         gc.unfreeze()
+
+
+def test_named_freezes_after_big_transients_release_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+
+    def trim(pad: int) -> int:
+        trims.append(pad)
+        return 1
+
+    monkeypatch.setattr(heap, "freeze_heap", lambda log, why: None)
+    monkeypatch.setattr(heap, "_TRIM", trim)
+    freezer = heap.HeapFreezer(every=100)
+    log = Log()
+    freezer.committed(100, log)
+    freezer.freeze(150, log, "snapshot taken", release=True)
+    assert trims == [0], "only the freeze that asked released memory"
+    [(event, fields)] = log.events
+    assert event == "free memory released" and fields["reason"] == "snapshot taken"
+
+
+def test_malloc_trim_is_found_on_glibc() -> None:
+    found = heap._malloc_trim()
+    assert (found is not None) == (platform.libc_ver()[0] == "glibc")
+    if found is not None:
+        found(0)  # returns whether memory was released: either is fine
