@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Generator, Iterable
-from itertools import accumulate
 
 from raftmeta.controller.delta import ImageBuilder
-from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics
+from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics, encoded_partitions
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, TOPIC_RESOURCE, MetadataImage, TopicImage
 from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import records_pb2
@@ -91,10 +90,9 @@ class SnapshotEncoder:
         their creation encoded them."""
         head = [r.SerializeToString() for r in _topic_records(topic, with_partitions=False)]
         known = created.get(topic) if created is not None else None
-        if known is not None:
-            return topic, head, known.joined, known.ends
-        encoded = self._partitions.new_records(topic.topic_id, 0, topic.partitions)
-        return topic, head, b"".join(encoded), array("I", accumulate(map(len, encoded)))
+        if known is None:
+            known = encoded_partitions(topic, self._partitions.new_records(topic.topic_id, 0, topic.partitions))
+        return topic, head, known.joined, known.ends
 
 
 def _cluster_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:

@@ -36,8 +36,8 @@ UNKNOWN_TOPIC = ApiError(errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, "This server doe
 ALL_FENCED = "All brokers are currently fenced or in controlled shutdown."
 # The metadata log itself (Kafka's Topic.CLUSTER_METADATA_TOPIC_NAME): never a user topic.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-# Encodes the PartitionRecords of creates; its caches hold encodings of replica lists and new
-# partition states only, so sharing one between controllers changes no output.
+# Encodes the PartitionRecords of creates; its cache holds encodings of replica lists only, so
+# sharing one between controllers changes no output.
 _ENCODER = PartitionEncoder()
 # NamedTuple's generated __new__ costs twice tuple.__new__ (as in delta.py).
 _new_tuple = tuple.__new__
