@@ -18,8 +18,9 @@ followers, each with its own data dir on the quorum's filesystem. What they shar
   durable end and the followers' fetch offsets, and a follower's next Fetch leaves after its fsync
   (its fetch offset says what it holds on disk);
 - batching: requests wait in an open batch that is proposed when a follower asks for data (a
-  Fetch is parked or arrives), so under load one append, one fsync and one Fetch round serve every
-  request that queued meanwhile -- the node's rule, minus its 5 ms and 512 KiB bounds.
+  Fetch is parked or arrives) and no batch is in flight (appended, not yet committed), so under
+  load one append, one fsync and one Fetch round serve every request that queued meanwhile -- the
+  node's rule, minus its 5 ms and 512 KiB bounds.
 
 What it leaves out: the controller (validation, placement, the image, request ids), the
 consensus core's state machine and checks (epochs, elections, divergence, check-quorum), the
@@ -120,12 +121,20 @@ class Leader:
         reply: asyncio.Future[None] = self.loop.create_future()
         self.open_records.append(record)
         self.open_replies.append(reply)
-        if (self.parked or self.voters == 1) and not self.propose_scheduled:
+        if (self.parked and not self.in_flight()) or self.voters == 1:
+            self.schedule_propose()
+        return reply
+
+    def in_flight(self) -> bool:
+        """Whether a batch is appended and not yet committed (the open batch waits for it)."""
+        return self.end > self.high_watermark
+
+    def schedule_propose(self) -> None:
+        if not self.propose_scheduled:
             # One loop round later: every request that arrived in this round joins the batch.
             # (A quorum of one has no follower to ask for data: its leader proposes at once.)
             self.propose_scheduled = True
             self.loop.call_soon(self.propose)
-        return reply
 
     def propose(self) -> None:
         self.propose_scheduled = False
@@ -174,6 +183,8 @@ class Leader:
             for reply in waiting.popleft()[1]:
                 if not reply.done():
                     reply.set_result(None)
+        if self.open_records and self.parked and not self.in_flight():
+            self.schedule_propose()  # the batch in flight committed: the open one goes to the parked
         # Drop what every follower has.
         if len(self.follower_offsets) == self.voters - 1:
             low = min(self.follower_offsets.values())
@@ -201,8 +212,8 @@ class Leader:
         peer = request.replica_id
         self.follower_offsets[peer] = request.fetch_offset
         self.advance()
-        if self.open_records:
-            self.propose()  # a follower asks for data: the open batch goes now
+        if self.open_records and not self.in_flight():
+            self.propose()  # a follower asks for data and nothing is in flight: the open batch goes now
         if request.fetch_offset < self.end:
             return self.answer(request.fetch_offset)
         reply: asyncio.Future[raft_pb2.FetchResponse] = self.loop.create_future()

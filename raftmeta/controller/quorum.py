@@ -41,10 +41,12 @@ The open batch
 --------------
 Requests with a request id (their records end with their RequestRecord, so every record of a
 combined batch belongs to the request after it) join an open batch, proposed as ONE log batch
-when a follower asks for data (its Fetch arrives, or one is parked here), when it is full, or
-after ``LINGER_MS``: under load one append, one fsync and one Fetch round serve every request
-that queued meanwhile. Anything else -- broker registrations, heartbeats, fencing -- is a batch
-of its own, in order behind the open batch.
+when a follower asks for data (its Fetch arrives, or one is parked here) and no batch is in
+flight (appended, not yet committed), when it is full, or after ``LINGER_MS``: under load one
+append, one fsync and one Fetch round per follower serve every request that queued during the
+previous commit (proposing at every follower's Fetch makes a batch per Fetch, half the size, at
+more CPU per request: docs/performance.md). Anything else -- broker registrations, heartbeats,
+fencing -- is a batch of its own, in order behind the open batch.
 
 Commit routing
 --------------
@@ -224,9 +226,16 @@ class QuorumController:
 
     def step(self, now_ms: int, envelope: Envelope) -> None:
         self._now_ms = now_ms
-        if self._open_keys and type(envelope.message) is raft_pb2.FetchRequest:
-            self._propose_open_batch(now_ms)  # a follower asks for data: the open batch goes in its answer
+        if not self._open_keys or type(envelope.message) is not raft_pb2.FetchRequest:
+            self.core.step(now_ms, envelope)
+            return
+        # A follower asks for data. With nothing uncommitted the open batch goes in its answer;
+        # with a batch in flight it waits for that batch's commit, which this Fetch may bring.
+        if not self._in_flight():
+            self._propose_open_batch(now_ms)
         self.core.step(now_ms, envelope)
+        if self._open_keys and not self._in_flight():
+            self._propose_open_batch(now_ms)
 
     def on_log_flushed(self, now_ms: int, offset: int, ready_seq: int) -> None:
         self.core.on_log_flushed(now_ms, offset, ready_seq)
@@ -620,9 +629,14 @@ class QuorumController:
         if (
             now_ms - self._open_since >= LINGER_MS
             or len(self.core.voters) == 1
-            or (isinstance(state, LeaderState) and state.parked)
+            or (isinstance(state, LeaderState) and state.parked and not self._in_flight())
         ):
             self._propose_open_batch(now_ms)
+
+    def _in_flight(self) -> bool:
+        """Whether the leader's log holds a batch not yet committed."""
+        core = self.core
+        return core.log.end_offset > core.high_watermark
 
     def _propose_open_batch(self, now_ms: int) -> None:
         if self._open_keys:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from raftmeta.controller import quorum as quorum_module
 from raftmeta.raft import Envelope
 from raftmeta.records import codec
 from raftmeta.server.config import NodeConfig
@@ -99,6 +100,23 @@ class Harness:
             max_bytes=1 << 20,
         )
         return self.node.submit_raft(2, request)
+
+    def fetch_as(self, replica_id: int, offset: int, last_epoch: int) -> asyncio.Future[Any]:
+        """A Fetch from another voter that holds the log up to ``offset`` (its state is not kept)."""
+        request = raft_pb2.FetchRequest(
+            cluster_id=CLUSTER,
+            replica_id=replica_id,
+            replica_epoch=self.node.core.epoch,
+            fetch_offset=offset,
+            last_fetched_epoch=last_epoch,
+            max_wait_ms=0,
+            max_bytes=1 << 20,
+        )
+        return self.node.submit_raft(replica_id, request)
+
+    def last_epoch_before(self, offset: int) -> int:
+        """The epoch of the last batch voter 2 took below ``offset``."""
+        return max((b.epoch for b in self.batches if b.next_offset <= offset), default=0)
 
     def take(self, response: raft_pb2.FetchResponse) -> list[codec.Batch]:
         """Store what a Fetch answer carried (voter 2's log grows by it)."""
@@ -215,3 +233,38 @@ async def test_a_waiting_fetch_takes_the_batch_at_once(harness: Harness) -> None
     assert [r.WhichOneof("record") for r in records_of(batch)] == ["topic", "partition", "partition", "request"]
     await harness.commit()
     assert (await asyncio.wait_for(created, WAIT_S)).topics[0].error_code == errors_pb2.NONE
+
+
+@pytest.mark.asyncio
+async def test_requests_wait_for_the_batch_in_flight_then_leave_together(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a batch is appended and not committed, a follower's Fetch does not close the open
+    batch: the requests that arrive meanwhile leave as one batch once the batch in flight commits
+    (one Fetch round per commit under load, instead of one per follower's Fetch)."""
+    # The open batch's 5 ms bound would close it on a slow machine: out of the way here.
+    monkeypatch.setattr(quorum_module, "LINGER_MS", 600_000)
+    node = harness.node
+    harness.take(await asyncio.wait_for(harness.fetch(), WAIT_S))  # caught up, latest high watermark
+    before_a = harness.end
+    first = node.submit_admin("CreateTopics", create("in-flight", "r6"))
+    (in_flight,) = harness.take(await asyncio.wait_for(harness.fetch(), WAIT_S))
+    assert node.core.high_watermark <= in_flight.base_offset, "voter 2 has not acknowledged it yet"
+    waiting = [
+        node.submit_admin("CreateTopics", create("next-1", "r7")),
+        node.submit_admin("CreateTopics", create("next-2", "r8")),
+    ]
+    # Voter 3 asks for data from where the batch in flight starts: it gets that batch, and the
+    # two new requests stay open (the old rule proposed them as a batch of their own here).
+    answer = await asyncio.wait_for(harness.fetch_as(3, before_a, harness.last_epoch_before(before_a)), WAIT_S)
+    assert [b.base_offset for b in codec.iter_batches(answer.records)] == [in_flight.base_offset]
+    assert node.core.log_end_offset == in_flight.next_offset, "the open batch waits for the commit"
+    # Voter 2 acknowledges the batch in flight: it commits, and its next answer carries both
+    # requests as one batch.
+    (together,) = harness.take(await asyncio.wait_for(harness.fetch(max_wait_ms=60_000), WAIT_S))
+    names = [r.topic.name for r in records_of(together) if r.WhichOneof("record") == "topic"]
+    assert names == ["next-1", "next-2"]
+    assert (await asyncio.wait_for(first, WAIT_S)).topics[0].error_code == errors_pb2.NONE
+    await harness.commit()
+    for future in waiting:
+        assert (await asyncio.wait_for(future, WAIT_S)).topics[0].error_code == errors_pb2.NONE
