@@ -123,9 +123,9 @@ def encode_snapshot(
 
 def decode_snapshot(path: Path, data: bytes, snapshot_id: SnapshotId, *, keep_records: bool = True) -> Snapshot:
     """Validate a whole snapshot file's bytes; raise SnapshotError naming what is wrong.
-    ``keep_records`` False checks every record's framing all the same, without keeping the
+    ``keep_records`` False checks every record's framing all the same, without making the
     records (checking a snapshot just written: a list of ten million records would be ~0.6 GiB
-    of a node's peak for nothing)."""
+    of a node's peak for nothing, and making them is two thirds of the check's time)."""
     try:
         batches = list(codec.iter_batches(data))
     except CorruptBatchError as exc:
@@ -157,12 +157,14 @@ def decode_snapshot(path: Path, data: bytes, snapshot_id: SnapshotId, *, keep_re
         if batch.header.is_control:
             raise SnapshotError(path, f"unexpected control batch at offset {batch.base_offset}")
         try:
-            split = batch.records()
+            if keep_records:
+                split = batch.records()
+                count += len(split)
+                records.extend(split)
+            else:
+                count += codec.check_records(batch.data, batch.header)
         except CorruptBatchError as exc:
             raise SnapshotError(path, str(exc)) from None
-        count += len(split)
-        if keep_records:
-            records.extend(split)
     return Snapshot(
         snapshot_id=snapshot_id,
         path=path,

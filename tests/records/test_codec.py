@@ -119,3 +119,43 @@ def test_encode_rejects_empty_and_negative() -> None:
         codec.encode_batch(0, 0, [], 0)
     with pytest.raises(ValueError, match=">= 0"):
         codec.encode_batch(-1, 0, [b"x"], 0)
+
+
+def _framing_outcome(check: object, data: bytes, header: codec.BatchHeader) -> object:
+    try:
+        result = check(data, header)  # type: ignore[operator]
+    except CorruptBatchError as exc:
+        return ("corrupt", str(exc), exc.position, exc.base_offset)
+    return ("ok", len(result) if isinstance(result, list) else result)
+
+
+@given(
+    records=st.lists(st.binary(max_size=40), min_size=1, max_size=8),
+    count_delta=st.integers(min_value=-2, max_value=2),
+    cut=st.integers(min_value=0, max_value=60),
+    flip_at=st.integers(min_value=0, max_value=400),
+    flip_to=st.integers(min_value=0, max_value=255),
+)
+def test_check_records_agrees_with_split_records(
+    records: list[bytes], count_delta: int, cut: int, flip_at: int, flip_to: int
+) -> None:
+    """check_records is split_records' rule without the copies: the same count on a sound batch,
+    the same error (message, position, offset) on damaged framing -- a forged record count, a
+    body cut short or grown, a length prefix changed."""
+    data = bytearray(codec.encode_batch(7, 1, records, 0))
+    header = codec.check_batch(bytes(data))
+    forged = codec.BatchHeader(
+        **{
+            **{f: getattr(header, f) for f in header.__slots__},
+            "record_count": max(0, header.record_count + count_delta),
+            "batch_length": max(0, header.batch_length - cut // 2 + (cut % 7)),
+        }
+    )
+    body = codec.HEADER_SIZE + flip_at % max(1, len(data) - codec.HEADER_SIZE)
+    if body < len(data):
+        data[body] = flip_to
+    data.extend(bytes(cut % 7))
+    for hdr in (header, forged):
+        assert _framing_outcome(codec.check_records, bytes(data), hdr) == _framing_outcome(
+            codec.split_records, bytes(data), hdr
+        )
