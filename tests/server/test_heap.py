@@ -48,14 +48,13 @@ def test_a_named_freeze_restarts_the_count(monkeypatch: pytest.MonkeyPatch) -> N
     assert frozen == ["snapshot taken", "image grew"]
 
 
-def test_freezing_logs_what_it_froze() -> None:
+def test_freezing_logs_its_reason_and_duration() -> None:
     log = Log()
     try:
         heap.freeze_heap(log, "test")
         [(event, fields)] = log.events
         assert event == "heap frozen" and fields["reason"] == "test"
-        # (Not equal to gc.get_freeze_count() now: a frozen object freed since lowers the count.)
-        assert isinstance(fields["frozen_objects"], int) and fields["frozen_objects"] > 0
+        assert isinstance(fields["ms"], float) and fields["ms"] >= 0
     finally:
         gc.unfreeze()
 
