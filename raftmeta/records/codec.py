@@ -195,6 +195,19 @@ def check_batch(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
     return header
 
 
+def _framing_error(header: BatchHeader, position: int, reason: str) -> CorruptBatchError:
+    """What split_records and check_records raise when the record framing and the header disagree."""
+    return CorruptBatchError(reason, position=position, base_offset=header.base_offset)
+
+
+def _trailing(header: BatchHeader, position: int, extra: int) -> CorruptBatchError:
+    return _framing_error(header, position, f"{extra} trailing bytes after {header.record_count} records")
+
+
+_PREFIX_PAST_END = "record length prefix runs past the batch"
+_RECORD_PAST_END = "record runs past the batch"
+
+
 def split_records(data: bytes | memoryview, header: BatchHeader, position: int = 0) -> list[bytes]:
     """The record payloads of the batch at ``position``; checks the count and length agree."""
     pos = position + HEADER_SIZE
@@ -203,23 +216,15 @@ def split_records(data: bytes | memoryview, header: BatchHeader, position: int =
     unpack = RECORD_LENGTH.unpack_from
     for _ in range(header.record_count):
         if pos + 4 > end:
-            raise CorruptBatchError(
-                "record length prefix runs past the batch",
-                position=position,
-                base_offset=header.base_offset,
-            )
+            raise _framing_error(header, position, _PREFIX_PAST_END)
         (length,) = unpack(data, pos)
         pos += 4
         if pos + length > end:
-            raise CorruptBatchError("record runs past the batch", position=position, base_offset=header.base_offset)
+            raise _framing_error(header, position, _RECORD_PAST_END)
         out.append(bytes(data[pos : pos + length]))
         pos += length
     if pos != end:
-        raise CorruptBatchError(
-            f"{end - pos} trailing bytes after {header.record_count} records",
-            position=position,
-            base_offset=header.base_offset,
-        )
+        raise _trailing(header, position, end - pos)
     return out
 
 
@@ -232,20 +237,12 @@ def check_records(data: bytes | memoryview, header: BatchHeader, position: int =
     unpack = RECORD_LENGTH.unpack_from
     for _ in range(header.record_count):
         if pos + 4 > end:
-            raise CorruptBatchError(
-                "record length prefix runs past the batch",
-                position=position,
-                base_offset=header.base_offset,
-            )
+            raise _framing_error(header, position, _PREFIX_PAST_END)
         pos += 4 + unpack(data, pos)[0]
         if pos > end:
-            raise CorruptBatchError("record runs past the batch", position=position, base_offset=header.base_offset)
+            raise _framing_error(header, position, _RECORD_PAST_END)
     if pos != end:
-        raise CorruptBatchError(
-            f"{end - pos} trailing bytes after {header.record_count} records",
-            position=position,
-            base_offset=header.base_offset,
-        )
+        raise _trailing(header, position, end - pos)
     return header.record_count
 
 
