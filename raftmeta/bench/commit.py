@@ -40,7 +40,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import grpc
@@ -59,6 +59,9 @@ from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.limits import grpc_channel_options
 from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 from raftmeta.v1 import controller_pb2
+
+if TYPE_CHECKING:
+    from raftmeta.metrics.scrape import Scrape
 
 ECHO_METHOD = "/raftmeta.bench.Echo/Echo"
 WARMUP_S = 1.0
@@ -265,13 +268,16 @@ async def commit_load(
         "ops_per_s": round(len(lat) / duration_s, 1),
         "node_cpu_ms_per_op": per_op_ms(window.node_cpu_s),
         "leader_cpu_ms_per_op": per_op_ms(window.leader_cpu_s),
+        "leader_controller_ms_per_op": per_op_ms(window.leader_controller_s),
         "machine_busy_percent": window.machine_busy_percent,
         "records_per_s": round(window.records / duration_s, 1),
         "latency_ms": {
+            "mean": round(sum(lat) * 1000 / len(lat), 3) if lat else None,
             "p50": round(median(lat) * 1000, 3) if lat else None,
             "p99": round(percentile(lat, 0.99) * 1000, 3) if lat else None,
         },
         "node_commit_latency_ms": window.node_commit_latency_ms,
+        "leader_path_ms": window.leader_path_ms,
         "errors": load.errors,
         "leader": leader,
     }
@@ -288,6 +294,13 @@ class Window:
     # The leader's raftmeta_raft_commit_latency_seconds over the window (p50/p99, interpolated
     # within its buckets): append to commit on the node, next to the client's round trip.
     node_commit_latency_ms: dict[str, float | None] | None = None
+    # Seconds the leader's controller spent handling admin requests in the window (the sum of its
+    # raftmeta_controller_event_queue_processing_time_seconds): validation, placement, the
+    # records and the working image, measured inside the node, on its event loop.
+    leader_controller_s: float | None = None
+    # Means over the window of the leader's own timings of a request's path (ms): waiting in the
+    # node's inbox, the controller's processing, and its batch's append to commit.
+    leader_path_ms: dict[str, float | None] | None = None
 
 
 async def high_watermark_window(
@@ -308,10 +321,22 @@ async def high_watermark_window(
     cpu_after, leader_after, ticks_after = cpu_seconds(nodes), cpu_seconds(leader_pids), machine_ticks()
     after = (await client.describe_quorum()).high_watermark
     node_latency = None
+    controller_s = None
+    path = None
     if metrics_address and scrape_before is not None:
-        from raftmeta.metrics.scrape import COMMIT_LATENCY
+        from raftmeta.metrics.scrape import COMMIT_LATENCY, EVENT_PROCESSING_TIME, EVENT_QUEUE_TIME
 
-        latency = window(await asyncio.to_thread(fetch, metrics_address), scrape_before, COMMIT_LATENCY)
+        scrape_after = await asyncio.to_thread(fetch, metrics_address)
+        controller_s = histogram_growth(scrape_before, scrape_after, EVENT_PROCESSING_TIME)[0]
+        path = {
+            name: histogram_mean_ms(scrape_before, scrape_after, metric)
+            for name, metric in (
+                ("inbox_wait", EVENT_QUEUE_TIME),
+                ("controller", EVENT_PROCESSING_TIME),
+                ("append_to_commit", COMMIT_LATENCY),
+            )
+        }
+        latency = window(scrape_after, scrape_before, COMMIT_LATENCY)
         node_latency = {
             name: None if q is None else round(q * 1000, 3)
             for name, q in (
@@ -332,7 +357,52 @@ async def high_watermark_window(
         spent(leader_before, leader_after) if leader_pids else None,
         busy,
         node_latency,
+        controller_s,
+        path,
     )
+
+
+def histogram_growth(before: Scrape, after: Scrape, name: str) -> tuple[float | None, float | None]:
+    """How much a histogram's sum and count grew between two scrapes of one node (None where the
+    node does not expose it)."""
+    grown: list[float | None] = []
+    for sample in (f"{name}_sum", f"{name}_count"):
+        start, end = before.get(sample), after.get(sample)
+        grown.append(None if start is None or end is None else end - start)
+    return grown[0], grown[1]
+
+
+def histogram_mean_ms(before: Scrape, after: Scrape, name: str) -> float | None:
+    """The mean of a histogram's observations between two scrapes, in ms."""
+    total, count = histogram_growth(before, after, name)
+    return round(total * 1000 / count, 3) if total is not None and count else None
+
+
+def controller_bounds(result: dict[str, Any], floor: dict[str, Any], raft_p50: float) -> dict[str, float | None]:
+    """What the bare-Raft floor plus the node's controller alone would reach, from figures of the
+    same run: the floor's leader CPU per create plus the controller's processing time per create
+    measured inside the node's leader (``leader_controller_ms_per_op``).
+
+    ``controller_bound_ops_per_s_vs_raft``: creates/s over the floor's if the leader's CPU were
+    the floor leader's plus the controller's and nothing else -- with small requests the leader's
+    event loop saturates first (``leader_cpu_ms_per_op`` times ``ops_per_s`` is about one core),
+    so its CPU per create bounds creates/s. ``controller_bound_p50_vs_raft_p50``: the p50 if the
+    controller's processing were the only thing added to the floor's path. The node's ratios
+    cannot beat these without a cheaper controller."""
+    controller = result.get("leader_controller_ms_per_op")
+    leader_cpu, raft_leader_cpu = result.get("leader_cpu_ms_per_op"), floor.get("raft_leader_cpu_ms_per_op")
+    bounds: dict[str, float | None] = {
+        "leader_cpu_per_op_vs_raft_leader": (
+            round(leader_cpu / raft_leader_cpu, 3) if leader_cpu and raft_leader_cpu else None
+        ),
+        "controller_bound_ops_per_s_vs_raft": None,
+        "controller_bound_p50_vs_raft_p50": None,
+    }
+    if controller is not None and raft_leader_cpu:
+        bounds["controller_bound_ops_per_s_vs_raft"] = round(raft_leader_cpu / (raft_leader_cpu + controller), 3)
+    if controller is not None and raft_p50:
+        bounds["controller_bound_p50_vs_raft_p50"] = round((raft_p50 + controller) / raft_p50, 3)
+    return bounds
 
 
 def run_benchmark(
@@ -385,6 +455,7 @@ def run_benchmark(
         ratios["p50_vs_raft_p50"] = round(p50 / raft_p50, 3) if p50 else None
         node_cpu, raft_cpu = result["node_cpu_ms_per_op"], floor["raft_cpu_ms_per_op"]
         ratios["node_cpu_per_op_vs_raft"] = round(node_cpu / raft_cpu, 3) if node_cpu and raft_cpu else None
+        ratios.update(controller_bounds(result, floor, raft_p50))
     return {
         "benchmark": "commit",
         "nodes": nodes,

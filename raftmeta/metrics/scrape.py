@@ -14,6 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 SCRAPE_INTERVAL_S = 5
 JOB = "raftmeta"
 COMMIT_LATENCY = "raftmeta_raft_commit_latency_seconds"
+EVENT_PROCESSING_TIME = "raftmeta_controller_event_queue_processing_time_seconds"
+EVENT_QUEUE_TIME = "raftmeta_controller_event_queue_time_seconds"
 
 Labels = tuple[tuple[str, str], ...]
 

@@ -35,7 +35,7 @@ def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
     # The bare-Raft floor of the same run (raftmeta/bench/raft_floor.py) and the ratios against it.
     assert floor["raft_ops_per_s"] > 0 and floor["raft_clients"] == 4 and floor["raft_errors"] == {}
     assert 0 < floor["raft_p50_ms"] <= floor["raft_p99_ms"] and floor["raft_p50_ms_loaded"] > 0
-    assert floor["raft_cpu_ms_per_op"] > 0
+    assert 0 < floor["raft_leader_cpu_ms_per_op"] <= floor["raft_cpu_ms_per_op"]
     ratios = document["ratios"]
     assert ratios["ops_per_s_vs_raft"] == round(document["ops_per_s"] / floor["raft_ops_per_s"], 3)
     assert ratios["p50_vs_raft_p50"] == round(document["latency_ms"]["p50"] / floor["raft_p50_ms_loaded"], 3)
@@ -46,6 +46,20 @@ def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
     assert 0 < document["machine_busy_percent"] <= 100
     # The leader's own commit-latency histogram (its metrics endpoint), next to the client's.
     assert 0 < document["node_commit_latency_ms"]["p50"] <= document["node_commit_latency_ms"]["p99"]
+    # The leader's split of a request's path and of its CPU (its histograms' sums over the window).
+    path = document["leader_path_ms"]
+    assert path["inbox_wait"] >= 0 and path["controller"] > 0 and path["append_to_commit"] > 0
+    assert 0 < document["leader_controller_ms_per_op"] < document["leader_cpu_ms_per_op"]
+    assert document["latency_ms"]["mean"] > path["controller"] + path["append_to_commit"]
+    # What the floor plus the controller alone would reach, from figures of the same run.
+    assert ratios["leader_cpu_per_op_vs_raft_leader"] > 0
+    bound = ratios["controller_bound_ops_per_s_vs_raft"]
+    assert bound == round(
+        floor["raft_leader_cpu_ms_per_op"]
+        / (floor["raft_leader_cpu_ms_per_op"] + document["leader_controller_ms_per_op"]),
+        3,
+    )
+    assert 0 < bound < 1 and ratios["controller_bound_p50_vs_raft_p50"] > 1
 
 
 @pytest.mark.parametrize(("fault", "rounds"), [("kill", 2), ("pause", 1), ("partition", 1)])
