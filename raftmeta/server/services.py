@@ -73,9 +73,14 @@ class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
             return self._membership
         return Membership(self._membership.cluster_id, self._membership.node_id, self._static_voters.union(voters))
 
-    async def _admit(self, method: str, request: Message, context: Context) -> None:
-        """Abort the call if the guard refuses it, with one structured warning (rate-limited)."""
-        rejection = check_raft_call(method, request, self._current_membership(), common_names(context.auth_context()))
+    async def _admit(
+        self, method: str, request: Message, context: Context, names: tuple[str, ...] | None = None
+    ) -> None:
+        """Abort the call if the guard refuses it, with one structured warning (rate-limited).
+        ``names``: the caller's certificate common names, if already read from ``context``."""
+        if names is None:
+            names = common_names(context.auth_context())
+        rejection = check_raft_call(method, request, self._current_membership(), names)
         if rejection is None:
             return
         claimed = claimed_id(method, request)
@@ -95,8 +100,8 @@ class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
         context.set_trailing_metadata(error_metadata(rejection.error_code))
         await context.abort(rejection.status, rejection.reason)
 
-    async def _ask(self, method: str, request: Message, context: Context) -> Any:
-        await self._admit(method, request, context)
+    async def _ask(self, method: str, request: Message, context: Context, names: tuple[str, ...] | None = None) -> Any:
+        await self._admit(method, request, context, names)
         future = self.node.submit_raft(claimed_id(method, request), request)
         try:
             return await asyncio.wait_for(future, _remaining(context))
@@ -132,9 +137,11 @@ class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
 
         Requests are handled one at a time -- a parked Fetch holds the stream until the leader
         answers it -- so the follower can match answers to requests by their order. Each request
-        passes the same guard as a unary Fetch; a refused one ends the stream with its status."""
+        passes the same guard as a unary Fetch; a refused one ends the stream with its status. The
+        caller's certificate is the stream's: its names are read once, not per Fetch."""
+        names = common_names(context.auth_context())
         async for request in request_iterator:
-            response: raft_pb2.FetchResponse = await self._ask("Fetch", request, context)
+            response: raft_pb2.FetchResponse = await self._ask("Fetch", request, context, names)
             yield response
 
     async def FetchSnapshot(
