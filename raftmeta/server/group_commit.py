@@ -1,6 +1,6 @@
-"""When and how a node makes its appends durable: group commit on the disk's writer thread, or a
-follower's small append fsynced inline on the loop thread. The results come back to the node
-task as :class:`~raftmeta.server.inbox.Flushed` inputs."""
+"""When and how a node makes its appends durable: group commit on the disk's writer thread, whose
+results come back to the node task as :class:`~raftmeta.server.inbox.Flushed` inputs, or a
+follower's small append fsynced inline on the loop thread, reported by the node in the same turn."""
 
 from __future__ import annotations
 
@@ -50,9 +50,10 @@ class GroupCommit:
             and sum(len(e.data) for e in ready.append) <= INLINE_FLUSH_MAX_BYTES
         )
 
-    def append_and_flush_now(self, ready: Ready, batches: list[bytes]) -> None:
-        durable = self._disk.append_and_flush_now(ready.truncate_to, batches)
-        self._put(Flushed(durable, ready.seq))
+    def append_and_flush_now(self, ready: Ready, batches: list[bytes]) -> int:
+        """Append and fsync ``ready``'s batches now; the durable end offset, which the caller
+        reports to the core itself (``on_log_flushed``, in the same turn)."""
+        return self._disk.append_and_flush_now(ready.truncate_to, batches)
 
     def request(self, seq: int) -> None:
         """A flush for the appends of the Ready ``seq`` and all before it."""

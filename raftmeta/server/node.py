@@ -323,17 +323,17 @@ class Node:
             self._stats.snapshot_size_bytes = len(image.data)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
             self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed", release=True)
-        flushed_now = False
+        flushed_now: int | None = None  # the durable end offset of an inline flush
         group_commit = self.group_commit
         role = self.core.role
         observe_ready(self.metrics, ready, role is Role.LEADER)
         if ready.truncate_to is not None or ready.append:
             batches = [e.data for e in ready.append]
             if group_commit.inline(ready, role):
-                # A follower's fsync is its whole share of the commit path: done here, its next
-                # Fetch (which reports the new durable offset) leaves in this same turn.
-                group_commit.append_and_flush_now(ready, batches)
-                flushed_now = True
+                # A follower's fsync is its whole share of the commit path: done here, and
+                # reported below, so that its next Fetch (which claims the new durable offset)
+                # leaves in this same turn.
+                flushed_now = group_commit.append_and_flush_now(ready, batches)
             else:
                 self.disk.truncate_and_append(ready.truncate_to, batches, self._disk_failed)
         # A lightly loaded leader answers its clients before the followers' Fetches that this
@@ -359,12 +359,12 @@ class Node:
                 future = self._inbound.pop(envelope.correlation_id, None)
                 if future is not None and not future.done():
                     future.set_result(envelope.message)
-        if ready.flush and not flushed_now:
+        if ready.flush and flushed_now is None:
             group_commit.request(ready.seq)
         if ready.committed and not committed_first:
-            if flushed_now:
-                # The Fetch that reports this flush goes out in the next turn (its Flushed input
-                # is queued already): replay after it, not before, since the leader waits for it.
+            if flushed_now is not None:
+                # The Fetch that reports this flush goes out below: replay after it, not
+                # before, since the leader waits for it.
                 self.qc.defer_committed(now_ms(), ready.committed)
                 self._stats.proposals_applied += len(ready.committed)
             else:
@@ -372,6 +372,13 @@ class Node:
         if soft is not None:
             self._on_soft_state(soft.role, soft.epoch, soft.leader_id)
         self._deliver()
+        if flushed_now is not None:
+            # The core learns of the inline flush now, not from an input in the next turn: the
+            # Ready it makes holds the follower's next Fetch, performed (sent) at once.
+            self.qc.on_log_flushed(now_ms(), flushed_now, ready.seq)
+            follow = self.qc.take_ready()
+            if not follow.is_empty():
+                await self._perform(follow)
 
     def _apply_committed_entries(self, entries: list[Entry]) -> None:
         if not entries and not self.qc.has_deferred:

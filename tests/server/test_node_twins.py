@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -14,7 +15,7 @@ import pytest_asyncio
 from raftmeta.controller.errors import NotControllerError
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.node import Node
-from raftmeta.v1 import controller_pb2, errors_pb2
+from raftmeta.v1 import controller_pb2, errors_pb2, raft_pb2
 from tests.server.twins import MemoryDisk, MemoryNetwork
 
 WAIT_S = 30.0
@@ -214,3 +215,46 @@ async def test_a_follower_cut_off_past_a_snapshot_catches_up_from_it(tmp_path: P
     finally:
         for node_id in list(cluster.nodes):
             await cluster.stop(node_id)
+
+
+@pytest.mark.asyncio
+async def test_a_follower_sends_the_fetch_that_reports_its_inline_flush_in_the_same_turn(cluster: Cluster) -> None:
+    """A follower fsyncs a small append on its loop thread; the core learns of the flush at once,
+    and the next Fetch -- which claims the new durable end -- leaves before the node task takes
+    another input: no Flushed input, no second turn on the commit path."""
+    leader = await cluster.leader()
+    events: dict[int, list[tuple[str, object]]] = {}
+    for node in cluster.nodes.values():
+        if node is leader:
+            continue
+        log = events.setdefault(node.node_id, [])
+        handle, disk, peers = node._handle, cluster.disks[node.node_id], node.peers
+        flush, send = disk.append_and_flush_now, peers.send
+
+        def spy_handle(now: int, item: Any, handle: Any = handle, log: Any = log) -> None:
+            log.append(("input", type(item).__name__))
+            handle(now, item)
+
+        def spy_flush(truncate_to: int | None, batches: Any, flush: Any = flush, log: Any = log) -> int:
+            durable: int = flush(truncate_to, batches)
+            log.append(("flush", durable))
+            return durable
+
+        def spy_send(envelope: Any, send: Any = send, log: Any = log) -> None:
+            if isinstance(envelope.message, raft_pb2.FetchRequest):
+                log.append(("fetch", envelope.message.fetch_offset))
+            send(envelope)
+
+        node._handle = spy_handle  # type: ignore[method-assign]
+        disk.append_and_flush_now = spy_flush  # type: ignore[method-assign]
+        peers.send = spy_send  # type: ignore[method-assign]
+
+    await register_broker(leader, 0)
+    answer = await asyncio.wait_for(leader.submit_admin("CreateTopics", create("prompt")), WAIT_S)
+    assert [t.error_code for t in answer.topics] == [errors_pb2.NONE]
+    for node_id, log in events.items():
+        flushes = [i for i, (kind, _) in enumerate(log) if kind == "flush"]
+        assert flushes, f"follower {node_id} flushed nothing inline"
+        for i in flushes:
+            assert i + 1 < len(log) and log[i + 1] == ("fetch", log[i][1]), (node_id, log[i : i + 3])
+        assert ("input", "Flushed") not in log, node_id
