@@ -4,8 +4,10 @@ For each image size (``--sizes``, in partitions) a controller is filled with top
 ``--fill-topic-partitions`` partitions each on 9 brokers in 3 racks; then CreateTopics requests for
 a 1-partition and a 1,000-partition topic (RF 3) go through ``Controller.handle`` + ``appended`` +
 ``on_commit`` -- the full path of the leader's controller, working-image update included -- and
-the median handled/s over ``--runs`` runs is reported. A flat curve means creation cost does not
-grow with the image (the image is a persistent structure, nothing is copied per request).
+the median handled/s over ``--runs`` runs is reported; ``--request-ids`` gives each a request id,
+as the project's clients do (the request digest and the RequestRecord come with it). A flat curve
+means creation cost does not grow with the image (the image is a persistent structure, nothing is
+copied per request).
 
 Replay: the log that built the largest image is replayed from its bytes, from empty, through ``ImageBuilder``
 (the path of followers, ``log dump`` and the Spark job), and a slice of it record by record
@@ -50,9 +52,11 @@ class _Ids:
 class _Leader:
     """The controller with a trivial driver: every batch is appended and committed at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, request_ids: bool = False) -> None:
         self.controller = Controller()
         self.ids = _Ids()
+        # As the project's clients send them: a request id, so a digest and a RequestRecord more.
+        self.request_ids = request_ids
         self.random = JavaRandom(0)
         self.offset = -1
         self.log: list[bytes] = []  # serialized, as the node's log holds them
@@ -87,7 +91,8 @@ class _Leader:
                 controller_pb2.CreatableTopic(
                     name=f"topic-{self.names}", num_partitions=partitions, replication_factor=3
                 )
-            ]
+            ],
+            request_id=f"request-{self.names}" if self.request_ids else "",
         )
         response = self.send("CreateTopics", request)
         if response.topics[0].error_code != 0:
@@ -152,9 +157,14 @@ def _replay(records: Sequence[records_pb2.MetadataRecord], gc_mode: str) -> tupl
 
 
 def benchmark(
-    sizes: list[int], fill_topic_partitions: int, runs: int, creates_small: int, creates_large: int
+    sizes: list[int],
+    fill_topic_partitions: int,
+    runs: int,
+    creates_small: int,
+    creates_large: int,
+    request_ids: bool = False,
 ) -> dict[str, Any]:
-    leader = _Leader()
+    leader = _Leader(request_ids=request_ids)
     leader.add_brokers()
     # Warm-up (imports, caches, the placer's first calls) so the first size is not penalised.
     for _ in range(max(1, creates_small // 10)):
@@ -211,6 +221,7 @@ def benchmark(
             "fill_topic_partitions": fill_topic_partitions,
             "runs": runs,
             "creates_per_run": {"1_partition": creates_small, "1000_partitions": creates_large},
+            "request_ids": request_ids,
         },
         "machine": machine(),
         "create_topics": curve,
@@ -245,6 +256,12 @@ def benchmark(
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per figure (median).")
 @click.option("--creates-small", type=click.IntRange(min=1), default=300, show_default=True)
 @click.option("--creates-large", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option(
+    "--request-ids/--no-request-ids",
+    default=False,
+    show_default=True,
+    help="Give every create a request id, as the project's clients do (its digest and RequestRecord).",
+)
 @result_file_option
 @output_option
 def command(
@@ -253,6 +270,7 @@ def command(
     runs: int,
     creates_small: int,
     creates_large: int,
+    request_ids: bool,
     result_file: Path | None,
     output: str,
 ) -> None:
@@ -266,7 +284,7 @@ def command(
         raise usage_error(f"sizes must be comma-separated integers, got {sizes!r}", "--sizes") from None
     if not parsed or min(parsed) < 0:
         raise usage_error("give at least one non-negative size", "--sizes")
-    document = benchmark(parsed, fill_topic_partitions, runs, creates_small, creates_large)
+    document = benchmark(parsed, fill_topic_partitions, runs, creates_small, creates_large, request_ids)
     write_result(document, result_file)
     if output == "json":
         emit_json(document)

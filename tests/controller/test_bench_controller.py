@@ -31,3 +31,16 @@ def test_bench_controller_json() -> None:
 def test_bench_controller_rejects_bad_sizes() -> None:
     result = CliRunner().invoke(command, ["--sizes", "x"])
     assert result.exit_code == 2
+
+
+def test_bench_controller_with_request_ids_logs_a_request_record_per_create() -> None:
+    result = CliRunner().invoke(
+        command,
+        ["--sizes", "0", "--runs", "1", "--creates-small", "3", "--creates-large", "1", "--request-ids", "-o", "json"],
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["config"]["request_ids"] is True
+    # As above, with a RequestRecord after each create's records (the replay rebuilt the same image).
+    creates = 2 + 3 + 1
+    assert document["replay"]["records"] == 9 * 2 + (2 + 1001) + (3 * 2 + 1001) + creates
