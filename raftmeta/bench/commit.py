@@ -40,7 +40,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import grpc
@@ -59,9 +59,6 @@ from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.limits import grpc_channel_options
 from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 from raftmeta.v1 import controller_pb2
-
-if TYPE_CHECKING:
-    from raftmeta.metrics.scrape import Scrape
 
 ECHO_METHOD = "/raftmeta.bench.Echo/Echo"
 WARMUP_S = 1.0
@@ -324,7 +321,13 @@ async def high_watermark_window(
     controller_s = None
     path = None
     if metrics_address and scrape_before is not None:
-        from raftmeta.metrics.scrape import COMMIT_LATENCY, EVENT_PROCESSING_TIME, EVENT_QUEUE_TIME
+        from raftmeta.metrics.scrape import (
+            COMMIT_LATENCY,
+            EVENT_PROCESSING_TIME,
+            EVENT_QUEUE_TIME,
+            histogram_growth,
+            histogram_mean_ms,
+        )
 
         scrape_after = await asyncio.to_thread(fetch, metrics_address)
         controller_s = histogram_growth(scrape_before, scrape_after, EVENT_PROCESSING_TIME)[0]
@@ -362,22 +365,6 @@ async def high_watermark_window(
     )
 
 
-def histogram_growth(before: Scrape, after: Scrape, name: str) -> tuple[float | None, float | None]:
-    """How much a histogram's sum and count grew between two scrapes of one node (None where the
-    node does not expose it)."""
-    grown: list[float | None] = []
-    for sample in (f"{name}_sum", f"{name}_count"):
-        start, end = before.get(sample), after.get(sample)
-        grown.append(None if start is None or end is None else end - start)
-    return grown[0], grown[1]
-
-
-def histogram_mean_ms(before: Scrape, after: Scrape, name: str) -> float | None:
-    """The mean of a histogram's observations between two scrapes, in ms."""
-    total, count = histogram_growth(before, after, name)
-    return round(total * 1000 / count, 3) if total is not None and count else None
-
-
 def controller_bounds(result: dict[str, Any], floor: dict[str, Any], raft_p50: float) -> dict[str, float | None]:
     """What the bare-Raft floor plus the node's controller alone would reach, from figures of the
     same run: the floor's leader CPU per create plus the controller's processing time per create
@@ -390,11 +377,8 @@ def controller_bounds(result: dict[str, Any], floor: dict[str, Any], raft_p50: f
     controller's processing were the only thing added to the floor's path. The node's ratios
     cannot beat these without a cheaper controller."""
     controller = result.get("leader_controller_ms_per_op")
-    leader_cpu, raft_leader_cpu = result.get("leader_cpu_ms_per_op"), floor.get("raft_leader_cpu_ms_per_op")
+    raft_leader_cpu = floor.get("raft_leader_cpu_ms_per_op")
     bounds: dict[str, float | None] = {
-        "leader_cpu_per_op_vs_raft_leader": (
-            round(leader_cpu / raft_leader_cpu, 3) if leader_cpu and raft_leader_cpu else None
-        ),
         "controller_bound_ops_per_s_vs_raft": None,
         "controller_bound_p50_vs_raft_p50": None,
     }
@@ -453,8 +437,12 @@ def run_benchmark(
         raft_p50 = floor["raft_p50_ms"] if clients == 1 else floor["raft_p50_ms_loaded"]
         ratios["ops_per_s_vs_raft"] = round(result["ops_per_s"] / floor["raft_ops_per_s"], 3)
         ratios["p50_vs_raft_p50"] = round(p50 / raft_p50, 3) if p50 else None
-        node_cpu, raft_cpu = result["node_cpu_ms_per_op"], floor["raft_cpu_ms_per_op"]
-        ratios["node_cpu_per_op_vs_raft"] = round(node_cpu / raft_cpu, 3) if node_cpu and raft_cpu else None
+        for name, node_key, raft_key in (
+            ("node_cpu_per_op_vs_raft", "node_cpu_ms_per_op", "raft_cpu_ms_per_op"),
+            ("leader_cpu_per_op_vs_raft_leader", "leader_cpu_ms_per_op", "raft_leader_cpu_ms_per_op"),
+        ):
+            node_cpu, raft_cpu = result[node_key], floor[raft_key]
+            ratios[name] = round(node_cpu / raft_cpu, 3) if node_cpu and raft_cpu else None
         ratios.update(controller_bounds(result, floor, raft_p50))
     return {
         "benchmark": "commit",

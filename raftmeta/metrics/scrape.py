@@ -91,6 +91,22 @@ def window(current: Scrape, previous: Scrape | None, name: str) -> Scrape:
     return Scrape({f"{name}_bucket": delta})
 
 
+def histogram_growth(before: Scrape, after: Scrape, name: str) -> tuple[float | None, float | None]:
+    """How much a histogram's sum and count grew between two scrapes of one node (None where the
+    node does not expose it)."""
+    grown: list[float | None] = []
+    for sample in (f"{name}_sum", f"{name}_count"):
+        start, end = before.get(sample), after.get(sample)
+        grown.append(None if start is None or end is None else end - start)
+    return grown[0], grown[1]
+
+
+def histogram_mean_ms(before: Scrape, after: Scrape, name: str) -> float | None:
+    """The mean of a histogram's observations between two scrapes, in ms."""
+    total, count = histogram_growth(before, after, name)
+    return round(total * 1000 / count, 3) if total is not None and count else None
+
+
 def parse(text: str) -> Scrape:
     scrape = Scrape()
     for family in text_string_to_metric_families(text):

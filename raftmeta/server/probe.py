@@ -61,9 +61,9 @@ class LeaderProbe:
                 except (ConnectionResetError, ConnectionAbortedError) as exc:
                     # Reset while connecting: the kernel had completed the handshake for a listening
                     # socket that is closing now -- a process being torn down. Its next connect is
-                    # refused: look again shortly, as for an accepted one. (Taking the reset for
-                    # "not provably gone" left this follower defending the dead leader against the
-                    # successor's pre-vote until the fetch timeout: 1.7 s rounds, 2 in 20.)
+                    # refused: look again shortly, as for an accepted one. Giving up here would
+                    # leave this follower defending the dead leader against the successor's
+                    # pre-vote until its fetch timeout.
                     seen.append(type(exc).__name__)
                     await asyncio.sleep(LEADER_PROBE_INTERVAL_S)
                     continue
