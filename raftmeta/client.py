@@ -46,6 +46,7 @@ from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
 from raftmeta.rpc_errors import POLICY_VIOLATION, parse_error_metadata
 from raftmeta.tls import TlsConfig, material, open_channel
+from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc
 
 T = TypeVar("T")
@@ -445,13 +446,25 @@ class ControllerClient:
         return response
 
     async def describe_topics(
-        self, topics: Sequence[str] = (), *, stale: bool = False
+        self, topics: Sequence[str] = (), *, stale: bool = False, partition_limit: int = 0
     ) -> controller_pb2.DescribeTopicsResponse:
-        """Linearizable by default (the leader answers after a read-index round); ``stale``: the node
-        called answers from its own image at once (docs/controller.md, "Reads")."""
-        request = controller_pb2.DescribeTopicsRequest(topics=list(topics), consistency=_consistency(stale))
-        response: controller_pb2.DescribeTopicsResponse = await self.call("DescribeTopics", request)
-        return response
+        """Every topic named (every topic when none are), in name order, with all their partitions.
+        Linearizable by default (the leader answers after a read-index round); ``stale``: the node
+        called answers from its own image at once (docs/controller.md, "Reads").
+
+        The answer comes in pages of at most ``partition_limit`` partitions (0: the server's
+        maximum), as Kafka's admin client pages DescribeTopicPartitions; a topic cut between pages
+        is joined back. Each page is a read of its own: the whole is not one point in time."""
+        request = controller_pb2.DescribeTopicsRequest(
+            topics=list(topics), consistency=_consistency(stale), response_partition_limit=partition_limit
+        )
+        return await describe_every_page(self._describe_page, request)
+
+    async def _describe_page(
+        self, request: controller_pb2.DescribeTopicsRequest
+    ) -> controller_pb2.DescribeTopicsResponse:
+        page: controller_pb2.DescribeTopicsResponse = await self.call("DescribeTopics", request)
+        return page
 
     async def register_broker(
         self, request: controller_pb2.RegisterBrokerRequest
@@ -616,9 +629,9 @@ class SyncControllerClient:
         return self._run(self._client.delete_topics(request, deadline_s=deadline_s))
 
     def describe_topics(
-        self, topics: Sequence[str] = (), *, stale: bool = False
+        self, topics: Sequence[str] = (), *, stale: bool = False, partition_limit: int = 0
     ) -> controller_pb2.DescribeTopicsResponse:
-        return self._run(self._client.describe_topics(topics, stale=stale))
+        return self._run(self._client.describe_topics(topics, stale=stale, partition_limit=partition_limit))
 
     def register_broker(self, request: controller_pb2.RegisterBrokerRequest) -> controller_pb2.RegisterBrokerResponse:
         return self._run(self._client.register_broker(request))

@@ -290,6 +290,16 @@ def test_describe_is_linearizable_unless_asked_for_stale(server: ServerThread) -
     assert sent == [controller_pb2.LINEARIZABLE, controller_pb2.STALE]
 
 
+def test_describe_sends_its_partition_limit_and_refuses_one_below_1(server: ServerThread) -> None:
+    server.controller.responses["DescribeTopics"] = sample_describe()
+    args = ("topics", "describe", "--bootstrap-server", server.address)
+    assert invoke(*args, "--partition-size-limit-per-response", "20")[0] == 0
+    assert invoke(*args)[0] == 0
+    assert [request.response_partition_limit for _, request in server.controller.requests] == [20, 0]
+    code, _, err = invoke(*args, "--partition-size-limit-per-response", "0")
+    assert code == 2 and "--partition-size-limit-per-response" in err
+
+
 def test_describe_json_shape(server: ServerThread) -> None:
     server.controller.responses["DescribeTopics"] = sample_describe()
     code, out, _ = invoke("topics", "describe", "--bootstrap-server", server.address, "-o", "json")

@@ -2,17 +2,20 @@
 
 One run starts a 3-node quorum (fsync on, default timeouts) and a fleet of ``--brokers``
 simulated brokers in ``--racks`` racks (their ISR check pushed past the run, as ``bench commit``
-does: otherwise they describe every topic of the image), then, from ONE client in this process:
+does: otherwise they read every topic of the image once a second), then, from ONE client in this
+process:
 
 1. **empty image**: creates a probe topic of ``--topic-partitions`` partitions, then measures the
-   p50 of a DescribeTopics of that one topic (linearizable, the default) and of a create of one
+   p50 of a DescribeTopics of that one topic (linearizable, the default), of the first page of a
+   DescribeTopics of every topic (at most the node's 2000 partitions) and of a create of one
    more 1-partition topic, ``--samples`` calls each, one at a time;
 2. **creation**: ``--partitions`` partitions as ``partitions / topic-partitions`` topics (RF 3),
    one topic per CreateTopics, ``--pipeline`` requests in flight on one channel; the rate is
    partitions/s over the whole creation; the nodes' RSS is watched (``--max-node-rss-mib``) and
    the creation stops, reporting how far it got, past it or past ``--create-budget-s``;
 3. **full image**: each node's RSS (``VmRSS``, ``VmHWM`` of /proc) once every voter has the
-   whole log, and the same two p50s as on the empty image (``create_p50_vs_empty``);
+   whole log, the same three p50s as on the empty image (``create_p50_vs_empty``), and a
+   DescribeTopics of every topic, page after page (``describe_every_topic``: seconds, pages);
 4. **snapshot**: the nodes run with ``--snapshot-interval-records`` just above the records the
    steps before commit, so none is taken while the image grows and exactly one of the whole
    image is taken when ``filler`` creates (topics of ``--topic-partitions``) cross it; its time
@@ -67,8 +70,8 @@ from raftmeta.v1 import controller_pb2
 GIB = 1 << 30
 MIB = 1 << 20
 REPLICATION_FACTOR = 3
-# As `bench commit`: the fleet's partition leaders would otherwise describe every topic (the whole
-# image, on a node's event loop) once per check.
+# As `bench commit`: the fleet's partition leaders would otherwise read every topic, page by page,
+# once per check: node CPU in proportion to the image.
 FLEET_ISR_CHECK_INTERVAL_MS = 86_400_000
 # A create of a topic commits its TopicRecord, one PartitionRecord per partition and its RequestRecord.
 RECORDS_PER_TOPIC = 2
@@ -166,20 +169,50 @@ async def create_topic(client: Any, name: str, partitions: int) -> None:
 
 
 async def latencies(client: Any, probe_topic: str, label: str, samples: int) -> dict[str, float]:
-    """The p50s of a one-topic DescribeTopics and of a 1-partition create on the image as it is."""
+    """The p50s of a one-topic DescribeTopics, of the first page of a DescribeTopics of every topic
+    (at most the node's maximum of partitions, however big the image) and of a 1-partition create
+    on the image as it is."""
 
     async def describe(_: int) -> None:
         answer = await client.describe_topics([probe_topic])
         if len(answer.topics) != 1:
             raise CheckFailed(f"DescribeTopics of {probe_topic} answered {len(answer.topics)} topics")
 
+    async def describe_page(_: int) -> None:
+        answer = await client.call("DescribeTopics", controller_pb2.DescribeTopicsRequest())
+        if not answer.topics:
+            raise CheckFailed("a DescribeTopics of every topic answered no topic")
+
     async def create(index: int) -> None:
         await create_topic(client, f"one-{label}-{index}", 1)
 
     return {
         "describe_p50_ms": await timed_p50_ms(describe, samples),
+        "describe_every_topic_page_p50_ms": await timed_p50_ms(describe_page, samples),
         "create_p50_ms": await timed_p50_ms(create, samples),
     }
+
+
+async def describe_every_topic(client: Any, image_partitions: int) -> dict[str, Any]:
+    """A linearizable DescribeTopics of every topic, page after page as the client reads it (each
+    page is dropped once counted: the bench keeps no 10M-partition answer), timed whole."""
+    request = controller_pb2.DescribeTopicsRequest()
+    pages = partitions = 0
+    started = time.perf_counter()
+    while True:
+        page = await client.call("DescribeTopics", request)
+        pages += 1
+        partitions += sum(len(topic.partitions) for topic in page.topics)
+        if not page.HasField("next_cursor"):
+            break
+        request.cursor.CopyFrom(page.next_cursor)
+    seconds = time.perf_counter() - started
+    # The image holds a few more: the 1-partition creates measured on the full image.
+    if partitions < image_partitions:
+        raise CheckFailed(f"a DescribeTopics of every topic gave {partitions} partitions, the image has more")
+    figures = {"seconds": round(seconds, 2), "pages": pages, "partitions": partitions}
+    progress("every topic described", **figures)
+    return {**figures, "page_ms": round(seconds / pages * 1000, 2)}
 
 
 @dataclass
@@ -531,6 +564,7 @@ async def measure_steps(quorum: Any, params: ScaleParams, document: dict[str, An
         watch.enter("full image")
         full = await latencies(client, probe_topic, "full", params.samples)
         document["full_image"] = full
+        document["describe_every_topic"] = await describe_every_topic(client, image_partitions)
         document["create_p50_vs_empty"] = round(full["create_p50_ms"] / empty["create_p50_ms"], 3)
         await note_leader(client, document, "full image")
         progress("full image measured", **full, leader=leader)
@@ -712,8 +746,11 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
     lines += [
         f"snapshot: {snapshot['max_s']} s (slowest node), {max(snapshot['bytes'].values()):,} bytes",
         f"restart: {document['restart']['seconds']} s; wiped follower: {document['wiped_follower']['seconds']} s",
-        f"describe p50 {full['describe_p50_ms']} ms (empty {empty['describe_p50_ms']}); "
+        f"describe p50 {full['describe_p50_ms']} ms (empty {empty['describe_p50_ms']}); a page of every topic "
+        f"p50 {full['describe_every_topic_page_p50_ms']} ms (empty {empty['describe_every_topic_page_p50_ms']}); "
         f"create p50 {full['create_p50_ms']} ms (empty {empty['create_p50_ms']}, x{document['create_p50_vs_empty']})",
+        f"every topic described in {document['describe_every_topic']['seconds']} s "
+        f"({document['describe_every_topic']['pages']} pages)",
     ]
     lines += [f"target {name} {t['target']}: {t['measured']} -> {t['met']}" for name, t in document["targets"].items()]
     return lines

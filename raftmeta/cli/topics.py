@@ -371,6 +371,14 @@ def filter_partitions(
               help="Only partitions with no leader or fewer in-sync replicas than min.insync.replicas.")  # fmt: skip
 @click.option("--at-min-isr-partitions", is_flag=True,
               help="Only partitions with exactly min.insync.replicas in-sync replicas.")  # fmt: skip
+@click.option(
+    "--partition-size-limit-per-response",
+    "partition_limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="At most this many partitions in one DescribeTopics answer (the node caps it at its own "
+    "maximum, 2000); the command reads every answer. Default: the node's maximum.",
+)
 @output_option
 def describe(
     bootstrap_server: str,
@@ -383,6 +391,7 @@ def describe(
     unavailable_partitions: bool,
     under_min_isr_partitions: bool,
     at_min_isr_partitions: bool,
+    partition_limit: int | None,
     output: str,
 ) -> None:
     """Describe topics: leaders, replicas and ISR of every partition.
@@ -403,7 +412,7 @@ def describe(
     stale = consistency == "stale"
     live: set[int] = set()
     with connect(bootstrap_server, timeout) as client:
-        response = client.describe_topics(names, stale=stale)
+        response = client.describe_topics(names, stale=stale, partition_limit=partition_limit or 0)
         if describe_filter == "unavailable-partitions":
             # Kafka's live brokers are the ones DescribeCluster lists: registered and unfenced.
             live = {b.broker_id for b in client.describe_cluster(stale=stale).brokers if not b.fenced}

@@ -64,6 +64,9 @@ class ControllerConfig:
     leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds x 1000
     # Kafka's maxElectionsPerImbalance: a round elects at most this many; the next runs at once.
     max_elections_per_imbalance: int = 1000
+    # Partitions in one DescribeTopics answer at most (max.request.partition.size.limit, KIP-966):
+    # a read holds the node's event loop while it is answered, so no answer grows with the image.
+    max_request_partition_size_limit: int = 2000
 
     def __post_init__(self) -> None:
         for name in (
@@ -74,6 +77,7 @@ class ControllerConfig:
             "max_partitions_per_topic",
             "leader_imbalance_check_interval_ms",
             "max_elections_per_imbalance",
+            "max_request_partition_size_limit",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ControllerConfig.{name} must be >= 1, got {getattr(self, name)}")

@@ -10,13 +10,14 @@ nothing for that topic. Records come in a fixed order per topic: TopicRecord, it
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable, Sequence, Set
 from typing import TypeVar
 
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
 from raftmeta.controller.delta import SHARED_STATES_MAX, NewTopic
-from raftmeta.controller.errors import ApiError
+from raftmeta.controller.errors import ApiError, RequestError
 from raftmeta.controller.image import NO_LEADER, TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.names import (
     COLLISION_WARNING,
@@ -546,30 +547,69 @@ def describe_topics(
     random: RandomSource | None = None,
     config: ControllerConfig = DEFAULT_CONFIG,
 ) -> ControllerResult[controller_pb2.DescribeTopicsResponse]:
-    """Topics with their configs and partitions (every topic, by name, when none are named)."""
-    del now_ms, ids, random, config
+    """Topics with their configs and partitions (every topic when none are named), in name order,
+    paged as Kafka's DescribeTopicPartitions (KRaftMetadataCache.getTopicMetadataForDescribeTopic
+    Response): at most min(response_partition_limit, the configured maximum) partitions, from the
+    cursor on; an answer cut short says where the next starts. A named topic that does not exist
+    is answered UNKNOWN_TOPIC_OR_PARTITION and takes nothing from the limit."""
+    del now_ms, ids, random
+    limit = request.response_partition_limit
+    if limit < 0:
+        raise RequestError(f"response_partition_limit={limit}: must be >= 0 (0 = the server's maximum)")
+    remaining = min(limit, config.max_request_partition_size_limit) or config.max_request_partition_size_limit
+    has_cursor = request.HasField("cursor")
+    cursor_name = request.cursor.topic_name if has_cursor else ""
+    first_partition = request.cursor.partition_index if has_cursor else 0
+    if first_partition < 0:
+        raise RequestError(f"cursor.partition_index={first_partition}: must be >= 0")
     response = controller_pb2.DescribeTopicsResponse()
-    wanted: list[TopicImage | str] = (
-        [image.topic_by_name(n) or n for n in request.topics] if request.topics else list(image.topics_sorted())
-    )
-    for item in wanted:
-        if isinstance(item, str):
-            response.topics.add(name=item, error_code=UNKNOWN_TOPIC.code, error_message=UNKNOWN_TOPIC.message)
+    if request.topics:
+        if has_cursor and cursor_name not in request.topics:
+            # Kafka: "DescribeTopicPartitionsRequest topic list should contain the cursor topic".
+            raise RequestError(f"cursor.topic_name {cursor_name!r} must be one of the topics named in the request")
+        names = sorted({name for name in request.topics if name >= cursor_name})
+    else:
+        # Each topic answered takes at least one partition from the limit (only the cursor's own
+        # may take none), so the first limit + 2 names are all a page can reach: no full sort.
+        names = heapq.nsmallest(remaining + 2, (name for name in image.topic_ids if name >= cursor_name))
+    for name in names:
+        if remaining == 0:
+            # Kafka: the cursor points at the start of the next topic, which need not exist then.
+            response.next_cursor.topic_name = name
+            response.next_cursor.partition_index = 0
+            break
+        topic = image.topic_by_name(name)
+        if topic is None:
+            response.topics.add(name=name, error_code=UNKNOWN_TOPIC.code, error_message=UNKNOWN_TOPIC.message)
             continue
-        described = response.topics.add(name=item.name, topic_id=item.topic_id)
-        described.configs.update(item.configs)
-        for pid, part in enumerate(item.partitions):
-            described.partitions.add(
-                partition=pid,
-                leader=part.leader,
-                leader_epoch=part.leader_epoch,
-                partition_epoch=part.partition_epoch,
-                replicas=part.replicas,
-                isr=part.isr,
-                adding_replicas=part.adding_replicas,
-                removing_replicas=part.removing_replicas,
-            )
+        start = first_partition if name == cursor_name else 0
+        end = min(len(topic.partitions), start + remaining)
+        _describe_topic(response.topics.add(), topic, start, end)
+        if end < len(topic.partitions):
+            response.next_cursor.topic_name = name
+            response.next_cursor.partition_index = end
+            break
+        remaining -= max(0, end - start)
     return ControllerResult((), response)
+
+
+def _describe_topic(described: controller_pb2.TopicDescription, topic: TopicImage, start: int, end: int) -> None:
+    described.name = topic.name
+    described.topic_id = topic.topic_id
+    described.configs.update(topic.configs)
+    partitions = topic.partitions
+    for pid in range(start, end):
+        part = partitions[pid]
+        described.partitions.add(
+            partition=pid,
+            leader=part.leader,
+            leader_epoch=part.leader_epoch,
+            partition_epoch=part.partition_epoch,
+            replicas=part.replicas,
+            isr=part.isr,
+            adding_replicas=part.adding_replicas,
+            removing_replicas=part.removing_replicas,
+        )
 
 
 # ---- ElectLeaders --------------------------------------------------------------------------------

@@ -130,8 +130,16 @@ def _shape_problems(method: str, request: Message, response: Message) -> list[st
         return [] if asked_pairs == got_pairs else [f"results {got_pairs} for the partitions asked {asked_pairs}"]
     if isinstance(request, controller_pb2.DescribeTopicsRequest) and request.topics:
         assert isinstance(response, controller_pb2.DescribeTopicsResponse)
-        asked = list(request.topics)
+        # Each topic named once, in name order, from the cursor's on; a page cut short ends at its
+        # next cursor's topic.
+        asked = sorted({name for name in request.topics if name >= request.cursor.topic_name})
+        if response.HasField("next_cursor"):
+            cut = response.next_cursor.topic_name
+            asked = [name for name in asked if name < cut or (name == cut and response.next_cursor.partition_index)]
         got = [t.name for t in response.topics]
+        partitions = sum(len(t.partitions) for t in response.topics)
+        if request.response_partition_limit and partitions > request.response_partition_limit:
+            return [f"{partitions} partitions described, limit {request.response_partition_limit}"]
         return [] if asked == got else [f"descriptions of {got}, asked for {asked}"]
     if isinstance(request, controller_pb2.DescribeQuorumRequest):
         assert isinstance(response, controller_pb2.DescribeQuorumResponse)

@@ -319,7 +319,15 @@ def _valid_delete_topics(view: ClusterView) -> st.SearchStrategy[Message]:
 def _valid_describe_topics(view: ClusterView) -> st.SearchStrategy[Message]:
     @st.composite
     def build(draw: st.DrawFn) -> Message:
-        return controller_pb2.DescribeTopicsRequest(topics=[t.name for t in _some_topics(view, draw, most=4)])
+        topics = _some_topics(view, draw, most=4)
+        request = controller_pb2.DescribeTopicsRequest(topics=[t.name for t in topics])
+        paged: bool = draw(st.booleans())
+        if topics and paged:  # one page of a paged read
+            request.response_partition_limit = draw(st.integers(1, 5))
+            at = draw(st.sampled_from(topics))
+            request.cursor.topic_name = at.name
+            request.cursor.partition_index = draw(st.integers(0, len(at.partitions)))
+        return request
 
     return build()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from raftmeta.kafka.context import ApiContext, CallRefused, call, timeout_s
 from raftmeta.kafka.framing import Request
+from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 # Topic configs that choose raftmeta's placement instead of configuring the topic (Kafka clients
@@ -76,9 +77,13 @@ def topic_values(topic: controller_pb2.TopicDescription) -> dict[str, Any]:
 
 
 async def _describe(ctx: ApiContext, names: list[str]) -> list[controller_pb2.TopicDescription]:
-    response: controller_pb2.DescribeTopicsResponse = await call(
-        ctx, "DescribeTopics", controller_pb2.DescribeTopicsRequest(topics=names)
-    )
+    """Every topic named (every topic when none are), whole: Metadata has no paging of its own."""
+
+    async def send(request: controller_pb2.DescribeTopicsRequest) -> controller_pb2.DescribeTopicsResponse:
+        page: controller_pb2.DescribeTopicsResponse = await call(ctx, "DescribeTopics", request)
+        return page
+
+    response = await describe_every_page(send, controller_pb2.DescribeTopicsRequest(topics=names))
     return list(response.topics)
 
 
@@ -276,34 +281,24 @@ async def create_partitions(ctx: ApiContext, request: Request) -> dict[str, Any]
 
 
 async def describe_topic_partitions(ctx: ApiContext, request: Request) -> dict[str, Any]:
-    """DescribeTopicPartitions (KIP-966): Metadata's topic part, paged by a partition limit."""
+    """DescribeTopicPartitions (KIP-966): Metadata's topic part, paged by a partition limit. The
+    controller pages it itself (the same cursor and limit, capped by its own maximum)."""
     body = request.body
     names = [t.name for t in body.topics]
+    described = controller_pb2.DescribeTopicsRequest(
+        topics=names, response_partition_limit=max(1, body.response_partition_limit)
+    )
+    if body.cursor is not None:
+        described.cursor.topic_name = body.cursor.topic_name
+        described.cursor.partition_index = body.cursor.partition_index
     try:
-        described = await _describe(ctx, names)
+        response: controller_pb2.DescribeTopicsResponse = await call(ctx, "DescribeTopics", described)
     except CallRefused as exc:
         failed = [{"error_code": exc.error_code, "name": n, "topic_id": NULL_UUID, "partitions": []} for n in names]
         return {"throttle_time": 0, "topics": failed, "next_cursor": None}
-    described.sort(key=lambda t: t.name)
-    limit = max(1, body.response_partition_limit)
-    cursor = body.cursor
-    topics: list[dict[str, Any]] = []
-    next_cursor = None
-    for topic in described:
-        if cursor is not None and topic.name < cursor.topic_name:
-            continue
-        first = cursor.partition_index if cursor is not None and topic.name == cursor.topic_name else 0
-        if limit <= 0:  # the page is full: the next one starts at this topic
-            next_cursor = {"topic_name": topic.name, "partition_index": first}
-            break
-        values = topic_values(topic)
-        partitions = values["partitions"][first:]
-        if len(partitions) > limit:
-            next_cursor = {"topic_name": topic.name, "partition_index": first + limit}
-            partitions = partitions[:limit]
-        values["partitions"] = partitions
-        topics.append(values)
-        limit -= len(partitions)
-        if next_cursor is not None:
-            break
-    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
+    next_cursor = (
+        {"topic_name": response.next_cursor.topic_name, "partition_index": response.next_cursor.partition_index}
+        if response.HasField("next_cursor")
+        else None
+    )
+    return {"throttle_time": 0, "topics": [topic_values(t) for t in response.topics], "next_cursor": next_cursor}

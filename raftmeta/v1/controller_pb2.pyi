@@ -487,24 +487,62 @@ class DescribeTopicsRequest(_message.Message):
 
     TOPICS_FIELD_NUMBER: _builtins.int
     CONSISTENCY_FIELD_NUMBER: _builtins.int
+    RESPONSE_PARTITION_LIMIT_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
     consistency: Global___ReadConsistency.ValueType
+    response_partition_limit: _builtins.int
+    """Paging, as Kafka's DescribeTopicPartitions (KIP-966): at most this many partitions in the
+    answer, never more than the server's maximum (2000, Kafka's max.request.partition.size.limit);
+    0 = the server's maximum. Topics are answered in name order; an answer that stopped short
+    carries next_cursor, to be sent back as the cursor of the next request.
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Empty = every topic."""
+
+    @_builtins.property
+    def cursor(self) -> Global___DescribeTopicsCursor:
+        """Where to start: topics named from topic_name on (it must be one of `topics` when those are
+        named), from partition_index of topic_name itself.
+        """
 
     def __init__(
         self,
         *,
         topics: _abc.Iterable[_builtins.str] | None = ...,
         consistency: Global___ReadConsistency.ValueType = ...,
+        response_partition_limit: _builtins.int = ...,
+        cursor: Global___DescribeTopicsCursor | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consistency", b"consistency", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consistency", b"consistency", "cursor", b"cursor", "response_partition_limit", b"response_partition_limit", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeTopicsRequest: _TypeAlias = DescribeTopicsRequest  # noqa: Y015
+
+@_typing.final
+class DescribeTopicsCursor(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_NAME_FIELD_NUMBER: _builtins.int
+    PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+    topic_name: _builtins.str
+    partition_index: _builtins.int
+    def __init__(
+        self,
+        *,
+        topic_name: _builtins.str = ...,
+        partition_index: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partition_index", b"partition_index", "topic_name", b"topic_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeTopicsCursor: _TypeAlias = DescribeTopicsCursor  # noqa: Y015
 
 @_typing.final
 class PartitionDescription(_message.Message):
@@ -612,16 +650,22 @@ class DescribeTopicsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOPICS_FIELD_NUMBER: _builtins.int
+    NEXT_CURSOR_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicDescription]: ...
+    @_builtins.property
+    def next_cursor(self) -> Global___DescribeTopicsCursor:
+        """Set when the partition limit stopped the answer: the first topic and partition not in it."""
+
     def __init__(
         self,
         *,
         topics: _abc.Iterable[Global___TopicDescription] | None = ...,
+        next_cursor: Global___DescribeTopicsCursor | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["next_cursor", b"next_cursor"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_cursor", b"next_cursor", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

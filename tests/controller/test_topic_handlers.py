@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftmeta.controller import NO_LEADER, ControllerConfig
+from raftmeta.controller import NO_LEADER, ControllerConfig, RequestError
 from raftmeta.controller.topics import create_partitions, delete_topics, describe_topics, elect_leaders
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 from tests.controller.helpers import Context
@@ -291,3 +291,88 @@ def test_create_partitions_with_every_placer_stays_in_the_pool(placer: str) -> N
     assert len(g.partitions) == 6
     assert {b for p in g.partitions for b in p.replicas} <= {1, 2, 3}
     assert all(len(p.replicas) == 2 for p in g.partitions)
+
+
+# DescribeTopics pages as Kafka's DescribeTopicPartitions. The cases are KRaftMetadataCacheTest's
+# testGetTopicMetadataForDescribeTopicPartitionsResponse (topics test0 with 3 partitions and test1
+# with 1), and DescribeTopicPartitionsRequestHandler's rules for the cursor.
+@pytest.fixture
+def kafka_case() -> Context:
+    context = Context()
+    context.add_brokers([0, 1, 2, 3])
+    context.create_ok("test0", 3, 2)
+    context.create_ok("test1", 1, 2)
+    return context
+
+
+def page(
+    ctx: Context, topics: list[str], limit: int, cursor: tuple[str, int] | None = None
+) -> tuple[list[tuple[str, int, list[int]]], tuple[str, int] | None]:
+    request = controller_pb2.DescribeTopicsRequest(topics=topics, response_partition_limit=limit)
+    if cursor is not None:
+        request.cursor.topic_name, request.cursor.partition_index = cursor
+    response = ctx.call(describe_topics, request).response
+    described = [(t.name, t.error_code, [p.partition for p in t.partitions]) for t in response.topics]
+    following = response.next_cursor
+    return described, (following.topic_name, following.partition_index) if response.HasField("next_cursor") else None
+
+
+def test_describe_pages_basic(kafka_case: Context) -> None:
+    assert page(kafka_case, ["test0", "test1"], 10) == ([("test0", 0, [0, 1, 2]), ("test1", 0, [0])], None)
+
+
+def test_describe_pages_quota_reached_inside_a_topic(kafka_case: Context) -> None:
+    assert page(kafka_case, ["test0", "test1"], 2) == ([("test0", 0, [0, 1])], ("test0", 2))
+
+
+def test_describe_pages_from_a_start_index(kafka_case: Context) -> None:
+    assert page(kafka_case, ["test0"], 10, ("test0", 1)) == ([("test0", 0, [1, 2])], None)
+
+
+def test_describe_pages_quota_reached_at_a_topic_boundary(kafka_case: Context) -> None:
+    # The page ends with test0 whole: the cursor points at the start of the next topic.
+    assert page(kafka_case, ["test0", "test1"], 1, ("test0", 2)) == ([("test0", 0, [2])], ("test1", 0))
+
+
+def test_describe_pages_an_unknown_topic_takes_nothing_from_the_limit(kafka_case: Context) -> None:
+    # Kafka's "When the first topic does not exist" ("Non-exist" sorts before "test0").
+    unknown = errors_pb2.UNKNOWN_TOPIC_OR_PARTITION
+    assert page(kafka_case, ["Non-exist", "test0"], 1, ("Non-exist", 1)) == (
+        [("Non-exist", unknown, []), ("test0", 0, [0])],
+        ("test0", 1),
+    )
+
+
+def test_describe_pages_every_topic_in_name_order_from_the_cursor(kafka_case: Context) -> None:
+    kafka_case.create_ok("a", 2, 1)
+    assert page(kafka_case, [], 3) == ([("a", 0, [0, 1]), ("test0", 0, [0])], ("test0", 1))
+    assert page(kafka_case, [], 3, ("test0", 1)) == ([("test0", 0, [1, 2]), ("test1", 0, [0])], None)
+    # A cursor topic that does not exist (deleted between pages) starts at the next name.
+    assert page(kafka_case, [], 0, ("b", 7)) == ([("test0", 0, [0, 1, 2]), ("test1", 0, [0])], None)
+
+
+def test_describe_names_each_topic_once_in_name_order(kafka_case: Context) -> None:
+    assert page(kafka_case, ["test1", "test0", "test1"], 0) == ([("test0", 0, [0, 1, 2]), ("test1", 0, [0])], None)
+
+
+def test_describe_limit_is_capped_by_the_configured_maximum() -> None:
+    ctx = Context(ControllerConfig(max_request_partition_size_limit=2))
+    ctx.add_brokers([1, 2])
+    ctx.create_ok("t", 3, 1)
+    for limit in (0, 2, 1000):
+        assert page(ctx, [], limit) == ([("t", 0, [0, 1])], ("t", 2))
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "message"),
+    [
+        ({"topics": ["test0"], "cursor": {"topic_name": "test1"}}, "cursor.topic_name 'test1' must be one of"),
+        ({"response_partition_limit": -1}, "response_partition_limit=-1: must be >= 0"),
+        ({"cursor": {"topic_name": "test0", "partition_index": -2}}, "cursor.partition_index=-2: must be >= 0"),
+    ],
+)
+def test_describe_refuses_a_malformed_page_request(
+    kafka_case: Context, request_fields: dict[str, object], message: str
+) -> None:
+    with pytest.raises(RequestError, match=message):
+        kafka_case.call(describe_topics, controller_pb2.DescribeTopicsRequest(**request_fields))  # type: ignore[arg-type]

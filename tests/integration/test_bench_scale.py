@@ -51,7 +51,11 @@ def test_bench_scale_reports_every_step_of_a_small_image() -> None:
     assert document["memory_after_snapshot"]["max_rss_bytes"] > 0
     for image in ("empty_image", "full_image"):
         assert document[image]["describe_p50_ms"] > 0 and document[image]["create_p50_ms"] > 0
+        assert document[image]["describe_every_topic_page_p50_ms"] > 0
     assert document["create_p50_vs_empty"] > 0
+    every = document["describe_every_topic"]
+    # 4,020 partitions (the probe, the creation, two rounds of 10 one-partition creates): three pages.
+    assert every["partitions"] >= document["image_partitions"] and every["pages"] == 3 and every["seconds"] > 0
     snapshot = document["snapshot"]
     # One snapshot of the whole image, the same file on every node.
     assert set(snapshot["seconds"]) == {"1", "2", "3"} and all(s > 0 for s in snapshot["seconds"].values())

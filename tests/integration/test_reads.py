@@ -41,3 +41,7 @@ def test_a_follower_reads_the_leaders_writes_and_answers_stale_reads_alone(
                 local_quorum.signal_node(quorum, node, signal.SIGCONT)
         assert create(client, "after").error_code == errors_pb2.NONE
         assert {"before", "after"} <= names(via_follower.describe_topics())
+        # Paged: pages of two partitions through the follower, joined back into the same answer.
+        whole = client.describe_topics()
+        assert via_follower.describe_topics(partition_limit=2) == whole
+        assert via_follower.describe_topics(["after", "before"], stale=True, partition_limit=2) == whole

@@ -512,15 +512,51 @@ def test_list_reassignments() -> None:
     assert (partition.replicas, partition.adding_replicas, partition.removing_replicas) == ((3, 4, 0), (3, 4), (0,))
 
 
-def test_describe_topic_partitions_pages_by_the_partition_limit() -> None:
+def test_describe_topic_partitions_hands_its_limit_and_cursor_to_the_controller() -> None:
     admin = full_admin()
-    request = {"topics": [{"name": "orders"}], "response_partition_limit": 2, "cursor": None}
-    first = ask(admin, 75, 0, request)
-    assert [p.partition_index for p in first.topics[0].partitions] == [0, 1]
-    assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("orders", 2)
-    second = ask(admin, 75, 0, {**request, "cursor": {"topic_name": "orders", "partition_index": 2}})
-    assert [p.partition_index for p in second.topics[0].partitions] == [2]
-    assert second.next_cursor is None
+    page = orders(partitions=2)
+    admin.answers["DescribeTopics"] = lambda r: controller_pb2.DescribeTopicsResponse(
+        topics=[page], next_cursor=controller_pb2.DescribeTopicsCursor(topic_name="orders", partition_index=2)
+    )
+    cursor = {"topic_name": "orders", "partition_index": 0}
+    response = ask(admin, 75, 0, {"topics": [{"name": "orders"}], "response_partition_limit": 2, "cursor": cursor})
+    assert admin.calls[0][1] == controller_pb2.DescribeTopicsRequest(
+        topics=["orders"],
+        response_partition_limit=2,
+        cursor=controller_pb2.DescribeTopicsCursor(topic_name="orders", partition_index=0),
+    )
+    assert [p.partition_index for p in response.topics[0].partitions] == [0, 1]
+    assert (response.next_cursor.topic_name, response.next_cursor.partition_index) == ("orders", 2)
+
+
+def test_describe_topic_partitions_without_a_cursor_sends_none_and_a_whole_answer_has_none() -> None:
+    admin = full_admin()
+    response = ask(admin, 75, 0, {"topics": [], "response_partition_limit": 2000, "cursor": None})
+    assert not admin.calls[0][1].HasField("cursor")
+    assert [t.name for t in response.topics] == ["orders"] and response.next_cursor is None
+
+
+def test_metadata_reads_every_page_and_joins_a_topic_cut_between_two() -> None:
+    admin = full_admin()
+    whole = orders(partitions=5)
+
+    def paged(request: controller_pb2.DescribeTopicsRequest) -> controller_pb2.DescribeTopicsResponse:
+        start = request.cursor.partition_index
+        part = controller_pb2.TopicDescription()
+        part.CopyFrom(whole)
+        del part.partitions[:]
+        part.partitions.extend(whole.partitions[start : start + 2])
+        answer = controller_pb2.DescribeTopicsResponse(topics=[part])
+        if start + 2 < len(whole.partitions):
+            answer.next_cursor.topic_name = "orders"
+            answer.next_cursor.partition_index = start + 2
+        return answer
+
+    admin.answers["DescribeTopics"] = paged
+    response = ask(admin, 3, top(3), REQUESTS[3])
+    assert [admin.sent(i).cursor.partition_index for i in range(3)] == [0, 2, 4]
+    (topic,) = response.topics
+    assert [p.partition_index for p in topic.partitions] == [0, 1, 2, 3, 4]
 
 
 # -- retries ----------------------------------------------------------------------------------------
