@@ -22,6 +22,7 @@ from raftmeta.cli.common import (
     FlagConflict,
     check_int,
     emit_json,
+    int_range,
     output_option,
     request_id_option,
     usage_error,
@@ -374,7 +375,7 @@ def filter_partitions(
 @click.option(
     "--partition-size-limit-per-response",
     "partition_limit",
-    type=click.IntRange(min=1),
+    type=int_range(1),
     default=None,
     help="At most this many partitions in one DescribeTopics answer (the node caps it at its own "
     "maximum, 2000); the command reads every answer. Default: the node's maximum.",

@@ -312,11 +312,6 @@ class QuorumController:
                 self._confirmed.append((index, *started))
         if soft is not None and soft.role is not Role.LEADER:
             self._active = False
-            # A leader that removed itself resigns in the step that commits the change: that
-            # change succeeded, whatever the fate of the rest.
-            for last in [o for o in self._voter_changes if o < self.core.high_watermark]:
-                key, method = self._voter_changes.pop(last)
-                self._answers.append(Answer(key, VOTER_CHANGE_RESPONSES[method]()))
             if (
                 self._own
                 or self._waiting
@@ -589,6 +584,12 @@ class QuorumController:
         """Leadership lost (or the log refused a proposal): every request waiting for a commit or
         held fails with NOT_CONTROLLER; the controller's working image rolls back."""
         self.controller.renounce()
+        # A leader that removed itself resigns in the step that commits the change, and a proposal
+        # refused in that same step (the open batch) renounces too: that change succeeded,
+        # whatever the fate of the rest.
+        for last in [o for o in self._voter_changes if o < self.core.high_watermark]:
+            key, method = self._voter_changes.pop(last)
+            self._answers.append(Answer(key, VOTER_CHANGE_RESPONSES[method]()))
         error = NotControllerError(self.core.leader_id)
         keys = [
             *self._waiting.values(),

@@ -20,7 +20,7 @@ from raftmeta.controller import ImageBuilder, MetadataImage, PartitionRegistrati
 from raftmeta.controller.delta import NewTopic
 from raftmeta.controller.topics import create_partitions, create_topics
 from raftmeta.records.decode import LazyRecords
-from raftmeta.records.wire import PartitionEncoder
+from raftmeta.records.wire import PartitionEncoder, varint
 from raftmeta.v1 import controller_pb2, records_pb2
 from tests.controller.helpers import Context
 
@@ -215,7 +215,7 @@ def partition_records(draw: st.DrawFn) -> records_pb2.MetadataRecord:
     data = record.SerializeToString()
     if draw(st.integers(0, 9)) == 0:  # an unknown field in the PartitionRecord (field 99, varint 7)
         body = p.SerializeToString() + b"\x98\x06\x07"
-        data = b"\x12" + bytes([len(body)]) + body
+        data = b"\x12" + varint(len(body)) + body  # a body can pass 127 bytes: a multi-byte length
     return records_pb2.MetadataRecord.FromString(data)
 
 

@@ -285,6 +285,34 @@ def test_a_voter_change_is_answered_once_committed_on_a_majority_of_the_new_set(
     assert qc.core.role is Role.RESIGNED
 
 
+def test_a_leader_that_removed_itself_answers_the_removal_even_when_a_proposal_is_refused_after_it() -> None:
+    """The Fetch that commits the removal makes the leader resign in the same step; a request
+    waiting in the open batch is then proposed and refused. Its refusal fails what is pending --
+    not the removal, which committed (found by `raftmeta chaos --faults membership,partition`: the
+    removal was answered NOT_CONTROLLER, and the client's retry VOTER_NOT_FOUND)."""
+    qc = active()  # broker 1 registered and unfenced
+    now = ELECTED_MS
+    for key, voter in ((1, 2), (2, 3)):
+        fetch_from(qc, now, voter, key)
+        qc.submit(now, key, "AddRaftVoter", controller_pb2.AddRaftVoterRequest(voter_id=voter))
+        drive(qc, now)
+        fetch_from(qc, now, 2, 10 + key)
+        fetch_from(qc, now, 3, 20 + key)
+    assert [a.key for a in qc.take_answers()] == [1, 2] and qc.core.voters == (1, 2, 3)
+    qc.submit(now + 2, 3, "RemoveRaftVoter", controller_pb2.RemoveRaftVoterRequest(voter_id=1))
+    drive(qc, now + 2)
+    end = qc.core.log.end_offset
+    qc.submit(now + 2, 4, "CreateTopics", create("t", "r-1"))  # waits in the open batch: the removal is in flight
+    drive(qc, now + 2)
+    fetch_from(qc, now + 3, 2, 30)  # one of the new set (2, 3): not committed yet
+    assert qc.take_answers() == [] and qc.core.log.end_offset == end
+    fetch_from(qc, now + 3, 3, 31)  # commits the removal: the leader resigns in this step
+    answers = {a.key: a for a in qc.take_answers()}
+    assert answers[3].response == controller_pb2.RemoveRaftVoterResponse() and answers[3].error is None
+    assert isinstance(answers[4].error, NotControllerError)
+    assert qc.core.role is Role.RESIGNED
+
+
 def test_a_voter_change_pending_when_leadership_is_lost_is_answered_not_controller() -> None:
     qc = quorum()
     drive(qc, ELECTED_MS)
