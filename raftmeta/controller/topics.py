@@ -627,31 +627,47 @@ def elect_leaders(
     unclean = request.election_type == controller_pb2.ELECTION_TYPE_UNCLEAN
     response = controller_pb2.ElectLeadersResponse()
     records: list[records_pb2.MetadataRecord] = []
-    if request.topic_partitions:
-        wanted = [(tp.topic, list(tp.partitions)) for tp in request.topic_partitions]
-    else:
-        wanted = [(t.name, list(range(len(t.partitions)))) for t in image.topics_sorted()]
+    if not request.topic_partitions:
+        # Kafka: an election over every partition lists every topic but only the partitions it
+        # acted on. Those that need none are passed over before any answer is built for them: on
+        # a big image nearly all are, and this runs on the node's loop (2.1 s for 1M partitions
+        # when each got its ELECTION_NOT_NEEDED message built and dropped).
+        for topic in image.topics_sorted():
+            topic_result = response.results.add(topic=topic.name)
+            for pid, part in enumerate(topic.partitions):
+                if not _election_needed(part, unclean):
+                    continue
+                _add_election_result(topic_result, pid, _elect_one(image, topic.name, topic, pid, unclean, records))
+        return ControllerResult(tuple(records), response)
+    wanted = [(tp.topic, list(tp.partitions)) for tp in request.topic_partitions]
     # Each election is built on the same image: a partition named twice would get two records
     # with the same epochs, which replay refuses (found by `raftmeta fuzz`). As in
     # AlterPartitionReassignments, every occurrence of a repeated partition is refused.
     repeated = _duplicates([(name, pid) for name, partitions in wanted for pid in partitions])
-    every = not request.topic_partitions
     for name, partitions in wanted:
         topic_result = response.results.add(topic=name)
-        topic = image.topic_by_name(name)
+        named = image.topic_by_name(name)
         for pid in partitions:
             if (name, pid) in repeated:
                 error = ApiError(
                     errors_pb2.INVALID_REQUEST, f"Partition {name}-{pid} appears more than once in the request."
                 )
             else:
-                error = _elect_one(image, name, topic, pid, unclean, records)
-            if every and error.code == errors_pb2.ELECTION_NOT_NEEDED:
-                continue  # Kafka: an election over every partition lists only those it acted on
-            result = topic_result.partitions.add(partition=pid)
-            result.error_code = error.code  # type: ignore[assignment]
-            result.error_message = error.message
+                error = _elect_one(image, name, named, pid, unclean, records)
+            _add_election_result(topic_result, pid, error)
     return ControllerResult(tuple(records), response)
+
+
+def _add_election_result(topic_result: controller_pb2.TopicElectionResult, pid: int, error: ApiError) -> None:
+    result = topic_result.partitions.add(partition=pid)
+    result.error_code = error.code  # type: ignore[assignment]
+    result.error_message = error.message
+
+
+def _election_needed(part: PartitionRegistration, unclean: bool) -> bool:
+    """A preferred election moves a leader that is not the first replica; an unclean one elects
+    where there is no leader."""
+    return part.leader == NO_LEADER if unclean else part.leader != part.preferred_leader
 
 
 def _elect_one(
@@ -667,12 +683,12 @@ def _elect_one(
     if not 0 <= pid < len(topic.partitions):
         return ApiError(errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{pid}")
     part = topic.partitions[pid]
-    if not unclean and part.leader == part.preferred_leader:
+    if not _election_needed(part, unclean):
+        if unclean:
+            return ApiError(errors_pb2.ELECTION_NOT_NEEDED, f"{name}-{pid} already has a leader ({part.leader}).")
         return ApiError(
             errors_pb2.ELECTION_NOT_NEEDED, f"Leader {part.leader} of {name}-{pid} is already the preferred leader."
         )
-    if unclean and part.leader != NO_LEADER:
-        return ApiError(errors_pb2.ELECTION_NOT_NEEDED, f"{name}-{pid} already has a leader ({part.leader}).")
     election = Election.UNCLEAN if unclean else Election.PREFERRED
     builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, election=election)
     record = builder.build()

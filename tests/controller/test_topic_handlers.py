@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from placement.rng import JavaRandom
 from raftmeta.controller import NO_LEADER, ControllerConfig, RequestError
 from raftmeta.controller.topics import create_partitions, delete_topics, describe_topics, elect_leaders
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
-from tests.controller.helpers import Context
+from tests.controller.helpers import Context, CounterIds
 
 
 @pytest.fixture
@@ -277,6 +278,76 @@ def test_elect_all_partitions_when_none_named() -> None:
     # Kafka's electLeaders with no partitions named lists only the partitions it acted on.
     assert [(r.topic, len(r.partitions)) for r in result.response.results] == [("a", 0)]
     assert result.records == ()
+
+
+@pytest.mark.parametrize("unclean", [False, True])
+def test_electing_every_partition_answers_as_naming_each_less_those_not_needed(unclean: bool) -> None:
+    """The every-partition path passes over partitions that need no election before building an
+    answer for them; what it answers and writes must be what naming every partition gives,
+    without the ELECTION_NOT_NEEDED entries (Kafka's electLeaders)."""
+    ctx = Context()
+    ctx.add_brokers([1, 2, 3])
+    ctx.create_ok("a", 4, 3)
+    ctx.create_ok("b", 3, 2)
+    ctx.create(
+        controller_pb2.CreatableTopic(
+            name="c", assignments=[controller_pb2.ReplicaAssignment(partition_index=0, broker_ids=[1, 2])]
+        )
+    )
+    # Brokers 1 and 2 fenced, 1 back but in no ISR: c-0 has no leader (its ISR is 2 alone), a's
+    # partitions that preferred 1 or 2 are led by 3. Then 1 re-joins the ISR of one of them.
+    ctx.fence(1)
+    ctx.fence(2)
+    ctx.heartbeat(1)
+    a = ctx.image.topic_by_name("a")
+    assert a is not None
+    pid = next(i for i, part in enumerate(a.partitions) if part.preferred_leader == 1)
+    part = a.partitions[pid]
+    ctx.replay(
+        [
+            records_pb2.MetadataRecord(
+                partition_change=records_pb2.PartitionChangeRecord(
+                    topic_id=a.topic_id,
+                    partition_id=pid,
+                    isr=records_pb2.BrokerIdList(ids=[*part.isr, 1]),
+                    leader_epoch=part.leader_epoch,
+                    partition_epoch=part.partition_epoch + 1,
+                )
+            )
+        ]
+    )
+    image = ctx.image
+    election_type = controller_pb2.ELECTION_TYPE_UNCLEAN if unclean else controller_pb2.ELECTION_TYPE_PREFERRED
+    every = elect_leaders(
+        image, controller_pb2.ElectLeadersRequest(election_type=election_type), 0, CounterIds(), JavaRandom(0)
+    )
+    named = elect_leaders(
+        image,
+        controller_pb2.ElectLeadersRequest(
+            election_type=election_type,
+            topic_partitions=[
+                controller_pb2.TopicPartitions(topic=t.name, partitions=range(len(t.partitions)))
+                for t in image.topics_sorted()
+            ],
+        ),
+        0,
+        CounterIds(),
+        JavaRandom(0),
+    )
+    for result in named.response.results:
+        kept = [p for p in result.partitions if p.error_code != errors_pb2.ELECTION_NOT_NEEDED]
+        del result.partitions[:]
+        result.partitions.extend(kept)
+    assert every.response == named.response and every.records == named.records
+    # The case exercises an election that acts and one that cannot, not only passed-over ones.
+    acted = sorted((r.topic, p.partition, p.error_code) for r in every.response.results for p in r.partitions)
+    if unclean:
+        # c-0 and any partition of b on brokers 1 and 2 get 1 as their leader.
+        assert ("c", 0, errors_pb2.NONE) in acted and {code for *_, code in acted} == {errors_pb2.NONE}
+    else:
+        assert ("a", pid, errors_pb2.NONE) in acted
+        assert {code for *_, code in acted} == {errors_pb2.NONE, errors_pb2.PREFERRED_LEADER_NOT_AVAILABLE}
+    assert [r.topic for r in every.response.results] == ["a", "b", "c"]
 
 
 @pytest.mark.parametrize("placer", ["striped", "legacy", "balanced"])
