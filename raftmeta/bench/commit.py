@@ -29,6 +29,10 @@ well under 100 % with the leader at one core means the run was bound by the lead
 not by the machine. ``ratios``: the node's figures over the floors of the same run -- creates/s
 over the echo server's calls/s and over the bare-Raft floor's creates/s (same clients), p50 over
 RTT + 2 fsyncs and over the bare-Raft p50 (same clients), node CPU per create over the floor's.
+``--rounds N`` measures the bare-Raft floor and the node N times, each on fresh processes, in
+alternating order; every round keeps its own figures and ratios (``rounds``), and the document's
+are their medians: on a shared machine whose speed drifts, a median of same-round ratios is what
+an A/B comparison can quote.
 Nothing here asserts a speed; docs/performance.md compares the figures with their targets.
 """
 
@@ -49,6 +53,7 @@ import grpc.aio
 from raftmeta.bench.results import (
     machine,
     median,
+    median_of_rounds,
     percentile,
     result_file_option,
     scratch_dir,
@@ -399,51 +404,33 @@ def run_benchmark(
     fetch_rpc: FetchRpc = "stream",
     node_args: tuple[str, ...] = (),
     raft_floor: bool = True,
+    rounds: int = 1,
 ) -> dict[str, Any]:
-    from raftmeta import local_quorum
+    """The floors, then ``rounds`` rounds of the bare-Raft floor and the node, each on a fresh
+    quorum, in alternating order (floor first in even rounds, node first in odd ones: a drift in
+    the machine's speed over the run falls on both sides). Every round's ratios are of its own
+    two measurements; the document's figures and ratios are their medians over the rounds."""
     from raftmeta.server.app import event_loop_name, run
 
     load_before = os.getloadavg()
     floor: dict[str, Any] = {**run(echo_floor(clients, min(duration_s, 10.0))), **fsync_floor(work_dir)}
-    if raft_floor:
-        from raftmeta.bench.raft_floor import raft_floor as bare_raft
-
-        floor.update(run(bare_raft(work_dir, clients, partitions, min(duration_s, 10.0), voters=nodes)))
-    quorum = local_quorum.up(
-        work_dir / "quorum",
-        nodes=nodes,
-        brokers=brokers,
-        racks=min(3, brokers),
-        node_args=["--fetch-rpc", fetch_rpc, *node_args],
-        fleet_args=["--isr-check-interval-ms", str(FLEET_ISR_CHECK_INTERVAL_MS)],
-    )
-    try:
-        addresses = {n.id: n.address for n in quorum.nodes}
-        pids = {n.id: n.pid for n in quorum.nodes}
-        metrics = {n.id: n.metrics_address for n in quorum.nodes if n.metrics_address}
-        result = run(commit_load(addresses, clients, partitions, duration_s, pids, metrics))
-    finally:
-        local_quorum.down(quorum)
+    measured = [
+        measure_round(
+            work_dir / f"round-{index}",
+            nodes,
+            clients,
+            partitions,
+            duration_s,
+            brokers,
+            floor,
+            ["--fetch-rpc", fetch_rpc, *node_args],
+            raft_floor=raft_floor,
+            node_first=index % 2 == 1,
+        )
+        for index in range(rounds)
+    ]
     load_after = os.getloadavg()
-    p50 = result["latency_ms"]["p50"]
-    latency_floor = floor["grpc_unary_rtt_ms"] + 2 * floor["fsync_ms"]
-    ratios: dict[str, float | None] = {
-        "ops_per_s_vs_grpc_unary": round(result["ops_per_s"] / floor["grpc_unary_ops_per_s"], 3),
-        "p50_vs_rtt_plus_2_fsync": round(p50 / latency_floor, 3) if p50 else None,
-    }
-    if raft_floor:
-        # Against the bare-Raft floor with the same number of clients: creates/s, and p50 against
-        # the floor's p50 (its 1-client p50 when this run has one client).
-        raft_p50 = floor["raft_p50_ms"] if clients == 1 else floor["raft_p50_ms_loaded"]
-        ratios["ops_per_s_vs_raft"] = round(result["ops_per_s"] / floor["raft_ops_per_s"], 3)
-        ratios["p50_vs_raft_p50"] = round(p50 / raft_p50, 3) if p50 else None
-        for name, node_key, raft_key in (
-            ("node_cpu_per_op_vs_raft", "node_cpu_ms_per_op", "raft_cpu_ms_per_op"),
-            ("leader_cpu_per_op_vs_raft_leader", "leader_cpu_ms_per_op", "raft_leader_cpu_ms_per_op"),
-        ):
-            node_cpu, raft_cpu = result[node_key], floor[raft_key]
-            ratios[name] = round(node_cpu / raft_cpu, 3) if node_cpu and raft_cpu else None
-        ratios.update(controller_bounds(result, floor, raft_p50))
+    merged = median_of_rounds(measured, summed=frozenset({"errors", "raft_errors"}))
     return {
         "benchmark": "commit",
         "nodes": nodes,
@@ -455,12 +442,99 @@ def run_benchmark(
         "node_args": list(node_args),
         "fleet_isr_check_interval_ms": FLEET_ISR_CHECK_INTERVAL_MS,
         "event_loop": event_loop_name(),
-        **{k: v for k, v in result.items() if k != "leader"},
-        "floor": floor,
-        "ratios": ratios,
+        **merged["node"],
+        "floor": {**floor, **merged["floor"]},
+        "ratios": merged["ratios"],
+        "rounds": measured,
         "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},
         "machine": machine(),
     }
+
+
+def measure_round(
+    round_dir: Path,
+    nodes: int,
+    clients: int,
+    partitions: int,
+    duration_s: float,
+    brokers: int,
+    floors: dict[str, Any],
+    node_args: list[str],
+    *,
+    raft_floor: bool,
+    node_first: bool,
+) -> dict[str, Any]:
+    """One round: the bare-Raft floor (unless ``raft_floor`` is off) and the node's load, each on
+    processes of its own, and the ratios of the two (with ``floors``, measured once per run)."""
+    from raftmeta import local_quorum
+    from raftmeta.server.app import run
+
+    round_dir.mkdir(parents=True, exist_ok=True)
+
+    def node_side() -> dict[str, Any]:
+        quorum = local_quorum.up(
+            round_dir / "quorum",
+            nodes=nodes,
+            brokers=brokers,
+            racks=min(3, brokers),
+            node_args=node_args,
+            fleet_args=["--isr-check-interval-ms", str(FLEET_ISR_CHECK_INTERVAL_MS)],
+        )
+        try:
+            addresses = {n.id: n.address for n in quorum.nodes}
+            pids = {n.id: n.pid for n in quorum.nodes}
+            metrics = {n.id: n.metrics_address for n in quorum.nodes if n.metrics_address}
+            figures = run(commit_load(addresses, clients, partitions, duration_s, pids, metrics))
+        finally:
+            local_quorum.down(quorum)
+        figures.pop("leader")
+        return figures
+
+    def floor_side() -> dict[str, Any]:
+        if not raft_floor:
+            return {}
+        from raftmeta.bench.raft_floor import raft_floor as bare_raft
+
+        return run(bare_raft(round_dir, clients, partitions, min(duration_s, 10.0), voters=nodes))
+
+    load_before = os.getloadavg()
+    if node_first:
+        result = node_side()
+        bare = floor_side()
+    else:
+        bare = floor_side()
+        result = node_side()
+    load_after = os.getloadavg()
+    return {
+        "node_first": node_first,
+        "node": result,
+        "floor": bare,
+        "ratios": round_ratios(result, {**floors, **bare}, raft_floor=raft_floor),
+        "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},
+    }
+
+
+def round_ratios(result: dict[str, Any], floor: dict[str, Any], *, raft_floor: bool) -> dict[str, float | None]:
+    """The node's figures over the floors measured beside them."""
+    p50 = result["latency_ms"]["p50"]
+    latency_floor = floor["grpc_unary_rtt_ms"] + 2 * floor["fsync_ms"]
+    ratios: dict[str, float | None] = {
+        "ops_per_s_vs_grpc_unary": round(result["ops_per_s"] / floor["grpc_unary_ops_per_s"], 3),
+        "p50_vs_rtt_plus_2_fsync": round(p50 / latency_floor, 3) if p50 else None,
+    }
+    if raft_floor:
+        # Against the bare-Raft floor with the same number of clients: creates/s and p50.
+        raft_p50 = floor["raft_p50_ms_loaded"]
+        ratios["ops_per_s_vs_raft"] = round(result["ops_per_s"] / floor["raft_ops_per_s"], 3)
+        ratios["p50_vs_raft_p50"] = round(p50 / raft_p50, 3) if p50 else None
+        for name, node_key, raft_key in (
+            ("node_cpu_per_op_vs_raft", "node_cpu_ms_per_op", "raft_cpu_ms_per_op"),
+            ("leader_cpu_per_op_vs_raft_leader", "leader_cpu_ms_per_op", "raft_leader_cpu_ms_per_op"),
+        ):
+            node_cpu, raft_cpu = result[node_key], floor[raft_key]
+            ratios[name] = round(node_cpu / raft_cpu, 3) if node_cpu and raft_cpu else None
+        ratios.update(controller_bounds(result, floor, raft_p50))
+    return ratios
 
 
 @click.command()
@@ -489,6 +563,13 @@ def run_benchmark(
     show_default=True,
     help="Also measure the bare-Raft floor (raftmeta/bench/raft_floor.py) in this run.",
 )
+@click.option(
+    "--rounds",
+    type=click.IntRange(1, 20),
+    default=1,
+    show_default=True,
+    help="Rounds of the bare-Raft floor and the node, in alternating order; figures are their medians.",
+)
 @result_file_option
 @output_option
 def command(
@@ -501,13 +582,14 @@ def command(
     fetch_rpc: FetchRpc,
     node_args: tuple[str, ...],
     raft_floor: bool,
+    rounds: int,
     result_file: Path | None,
     output: str,
 ) -> None:
     """Committed creates/s, records/s and latency of a local quorum, next to the machine's floors."""
     with scratch_dir(work_dir, "commit") as scratch:
         document = run_benchmark(
-            nodes, clients, partitions, duration, brokers, scratch, fetch_rpc, node_args, raft_floor
+            nodes, clients, partitions, duration, brokers, scratch, fetch_rpc, node_args, raft_floor, rounds
         )
     write_result(document, result_file)
     if output == "json":
@@ -515,7 +597,8 @@ def command(
         return
     lat, floor = document["latency_ms"], document["floor"]
     click.echo(
-        f"{nodes} nodes, {clients} clients, {partitions} partition(s)/topic: "
+        (f"median of {rounds} rounds: " if rounds > 1 else "")
+        + f"{nodes} nodes, {clients} clients, {partitions} partition(s)/topic: "
         f"{document['ops_per_s']} creates/s, {document['records_per_s']} records/s, "
         f"p50 {lat['p50']} ms, p99 {lat['p99']} ms, node CPU {document['node_cpu_ms_per_op']} ms/create "
         f"(leader {document['leader_cpu_ms_per_op']}), machine {document['machine_busy_percent']} % busy"

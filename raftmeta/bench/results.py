@@ -8,7 +8,7 @@ import platform
 import shutil
 import statistics
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,30 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     rank = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
     return float(ordered[rank])
+
+
+def median_of_rounds(rounds: Sequence[Mapping[str, Any]], summed: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """One document from the same benchmark run several times: each number is its median over
+    the rounds that have it (3 decimals), nested documents are followed key by key, the keys in
+    ``summed`` (counts, such as errors by kind) are added up instead, and anything else (names,
+    flags, lists) is the first round's. One round gives that round back."""
+    merged: dict[str, Any] = {}
+    for key in dict.fromkeys(k for document in rounds for k in document):
+        values = [document[key] for document in rounds if key in document]
+        present = [v for v in values if v is not None]
+        if key in summed:
+            totals: dict[str, int] = {}
+            for counts in present:
+                for name, count in counts.items():
+                    totals[name] = totals.get(name, 0) + count
+            merged[key] = totals
+        elif present and all(isinstance(v, Mapping) for v in present):
+            merged[key] = median_of_rounds(present, summed)
+        elif present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+            merged[key] = present[0] if len(present) == 1 else round(median(present), 3)
+        else:
+            merged[key] = values[0] if not present else present[0]
+    return merged
 
 
 def machine() -> dict[str, Any]:

@@ -4,6 +4,7 @@ work was done -- never a speed (figures and targets live in docs/performance.md)
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from typing import Any
@@ -25,6 +26,8 @@ def bench(*args: str) -> dict[str, Any]:
 
 def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
     document = bench("commit", "--nodes", "3", "--clients", "4", "--partitions", "1", "--duration", "2")
+    assert [r["node_first"] for r in document["rounds"]] == [False]
+    assert document["ratios"] == document["rounds"][0]["ratios"]
     assert document["ops"] > 0 and document["ops_per_s"] > 0
     # Each create commits a TopicRecord, a PartitionRecord and a RequestRecord at least.
     assert document["records_per_s"] > document["ops_per_s"]
@@ -77,3 +80,26 @@ def test_bench_failover_times_each_round(fault: str, rounds: int) -> None:
     # The first fault's figures stay at the top level (the JSON before --fault existed).
     assert document["failover_ms"] == figures and document["samples_ms"] == result["samples_ms"]
     assert document["client"]["attempt_timeout_s"] > 0
+
+
+def test_bench_commit_rounds_alternate_and_report_medians_of_their_own_ratios() -> None:
+    document = bench(
+        "commit", "--nodes", "3", "--clients", "2", "--partitions", "1", "--duration", "1", "--rounds", "3"
+    )  # fmt: skip
+    rounds = document["rounds"]
+    assert [r["node_first"] for r in rounds] == [False, True, False]
+    for measured in rounds:
+        # Each round's ratios are of its own two sides.
+        node, floor, ratios = measured["node"], measured["floor"], measured["ratios"]
+        assert node["ops"] > 0 and floor["raft_ops_per_s"] > 0 and node["errors"] == {}
+        assert ratios["ops_per_s_vs_raft"] == round(node["ops_per_s"] / floor["raft_ops_per_s"], 3)
+        assert ratios["p50_vs_raft_p50"] == round(node["latency_ms"]["p50"] / floor["raft_p50_ms_loaded"], 3)
+    # The document's figures and ratios are the medians of the rounds'.
+    for key in ("ops_per_s_vs_raft", "p50_vs_raft_p50", "controller_bound_ops_per_s_vs_raft"):
+        assert document["ratios"][key] == round(statistics.median(r["ratios"][key] for r in rounds), 3)
+    assert document["ops_per_s"] == round(statistics.median(r["node"]["ops_per_s"] for r in rounds), 3)
+    assert document["latency_ms"]["p50"] == round(statistics.median(r["node"]["latency_ms"]["p50"] for r in rounds), 3)
+    assert document["floor"]["raft_ops_per_s"] == round(
+        statistics.median(r["floor"]["raft_ops_per_s"] for r in rounds), 3
+    )
+    assert document["errors"] == {} and document["floor"]["raft_errors"] == {}
