@@ -52,7 +52,7 @@ from google.protobuf.message import Message
 
 from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
 from raftmeta.controller.delta import ImageBuilder, NewTopic
-from raftmeta.controller.elections import balance_records, fence_records
+from raftmeta.controller.elections import BalancePass, balance_records, fence_records
 from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics, encoded_partitions
 from raftmeta.controller.errors import RequestError
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
@@ -247,6 +247,8 @@ class Controller:
         # Soft state: when the next automatic preferred-leader round is due (None: not scheduled;
         # the first tick of a leadership schedules it one check interval later, as Kafka does).
         self.next_balance_ms: int | None = None
+        # Soft state: the automatic round's pass over the image, while one is under way.
+        self.balance_pass: BalancePass | None = None
         # Topics committed since the last snapshot, as their creation encoded them (encoded.py).
         self.encoded = EncodedTopics()
 
@@ -389,8 +391,10 @@ class Controller:
 
     def _balance_leaders(self, now_ms: int) -> Handled | None:
         """KRaft's periodic ``maybeBalancePartitionLeaders``. Kafka schedules a round one interval
-        after a write leaves a partition imbalanced; raftmeta checks once per interval (a scan of
-        the image, not a cost per record), which bounds the wait the same way."""
+        after a write leaves a partition imbalanced; raftmeta checks once per interval (a pass
+        over the image, not a cost per record), which bounds the wait the same way. A pass looks
+        at no more than ``leader_imbalance_scan_partitions_max`` partitions a tick and goes on
+        10 ms later, so no tick holds the node's loop in proportion to the image."""
         config = self.config
         if not config.auto_leader_rebalance_enable:
             return None
@@ -398,9 +402,19 @@ class Controller:
             self.next_balance_ms = now_ms + config.leader_imbalance_check_interval_ms
         if now_ms < self.next_balance_ms:
             return None
-        records, more = balance_records(self.image, config.max_elections_per_imbalance)
-        # Kafka reschedules at once (10 ms) when a round hit its limit.
+        if self.balance_pass is None:
+            self.balance_pass = BalancePass.over(self.image)
+        records, more = balance_records(
+            self.image,
+            config.max_elections_per_imbalance,
+            self.balance_pass,
+            config.leader_imbalance_scan_partitions_max,
+        )
+        # Kafka reschedules at once (10 ms) when a round hit its limit; so does a pass that
+        # looked at as many partitions as one tick may.
         self.next_balance_ms = now_ms + (10 if more else config.leader_imbalance_check_interval_ms)
+        if not more:
+            self.balance_pass = None
         if not records:
             return None
         return self._push_timer(records, self.image.replay_all(records))
@@ -494,6 +508,7 @@ class Controller:
         them at the first tick; every broker gets a full session from the first tick instead."""
         self.last_contact_ms.clear()
         self.next_balance_ms = None
+        self.balance_pass = None
 
     def renounce(self) -> list[Completion]:
         """Leadership lost: drop pending batches; every waiting request fails with NOT_CONTROLLER."""
@@ -507,6 +522,7 @@ class Controller:
         self._pending.clear()
         self.last_contact_ms.clear()
         self.next_balance_ms = None
+        self.balance_pass = None
         return failed
 
     # ---- snapshots ------------------------------------------------------------------------------

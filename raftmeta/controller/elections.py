@@ -11,6 +11,7 @@ a per-broker index would cost every replayed record instead.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from raftmeta.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, is_true
 from raftmeta.controller.image import NO_LEADER, MetadataImage, TopicImage
@@ -105,29 +106,51 @@ def unfence_records(image: MetadataImage, broker_id: int, unclean_default: bool)
     return records
 
 
-def imbalanced_partitions(image: MetadataImage) -> list[tuple[TopicImage, int]]:
-    """Partitions with a leader that is not their preferred (first) replica (Kafka's
-    ``imbalancedPartitions``), by topic name then partition id."""
-    return [
-        (topic, pid)
-        for topic in image.topics_sorted()
-        for pid, part in enumerate(topic.partitions)
-        if part.leader != NO_LEADER and part.leader != part.replicas[0]
-    ]
+@dataclass
+class BalancePass:
+    """Where a pass of the imbalance check stands: the topics there were when it began, by name
+    (topics created since are looked at by the next pass), and the next partition to look at."""
+
+    names: list[str]
+    topic_index: int = 0
+    partition_index: int = 0
+
+    @classmethod
+    def over(cls, image: MetadataImage) -> BalancePass:
+        return cls([topic.name for topic in image.topics_sorted()])
 
 
-def balance_records(image: MetadataImage, max_elections: int) -> tuple[list[records_pb2.MetadataRecord], bool]:
+def balance_records(
+    image: MetadataImage, max_elections: int, scan: BalancePass, scan_max: int
+) -> tuple[list[records_pb2.MetadataRecord], bool]:
     """Kafka's ``maybeBalancePartitionLeaders``: a PREFERRED election on every imbalanced
-    partition whose preferred replica is unfenced and in sync, at most ``max_elections`` records.
-    Returns (records, whether more may remain: run again at once rather than after the interval)."""
+    partition (a leader that is not its first replica: Kafka's ``imbalancedPartitions``) whose
+    preferred replica is unfenced and in sync, by topic name then partition id, at most
+    ``max_elections`` records. Kafka keeps an index of imbalanced partitions; raftmeta looks at
+    the image instead, at most ``scan_max`` partitions a call, from where ``scan`` stands (which
+    moves on). Returns (records, whether the pass has more to look at: run again at once rather
+    than after the interval)."""
     records: list[records_pb2.MetadataRecord] = []
-    for topic, pid in imbalanced_partitions(image):
-        if len(records) >= max_elections:
-            return records, True
-        part = topic.partitions[pid]
-        record = PartitionChangeBuilder(
-            part, topic.topic_id, pid, image.is_unfenced, election=Election.PREFERRED
-        ).build()
-        if record is not None:
-            records.append(record)
+    scanned = 0
+    names = scan.names
+    while scan.topic_index < len(names):
+        topic = image.topic_by_name(names[scan.topic_index])
+        partitions = topic.partitions if topic is not None else ()
+        pid = scan.partition_index
+        while pid < len(partitions):
+            if len(records) >= max_elections or scanned >= scan_max:
+                scan.partition_index = pid
+                return records, True
+            part = partitions[pid]
+            scanned += 1
+            if part.leader != NO_LEADER and part.leader != part.replicas[0]:
+                assert topic is not None
+                record = PartitionChangeBuilder(
+                    part, topic.topic_id, pid, image.is_unfenced, election=Election.PREFERRED
+                ).build()
+                if record is not None:
+                    records.append(record)
+            pid += 1
+        scan.topic_index += 1
+        scan.partition_index = 0
     return records, False

@@ -64,6 +64,10 @@ class ControllerConfig:
     leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds x 1000
     # Kafka's maxElectionsPerImbalance: a round elects at most this many; the next runs at once.
     max_elections_per_imbalance: int = 1000
+    # Partitions one tick of the imbalance check looks at, at most (raftmeta's own bound): a pass
+    # over a big image is spread over ticks 10 ms apart instead of holding the node's event loop
+    # (a pass over 1M partitions takes ~0.1 s, over 10M about a second).
+    leader_imbalance_scan_partitions_max: int = 100_000
     # Partitions in one DescribeTopics answer at most (max.request.partition.size.limit, KIP-966):
     # a read holds the node's event loop while it is answered, so no answer grows with the image.
     max_request_partition_size_limit: int = 2000
@@ -77,6 +81,7 @@ class ControllerConfig:
             "max_partitions_per_topic",
             "leader_imbalance_check_interval_ms",
             "max_elections_per_imbalance",
+            "leader_imbalance_scan_partitions_max",
             "max_request_partition_size_limit",
         ):
             if getattr(self, name) < 1:

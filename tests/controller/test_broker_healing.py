@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from placement.rng import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller import brokers as broker_handlers
 from raftmeta.controller.isr import alter_partition
@@ -318,6 +319,44 @@ def test_auto_rebalance_rounds_are_bounded_and_rescheduled_at_once() -> None:
     assert controller.next_balance_ms == 1_010  # Kafka: the next round at once (10 ms)
     second = controller.tick(1_010)
     assert second is not None and len(second.records) == 1
+
+
+def test_an_imbalance_pass_is_spread_over_ticks_of_bounded_scans() -> None:
+    """A tick looks at no more than leader_imbalance_scan_partitions_max partitions; the pass goes
+    on 10 ms later from where it stopped, over the topics there were when it began, and elects
+    what it finds in name then partition order. A topic deleted mid-pass is passed over."""
+    config = ControllerConfig(
+        leader_imbalance_check_interval_ms=1_000, leader_imbalance_scan_partitions_max=3, session_timeout_ms=60_000
+    )
+    ctx = Context(config)
+    ctx.add_brokers([1, 2])
+    for name in ("a", "b", "c", "d"):
+        manual(ctx, name, [[1, 2], [2, 1]])  # partition 0 prefers 1, partition 1 prefers 2
+    ctx.fence(1)
+    ctx.heartbeat(1)
+    for name in ("a", "b", "c", "d"):
+        _alter(ctx, name, 0, [2, 1])  # 1 in sync again, still not leading its partition 0
+    controller = Controller(ctx.image, config=config, ids=CounterIds(), committed_offset=len(ctx.log) - 1)
+    controller.tick(0)
+
+    def elected(handled: Any) -> list[tuple[str, int]]:
+        if handled is None:
+            return []
+        names = {t.topic_id: t.name for t in controller.image.topics_sorted()}
+        return [(names[r.partition_change.topic_id], r.partition_change.partition_id) for r in handled.records]
+
+    # 8 partitions, 3 a tick: a0 a1 b0 | b1 c0 c1 | d0 d1.
+    assert elected(controller.tick(1_000)) == [("a", 0), ("b", 0)]
+    assert controller.next_balance_ms == 1_010 and controller.balance_pass is not None
+    assert controller.balance_pass.names == ["a", "b", "c", "d"]
+    # c is deleted while the pass is under way: the pass looks at nothing of it.
+    deleted = controller.handle(
+        "DeleteTopics", controller_pb2.DeleteTopicsRequest(topic_names=["c"]), 1_005, CounterIds(100), JavaRandom(0)
+    )
+    assert deleted.records
+    assert elected(controller.tick(1_010)) == [("d", 0)]  # b1, then d0 d1
+    # The pass is over: the next one is an interval later, over every topic there is then.
+    assert controller.next_balance_ms == 2_010 and controller.balance_pass is None
 
 
 def test_a_new_controller_gives_every_broker_a_fresh_session() -> None:
