@@ -446,7 +446,12 @@ class ControllerClient:
         return response
 
     async def describe_topics(
-        self, topics: Sequence[str] = (), *, stale: bool = False, partition_limit: int = 0
+        self,
+        topics: Sequence[str] = (),
+        *,
+        stale: bool = False,
+        partition_limit: int = 0,
+        exclude_partitions: bool = False,
     ) -> controller_pb2.DescribeTopicsResponse:
         """Every topic named (every topic when none are), in name order, with all their partitions.
         Linearizable by default (the leader answers after a read-index round); ``stale``: the node
@@ -454,9 +459,14 @@ class ControllerClient:
 
         The answer comes in pages of at most ``partition_limit`` partitions (0: the server's
         maximum), as Kafka's admin client pages DescribeTopicPartitions; a topic cut between pages
-        is joined back. Each page is a read of its own: the whole is not one point in time."""
+        is joined back. Each page is a read of its own: the whole is not one point in time.
+        ``exclude_partitions``: the topics without their partitions (listing them), a topic
+        counting as one partition against the page's limit."""
         request = controller_pb2.DescribeTopicsRequest(
-            topics=list(topics), consistency=_consistency(stale), response_partition_limit=partition_limit
+            topics=list(topics),
+            consistency=_consistency(stale),
+            response_partition_limit=partition_limit,
+            exclude_partitions=exclude_partitions,
         )
         return await describe_every_page(self._describe_page, request)
 
@@ -629,9 +639,18 @@ class SyncControllerClient:
         return self._run(self._client.delete_topics(request, deadline_s=deadline_s))
 
     def describe_topics(
-        self, topics: Sequence[str] = (), *, stale: bool = False, partition_limit: int = 0
+        self,
+        topics: Sequence[str] = (),
+        *,
+        stale: bool = False,
+        partition_limit: int = 0,
+        exclude_partitions: bool = False,
     ) -> controller_pb2.DescribeTopicsResponse:
-        return self._run(self._client.describe_topics(topics, stale=stale, partition_limit=partition_limit))
+        return self._run(
+            self._client.describe_topics(
+                topics, stale=stale, partition_limit=partition_limit, exclude_partitions=exclude_partitions
+            )
+        )
 
     def register_broker(self, request: controller_pb2.RegisterBrokerRequest) -> controller_pb2.RegisterBrokerResponse:
         return self._run(self._client.register_broker(request))

@@ -551,7 +551,10 @@ def describe_topics(
     paged as Kafka's DescribeTopicPartitions (KRaftMetadataCache.getTopicMetadataForDescribeTopic
     Response): at most min(response_partition_limit, the configured maximum) partitions, from the
     cursor on; an answer cut short says where the next starts. A named topic that does not exist
-    is answered UNKNOWN_TOPIC_OR_PARTITION and takes nothing from the limit."""
+    is answered UNKNOWN_TOPIC_OR_PARTITION and takes nothing from the limit.
+
+    ``exclude_partitions`` (raftmeta's own, for listing topics): topics without partitions, each
+    counting as one against the limit."""
     del now_ms, ids, random
     limit = request.response_partition_limit
     if limit < 0:
@@ -562,6 +565,11 @@ def describe_topics(
     first_partition = request.cursor.partition_index if has_cursor else 0
     if first_partition < 0:
         raise RequestError(f"cursor.partition_index={first_partition}: must be >= 0")
+    exclude_partitions = request.exclude_partitions
+    if exclude_partitions and first_partition:
+        raise RequestError(
+            f"cursor.partition_index={first_partition}: must be 0 with exclude_partitions (no partitions are paged)"
+        )
     response = controller_pb2.DescribeTopicsResponse()
     if request.topics:
         if has_cursor and cursor_name not in request.topics:
@@ -581,6 +589,10 @@ def describe_topics(
         topic = image.topic_by_name(name)
         if topic is None:
             response.topics.add(name=name, error_code=UNKNOWN_TOPIC.code, error_message=UNKNOWN_TOPIC.message)
+            continue
+        if exclude_partitions:
+            _describe_topic(response.topics.add(), topic, 0, 0)
+            remaining -= 1
             continue
         start = first_partition if name == cursor_name else 0
         end = min(len(topic.partitions), start + remaining)

@@ -138,7 +138,12 @@ def _shape_problems(method: str, request: Message, response: Message) -> list[st
             asked = [name for name in asked if name < cut or (name == cut and response.next_cursor.partition_index)]
         got = [t.name for t in response.topics]
         partitions = sum(len(t.partitions) for t in response.topics)
-        if request.response_partition_limit and partitions > request.response_partition_limit:
+        if request.exclude_partitions:
+            # Names only: no partitions, and each topic found counts as one against the limit.
+            listed = sum(1 for t in response.topics if t.error_code == errors_pb2.NONE)
+            if partitions or (request.response_partition_limit and listed > request.response_partition_limit):
+                return [f"{listed} topics and {partitions} partitions listed, limit {request.response_partition_limit}"]
+        elif request.response_partition_limit and partitions > request.response_partition_limit:
             return [f"{partitions} partitions described, limit {request.response_partition_limit}"]
         return [] if asked == got else [f"descriptions of {got}, asked for {asked}"]
     if isinstance(request, controller_pb2.DescribeQuorumRequest):

@@ -322,11 +322,13 @@ def _valid_describe_topics(view: ClusterView) -> st.SearchStrategy[Message]:
         topics = _some_topics(view, draw, most=4)
         request = controller_pb2.DescribeTopicsRequest(topics=[t.name for t in topics])
         paged: bool = draw(st.booleans())
+        request.exclude_partitions = draw(st.booleans())  # listing topics
         if topics and paged:  # one page of a paged read
             request.response_partition_limit = draw(st.integers(1, 5))
             at = draw(st.sampled_from(topics))
             request.cursor.topic_name = at.name
-            request.cursor.partition_index = draw(st.integers(0, len(at.partitions)))
+            if not request.exclude_partitions:
+                request.cursor.partition_index = draw(st.integers(0, len(at.partitions)))
         return request
 
     return build()

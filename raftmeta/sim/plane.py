@@ -509,12 +509,15 @@ class PlaneSimulation(Simulation):
                 self.calls[owner] = Call(owner, "AlterPartition", request, self.now)
 
     def _read_request(self) -> controller_pb2.DescribeTopicsRequest:
-        """Every topic; every other read is one small page from the middle of the names, so the
-        check covers paged answers too (chosen without drawing from the rng: seeds keep their runs)."""
+        """Every topic; every other read is one small page from the middle of the names, half of
+        those of names only (listing topics), so the check covers paged answers too (chosen
+        without drawing from the rng: seeds keep their runs)."""
         if self._next_topic % 2 == 0:
             return controller_pb2.DescribeTopicsRequest()
         cursor = controller_pb2.DescribeTopicsCursor(topic_name=f"t{self._next_topic // 2}")
-        return controller_pb2.DescribeTopicsRequest(response_partition_limit=5, cursor=cursor)
+        return controller_pb2.DescribeTopicsRequest(
+            response_partition_limit=5, cursor=cursor, exclude_partitions=self._next_topic % 4 == 3
+        )
 
     def _send_call(self, call: Call) -> None:
         # A paused node is reachable: the request waits in its inbox and is handled when it

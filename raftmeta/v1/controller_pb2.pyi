@@ -489,12 +489,18 @@ class DescribeTopicsRequest(_message.Message):
     CONSISTENCY_FIELD_NUMBER: _builtins.int
     RESPONSE_PARTITION_LIMIT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    EXCLUDE_PARTITIONS_FIELD_NUMBER: _builtins.int
     consistency: Global___ReadConsistency.ValueType
     response_partition_limit: _builtins.int
     """Paging, as Kafka's DescribeTopicPartitions (KIP-966): at most this many partitions in the
     answer, never more than the server's maximum (2000, Kafka's max.request.partition.size.limit);
     0 = the server's maximum. Topics are answered in name order; an answer that stopped short
     carries next_cursor, to be sent back as the cursor of the next request.
+    """
+    exclude_partitions: _builtins.bool
+    """Topics without their partitions (names, ids, configs: what listing topics needs). Each
+    topic then counts as one against response_partition_limit, and a cursor's partition_index
+    must be 0.
     """
     @_builtins.property
     def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -513,10 +519,11 @@ class DescribeTopicsRequest(_message.Message):
         consistency: Global___ReadConsistency.ValueType = ...,
         response_partition_limit: _builtins.int = ...,
         cursor: Global___DescribeTopicsCursor | None = ...,
+        exclude_partitions: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consistency", b"consistency", "cursor", b"cursor", "response_partition_limit", b"response_partition_limit", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consistency", b"consistency", "cursor", b"cursor", "exclude_partitions", b"exclude_partitions", "response_partition_limit", b"response_partition_limit", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -377,9 +377,11 @@ def kafka_case() -> Context:
 
 
 def page(
-    ctx: Context, topics: list[str], limit: int, cursor: tuple[str, int] | None = None
+    ctx: Context, topics: list[str], limit: int, cursor: tuple[str, int] | None = None, *, names_only: bool = False
 ) -> tuple[list[tuple[str, int, list[int]]], tuple[str, int] | None]:
-    request = controller_pb2.DescribeTopicsRequest(topics=topics, response_partition_limit=limit)
+    request = controller_pb2.DescribeTopicsRequest(
+        topics=topics, response_partition_limit=limit, exclude_partitions=names_only
+    )
     if cursor is not None:
         request.cursor.topic_name, request.cursor.partition_index = cursor
     response = ctx.call(describe_topics, request).response
@@ -434,9 +436,32 @@ def test_describe_limit_is_capped_by_the_configured_maximum() -> None:
         assert page(ctx, [], limit) == ([("t", 0, [0, 1])], ("t", 2))
 
 
+def test_describe_without_partitions_pages_by_topic(kafka_case: Context) -> None:
+    """Listing topics (exclude_partitions): no partitions, each topic counting as one against the
+    limit, the cursor at the next topic's start; unknown named topics still take nothing."""
+    kafka_case.create_ok("a", 2, 1)
+    assert page(kafka_case, [], 2, names_only=True) == ([("a", 0, []), ("test0", 0, [])], ("test1", 0))
+    assert page(kafka_case, [], 2, ("test1", 0), names_only=True) == ([("test1", 0, [])], None)
+    unknown = errors_pb2.UNKNOWN_TOPIC_OR_PARTITION
+    assert page(kafka_case, ["Non-exist", "test1", "a"], 1, names_only=True) == (
+        [("Non-exist", unknown, []), ("a", 0, [])],
+        ("test1", 0),
+    )
+    # Ids and configs come as in a full describe.
+    request = controller_pb2.DescribeTopicsRequest(topics=["test0"], exclude_partitions=True)
+    [listed] = kafka_case.call(describe_topics, request).response.topics
+    [full] = kafka_case.call(describe_topics, controller_pb2.DescribeTopicsRequest(topics=["test0"])).response.topics
+    del full.partitions[:]
+    assert listed == full
+
+
 @pytest.mark.parametrize(
     ("request_fields", "message"),
     [
+        (
+            {"exclude_partitions": True, "cursor": {"topic_name": "test0", "partition_index": 1}},
+            "cursor.partition_index=1: must be 0 with exclude_partitions",
+        ),
         ({"topics": ["test0"], "cursor": {"topic_name": "test1"}}, "cursor.topic_name 'test1' must be one of"),
         ({"response_partition_limit": -1}, "response_partition_limit=-1: must be >= 0"),
         ({"cursor": {"topic_name": "test0", "partition_index": -2}}, "cursor.partition_index=-2: must be >= 0"),
