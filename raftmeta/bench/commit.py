@@ -533,6 +533,10 @@ def round_ratios(result: dict[str, Any], floor: dict[str, Any], *, raft_floor: b
         ):
             node_cpu, raft_cpu = result[node_key], floor[raft_key]
             ratios[name] = round(node_cpu / raft_cpu, 3) if node_cpu and raft_cpu else None
+        # The replication round, proposal to commit, on each leader (means over the window).
+        node_round = (result.get("leader_path_ms") or {}).get("append_to_commit")
+        raft_round = floor.get("raft_append_to_commit_ms")
+        ratios["append_to_commit_vs_raft"] = round(node_round / raft_round, 3) if node_round and raft_round else None
         ratios.update(controller_bounds(result, floor, raft_p50))
     return ratios
 

@@ -33,12 +33,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import contextlib
+import json
 import os
 import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,9 @@ REQUEST_TIMEOUT_MS = 2000
 # timeout; the floor has no election to protect, so it retries soon).
 REFETCH_AFTER_S = 0.05
 PORT_LINE = "RAFT_FLOOR_PORT "
+# The leader's last line when it stops: each batch's commit time and its append-to-commit time
+# (CLOCK_MONOTONIC seconds: the bench reads the same clock), for the rounds of a measured window.
+ROUNDS_LINE = "RAFT_FLOOR_ROUNDS "
 CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 RAFT_SERVICE = raft_pb2.DESCRIPTOR.services_by_name["RaftService"].full_name
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -111,8 +116,10 @@ class Leader:
         self.open_records: list[bytes] = []
         self.open_replies: list[asyncio.Future[None]] = []
         self.propose_scheduled = False
-        # (next offset of a batch, the requests it answers), in log order.
-        self.waiting: deque[tuple[int, list[asyncio.Future[None]]]] = deque()
+        # (next offset of a batch, the requests it answers, when it was proposed), in log order.
+        self.waiting: deque[tuple[int, list[asyncio.Future[None]], float]] = deque()
+        # (when a batch committed, seconds from its proposal): the node's commit latency metric.
+        self.rounds: list[tuple[float, float]] = []
         self.flush_running = False
         self.flush_again = False
 
@@ -148,7 +155,7 @@ class Leader:
         self.bases.append(base)
         self.nexts.append(self.end)
         self.batches.append(batch)
-        self.waiting.append((self.end, replies))
+        self.waiting.append((self.end, replies, time.monotonic()))
         # Followers first (their round is what the requests wait for), then the leader's own disk.
         for peer in list(self.parked):
             parked = self.parked.pop(peer)
@@ -179,8 +186,11 @@ class Leader:
             return
         self.high_watermark = hw
         waiting = self.waiting
+        now = time.monotonic()
         while waiting and waiting[0][0] <= hw:
-            for reply in waiting.popleft()[1]:
+            _, replies, proposed = waiting.popleft()
+            self.rounds.append((now, now - proposed))
+            for reply in replies:
                 if not reply.done():
                     reply.set_result(None)
         if self.open_records and self.parked and not self.in_flight():
@@ -278,6 +288,7 @@ async def serve_leader(data_dir: Path, voters: int) -> None:
     await until_stdin_closes()
     await server.stop(grace=None)
     await disk.close()
+    print(ROUNDS_LINE + json.dumps([(round(at, 6), round(took, 6)) for at, took in leader.rounds]), flush=True)
 
 
 # -- a follower ------------------------------------------------------------------------------------
@@ -371,6 +382,8 @@ def main(argv: list[str] | None = None) -> None:
 class FloorProcesses:
     processes: list[asyncio.subprocess.Process]
     leader_address: str
+    # The leader's batches once it stopped: (commit time, append to commit), monotonic seconds.
+    rounds: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def pids(self) -> list[int]:
@@ -426,6 +439,13 @@ async def stop_floor(floor: FloorProcesses) -> None:
     for process in floor.processes:
         if process.stdin is not None:
             process.stdin.close()
+    leader = floor.processes[0]
+    if leader.stdout is not None:
+        with contextlib.suppress(TimeoutError):
+            # Read to the end (the rounds line may be bigger than the pipe holds) before waiting.
+            for line in (await asyncio.wait_for(leader.stdout.read(), 10)).decode().splitlines():
+                if line.startswith(ROUNDS_LINE):
+                    floor.rounds = [(at, took) for at, took in json.loads(line[len(ROUNDS_LINE) :])]
     for process in floor.processes:
         try:
             await asyncio.wait_for(process.wait(), 10)
@@ -464,11 +484,15 @@ async def raft_floor(
 
             leader_pids = floor.pids[:1]
 
+            window: list[float] = []
+
             async def cpu_window() -> None:
                 await asyncio.sleep(WARMUP_S)
+                window.append(time.monotonic())
                 cpu.extend((cpu_seconds(floor.pids), cpu_seconds(leader_pids)))
                 await asyncio.sleep(duration_s)
                 cpu.extend((cpu_seconds(floor.pids), cpu_seconds(leader_pids)))
+                window.append(time.monotonic())
 
             watcher = asyncio.create_task(cpu_window())
             loaded = await measure(create, clients, duration_s)
@@ -483,6 +507,9 @@ async def raft_floor(
     def per_op_ms(start: float | None, end: float | None) -> float | None:
         return None if start is None or end is None else round((end - start) * 1000 / len(loaded.latencies), 3)
 
+    window_start, window_end = window
+    rounds = [took for at, took in floor.rounds if window_start <= at <= window_end]
+
     return {
         "raft_p50_ms": round(median(single.latencies) * 1000, 3),
         "raft_p99_ms": round(percentile(single.latencies, 0.99) * 1000, 3),
@@ -493,6 +520,9 @@ async def raft_floor(
         "raft_cpu_ms_per_op": per_op_ms(before, after),
         # The leader's share: with small requests its event loop is what saturates first.
         "raft_leader_cpu_ms_per_op": per_op_ms(leader_before, leader_after),
+        # Mean proposal-to-commit time of the leader's batches in the window: the node's
+        # leader_path_ms.append_to_commit (its raftmeta_raft_commit_latency_seconds) on the floor.
+        "raft_append_to_commit_ms": round(sum(rounds) * 1000 / len(rounds), 3) if rounds else None,
         "raft_errors": {**single.errors, **loaded.errors},
     }
 

@@ -39,10 +39,15 @@ def test_bench_commit_reports_committed_creates_and_the_floors() -> None:
     assert floor["raft_ops_per_s"] > 0 and floor["raft_clients"] == 4 and floor["raft_errors"] == {}
     assert 0 < floor["raft_p50_ms"] <= floor["raft_p99_ms"] and floor["raft_p50_ms_loaded"] > 0
     assert 0 < floor["raft_leader_cpu_ms_per_op"] <= floor["raft_cpu_ms_per_op"]
+    # The floor leader's own proposal-to-commit time, beside the node leader's.
+    assert 0 < floor["raft_append_to_commit_ms"] < floor["raft_p50_ms_loaded"]
     ratios = document["ratios"]
     assert ratios["ops_per_s_vs_raft"] == round(document["ops_per_s"] / floor["raft_ops_per_s"], 3)
     assert ratios["p50_vs_raft_p50"] == round(document["latency_ms"]["p50"] / floor["raft_p50_ms_loaded"], 3)
     assert ratios["node_cpu_per_op_vs_raft"] > 0
+    assert ratios["append_to_commit_vs_raft"] == round(
+        document["leader_path_ms"]["append_to_commit"] / floor["raft_append_to_commit_ms"], 3
+    )
     assert document["errors"] == {}
     # CPU figures from /proc (Linux, as in CI): the leader's share of the nodes', a busy machine.
     assert 0 < document["leader_cpu_ms_per_op"] <= document["node_cpu_ms_per_op"]
