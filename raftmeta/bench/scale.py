@@ -33,6 +33,11 @@ process:
    disk), and it is started with the same command line: ``--initial-controllers`` gives it its
    directory id again (docs/operations.md), so it rejoins as the same voter with an empty log and
    the leader sends it the snapshot (FetchSnapshot) and the log above it; timed the same way.
+7. **a broker leaves**: one UnregisterBroker of the first broker (the fleet registers it again):
+   the controller moves every leadership and ISR membership it holds in one request, in
+   proportion to the partitions it is in. Timed from the client (``--leave-deadline-s`` at most:
+   a leader that stalls past the followers' fetch timeout loses its leadership, and each next
+   one handles the retry), with the records it committed and the elections it cost.
 
 ``--growth F`` first runs the same steps at ``F x --partitions`` on a quorum of its own, for a
 growth curve. ``targets`` compares the figures with issue 25's targets. Times on this shared
@@ -108,6 +113,8 @@ class ScaleParams:
     # "final": one snapshot of the whole image after the creation; "node": the nodes' own policy
     # (every 10,000 records, then as the image doubles) while it grows, the last one reported.
     snapshots: str = "final"
+    # The broker-leaves step's deadline: a quorum that keeps losing its leader ends it here.
+    leave_deadline_s: float = 60.0
 
     @property
     def topics(self) -> int:
@@ -487,6 +494,35 @@ async def restart_follower(client: Any, quorum: Any, node_id: int, *, wipe: bool
     return result
 
 
+async def broker_leaves(client: Any, deadline_s: float) -> dict[str, Any]:
+    """UnregisterBroker of the first broker: its seconds (or the error that ended it), the records
+    committed meanwhile (its partition changes, nearly all) and the elections it cost."""
+    from raftmeta.client import ClientError
+    from raftmeta.v1 import controller_pb2
+
+    broker = min(b.broker_id for b in (await client.describe_cluster()).brokers)
+    before = await client.describe_quorum()
+    started = time.monotonic()
+    error = None
+    try:
+        response = await client.unregister_broker(
+            controller_pb2.UnregisterBrokerRequest(broker_id=broker), deadline_s=deadline_s
+        )
+        if response.error_code:
+            error = f"{response.error_code}: {response.error_message}"
+    except ClientError as exc:  # the deadline passed (OutcomeUnknownError), or a refusal
+        error = str(exc)
+    seconds = time.monotonic() - started
+    after = await client.describe_quorum()
+    return {
+        "broker": broker,
+        "seconds": round(seconds, 3),
+        "error": error,
+        "records_committed": after.high_watermark - before.high_watermark,
+        "elections": after.leader_epoch - before.leader_epoch,
+    }
+
+
 # -- one size -------------------------------------------------------------------------------------
 async def measure(quorum: Any, params: ScaleParams) -> dict[str, Any]:
     """Every step, under the memory watch; a watch that stops the run leaves the steps done."""
@@ -598,6 +634,11 @@ async def measure_steps(quorum: Any, params: ScaleParams, document: dict[str, An
         document["wiped_follower"] = await restart_follower(client, quorum, followers[-1], wipe=True)
         await note_leader(client, document, "wiped follower")
         progress("wiped follower caught up", seconds=document["wiped_follower"]["seconds"])
+
+        watch.enter("broker leaves")
+        document["broker_leaves"] = await broker_leaves(client, params.leave_deadline_s)
+        await note_leader(client, document, "broker leaves")
+        progress("broker left", **document["broker_leaves"])
 
 
 def creation_figures(creation: Creation, params: ScaleParams) -> dict[str, Any]:
@@ -752,6 +793,14 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
         f"every topic described in {document['describe_every_topic']['seconds']} s "
         f"({document['describe_every_topic']['pages']} pages)",
     ]
+    leaves = document.get("broker_leaves")
+    if leaves is not None:
+        lines.append(
+            f"broker {leaves['broker']} unregistered in {leaves['seconds']} s "
+            f"({leaves['records_committed']:,} records, {leaves['elections']} elections"
+            + (f"; {leaves['error']}" if leaves["error"] else "")
+            + ")"
+        )
     lines += [f"target {name} {t['target']}: {t['measured']} -> {t['met']}" for name, t in document["targets"].items()]
     return lines
 
@@ -783,6 +832,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
               "policy while it grows (the newest is reported).")  # fmt: skip
 @click.option("--create-budget-s", type=click.FloatRange(min=1), default=None,
               help="Stop creating (and report how far it got) after this long.")  # fmt: skip
+@click.option("--leave-deadline-s", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Deadline of the last step's UnregisterBroker.")  # fmt: skip
 @work_dir_option
 @result_file_option
 @output_option
@@ -797,6 +848,7 @@ def command(
     max_node_rss_mib: int,
     snapshots: str,
     create_budget_s: float | None,
+    leave_deadline_s: float,
     work_dir: Path | None,
     result_file: Path | None,
     output: str,
@@ -806,7 +858,16 @@ def command(
     if partitions < topic_partitions:
         raise click.UsageError(f"--partitions must be at least --topic-partitions ({topic_partitions})")
     params = ScaleParams(
-        partitions, topic_partitions, brokers, racks, pipeline, samples, max_node_rss_mib, create_budget_s, snapshots
+        partitions,
+        topic_partitions,
+        brokers,
+        racks,
+        pipeline,
+        samples,
+        max_node_rss_mib,
+        create_budget_s,
+        snapshots,
+        leave_deadline_s,
     )
     with scratch_dir(work_dir, "scale") as scratch:
         document = run_benchmark(params, scratch, growth)

@@ -66,6 +66,11 @@ def test_bench_scale_reports_every_step_of_a_small_image() -> None:
     assert wiped["caught_up"] and wiped["seconds"] > 0 and wiped["node"] != restart["node"]
     # The wiped follower's directory holds the leader's snapshot again: it came by FetchSnapshot.
     assert wiped["installed_snapshot"] == snapshot["file"]
+    # A broker leaves: its partition changes (3,000 of ~4,000 partitions' replicas on 6 brokers
+    # put ~2,000 on each) are committed by the same leader.
+    leaves = document["broker_leaves"]
+    assert leaves["error"] is None and leaves["seconds"] > 0 and leaves["elections"] == 0
+    assert leaves["records_committed"] > 1000 and document["leaders"]["broker leaves"]["leader"] >= 1
     assert set(document["targets"]) == TARGETS
     assert all(t["measured"] is not None and isinstance(t["met"], bool) for t in document["targets"].values())
     assert document["growth"] == [] and document["params"]["brokers"] == 6
