@@ -407,8 +407,8 @@ def run_benchmark(
     rounds: int = 1,
 ) -> dict[str, Any]:
     """The floors, then ``rounds`` rounds of the bare-Raft floor and the node, each on a fresh
-    quorum, in alternating order (floor first in even rounds, node first in odd ones: a drift in
-    the machine's speed over the run falls on both sides). Every round's ratios are of its own
+    quorum, in alternating order (the floor first in the first, third, ... rounds, the node first
+    in the others: a drift in the machine's speed over the run falls on both sides). Every round's ratios are of its own
     two measurements; the document's figures and ratios are their medians over the rounds."""
     from raftmeta.server.app import event_loop_name, run
 
