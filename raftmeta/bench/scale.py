@@ -859,15 +859,15 @@ def command(
         raise click.UsageError(f"--partitions must be at least --topic-partitions ({topic_partitions})")
     params = ScaleParams(
         partitions,
-        topic_partitions,
-        brokers,
-        racks,
-        pipeline,
-        samples,
-        max_node_rss_mib,
-        create_budget_s,
-        snapshots,
-        leave_deadline_s,
+        topic_partitions=topic_partitions,
+        brokers=brokers,
+        racks=racks,
+        pipeline=pipeline,
+        samples=samples,
+        max_node_rss_mib=max_node_rss_mib,
+        create_budget_s=create_budget_s,
+        snapshots=snapshots,
+        leave_deadline_s=leave_deadline_s,
     )
     with scratch_dir(work_dir, "scale") as scratch:
         document = run_benchmark(params, scratch, growth)

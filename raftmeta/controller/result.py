@@ -66,7 +66,7 @@ class ControllerConfig:
     max_elections_per_imbalance: int = 1000
     # Partitions one tick of the imbalance check looks at, at most (raftmeta's own bound): a pass
     # over a big image is spread over ticks 10 ms apart instead of holding the node's event loop
-    # (a pass over 1M partitions takes ~0.1 s, over 10M about a second).
+    # for a time in proportion to the image.
     leader_imbalance_scan_partitions_max: int = 100_000
     # Partitions in one DescribeTopics answer at most (max.request.partition.size.limit, KIP-966):
     # a read holds the node's event loop while it is answered, so no answer grows with the image.
