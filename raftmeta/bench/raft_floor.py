@@ -70,8 +70,8 @@ REQUEST_TIMEOUT_MS = 2000
 REFETCH_AFTER_S = 0.05
 PORT_LINE = "RAFT_FLOOR_PORT "
 # The leader's last line when it stops: each batch's commit time and its append-to-commit time
-# (CLOCK_MONOTONIC seconds: the bench reads the same clock), for the rounds of a measured window.
-ROUNDS_LINE = "RAFT_FLOOR_ROUNDS "
+# (CLOCK_MONOTONIC seconds: the bench reads the same clock), for the batches of a measured window.
+COMMITS_LINE = "RAFT_FLOOR_COMMITS "
 CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 RAFT_SERVICE = raft_pb2.DESCRIPTOR.services_by_name["RaftService"].full_name
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -119,7 +119,7 @@ class Leader:
         # (next offset of a batch, the requests it answers, when it was proposed), in log order.
         self.waiting: deque[tuple[int, list[asyncio.Future[None]], float]] = deque()
         # (when a batch committed, seconds from its proposal): the node's commit latency metric.
-        self.rounds: list[tuple[float, float]] = []
+        self.commits: list[tuple[float, float]] = []
         self.flush_running = False
         self.flush_again = False
 
@@ -189,7 +189,7 @@ class Leader:
         now = time.monotonic()
         while waiting and waiting[0][0] <= hw:
             _, replies, proposed = waiting.popleft()
-            self.rounds.append((now, now - proposed))
+            self.commits.append((now, now - proposed))
             for reply in replies:
                 if not reply.done():
                     reply.set_result(None)
@@ -288,7 +288,7 @@ async def serve_leader(data_dir: Path, voters: int) -> None:
     await until_stdin_closes()
     await server.stop(grace=None)
     await disk.close()
-    print(ROUNDS_LINE + json.dumps([(round(at, 6), round(took, 6)) for at, took in leader.rounds]), flush=True)
+    print(COMMITS_LINE + json.dumps([(round(at, 6), round(took, 6)) for at, took in leader.commits]), flush=True)
 
 
 # -- a follower ------------------------------------------------------------------------------------
@@ -383,7 +383,7 @@ class FloorProcesses:
     processes: list[asyncio.subprocess.Process]
     leader_address: str
     # The leader's batches once it stopped: (commit time, append to commit), monotonic seconds.
-    rounds: list[tuple[float, float]] = field(default_factory=list)
+    commits: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def pids(self) -> list[int]:
@@ -442,10 +442,10 @@ async def stop_floor(floor: FloorProcesses) -> None:
     leader = floor.processes[0]
     if leader.stdout is not None:
         with contextlib.suppress(TimeoutError):
-            # Read to the end (the rounds line may be bigger than the pipe holds) before waiting.
+            # Read to the end (the commits line may be bigger than the pipe holds) before waiting.
             for line in (await asyncio.wait_for(leader.stdout.read(), 10)).decode().splitlines():
-                if line.startswith(ROUNDS_LINE):
-                    floor.rounds = [(at, took) for at, took in json.loads(line[len(ROUNDS_LINE) :])]
+                if line.startswith(COMMITS_LINE):
+                    floor.commits = [(at, took) for at, took in json.loads(line[len(COMMITS_LINE) :])]
     for process in floor.processes:
         try:
             await asyncio.wait_for(process.wait(), 10)
@@ -508,7 +508,7 @@ async def raft_floor(
         return None if start is None or end is None else round((end - start) * 1000 / len(loaded.latencies), 3)
 
     window_start, window_end = window
-    rounds = [took for at, took in floor.rounds if window_start <= at <= window_end]
+    commits = [took for at, took in floor.commits if window_start <= at <= window_end]
 
     return {
         "raft_p50_ms": round(median(single.latencies) * 1000, 3),
@@ -522,7 +522,7 @@ async def raft_floor(
         "raft_leader_cpu_ms_per_op": per_op_ms(leader_before, leader_after),
         # Mean proposal-to-commit time of the leader's batches in the window: the node's
         # leader_path_ms.append_to_commit (its raftmeta_raft_commit_latency_seconds) on the floor.
-        "raft_append_to_commit_ms": round(sum(rounds) * 1000 / len(rounds), 3) if rounds else None,
+        "raft_append_to_commit_ms": round(sum(commits) * 1000 / len(commits), 3) if commits else None,
         "raft_errors": {**single.errors, **loaded.errors},
     }
 
