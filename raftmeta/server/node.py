@@ -105,11 +105,12 @@ class Node:
         self.disk.on_fsync = self.metrics.observe_fsync
         put = self.inbox.put_nowait
         log = lambda: self.log  # noqa: E731 -- the helpers log with the node's current fields
-        self.probe = LeaderProbe(self.qc, cfg.voters, put, self._spawn, log)
+        self.address_book = AddressBook(cfg.voters, cfg.peer_addresses)
+        # The address book, not the bootstrap voters: a voter added since (KIP-853) can lead.
+        self.probe = LeaderProbe(self.qc, self.address_book.addresses, put, self._spawn, log)
         self.snapshots = SnapshotWriter(self.disk, put, self._spawn, self.metrics, log)
         self.group_commit = GroupCommit(self.disk, put, self._disk_failed, fsync=not cfg.unsafe_skip_fsync)
         self.peers: PeerLink = self._make_peers(lambda env: put(RaftInput(env, None)), self.probe.peer_unavailable)
-        self.address_book = AddressBook(cfg.voters, cfg.peer_addresses)
         self.log = self.log.bind(cluster_id=cfg.cluster_id)
         self.log.info(
             "node started",

@@ -26,13 +26,13 @@ class LeaderProbe:
     def __init__(
         self,
         qc: QuorumController,
-        voters: Mapping[int, str],
+        addresses: Mapping[int, str],
         put: Callable[[Input], None],
         start: Callable[[Coroutine[Any, Any, None]], None],
         log: Callable[[], Any],
     ) -> None:
         self._qc = qc
-        self._voters = voters
+        self._addresses = addresses  # the node's address book: it learns voters added later
         self._put = put  # the node's inbox
         self._start = start  # runs a helper task that the node cancels when it stops
         self._log = log  # the node's logger as it is bound now (epoch, cluster)
@@ -44,11 +44,14 @@ class LeaderProbe:
         core = self._qc.core
         if core.role is not Role.FOLLOWER or core.leader_id != peer or peer in self._probing:
             return
+        address = self._addresses.get(peer)
+        if address is None:
+            return  # nowhere to probe (no address known yet): the fetch timeout decides
         self._probing.add(peer)
-        self._start(self._probe(peer, core.epoch))
+        self._start(self._probe(peer, core.epoch, address))
 
-    async def _probe(self, peer: int, epoch: int) -> None:
-        host, _, port = self._voters[peer].rpartition(":")
+    async def _probe(self, peer: int, epoch: int, address: str) -> None:
+        host, _, port = address.rpartition(":")
         seen: list[str] = []  # each connect's outcome, for the log line
         try:
             for _ in range(LEADER_PROBES):

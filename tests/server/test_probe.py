@@ -42,20 +42,29 @@ def scripted(outcomes: list[BaseException | None]) -> Callable[..., Coroutine[An
     return open_connection
 
 
-async def probe_with(monkeypatch: pytest.MonkeyPatch, outcomes: list[BaseException | None]) -> list[Input]:
-    """Run one probe of the leader against scripted connects; what it put in the node's inbox."""
+async def probe_with(
+    monkeypatch: pytest.MonkeyPatch,
+    outcomes: list[BaseException | None],
+    addresses: dict[int, str] | None = None,
+    learned: dict[int, str] | None = None,
+) -> list[Input]:
+    """Run one probe of the leader against scripted connects; what it put in the node's inbox.
+    ``learned``: addresses the node's address book learns after the probe was made (a voter
+    added later)."""
     monkeypatch.setattr(asyncio, "open_connection", scripted(outcomes))
     monkeypatch.setattr(probe_module, "LEADER_PROBE_INTERVAL_S", 0)
     core = SimpleNamespace(role=Role.FOLLOWER, leader_id=LEADER, epoch=EPOCH)
     inbox: list[Input] = []
     tasks: list[asyncio.Task[None]] = []
+    book = {LEADER: "127.0.0.1:9001", 2: "127.0.0.1:9002"} if addresses is None else addresses
     probe = LeaderProbe(
         SimpleNamespace(core=core),  # type: ignore[arg-type]
-        {LEADER: "127.0.0.1:9001", 2: "127.0.0.1:9002"},
+        book,
         inbox.append,
         lambda coro: tasks.append(asyncio.ensure_future(coro)),
         lambda: SimpleNamespace(info=lambda *args, **kwargs: None),
     )
+    book.update(learned or {})
     probe.peer_unavailable(LEADER)
     await asyncio.wait_for(asyncio.gather(*tasks), 10)
     return inbox
@@ -89,3 +98,21 @@ async def test_silence_or_an_unreachable_host_proves_nothing(
 @pytest.mark.asyncio
 async def test_a_leader_that_keeps_accepting_is_not_declared_gone(monkeypatch: pytest.MonkeyPatch) -> None:
     assert await probe_with(monkeypatch, [None] * probe_module.LEADER_PROBES) == []
+
+
+@pytest.mark.asyncio
+async def test_a_leader_added_after_start_is_probed_at_its_learned_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A voter added since the node started (KIP-853) can lead: the probe looks the leader up
+    when it probes, in the mapping it was given -- the node gives it its address book, which
+    learns such voters (it gave the bootstrap voters before: a KeyError in a helper task, found by
+    test_voter_changes when the new voter led and a call to it failed)."""
+    inbox = await probe_with(
+        monkeypatch, [ConnectionRefusedError()], addresses={2: "127.0.0.1:9002"}, learned={LEADER: "127.0.0.1:9001"}
+    )
+    assert inbox == [LeaderGone(LEADER, EPOCH)]
+
+
+@pytest.mark.asyncio
+async def test_a_leader_with_no_known_address_is_not_probed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nowhere to connect: nothing is proven, the fetch timeout decides (no connect is made)."""
+    assert await probe_with(monkeypatch, [], addresses={2: "127.0.0.1:9002"}) == []
