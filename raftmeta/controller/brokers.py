@@ -27,11 +27,19 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
 
 from __future__ import annotations
 
-from raftmeta.controller.elections import fence_records, unfence_records, unregister_records
+from raftmeta.controller.elections import fence_steps, unfence_steps, unregister_steps
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.reassign import adding_replicas_of, caught_up_records
-from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.controller.result import (
+    DEFAULT_CONFIG,
+    ControllerConfig,
+    ControllerResult,
+    RandomSource,
+    TopicIdSource,
+    Work,
+)
+from raftmeta.controller.work import TurnBudget, start
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 
@@ -126,20 +134,33 @@ def broker_heartbeat(
         response.error_code = error.code  # type: ignore[assignment]
         response.error_message = error.message
         return ControllerResult((), response)
+    return start(_heartbeat(image, request, response, config), response)
+
+
+def _heartbeat(
+    image: MetadataImage,
+    request: controller_pb2.BrokerHeartbeatRequest,
+    response: controller_pb2.BrokerHeartbeatResponse,
+    config: ControllerConfig,
+) -> Work[controller_pb2.BrokerHeartbeatResponse]:
+    """A heartbeat of the right epoch; fencing and unfencing may take several turns (work.py)."""
     broker = image.brokers[request.broker_id]
+    budget = TurnBudget.of(config)
+    unclean = config.unclean_leader_election_enable
     records: list[records_pb2.MetadataRecord] = []
     if request.want_shutdown_now:
         if not broker.fenced:
-            records = fence_records(image, broker.id, config.unclean_leader_election_enable)
+            _, records = yield from fence_steps(image, broker.id, unclean, budget)
         response.is_fenced = True
         response.should_shut_down = True
         return ControllerResult(tuple(records), response)
     if request.want_fence and not broker.fenced:
-        records = fence_records(image, broker.id, config.unclean_leader_election_enable)
+        image, records = yield from fence_steps(image, broker.id, unclean, budget)
     elif not request.want_fence and broker.fenced:
-        records = unfence_records(image, broker.id, config.unclean_leader_election_enable)
+        image, records = yield from unfence_steps(image, broker.id, unclean, budget)
     response.is_fenced = request.want_fence
     if not request.want_fence and (request.caught_up_replicas or image.reassigning):
+        # ``image`` is the working image the last turn began with.
         after = image.replay_all(records) if records else image
         caught_up = caught_up_records(after, broker.id, request.caught_up_replicas)
         if caught_up:
@@ -166,7 +187,14 @@ def unregister_broker(
                 error_message=f"Broker ID {request.broker_id} is not currently registered",
             ),
         )
-    records = unregister_records(image, request.broker_id, config.unclean_leader_election_enable)
+    return start(_unregister(image, request.broker_id, config), controller_pb2.UnregisterBrokerResponse())
+
+
+def _unregister(
+    image: MetadataImage, broker_id: int, config: ControllerConfig
+) -> Work[controller_pb2.UnregisterBrokerResponse]:
+    budget = TurnBudget.of(config)
+    _, records = yield from unregister_steps(image, broker_id, config.unclean_leader_election_enable, budget)
     return ControllerResult(tuple(records), controller_pb2.UnregisterBrokerResponse())
 
 

@@ -29,7 +29,10 @@ LOGGED_METHODS = frozenset(
     }
 )
 # The controller's own timer batches, named by what they do.
-TIMER_CAUSES = frozenset({"broker session expired", "auto leader rebalance"})
+BROKER_SESSION_EXPIRED = "broker session expired"
+AUTO_LEADER_REBALANCE = "auto leader rebalance"
+LEADERLESS_ELECTED = "leaderless partitions elected"
+TIMER_CAUSES = frozenset({BROKER_SESSION_EXPIRED, AUTO_LEADER_REBALANCE, LEADERLESS_ELECTED})
 PARTITION_LINES_MAX = 20
 
 Line = tuple[str, dict[str, Any]]

@@ -34,6 +34,11 @@ Driver contract (one asyncio task owns the controller and calls it in order):
    fencing and ``auto_leader_rebalance_enable`` is on, a tick every
    ``leader_imbalance_check_interval_ms`` elects preferred leaders where they are unfenced and in
    sync (KRaft's ``maybeBalancePartitionLeaders``; the first round one interval after activation).
+   After ``activate``, ticks first make the leaderless check (``elections.leaderless_rule``).
+6. ``working`` / ``resume()``: a broker leaving or returning may take several turns
+   (:mod:`raftmeta.controller.work`). While ``working``, ``handle`` takes no write (hold them) and
+   ``tick`` does nothing; once the last turn's batch has committed, ``resume()`` gives the next
+   turn's ``Handled``, proposed like any other; the request's answer comes with its last batch.
 
 Idempotent retries: a mutating request with a ``request_id`` appends a RequestRecord holding its
 serialized response in the same batch; a retry whose id is in the working image's table (so
@@ -51,14 +56,29 @@ from typing import Any
 from google.protobuf.message import Message
 
 from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
+from raftmeta.controller.changes import AUTO_LEADER_REBALANCE, BROKER_SESSION_EXPIRED, LEADERLESS_ELECTED
 from raftmeta.controller.delta import ImageBuilder, NewTopic
-from raftmeta.controller.elections import BalancePass, balance_records, fence_records
+from raftmeta.controller.elections import (
+    ScanPass,
+    fence_steps,
+    leaderless_rule,
+    preferred_rule,
+    scan_records,
+)
 from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics, encoded_partitions
 from raftmeta.controller.errors import RequestError
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
 from raftmeta.controller.requests import request_sha256
-from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.controller.result import (
+    DEFAULT_CONFIG,
+    ControllerConfig,
+    ControllerResult,
+    RandomSource,
+    TopicIdSource,
+    Work,
+)
 from raftmeta.controller.snapshot import image_from_records, image_to_records
+from raftmeta.controller.work import TurnBudget, start
 from raftmeta.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
 from raftmeta.records.decode import LazyRecords, with_record
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -197,6 +217,8 @@ class Handled:
     records: Sequence[records_pb2.MetadataRecord]
     response: Message | None
     done: bool
+    # What made the batch, for log lines: the method, or a timer's cause (changes.TIMER_CAUSES).
+    cause: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +234,34 @@ class _Waiter:
     method: str
     request: Message | None
     response: Message | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """Work under way: its steps and the request it answers (None: a timer's)."""
+
+    steps: Work[Any]
+    key: int
+    method: str
+    request: Message | None
+    request_id: str
+    digest: bytes
+
+
+def _fence_stale_work(
+    image: MetadataImage, stale: list[int], config: ControllerConfig
+) -> Work[controller_pb2.BrokerHeartbeatResponse]:
+    """Fence each stale broker in a batch of its own (or several), on the image after the ones
+    before it: Kafka's maybeFenceOneStaleBroker, which reschedules itself at once while brokers
+    are stale. Answers nobody (the response is never read)."""
+    records: list[records_pb2.MetadataRecord] = []
+    for broker_id in stale:
+        if records:
+            image = yield records
+        _, records = yield from fence_steps(
+            image, broker_id, config.unclean_leader_election_enable, TurnBudget.of(config)
+        )
+    return ControllerResult(tuple(records), controller_pb2.BrokerHeartbeatResponse())
 
 
 @dataclass(slots=True)
@@ -248,7 +298,11 @@ class Controller:
         # the first tick of a leadership schedules it one check interval later, as Kafka does).
         self.next_balance_ms: int | None = None
         # Soft state: the automatic round's pass over the image, while one is under way.
-        self.balance_pass: BalancePass | None = None
+        self.balance_pass: ScanPass | None = None
+        # Soft state: the leaderless check's pass, from activation until it is over.
+        self.leaderless_pass: ScanPass | None = None
+        # Work that takes several turns (a broker leaving or returning), while it is under way.
+        self._work: _Work | None = None
         # Topics committed since the last snapshot, as their creation encoded them (encoded.py).
         self.encoded = EncodedTopics()
 
@@ -292,6 +346,8 @@ class Controller:
         if not spec.mutating:
             result = spec.handler(self._committed, request, now_ms, ids, random, self.config)
             return Handled(key, method, (), result.response, True)
+        if self._work is not None:
+            raise RuntimeError(f"{method}: a write while work is under way (hold it until `working` is False)")
         request_id: str = getattr(request, "request_id", "")
         if len(request_id) > REQUEST_ID_MAX:
             raise RequestError(f"request_id: at most {REQUEST_ID_MAX} characters, got {len(request_id)}")
@@ -309,6 +365,23 @@ class Controller:
                 return self._answer(key, method, request, spec.response_type.FromString(entry.response))
         result = spec.handler(self.image, request, now_ms, ids, random, self.config)
         self._note_contact(method, request, result.response, now_ms)
+        if result.more is not None:
+            self._work = _Work(result.more, key, method, request, request_id, digest)
+            return self._push_turn(key, result.records, method)
+        return self._finish(key, method, request, request_id, digest, result)
+
+    def _finish(
+        self,
+        key: int,
+        method: str,
+        request: Message,
+        request_id: str,
+        digest: bytes,
+        result: ControllerResult[Any],
+        batch_key: int | None = None,
+    ) -> Handled:
+        """The last batch of a request (its only one, unless it took several turns: then it has
+        a ``batch_key`` of its own and ``key`` is the request's)."""
         records = result.records
         if not records:
             return self._answer(key, method, request, result.response)
@@ -324,8 +397,45 @@ class Controller:
                     )
                 ),
             )
-        self._push(key, records, _Waiter(key, method, request, result.response), result)
-        return Handled(key, method, records, None, False)
+        batch = key if batch_key is None else batch_key
+        self._push(batch, records, _Waiter(key, method, request, result.response), result)
+        return Handled(batch, method, records, None, False, method)
+
+    def _push_turn(self, key: int, records: Sequence[records_pb2.MetadataRecord], cause: str) -> Handled:
+        """A batch of work that goes on in later turns: it answers nobody."""
+        if records:
+            self._pending.append(_PendingBatch(key, self.image.replay_all(records)))
+        return Handled(key, "Work", tuple(records), None, False, cause)
+
+    # ---- work over several turns ----------------------------------------------------------------
+    @property
+    def working(self) -> bool:
+        """Work that takes several turns is under way (raftmeta.controller.work): until it ends,
+        ``handle`` takes no write and ``tick`` does nothing; call ``resume`` once per turn."""
+        return self._work is not None
+
+    def resume(self) -> Handled:
+        """The next turn of the work under way: a batch of its own (``key`` for ``appended``,
+        answering nobody), or, in its last turn, the request's answer as ``handle`` gives it.
+        Call it once the previous turn's batch has committed, so that turns never pile up in the
+        log faster than the quorum takes them."""
+        work = self._work
+        if work is None:
+            raise RuntimeError("resume: no work is under way")
+        try:
+            records = work.steps.send(self.image)
+        except StopIteration as done:
+            self._work = None
+            result: ControllerResult[Any] = done.value
+            if work.request is None:  # a timer's work: its last batch answers nobody either
+                return self._push_timer(list(result.records), self.image.replay_all(result.records), work.method)
+            return self._finish(
+                work.key, work.method, work.request, work.request_id, work.digest, result, self._take_key()
+            )
+        except BaseException:
+            self._work = None  # a failed step cannot go on; its committed batches stand
+            raise
+        return self._push_turn(self._take_key(), records, work.method)
 
     def _answer(self, key: int, method: str, request: Message, response: Message) -> Handled:
         """An answer with no records: final now, or after the last pending batch commits."""
@@ -369,9 +479,14 @@ class Controller:
         """The controller's timers, one batch per call (or None): fence every unfenced broker
         whose session has expired; else, when due, elect preferred leaders where they are
         available (``auto_leader_rebalance_enable``)."""
+        if self._work is not None:
+            return None
         fencing = self._fence_stale(now_ms)
         if fencing is not None:
             return fencing
+        leaderless = self._elect_leaderless()
+        if leaderless is not None:
+            return leaderless
         return self._balance_leaders(now_ms)
 
     def _fence_stale(self, now_ms: int) -> Handled | None:
@@ -381,19 +496,18 @@ class Controller:
         stale = brokers.stale_brokers(image, self.last_contact_ms, now_ms, self.config.session_timeout_ms)
         if not stale:
             return None
-        records: list[records_pb2.MetadataRecord] = []
-        for broker_id in stale:
-            # Each fence sees the ones before it (Kafka fences one stale broker at a time).
-            fenced = fence_records(image, broker_id, self.config.unclean_leader_election_enable)
-            image = image.replay_all(fenced)
-            records.extend(fenced)
-        return self._push_timer(records, image)
+        result = start(_fence_stale_work(image, stale, self.config), controller_pb2.BrokerHeartbeatResponse())
+        if result.more is not None:
+            key = self._take_key()
+            self._work = _Work(result.more, key, BROKER_SESSION_EXPIRED, None, "", b"")
+            return self._push_turn(key, result.records, BROKER_SESSION_EXPIRED)
+        return self._push_timer(list(result.records), image.replay_all(result.records), BROKER_SESSION_EXPIRED)
 
     def _balance_leaders(self, now_ms: int) -> Handled | None:
         """KRaft's periodic ``maybeBalancePartitionLeaders``. Kafka schedules a round one interval
         after a write leaves a partition imbalanced; raftmeta checks once per interval (a pass
         over the image, not a cost per record), which bounds the wait the same way. A pass looks
-        at no more than ``leader_imbalance_scan_partitions_max`` partitions a tick and goes on
+        at no more than ``scan_partitions_per_turn_max`` partitions a tick and goes on
         10 ms later, so no tick holds the node's loop in proportion to the image."""
         config = self.config
         if not config.auto_leader_rebalance_enable:
@@ -403,12 +517,14 @@ class Controller:
         if now_ms < self.next_balance_ms:
             return None
         if self.balance_pass is None:
-            self.balance_pass = BalancePass.over(self.image)
-        records, more = balance_records(
-            self.image,
-            config.max_elections_per_imbalance,
+            self.balance_pass = ScanPass.over(self.image)
+        image = self.image
+        records, more = scan_records(
+            image,
             self.balance_pass,
-            config.leader_imbalance_scan_partitions_max,
+            preferred_rule(image),
+            config.max_elections_per_imbalance,
+            config.scan_partitions_per_turn_max,
         )
         # Kafka reschedules at once (10 ms) when a round hit its limit; so does a pass that
         # looked at as many partitions as one tick may.
@@ -417,13 +533,34 @@ class Controller:
             self.balance_pass = None
         if not records:
             return None
-        return self._push_timer(records, self.image.replay_all(records))
+        return self._push_timer(records, self.image.replay_all(records), AUTO_LEADER_REBALANCE)
 
-    def _push_timer(self, records: list[records_pb2.MetadataRecord], image: MetadataImage) -> Handled:
+    def _elect_leaderless(self) -> Handled | None:
+        """The leaderless check a new controller makes (elections.leaderless_rule): a pass over
+        the image, at most ``scan_partitions_per_turn_max`` partitions a tick."""
+        scan = self.leaderless_pass
+        if scan is None:
+            return None
+        config = self.config
+        image = self.image
+        records, more = scan_records(
+            image,
+            scan,
+            leaderless_rule(image, config.unclean_leader_election_enable),
+            config.partition_changes_per_batch_max,
+            config.scan_partitions_per_turn_max,
+        )
+        if not more:
+            self.leaderless_pass = None
+        if not records:
+            return None
+        return self._push_timer(records, image.replay_all(records), LEADERLESS_ELECTED)
+
+    def _push_timer(self, records: list[records_pb2.MetadataRecord], image: MetadataImage, cause: str) -> Handled:
         """A batch a timer produced: it answers nobody, and commits in order with the requests."""
         key = self._take_key()
         self._pending.append(_PendingBatch(key, image, waiters=[_Waiter(key, "Tick", None, None)]))
-        return Handled(key, "Tick", tuple(records), None, False)
+        return Handled(key, "Tick", tuple(records), None, False, cause)
 
     # ---- the log --------------------------------------------------------------------------------
     def appended(self, key: int, last_offset: int) -> None:
@@ -509,6 +646,8 @@ class Controller:
         self.last_contact_ms.clear()
         self.next_balance_ms = None
         self.balance_pass = None
+        self._work = None
+        self.leaderless_pass = ScanPass.over(self.image)
 
     def renounce(self) -> list[Completion]:
         """Leadership lost: drop pending batches; every waiting request fails with NOT_CONTROLLER."""
@@ -519,7 +658,12 @@ class Controller:
                     failed.append(
                         Completion(waiter.key, waiter.method, not_controller_response(waiter.method, waiter.request))
                     )
+        work = self._work
+        if work is not None and work.request is not None:  # its waiter comes with its last batch
+            failed.append(Completion(work.key, work.method, not_controller_response(work.method, work.request)))
         self._pending.clear()
+        self._work = None
+        self.leaderless_pass = None
         self.last_contact_ms.clear()
         self.next_balance_ms = None
         self.balance_pass = None

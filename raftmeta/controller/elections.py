@@ -4,8 +4,10 @@ The election rules themselves are in :mod:`raftmeta.controller.partition_change`
 finds the partitions to run them on (Kafka's ``generateLeaderAndIsrUpdates``) and decides the
 election type per topic (unclean only when the topic, or else the cluster default, enables it).
 
-Finding the partitions scans the image (O(partitions)); fencing and unfencing are rare events, and
-a per-broker index would cost every replayed record instead.
+Finding the partitions scans the image (O(partitions)): fencing and unfencing are rare events, and
+a per-broker index would cost every replayed record instead. The scans are resumable steps
+(:mod:`raftmeta.controller.work`): a turn looks at a bounded number of partitions and writes a
+bounded number of changes, so a broker in a million partitions does not hold the node's loop.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from raftmeta.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, is_true
-from raftmeta.controller.image import NO_LEADER, MetadataImage, TopicImage
+from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
+from raftmeta.controller.work import UNBOUNDED, Steps, TurnBudget, complete
 from raftmeta.v1 import records_pb2
+
+Records = list[records_pb2.MetadataRecord]
 
 
 def unclean_enabled(image: MetadataImage, topic: TopicImage, default: bool) -> bool:
@@ -30,23 +35,47 @@ def _changes(
     is_acceptable: Callable[[int], bool],
     remove_from_isr: int,
     unclean_default: bool,
-) -> list[records_pb2.MetadataRecord]:
-    records: list[records_pb2.MetadataRecord] = []
-    for topic in image.topics_sorted():
+    budget: TurnBudget,
+    records: Records,
+) -> Steps:
+    """One pass over every partition, by topic name then partition id, appending to ``records``
+    a change for each one ``touches`` selects. A turn ends when it looked at
+    ``budget.partitions_scanned`` partitions or holds ``budget.partition_changes`` changes: it
+    yields its records and goes on, from where it stopped, on the image it is sent (the one after
+    those records). Returns the image the last turn began with and the last turn's records."""
+    scan_max, changes_max = budget.partitions_scanned, budget.partition_changes
+    scanned = 0
+    for topic_id in [topic.topic_id for topic in image.topics_sorted()]:
+        topic = image.topics[topic_id]
         election = Election.UNCLEAN if unclean_enabled(image, topic, unclean_default) else Election.ONLINE
-        for pid, part in enumerate(topic.partitions):
-            if not touches(part.leader, part.isr):
-                continue
-            builder = PartitionChangeBuilder(part, topic.topic_id, pid, is_acceptable, election=election)
-            if remove_from_isr != NO_LEADER:
-                builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
-            record = builder.build()
-            if record is not None:
-                records.append(record)
-    return records
+        pid = 0
+        count = len(topic.partitions)
+        while pid < count:
+            if scanned >= scan_max or len(records) >= changes_max:
+                image = yield records
+                records, scanned = [], 0
+                topic = image.topics[topic_id]
+            partitions = topic.partitions
+            stop = min(count, pid + scan_max - scanned)
+            scanned += stop - pid
+            while pid < stop:
+                part = partitions[pid]
+                if touches(part.leader, part.isr):
+                    builder = PartitionChangeBuilder(part, topic_id, pid, is_acceptable, election=election)
+                    if remove_from_isr != NO_LEADER:
+                        builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
+                    record = builder.build()
+                    if record is not None:
+                        records.append(record)
+                        if len(records) >= changes_max:
+                            scanned -= stop - pid - 1  # the partitions after this one were not looked at
+                            pid += 1
+                            break
+                pid += 1
+    return image, records
 
 
-def leave_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+def leave_steps(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:
     """Kafka's ``generateLeaderAndIsrUpdates`` with ``brokerToRemove``: the broker leaves every ISR
     it is not the last member of and every leadership (a new leader where one is in sync, else
     none). Fencing, controlled shutdown and unregistering all start with these records."""
@@ -57,36 +86,34 @@ def leave_records(image: MetadataImage, broker_id: int, unclean_default: bool) -
     def touches(leader: int, isr: tuple[int, ...]) -> bool:
         return leader == broker_id or broker_id in isr
 
-    return _changes(image, touches, acceptable, broker_id, unclean_default)
+    return _changes(image, touches, acceptable, broker_id, unclean_default, budget, [])
 
 
-def fence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+def fence_steps(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:
     """Kafka's ``handleBrokerFenced``: the broker leaves every ISR and every leadership (partition
     changes first), then a FenceBrokerRecord."""
-    broker = image.brokers[broker_id]
-    records = leave_records(image, broker_id, unclean_default)
+    epoch = image.brokers[broker_id].epoch
+    last_image, records = yield from leave_steps(image, broker_id, unclean_default, budget)
     records.append(
-        records_pb2.MetadataRecord(
-            fence_broker=records_pb2.FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)
-        )
+        records_pb2.MetadataRecord(fence_broker=records_pb2.FenceBrokerRecord(broker_id=broker_id, broker_epoch=epoch))
     )
-    return records
+    return last_image, records
 
 
-def unregister_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+def unregister_steps(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:
     """Kafka's ``handleBrokerUnregistered``: the broker leaves every ISR and leadership, then an
     UnregisterBrokerRecord removes its registration."""
-    broker = image.brokers[broker_id]
-    records = leave_records(image, broker_id, unclean_default)
+    epoch = image.brokers[broker_id].epoch
+    last_image, records = yield from leave_steps(image, broker_id, unclean_default, budget)
     records.append(
         records_pb2.MetadataRecord(
-            unregister_broker=records_pb2.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)
+            unregister_broker=records_pb2.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch)
         )
     )
-    return records
+    return last_image, records
 
 
-def unfence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> list[records_pb2.MetadataRecord]:
+def unfence_steps(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:
     """Kafka's ``handleBrokerUnfenced``: an UnfenceBrokerRecord, then leaderless partitions elect
     again with the returning broker acceptable (it still shows fenced in ``image``)."""
     broker = image.brokers[broker_id]
@@ -102,55 +129,111 @@ def unfence_records(image: MetadataImage, broker_id: int, unclean_default: bool)
     def touches(leader: int, _isr: tuple[int, ...]) -> bool:
         return leader == NO_LEADER
 
-    records.extend(_changes(image, touches, acceptable, NO_LEADER, unclean_default))
-    return records
+    return (yield from _changes(image, touches, acceptable, NO_LEADER, unclean_default, budget, records))
+
+
+def leave_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> Records:
+    """Every record of :func:`leave_steps` at once."""
+    return complete(leave_steps(image, broker_id, unclean_default, UNBOUNDED))
+
+
+def fence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> Records:
+    """Every record of :func:`fence_steps` at once."""
+    return complete(fence_steps(image, broker_id, unclean_default, UNBOUNDED))
+
+
+def unregister_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> Records:
+    """Every record of :func:`unregister_steps` at once."""
+    return complete(unregister_steps(image, broker_id, unclean_default, UNBOUNDED))
+
+
+def unfence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> Records:
+    """Every record of :func:`unfence_steps` at once."""
+    return complete(unfence_steps(image, broker_id, unclean_default, UNBOUNDED))
 
 
 @dataclass
-class BalancePass:
-    """Where a pass of the imbalance check stands: the topics there were when it began, by name
-    (topics created since are looked at by the next pass), and the next partition to look at."""
+class ScanPass:
+    """Where a pass over the image that runs between requests stands (the imbalance check, the
+    leaderless check): the topics there were when it began, by name (topics created since are
+    looked at by the next pass), and the next partition to look at. Each call reads the working
+    image of its time, so requests may come between calls."""
 
     names: list[str]
     topic_index: int = 0
     partition_index: int = 0
 
     @classmethod
-    def over(cls, image: MetadataImage) -> BalancePass:
+    def over(cls, image: MetadataImage) -> ScanPass:
         return cls([topic.name for topic in image.topics_sorted()])
 
 
-def balance_records(
-    image: MetadataImage, max_elections: int, scan: BalancePass, scan_max: int
-) -> tuple[list[records_pb2.MetadataRecord], bool]:
-    """Kafka's ``maybeBalancePartitionLeaders``: a PREFERRED election on every imbalanced
-    partition (a leader that is not its first replica: Kafka's ``imbalancedPartitions``) whose
-    preferred replica is unfenced and in sync, by topic name then partition id, at most
-    ``max_elections`` records. Kafka keeps an index of imbalanced partitions; raftmeta looks at
-    the image instead, at most ``scan_max`` partitions a call, from where ``scan`` stands (which
-    moves on). Returns (records, whether the pass has more to look at: run again at once rather
-    than after the interval)."""
-    records: list[records_pb2.MetadataRecord] = []
+# Per topic, the change a pass makes to one partition (partition id, partition), if any.
+PartitionRule = Callable[[TopicImage], Callable[[int, PartitionRegistration], "records_pb2.MetadataRecord | None"]]
+
+
+def scan_records(
+    image: MetadataImage, scan: ScanPass, rule: PartitionRule, max_records: int, scan_max: int
+) -> tuple[Records, bool]:
+    """The records ``rule`` makes on the partitions after where ``scan`` stands (which moves
+    on), by topic name then partition id: at most ``max_records`` of them, from at most
+    ``scan_max`` partitions. Returns (records, whether the pass has more to look at)."""
+    records: Records = []
     scanned = 0
     names = scan.names
     while scan.topic_index < len(names):
         topic = image.topic_by_name(names[scan.topic_index])
-        partitions = topic.partitions if topic is not None else ()
-        pid = scan.partition_index
-        while pid < len(partitions):
-            if len(records) >= max_elections or scanned >= scan_max:
-                scan.partition_index = pid
-                return records, True
-            part = partitions[pid]
-            scanned += 1
-            if part.leader != NO_LEADER and part.leader != part.replicas[0]:
-                assert topic is not None
-                record = PartitionChangeBuilder(
-                    part, topic.topic_id, pid, image.is_unfenced, election=Election.PREFERRED
-                ).build()
+        if topic is not None:
+            partitions = topic.partitions
+            change = rule(topic)
+            pid = scan.partition_index
+            while pid < len(partitions):
+                if len(records) >= max_records or scanned >= scan_max:
+                    scan.partition_index = pid
+                    return records, True
+                scanned += 1
+                record = change(pid, partitions[pid])
                 if record is not None:
                     records.append(record)
-            pid += 1
+                pid += 1
         scan.topic_index += 1
         scan.partition_index = 0
     return records, False
+
+
+def preferred_rule(image: MetadataImage) -> PartitionRule:
+    """Kafka's ``maybeBalancePartitionLeaders``: a PREFERRED election on every imbalanced
+    partition (a leader that is not its first replica: Kafka's ``imbalancedPartitions``) whose
+    preferred replica is unfenced and in sync. Kafka keeps an index of imbalanced partitions;
+    raftmeta's pass looks at the image instead."""
+
+    def for_topic(topic: TopicImage) -> Callable[[int, PartitionRegistration], records_pb2.MetadataRecord | None]:
+        def change(pid: int, part: PartitionRegistration) -> records_pb2.MetadataRecord | None:
+            if part.leader == NO_LEADER or part.leader == part.replicas[0]:
+                return None
+            return PartitionChangeBuilder(
+                part, topic.topic_id, pid, image.is_unfenced, election=Election.PREFERRED
+            ).build()
+
+        return change
+
+    return for_topic
+
+
+def leaderless_rule(image: MetadataImage, unclean_default: bool) -> PartitionRule:
+    """A leaderless partition elects a leader where one is acceptable: the elections an unfence
+    makes (:func:`unfence_steps`). An unfence that takes several batches is not atomic, and a
+    leader that loses its leadership midway leaves the broker unfenced with some of those
+    partitions still leaderless; nothing else would elect them, so a new controller looks once."""
+
+    def for_topic(topic: TopicImage) -> Callable[[int, PartitionRegistration], records_pb2.MetadataRecord | None]:
+        election = Election.UNCLEAN if unclean_enabled(image, topic, unclean_default) else Election.ONLINE
+
+        def change(pid: int, part: PartitionRegistration) -> records_pb2.MetadataRecord | None:
+            if part.leader != NO_LEADER:
+                return None
+            return PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, election=election).build()
+
+        return change
+
+    return for_topic

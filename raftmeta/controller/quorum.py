@@ -37,6 +37,14 @@ new as the commit point when the read arrived, after a majority of voters proved
 leader had been elected by then. A read costs one Fetch round trip and writes nothing.
 * ``deadline(core_deadline)``: when to come back even without input (the open batch's linger).
 
+Work over several turns
+-----------------------
+A broker leaving or returning when it is in many partitions is controller work over several
+turns (:mod:`raftmeta.controller.work`): ``poll`` runs its next turn once the previous turn's batch
+has committed (``deadline`` is then "now"), and writes that arrive meanwhile -- admin requests,
+heartbeats, voter changes -- are held and handled in order when it ends. Reads are answered
+meanwhile. Leadership lost midway fails the held requests and the work's own with NOT_CONTROLLER.
+
 The open batch
 --------------
 Requests with a request id (their records end with their RequestRecord, so every record of a
@@ -66,7 +74,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from raftmeta.controller.changes import LOGGED_METHODS, TIMER_CAUSES, describe_changes
-from raftmeta.controller.controller import METHODS, Controller
+from raftmeta.controller.controller import METHODS, Controller, Handled
 from raftmeta.controller.encoded import EncodedTopics
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.image import MetadataImage
@@ -139,6 +147,11 @@ class QuorumControllerConfig:
     unsafe_ack_before_commit: bool = False
 
 
+def _is_read(method: str, request: Message) -> bool:
+    spec = METHODS.get(method)
+    return spec is not None and not spec.mutating and isinstance(request, spec.request_type)
+
+
 def is_stale_read(request: Message) -> bool:
     """Whether a request asks to be answered from the local image (``consistency: STALE``)."""
     return getattr(request, "consistency", controller_pb2.LINEARIZABLE) == controller_pb2.STALE
@@ -183,6 +196,13 @@ class QuorumController:
         self._snapshot_due: SnapshotDue | None = None
         # Voter changes appended by the core and not committed yet: last offset -> (driver key, method).
         self._voter_changes: dict[int, tuple[int, str]] = {}
+        # The controller's work under way: what started it, its request's key, when, and the
+        # batches and records it wrote so far (for its log lines).
+        self._work_cause = ""
+        self._work_key = 0
+        self._work_started_ms = 0
+        self._work_batches = 0
+        self._work_records = 0
 
     # -- views -------------------------------------------------------------------------------------
     @property
@@ -204,8 +224,10 @@ class QuorumController:
         return bool(self._deferred)
 
     def deadline(self, core_deadline: int) -> int:
-        """When the driver must come back without input: the core's deadline, or the open
-        batch's linger if sooner."""
+        """When the driver must come back without input: the core's deadline, the open batch's
+        linger, or now when the controller's work can take its next turn, if sooner."""
+        if self.controller.working and self.is_leader and not self._in_flight():
+            return min(core_deadline, self._now_ms)  # the next turn of the work under way
         if self._open_keys:
             return min(core_deadline, self._open_since + LINGER_MS)
         return core_deadline
@@ -219,7 +241,7 @@ class QuorumController:
             self._handle_read(key, method, request)
         elif not self.is_leader:
             self._answers.append(Answer(key, error=NotControllerError(self.core.leader_id)))
-        elif not self._active:
+        elif not self._active or ((self._held or self.controller.working) and not _is_read(method, request)):
             self._held.append((key, method, request))
         else:
             self._handle(now_ms, key, method, request)
@@ -288,17 +310,21 @@ class QuorumController:
             before = self.controller.image
             handled = self.controller.tick(now_ms)
             if handled is not None:
-                fencing = any(r.WhichOneof("record") == "fence_broker" for r in handled.records)
-                self._note_changes(
-                    before, "broker session expired" if fencing else "auto leader rebalance", handled.records
-                )
-                self._stage(now_ms, handled.key, handled.records)
+                if self.controller.working:  # a fence that takes several turns
+                    self._work_started(now_ms, handled)
+                if handled.records:
+                    self._note_changes(before, handled.cause, handled.records)
+                    self._stage(now_ms, handled.key, handled.records)
 
     def poll(self, now_ms: int) -> int:
-        """Close the open batch if waiting longer gains nothing; fire the core's timers. Returns
-        the core's next deadline (see :meth:`deadline`)."""
+        """Close the open batch if waiting longer gains nothing; run the next turn of the
+        controller's work if its last batch has committed; fire the core's timers. Returns the
+        core's next deadline (see :meth:`deadline`)."""
+        self._now_ms = now_ms
         if self._open_keys:
             self._maybe_propose_open_batch(now_ms)
+        if self.controller.working and self.is_leader and not self._in_flight():
+            self._resume_work(now_ms)
         return self.core.poll(now_ms)
 
     def take_ready(self) -> Ready:
@@ -320,6 +346,7 @@ class QuorumController:
                 or self._reads
                 or self._confirmed
                 or self._voter_changes
+                or self.controller.working
             ):
                 self._renounce()
         self._answer_reads()
@@ -502,13 +529,70 @@ class QuorumController:
             self._answers.append(Answer(key, handled.response))
             return
         early = self._uncommitted_answer(method, request) if self.config.unsafe_ack_before_commit else None
-        if early is not None and handled.records:
+        if early is not None and handled.records and not self.controller.working:
             self._answers.append(Answer(key, early))
         else:
             self._waiting[handled.key] = key
+        if self.controller.working:
+            self._work_started(now_ms, handled)
         if handled.records:
             self._note_changes(before, method, handled.records)
             self._stage(now_ms, handled.key, handled.records)
+
+    def _resume_work(self, now_ms: int) -> None:
+        """The next turn of the controller's work under way (its previous batch has committed);
+        once it ends, the writes held behind it are handled, in order."""
+        before = self.controller.image
+        try:
+            handled = self.controller.resume()
+        except Exception as exc:
+            # As in _handle: a bug must not end the node task. The controller dropped the work;
+            # its committed batches are a valid prefix (work.py); the request, if any, is
+            # answered INTERNAL, and the held writes go on.
+            error = ControllerFailedError(f"{self._work_cause}: {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            self._events.append(("controller work failed", {"cause": self._work_cause, "error": str(error)}))
+            key = self._waiting.pop(self._work_key, None)
+            if key is not None:
+                self._answers.append(Answer(key, error=error))
+            self._handle_held(now_ms)
+            return
+        if handled.done:
+            key = self._waiting.pop(handled.key, None)
+            if key is not None:
+                self._answers.append(Answer(key, handled.response))
+        if handled.records:
+            self._work_batches += 1
+            self._work_records += len(handled.records)
+            self._note_changes(before, handled.cause, handled.records)
+            self._stage(now_ms, handled.key, handled.records)
+        if not self.controller.working:
+            self._events.append(
+                (
+                    "controller work finished",
+                    {
+                        "cause": self._work_cause,
+                        "batches": self._work_batches,
+                        "records": self._work_records,
+                        "duration_ms": now_ms - self._work_started_ms,
+                        "held_requests": len(self._held),
+                    },
+                )
+            )
+            self._handle_held(now_ms)
+
+    def _work_started(self, now_ms: int, first: Handled) -> None:
+        """The controller's work takes more than this turn: ``first`` is its first batch."""
+        self._work_cause, self._work_key, self._work_started_ms = first.cause, first.key, now_ms
+        self._work_batches, self._work_records = int(bool(first.records)), len(first.records)
+        self._events.append(("controller work started", {"cause": first.cause, "records": len(first.records)}))
+
+    def _handle_held(self, now_ms: int) -> None:
+        """Handle held requests in order until one starts work that takes several turns."""
+        held = self._held
+        while held and not self.controller.working:
+            key, method, request = held.popleft()
+            self._handle(now_ms, key, method, request)
 
     def _change_voters(self, now_ms: int, key: int, method: str, request: Message) -> None:
         """AddRaftVoter / RemoveRaftVoter: the core appends the VotersRecord (or refuses, with
@@ -576,9 +660,7 @@ class QuorumController:
         self._active = True
         self.controller.activate()
         self._events.append(("controller active", {"epoch": self.core.epoch, "committed_offset": committed_offset}))
-        held, self._held = list(self._held), deque()
-        for key, method, request in held:
-            self._handle(now_ms, key, method, request)
+        self._handle_held(now_ms)
 
     def _renounce(self) -> None:
         """Leadership lost (or the log refused a proposal): every request waiting for a commit or

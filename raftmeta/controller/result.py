@@ -3,16 +3,18 @@ injected sources of topic ids and randomness."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
 from raftmeta.controller.delta import NewTopic
+from raftmeta.controller.image import MetadataImage
 from raftmeta.v1 import records_pb2
 
 R = TypeVar("R", bound=Message)
+Records = list[records_pb2.MetadataRecord]
 
 # Returns a fresh 16-byte topic id per call: the driver wraps uuid4().bytes, tests a counter.
 TopicIdSource = Callable[[], bytes]
@@ -39,6 +41,15 @@ class ControllerResult(Generic[R]):
     # partition). Replay of ``records`` must give the same image; tests/controller/test_new_topics.py
     # checks it.
     new_topics: tuple[NewTopic, ...] | None = None
+    # When not None, ``records`` are only the first batch of work that runs over several turns
+    # (raftmeta.controller.work): send ``more`` the working image after them for the next batch;
+    # its return value is the last batch and the response (``response`` here stands in for it).
+    more: Work[R] | None = None
+
+
+# Work over several turns: yields a turn's records when the turn's budget is spent, is sent the
+# working image after them, and returns the last turn's records with the response.
+Work: TypeAlias = Generator[Records, MetadataImage, "ControllerResult[R]"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +75,13 @@ class ControllerConfig:
     leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds x 1000
     # Kafka's maxElectionsPerImbalance: a round elects at most this many; the next runs at once.
     max_elections_per_imbalance: int = 1000
-    # Partitions one tick of the imbalance check looks at, at most (raftmeta's own bound): a pass
-    # over a big image is spread over ticks 10 ms apart instead of holding the node's event loop
-    # for a time in proportion to the image.
-    leader_imbalance_scan_partitions_max: int = 100_000
+    # Partitions one turn of a pass over the whole image looks at, at most (raftmeta's own bound):
+    # the imbalance check, a broker leaving or returning. A pass over a big image is spread over
+    # turns of the node's loop instead of holding it for a time in proportion to the image.
+    scan_partitions_per_turn_max: int = 100_000
+    # Partition changes one turn of such a pass writes, at most: they are one log batch, which
+    # every node applies in one turn (Kafka's MAX_RECORDS_PER_BATCH is 10,000).
+    partition_changes_per_batch_max: int = 5_000
     # Partitions in one DescribeTopics answer at most (max.request.partition.size.limit, KIP-966):
     # a read holds the node's event loop while it is answered, so no answer grows with the image.
     max_request_partition_size_limit: int = 2000
@@ -81,7 +95,8 @@ class ControllerConfig:
             "max_partitions_per_topic",
             "leader_imbalance_check_interval_ms",
             "max_elections_per_imbalance",
-            "leader_imbalance_scan_partitions_max",
+            "scan_partitions_per_turn_max",
+            "partition_changes_per_batch_max",
             "max_request_partition_size_limit",
         ):
             if getattr(self, name) < 1:

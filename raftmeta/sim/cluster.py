@@ -254,6 +254,11 @@ class Simulation:
     def _poll(self, node: SimNode, core: RaftCore) -> int:
         return core.poll(node.clock(self.now))
 
+    def _deadline_after(self, node: SimNode, deadline: int) -> int:
+        """The node's deadline once its Ready is performed (on its clock): the driver's, here the
+        core's from ``_poll``."""
+        return deadline
+
     def _take_ready(self, node: SimNode, core: RaftCore) -> Ready:
         return core.take_ready()
 
@@ -300,9 +305,11 @@ class Simulation:
         core = node.core
         assert core is not None
         # The core's deadline is on the node's clock; the timer event is on the simulation's.
-        deadline = self._poll(node, core) + (self.now - node.clock(self.now))
+        offset = self.now - node.clock(self.now)
+        deadline = self._poll(node, core) + offset
         ready = self._take_ready(node, core)
         self._perform(node, core, ready)
+        deadline = self._deadline_after(node, deadline - offset) + offset
         node.deadline = deadline
         if deadline < node.timer_at:
             # An earlier wake-up: queue it; the later one left in the queue becomes stale.

@@ -74,6 +74,9 @@ ISR_CHECK_INTERVAL_MS = 500
 # The node driver's controller timer (ServerConfig.tick_interval_ms): broker sessions, rebalancing.
 CONTROLLER_TICK_MS = 250
 LEADER_IMBALANCE_CHECK_MS = 2_000
+# A turn of a pass over the image (ControllerConfig): the image has tens of partitions here.
+SCAN_PARTITIONS_PER_TURN = 8
+PARTITION_CHANGES_PER_BATCH = 3
 # Per proposal tick before the heal: the chance that a broker fails; it stays down for up to
 # BROKER_DOWN_MAX_MS (often past the session timeout, so it is fenced and its leaderships move).
 BROKER_FAIL_RATE = 0.003
@@ -173,6 +176,10 @@ class PlaneSimulation(Simulation):
             session_timeout_ms=SESSION_TIMEOUT_MS,
             leader_imbalance_check_interval_ms=LEADER_IMBALANCE_CHECK_MS,
             auto_leader_rebalance_enable=not self.no_auto_rebalance,
+            # Turns small enough that a broker leaving or returning takes several of them here,
+            # with requests held behind it and leadership changing midway.
+            scan_partitions_per_turn_max=SCAN_PARTITIONS_PER_TURN,
+            partition_changes_per_batch_max=PARTITION_CHANGES_PER_BATCH,
         )
         controller = (
             Controller.from_snapshot(records, offset, config=config)
@@ -181,7 +188,14 @@ class PlaneSimulation(Simulation):
         )
         if self.stale_broker_sessions:
             # Planted bug: a node elected again keeps the heartbeat times of its earlier leadership.
-            controller.activate = lambda: None  # type: ignore[method-assign]
+            activate = controller.activate
+
+            def activate_keeping_sessions() -> None:
+                kept = dict(controller.last_contact_ms)
+                activate()
+                controller.last_contact_ms.update(kept)
+
+            controller.activate = activate_keeping_sessions  # type: ignore[method-assign]
         if self.stale_partition_epoch:
             # Planted bug: a partition change (AlterPartition, elections, reassignments) is written
             # without a new partition epoch -- after the leader's controller applied the right one.
@@ -220,6 +234,10 @@ class PlaneSimulation(Simulation):
     def _take_ready(self, node: SimNode, core: RaftCore) -> Ready:
         return self.qcs[node.node_id].take_ready()
 
+    def _deadline_after(self, node: SimNode, deadline: int) -> int:
+        # As the node driver: the open batch's linger, or the next turn of controller work.
+        return self.qcs[node.node_id].deadline(deadline)
+
     def _step(self, node: SimNode, core: RaftCore, envelope: Envelope) -> None:
         self.qcs[node.node_id].step(node.clock(self.now), envelope)
 
@@ -257,8 +275,9 @@ class PlaneSimulation(Simulation):
         for message, fields in qc.take_events():
             if message == "controller active":
                 self.activated_ms[(node_id, fields["epoch"])] = self.now
-            elif message in ("broker fenced", "broker unfenced"):
-                self._checked(message.replace(" ", "-"))  # the lifecycle is exercised, not only healthy
+            elif message in ("broker fenced", "broker unfenced", "controller work finished"):
+                # The lifecycle is exercised, not only healthy; brokers leave and return in turns.
+                self._checked(message.replace(" ", "-"))
                 if fields.get("cause") == "broker session expired":
                     self._check_session_fence(node_id, fields["epoch"], fields["broker_id"])
         qc.take_snapshot_due()

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from placement.rng import JavaRandom
-from raftmeta.controller import ControllerConfig, ControllerResult, MetadataImage
+from raftmeta.controller import Controller, ControllerConfig, ControllerResult, MetadataImage
 from raftmeta.controller import brokers as broker_handlers
 from raftmeta.controller import topics as topic_handlers
 from raftmeta.controller.elections import fence_records
@@ -24,6 +24,12 @@ class CounterIds:
         value = self.next
         self.next += 1
         return value.to_bytes(16, "big")
+
+
+def is_working(controller: Controller) -> bool:
+    """``controller.working``, read through a call: mypy would keep the narrowing of an earlier
+    assert on the property across the calls that change it."""
+    return controller.working
 
 
 def incarnation(broker_id: int, generation: int = 1) -> bytes:

@@ -8,7 +8,7 @@ from placement.rng import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.brokers import broker_heartbeat, describe_cluster, register_broker
 from raftmeta.v1 import controller_pb2, errors_pb2
-from tests.controller.helpers import Context, CounterIds, incarnation
+from tests.controller.helpers import Context, CounterIds, incarnation, is_working
 
 
 class _Placement(TypedDict, total=False):
@@ -186,15 +186,20 @@ def test_tick_fences_brokers_whose_session_expired_and_heartbeats_unfence() -> N
     assert [(c.key, c.method, c.response) for c in released] == [(fenced.key, "Tick", None)]
     committed = controller.committed_image  # a new name: mypy would keep the narrowing from before the commit
     assert committed.brokers[3].fenced
-    # Both other brokers time out together: one batch, the second fence sees the first.
-    both = controller.tick(20_000)
-    assert both is not None
-    assert [r.fence_broker.broker_id for r in both.records if r.HasField("fence_broker")] == [1, 2]
+    # Both other brokers time out together: a batch each, the second fence sees the first.
+    first = controller.tick(20_000)
+    assert first is not None and is_working(controller)
+    assert [r.fence_broker.broker_id for r in first.records if r.HasField("fence_broker")] == [1]
+    controller.appended(first.key, 300)
+    assert [c.method for c in controller.on_commit(300)] == []
+    second = controller.resume()
+    assert [r.fence_broker.broker_id for r in second.records if r.HasField("fence_broker")] == [2]
+    assert not is_working(controller)
     t = controller.image.topic_by_name("t")
     assert t is not None
     assert all(p.leader == -1 and len(p.isr) == 1 for p in t.partitions)
-    controller.appended(both.key, 300)
-    controller.on_commit(300)
+    controller.appended(second.key, 301)
+    assert [c.method for c in controller.on_commit(301)] == ["Tick"]
     # Broker 3 heartbeats again: unfenced, but it is in no ISR, so the partitions stay leaderless.
     back = controller.handle(
         "BrokerHeartbeat",

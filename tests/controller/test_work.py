@@ -1,0 +1,253 @@
+"""Work over several turns (raftmeta.controller.work): a broker leaving or returning, split into
+turns of bounded scans and bounded batches, writes exactly the records the one-step pass writes,
+in order; the controller holds writes while it runs, the QuorumController resumes it once a turn's
+batch has committed, and a new controller elects the partitions an interrupted unfence left."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from placement import JavaRandom
+from raftmeta.controller import Controller, ControllerConfig, MetadataImage
+from raftmeta.controller.elections import (
+    fence_records,
+    fence_steps,
+    unfence_records,
+    unfence_steps,
+    unregister_records,
+    unregister_steps,
+)
+from raftmeta.controller.quorum import QuorumController
+from raftmeta.controller.work import TurnBudget, complete
+from raftmeta.raft import RaftConfig, RaftCore
+from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
+
+from ..raft.harness import SeededSource
+from .helpers import Context, CounterIds, is_working
+from .test_quorum_controller import ELECTED_MS, drive, register
+
+Records = list[records_pb2.MetadataRecord]
+StepsFactory = Callable[[MetadataImage, int, bool, TurnBudget], object]
+
+
+def cluster() -> Context:
+    """Five brokers; topics of several sizes (one with unclean election on, one whose partitions
+    broker 1 is the last in-sync member of, so fencing it makes them leaderless)."""
+    ctx = Context(ControllerConfig(auto_leader_rebalance_enable=False))
+    ctx.add_brokers([1, 2, 3, 4, 5])
+    ctx.create_ok("a", partitions=7, rf=3)
+    ctx.create_ok("b", partitions=1, rf=2)
+    ctx.create_ok("c", partitions=11, rf=2, configs={"unclean.leader.election.enable": "true"})
+    solo = [controller_pb2.ReplicaAssignment(partition_index=i, broker_ids=[b]) for i, b in enumerate((1, 1, 2, 1))]
+    ctx.create(controller_pb2.CreatableTopic(name="solo", assignments=solo))
+    assert ctx.image.topic_by_name("solo") is not None
+    return ctx
+
+
+def turns(steps: object, image: MetadataImage) -> list[Records]:
+    """Every turn's records, each turn sent the image after the ones before it (as the controller
+    does)."""
+    assert hasattr(steps, "send")
+    out: list[Records] = []
+    try:
+        records = next(steps)  # type: ignore[call-overload]
+        while True:
+            out.append(list(records))
+            image = image.replay_all(records)
+            records = steps.send(image)
+    except StopIteration as done:
+        out.append(list(done.value[1]))
+    return out
+
+
+BUDGETS = [TurnBudget(scan, changes) for scan, changes in itertools.product((1, 2, 5, 100), (1, 3, 100))]
+
+
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"scan{b.partitions_scanned}-changes{b.partition_changes}")
+@pytest.mark.parametrize(
+    ("steps", "one_step", "broker_kind"),
+    [
+        (fence_steps, fence_records, "fence_broker"),
+        (unregister_steps, unregister_records, "unregister_broker"),
+    ],
+    ids=["fence", "unregister"],
+)
+def test_a_broker_leaving_in_turns_writes_the_one_step_records(
+    budget: TurnBudget, steps: StepsFactory, one_step: Callable[..., Records], broker_kind: str
+) -> None:
+    ctx = cluster()
+    for unclean in (False, True):
+        expected = one_step(ctx.image, 1, unclean)
+        split = turns(steps(ctx.image, 1, unclean, budget), ctx.image)
+        assert [r for turn in split for r in turn] == expected
+        partitions = sum(len(t.partitions) for _, t in ctx.image.topics.iter_items())
+        assert len(split) >= -(-partitions // budget.partitions_scanned), "a turn looked at too many partitions"
+        for turn in split:
+            changes = [r for r in turn if r.HasField("partition_change")]
+            assert len(changes) <= budget.partition_changes
+        # The broker's own record comes last, alone in the last turn's tail: every committed
+        # prefix is a state the cluster can be in (it leads nothing once fenced or gone).
+        kinds = [r.WhichOneof("record") for turn in split for r in turn]
+        assert kinds[-1] == broker_kind and kinds.count(broker_kind) == 1
+
+
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"scan{b.partitions_scanned}-changes{b.partition_changes}")
+def test_a_broker_returning_in_turns_writes_the_one_step_records(budget: TurnBudget) -> None:
+    ctx = cluster()
+    ctx.fence(1)
+    ctx.fence(2)
+    leaderless = [
+        (t.name, pid) for _, t in ctx.image.topics.iter_items() for pid, p in enumerate(t.partitions) if p.leader == -1
+    ]
+    assert len(leaderless) >= 3, "the image has partitions only the returning broker can lead"
+    expected = unfence_records(ctx.image, 1, False)
+    split = turns(unfence_steps(ctx.image, 1, False, budget), ctx.image)
+    assert [r for turn in split for r in turn] == expected
+    assert split[0][0].HasField("unfence_broker"), "unfenced first: the elections need the broker acceptable"
+
+
+def test_complete_refuses_steps_that_yield() -> None:
+    ctx = cluster()
+    with pytest.raises(AssertionError, match="unbounded budget yielded"):
+        complete(fence_steps(ctx.image, 1, False, TurnBudget(1, 1)))
+
+
+# ---- the controller -------------------------------------------------------------------------------
+SMALL_TURNS = ControllerConfig(
+    auto_leader_rebalance_enable=False, scan_partitions_per_turn_max=4, partition_changes_per_batch_max=2
+)
+
+
+def controller_over(ctx: Context, config: ControllerConfig = SMALL_TURNS) -> Controller:
+    return Controller(ctx.image, config=config, ids=CounterIds(100), committed_offset=len(ctx.log) - 1)
+
+
+def commit(controller: Controller, key: int, offset: int) -> list[str]:
+    controller.appended(key, offset)
+    return [c.method for c in controller.on_commit(offset)]
+
+
+def test_unregister_runs_over_turns_holding_writes_and_answers_with_its_last_batch() -> None:
+    ctx = cluster()
+    controller = controller_over(ctx)
+    request = controller_pb2.UnregisterBrokerRequest(broker_id=1, request_id="leave-1")
+    first = controller.handle("UnregisterBroker", request, 1)
+    assert is_working(controller) and not first.done and first.records
+    with pytest.raises(RuntimeError, match="work is under way"):
+        controller.handle("CreateTopics", controller_pb2.CreateTopicsRequest(), 1)
+    assert controller.tick(1) is None, "no timer runs while work is under way"
+    offset = 1000
+    assert commit(controller, first.key, offset) == [], "the first batch answers nobody"
+    records = list(first.records)
+    while is_working(controller):
+        handled = controller.resume()
+        records.extend(handled.records)
+        offset += 1
+        released = commit(controller, handled.key, offset) if handled.records else []
+    assert released == ["UnregisterBroker"], "the answer comes with the last batch"
+    kinds = [r.WhichOneof("record") for r in records]
+    assert kinds[-2:] == ["unregister_broker", "request"]
+    assert records[:-1] == unregister_records(ctx.image, 1, False)
+    assert 1 not in controller.committed_image.brokers
+    # A retry of the same request id is answered from the table, writing nothing.
+    again = controller.handle("UnregisterBroker", request, 2)
+    assert again.done and again.records == ()
+    assert again.response == controller_pb2.UnregisterBrokerResponse()
+
+
+def test_renounce_drops_the_work_under_way() -> None:
+    ctx = cluster()
+    controller = controller_over(ctx)
+    controller.handle(
+        "BrokerHeartbeat",
+        controller_pb2.BrokerHeartbeatRequest(
+            broker_id=1, broker_epoch=ctx.image.brokers[1].epoch, want_shutdown_now=True
+        ),
+        1,
+    )
+    assert is_working(controller)
+    [failed] = controller.renounce()
+    assert not is_working(controller) and controller.image is controller.committed_image
+    assert failed.response.error_code == errors_pb2.NOT_CONTROLLER  # type: ignore[union-attr]
+
+
+def test_a_new_controller_elects_the_partitions_an_interrupted_unfence_left_leaderless() -> None:
+    """An unfence of many partitions is several batches; a leader lost after the first leaves the
+    broker unfenced and partitions it could lead without a leader. Nothing else would elect them:
+    the next controller's leaderless check does, in bounded ticks."""
+    ctx = cluster()
+    ctx.fence(1)
+    fenced = ctx.image
+    steps = unfence_steps(ctx.image, 1, False, TurnBudget(100, 1))
+    first = next(steps)
+    assert first[0].HasField("unfence_broker") and len(first) == 1
+    ctx.replay(first)  # committed; the leader was lost before the elections
+    stuck = [
+        (t.name, pid) for _, t in ctx.image.topics.iter_items() for pid, p in enumerate(t.partitions) if p.leader == -1
+    ]
+    assert stuck and not ctx.image.brokers[1].fenced
+    controller = controller_over(ctx)
+    controller.activate()
+    elected: list[records_pb2.MetadataRecord] = []
+    for now in range(1, 50):
+        handled = controller.tick(now)
+        if handled is not None:
+            assert handled.cause == "leaderless partitions elected"
+            assert len(handled.records) <= SMALL_TURNS.partition_changes_per_batch_max
+            elected.extend(handled.records)
+            commit(controller, handled.key, 1000 + now)
+        if controller.leaderless_pass is None:
+            break
+    assert controller.leaderless_pass is None
+    # The elections the unfence would have made, in the same order.
+    assert elected == unfence_records(fenced, 1, False)[1:]
+    image = controller.committed_image
+    assert all(p.leader != -1 for _, t in image.topics.iter_items() for p in t.partitions if 1 in p.isr)
+
+
+def test_the_quorum_controller_holds_writes_behind_work_and_answers_reads_meanwhile() -> None:
+    def make(records: Sequence[records_pb2.MetadataRecord], offset: int) -> Controller:
+        controller = Controller.from_snapshot(records, offset, config=SMALL_TURNS) if records else None
+        controller = controller or Controller(config=SMALL_TURNS, committed_offset=offset)
+        controller.ids = CounterIds()
+        controller.random = JavaRandom(1)
+        return controller
+
+    core = RaftCore(RaftConfig(node_id=1, voters=(1,), cluster_id="t"), SeededSource(1), 0)
+    qc = QuorumController(core, make([], -1), make)
+    drive(qc, ELECTED_MS)
+    now = ELECTED_MS
+    for broker in (1, 2, 3):
+        qc.submit(now, broker, "RegisterBroker", register(broker))
+        drive(qc, now)
+        epoch = qc.controller.image.brokers[broker].epoch
+        beat = controller_pb2.BrokerHeartbeatRequest(broker_id=broker, broker_epoch=epoch)
+        qc.submit(now, 10 + broker, "BrokerHeartbeat", beat)
+        drive(qc, now)
+    topic = controller_pb2.CreatableTopic(name="t", num_partitions=12, replication_factor=2)
+    qc.submit(now, 20, "CreateTopics", controller_pb2.CreateTopicsRequest(topics=[topic], request_id="t"))
+    drive(qc, now)
+    assert all(a.error is None for a in qc.take_answers())
+
+    t = qc.controller.image.topic_by_name("t")
+    assert t is not None
+    touched = sum(1 for p in t.partitions if 1 in p.isr)
+    qc.submit(now, 30, "UnregisterBroker", controller_pb2.UnregisterBrokerRequest(broker_id=1))
+    assert is_working(qc.controller)
+    later = controller_pb2.CreatableTopic(name="later", num_partitions=1, replication_factor=1)
+    qc.submit(now, 31, "CreateTopics", controller_pb2.CreateTopicsRequest(topics=[later], request_id="later"))
+    qc.submit(now, 32, "DescribeCluster", controller_pb2.DescribeClusterRequest())
+    assert qc.waiting_count == 3
+    assert qc.deadline(1 << 40) == 1 << 40, "the next turn waits for this turn's batch to commit"
+    batches = drive(qc, now)
+    answers = [a.key for a in qc.take_answers()]
+    assert answers.index(32) < answers.index(30) < answers.index(31), answers
+    # The first turn's batch was appended at submit; then one per turn, then the held create.
+    turns_needed = -(-touched // SMALL_TURNS.partition_changes_per_batch_max)
+    assert 1 + batches >= turns_needed + 1 and turns_needed >= 3, "a batch per turn"
+    image = qc.controller.committed_image
+    assert 1 not in image.brokers and image.topic_by_name("later") is not None
+    assert all(1 not in p.isr and p.leader != 1 for p in image.topic_by_name("t").partitions)  # type: ignore[union-attr]
