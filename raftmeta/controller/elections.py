@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from raftmeta.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, is_true
 from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
-from raftmeta.controller.work import UNBOUNDED, Steps, TurnBudget, complete
+from raftmeta.controller.work import UNBOUNDED, Steps, TurnBudget, Visit, complete, partition_pass
 from raftmeta.v1 import records_pb2
 
 Records = list[records_pb2.MetadataRecord]
@@ -38,41 +38,25 @@ def _changes(
     budget: TurnBudget,
     records: Records,
 ) -> Steps:
-    """One pass over every partition, by topic name then partition id, appending to ``records``
-    a change for each one ``touches`` selects. A turn ends when it looked at
-    ``budget.partitions_scanned`` partitions or holds ``budget.partition_changes`` changes: it
-    yields its records and goes on, from where it stopped, on the image it is sent (the one after
-    those records). Returns the image the last turn began with and the last turn's records."""
-    scan_max, changes_max = budget.partitions_scanned, budget.partition_changes
-    scanned = 0
-    for topic_id in [topic.topic_id for topic in image.topics_sorted()]:
-        topic = image.topics[topic_id]
+    """A change for every partition ``touches`` selects, after ``records``, in turns
+    (:func:`~raftmeta.controller.work.partition_pass`)."""
+
+    def visitor(image: MetadataImage, topic: TopicImage) -> Visit:
         election = Election.UNCLEAN if unclean_enabled(image, topic, unclean_default) else Election.ONLINE
-        pid = 0
-        count = len(topic.partitions)
-        while pid < count:
-            if scanned >= scan_max or len(records) >= changes_max:
-                image = yield records
-                records, scanned = [], 0
-                topic = image.topics[topic_id]
-            partitions = topic.partitions
-            stop = min(count, pid + scan_max - scanned)
-            scanned += stop - pid
-            while pid < stop:
-                part = partitions[pid]
-                if touches(part.leader, part.isr):
-                    builder = PartitionChangeBuilder(part, topic_id, pid, is_acceptable, election=election)
-                    if remove_from_isr != NO_LEADER:
-                        builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
-                    record = builder.build()
-                    if record is not None:
-                        records.append(record)
-                        if len(records) >= changes_max:
-                            scanned -= stop - pid - 1  # the partitions after this one were not looked at
-                            pid += 1
-                            break
-                pid += 1
-    return image, records
+        topic_id = topic.topic_id
+
+        def visit(pid: int, part: PartitionRegistration, records: Records) -> None:
+            if touches(part.leader, part.isr):
+                builder = PartitionChangeBuilder(part, topic_id, pid, is_acceptable, election=election)
+                if remove_from_isr != NO_LEADER:
+                    builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
+                record = builder.build()
+                if record is not None:
+                    records.append(record)
+
+        return visit
+
+    return partition_pass(image, visitor, budget, records)
 
 
 def leave_steps(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:

@@ -26,7 +26,15 @@ from raftmeta.controller.names import (
     unify_collision_chars,
 )
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
-from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.controller.result import (
+    DEFAULT_CONFIG,
+    ControllerConfig,
+    ControllerResult,
+    RandomSource,
+    TopicIdSource,
+    Work,
+)
+from raftmeta.controller.work import TurnBudget, Visit, partition_pass, start
 from raftmeta.records.decode import LazyRecords
 from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -635,21 +643,12 @@ def elect_leaders(
 ) -> ControllerResult[controller_pb2.ElectLeadersResponse]:
     """Kafka's electLeaders: PREFERRED moves leadership to the first replica when it is live and
     in sync; UNCLEAN elects any live replica for a partition that has no leader."""
-    del now_ms, ids, random, config
+    del now_ms, ids, random
     unclean = request.election_type == controller_pb2.ELECTION_TYPE_UNCLEAN
     response = controller_pb2.ElectLeadersResponse()
     records: list[records_pb2.MetadataRecord] = []
     if not request.topic_partitions:
-        # Kafka: an election over every partition lists every topic but only the partitions it
-        # acted on. Those that need none are passed over before any answer is built for them: on
-        # a big image nearly all are, and this runs on the node's loop.
-        for topic in image.topics_sorted():
-            topic_result = response.results.add(topic=topic.name)
-            for pid, part in enumerate(topic.partitions):
-                if not _election_needed(part, unclean):
-                    continue
-                _add_election_result(topic_result, pid, _elect_one(image, topic.name, topic, pid, unclean, records))
-        return ControllerResult(tuple(records), response)
+        return start(_elect_everywhere(image, unclean, TurnBudget.of(config)), response)
     wanted = [(tp.topic, list(tp.partitions)) for tp in request.topic_partitions]
     # Each election is built on the same image: a partition named twice would get two records
     # with the same epochs, which replay refuses (found by `raftmeta fuzz`). As in
@@ -666,6 +665,30 @@ def elect_leaders(
             else:
                 error = _elect_one(image, name, named, pid, unclean, records)
             _add_election_result(topic_result, pid, error)
+    return ControllerResult(tuple(records), response)
+
+
+def _elect_everywhere(
+    image: MetadataImage, unclean: bool, budget: TurnBudget
+) -> Work[controller_pb2.ElectLeadersResponse]:
+    """An election over every partition, in turns (work.py). Kafka lists every topic but only the
+    partitions it acted on; those that need no election are passed over with one comparison,
+    before any answer is built for them: on a big image nearly all are."""
+    response = controller_pb2.ElectLeadersResponse()
+    results: dict[bytes, controller_pb2.TopicElectionResult] = {}
+
+    def visitor(image: MetadataImage, topic: TopicImage) -> Visit:
+        topic_result = results.get(topic.topic_id)
+        if topic_result is None:
+            topic_result = results[topic.topic_id] = response.results.add(topic=topic.name)
+
+        def visit(pid: int, part: PartitionRegistration, records: list[records_pb2.MetadataRecord]) -> None:
+            if _election_needed(part, unclean):
+                _add_election_result(topic_result, pid, _elect_one(image, topic.name, topic, pid, unclean, records))
+
+        return visit
+
+    _, records = yield from partition_pass(image, visitor, budget, [])
     return ControllerResult(tuple(records), response)
 
 

@@ -33,19 +33,21 @@ leader fences the broker again when its session runs out, and a client retries U
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from raftmeta.controller.image import MetadataImage
+from raftmeta.controller.image import MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.result import ControllerConfig, ControllerResult, Records, Work
 
 R = TypeVar("R", bound=Message)
 # A part of a handler's work (``yield from``): returns the working image its last turn began
 # with and that turn's records, which the caller extends and returns.
 Steps = Generator[Records, MetadataImage, tuple[MetadataImage, Records]]
+# Looks at one partition (id, state) and appends any record it makes to the turn's records.
+Visit = Callable[[int, PartitionRegistration, Records], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +85,43 @@ def complete(steps: Steps) -> Records:
         records: Records = done.value[1]
         return records
     raise AssertionError("work with an unbounded budget yielded")
+
+
+def partition_pass(
+    image: MetadataImage,
+    visitor: Callable[[MetadataImage, TopicImage], Visit],
+    budget: TurnBudget,
+    records: Records,
+) -> Steps:
+    """One pass over every partition, by topic name then partition id: ``visitor(image, topic)``
+    gives the visit of that topic's partitions, which may append records to the turn's
+    (``records`` to begin with). A turn ends when it looked at ``budget.partitions_scanned``
+    partitions or holds ``budget.partition_changes`` records: it yields them and goes on from
+    the next partition, on the image it is sent (the one after those records), with a fresh visit
+    of the topic. Returns the image the last turn began with and the last turn's records.
+
+    Nothing else may change the image between turns (the controller holds writes): a partition is
+    only changed by the turn that looks at it, so the records are those of one pass in one turn."""
+    scan_max, changes_max = budget.partitions_scanned, budget.partition_changes
+    scanned = 0
+    for topic_id in [topic.topic_id for topic in image.topics_sorted()]:
+        topic = image.topics[topic_id]
+        visit = visitor(image, topic)
+        count = len(topic.partitions)
+        pid = 0
+        while pid < count:
+            if scanned >= scan_max or len(records) >= changes_max:
+                image = yield records
+                records, scanned = [], 0
+                topic = image.topics[topic_id]
+                visit = visitor(image, topic)
+            partitions = topic.partitions
+            stop = min(count, pid + scan_max - scanned)
+            scanned += stop - pid
+            while pid < stop:
+                visit(pid, partitions[pid], records)
+                pid += 1
+                if len(records) >= changes_max:
+                    scanned -= stop - pid  # the partitions after this one were not looked at
+                    break
+    return image, records

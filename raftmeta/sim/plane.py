@@ -278,7 +278,7 @@ class PlaneSimulation(Simulation):
             elif message in ("broker fenced", "broker unfenced", "controller work finished"):
                 # The lifecycle is exercised, not only healthy; brokers leave and return in turns.
                 self._checked(message.replace(" ", "-"))
-                if fields.get("cause") == "broker session expired":
+                if message == "broker fenced" and fields.get("cause") == "broker session expired":
                     self._check_session_fence(node_id, fields["epoch"], fields["broker_id"])
         qc.take_snapshot_due()
         for answer in qc.take_answers():

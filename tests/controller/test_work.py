@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from placement import JavaRandom
-from raftmeta.controller import Controller, ControllerConfig, MetadataImage
+from raftmeta.controller import Controller, ControllerConfig, ControllerResult, MetadataImage
+from raftmeta.controller import topics as topic_handlers
 from raftmeta.controller.elections import (
     fence_records,
     fence_steps,
@@ -107,6 +110,57 @@ def test_a_broker_returning_in_turns_writes_the_one_step_records(budget: TurnBud
     split = turns(unfence_steps(ctx.image, 1, False, budget), ctx.image)
     assert [r for turn in split for r in turn] == expected
     assert split[0][0].HasField("unfence_broker"), "unfenced first: the elections need the broker acceptable"
+
+
+def run_work(result: ControllerResult[Any], image: MetadataImage) -> tuple[list[Records], Any]:
+    """A handler's result driven to its end as the controller does: every turn's records, and
+    the response (the last turn's)."""
+    split = [list(result.records)]
+    work = result.more
+    while work is not None:
+        image = image.replay_all(split[-1])
+        try:
+            split.append(list(work.send(image)))
+        except StopIteration as done:
+            last: ControllerResult[Any] = done.value
+            split.append(list(last.records))
+            return split, last.response
+    return split, result.response
+
+
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"scan{b.partitions_scanned}-changes{b.partition_changes}")
+@pytest.mark.parametrize("election", [controller_pb2.ELECTION_TYPE_PREFERRED, controller_pb2.ELECTION_TYPE_UNCLEAN])
+def test_an_election_over_every_partition_in_turns_writes_and_answers_as_in_one_step(
+    budget: TurnBudget, election: controller_pb2.ElectionType.ValueType
+) -> None:
+    ctx = cluster()
+    # Every other partition led by its second in-sync replica (preferred elections to make),
+    # then broker 5 fenced (leaderless partitions and unavailable preferred leaders).
+    for _, topic in list(ctx.image.topics.iter_items()):
+        for pid, part in enumerate(topic.partitions):
+            if pid % 2 == 0 and len(part.isr) > 1:
+                change = records_pb2.PartitionChangeRecord(
+                    topic_id=topic.topic_id,
+                    partition_id=pid,
+                    leader=part.isr[1],
+                    leader_epoch=part.leader_epoch + 1,
+                    partition_epoch=part.partition_epoch + 1,
+                )
+                ctx.replay([records_pb2.MetadataRecord(partition_change=change)])
+    ctx.fence(5)
+    request = controller_pb2.ElectLeadersRequest(election_type=election)
+    one_step = topic_handlers.elect_leaders(ctx.image, request, 0, ctx.ids, ctx.random, ctx.config)
+    assert one_step.more is None, "the default budget takes this image in one turn"
+    if election == controller_pb2.ELECTION_TYPE_PREFERRED:
+        assert len(one_step.records) >= 5
+    small = replace(ctx.config, scan_partitions_per_turn_max=budget.partitions_scanned)
+    small = replace(small, partition_changes_per_batch_max=budget.partition_changes)
+    split, response = run_work(
+        topic_handlers.elect_leaders(ctx.image, request, 0, ctx.ids, ctx.random, small), ctx.image
+    )
+    assert [r for turn in split for r in turn] == list(one_step.records)
+    assert response == one_step.response
+    assert all(len(turn) <= budget.partition_changes for turn in split)
 
 
 def test_complete_refuses_steps_that_yield() -> None:
