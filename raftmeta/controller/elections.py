@@ -45,14 +45,22 @@ def _changes(
         election = Election.UNCLEAN if unclean_enabled(image, topic, unclean_default) else Election.ONLINE
         topic_id = topic.topic_id
 
-        def visit(pid: int, part: PartitionRegistration, records: Records) -> None:
-            if touches(part.leader, part.isr):
-                builder = PartitionChangeBuilder(part, topic_id, pid, is_acceptable, election=election)
-                if remove_from_isr != NO_LEADER:
-                    builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
-                record = builder.build()
-                if record is not None:
-                    records.append(record)
+        def visit(
+            partitions: tuple[PartitionRegistration, ...], pid: int, stop: int, records: Records, full: int
+        ) -> int:
+            while pid < stop:
+                part = partitions[pid]
+                pid += 1
+                if touches(part.leader, part.isr):
+                    builder = PartitionChangeBuilder(part, topic_id, pid - 1, is_acceptable, election=election)
+                    if remove_from_isr != NO_LEADER:
+                        builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
+                    record = builder.build()
+                    if record is not None:
+                        records.append(record)
+                        if len(records) >= full:
+                            break
+            return pid
 
         return visit
 

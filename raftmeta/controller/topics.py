@@ -682,9 +682,20 @@ def _elect_everywhere(
         if topic_result is None:
             topic_result = results[topic.topic_id] = response.results.add(topic=topic.name)
 
-        def visit(pid: int, part: PartitionRegistration, records: list[records_pb2.MetadataRecord]) -> None:
-            if _election_needed(part, unclean):
-                _add_election_result(topic_result, pid, _elect_one(image, topic.name, topic, pid, unclean, records))
+        def visit(
+            partitions: tuple[PartitionRegistration, ...],
+            pid: int,
+            stop: int,
+            records: list[records_pb2.MetadataRecord],
+            full: int,
+        ) -> int:
+            while pid < stop:
+                if _election_needed(partitions[pid], unclean):
+                    _add_election_result(topic_result, pid, _elect_one(image, topic.name, topic, pid, unclean, records))
+                    if len(records) >= full:
+                        return pid + 1
+                pid += 1
+            return stop
 
         return visit
 

@@ -46,8 +46,11 @@ R = TypeVar("R", bound=Message)
 # A part of a handler's work (``yield from``): returns the working image its last turn began
 # with and that turn's records, which the caller extends and returns.
 Steps = Generator[Records, MetadataImage, tuple[MetadataImage, Records]]
-# Looks at one partition (id, state) and appends any record it makes to the turn's records.
-Visit = Callable[[int, PartitionRegistration, Records], None]
+# Looks at a topic's partitions ``start`` to ``stop`` (its partitions, start, stop, the turn's
+# records, full) in order, appending any record each makes to the turn's records; stops once they
+# are ``full`` long. Returns the partition after the last it looked at. (A range, not a call per
+# partition: on a big image nearly every partition is passed over, at one comparison each.)
+Visit = Callable[[tuple[PartitionRegistration, ...], int, int, Records, int], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +118,7 @@ def partition_pass(
                 records, scanned = [], 0
                 topic = image.topics[topic_id]
                 visit = visitor(image, topic)
-            partitions = topic.partitions
-            stop = min(count, pid + scan_max - scanned)
-            scanned += stop - pid
-            while pid < stop:
-                visit(pid, partitions[pid], records)
-                pid += 1
-                if len(records) >= changes_max:
-                    scanned -= stop - pid  # the partitions after this one were not looked at
-                    break
+            end = visit(topic.partitions, pid, min(count, pid + scan_max - scanned), records, changes_max)
+            scanned += end - pid
+            pid = end
     return image, records
