@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Histogram, disable_created_metr
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from raftmeta.controller.image import NO_LEADER, MetadataImage
+from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.quorum import QuorumController
 from raftmeta.metrics import catalog
 from raftmeta.metrics.grpc import GrpcMetrics
@@ -93,22 +93,65 @@ class ImageHealth:
 
 
 def image_health(image: MetadataImage) -> ImageHealth:
-    """Broker and partition health of one image: a walk over every partition (cached per image by
-    :class:`NodeCollector`, since images are immutable values)."""
+    """Broker and partition health of one image: a walk over every partition (the reference;
+    :class:`HealthCache` gives the same without walking unchanged topics)."""
     brokers = list(image.brokers.values())
     fenced = sum(1 for b in brokers if b.fenced)
     offline = imbalanced = under = 0
     topics = 0
     for _, topic in image.topics.iter_items():
         topics += 1
-        for p in topic.partitions:
-            if p.leader == NO_LEADER:
-                offline += 1
-            elif p.leader != p.replicas[0]:
-                imbalanced += 1
-            if len(p.isr) < len(p.replicas):
-                under += 1
+        o, i, u = _partition_counts(topic.partitions)
+        offline, imbalanced, under = offline + o, imbalanced + i, under + u
     return ImageHealth(fenced, len(brokers) - fenced, topics, image.partition_count, offline, imbalanced, under)
+
+
+class HealthCache:
+    """:func:`image_health` without walking every partition of every image: a topic's counts are
+    kept while its image is the same object (images are persistent values: a batch replaces only
+    the topics it changes), so a scrape of an image that changed costs a look at every topic and
+    a walk over the partitions of the topics that changed. ``tests/metrics`` holds it equal to
+    :func:`image_health`."""
+
+    def __init__(self) -> None:
+        # topic id -> (the topic's image, offline, imbalanced, under-replicated)
+        self._topics: dict[bytes, tuple[TopicImage, int, int, int]] = {}
+        self._image: MetadataImage | None = None
+        self._health: ImageHealth | None = None
+
+    def health(self, image: MetadataImage) -> ImageHealth:
+        if image is self._image and self._health is not None:
+            return self._health
+        kept = self._topics
+        topics: dict[bytes, tuple[TopicImage, int, int, int]] = {}
+        offline = imbalanced = under = 0
+        for topic_id, topic in image.topics.iter_items():
+            counts = kept.get(topic_id)
+            if counts is None or counts[0] is not topic:
+                counts = (topic, *_partition_counts(topic.partitions))
+            topics[topic_id] = counts
+            offline += counts[1]
+            imbalanced += counts[2]
+            under += counts[3]
+        fenced = sum(1 for b in image.brokers.values() if b.fenced)
+        health = ImageHealth(
+            fenced, len(image.brokers) - fenced, len(topics), image.partition_count, offline, imbalanced, under
+        )
+        self._topics, self._image, self._health = topics, image, health
+        return health
+
+
+def _partition_counts(partitions: Iterable[PartitionRegistration]) -> tuple[int, int, int]:
+    """(offline, imbalanced, under-replicated) partitions."""
+    offline = imbalanced = under = 0
+    for p in partitions:
+        if p.leader == NO_LEADER:
+            offline += 1
+        elif p.leader != p.replicas[0]:
+            imbalanced += 1
+        if len(p.isr) < len(p.replicas):
+            under += 1
+    return offline, imbalanced, under
 
 
 def raft_view(qc: QuorumController) -> RaftView:
@@ -144,14 +187,7 @@ class NodeCollector(Collector):
     def __init__(self, stats: NodeStats, view: Callable[[], RaftView | None]) -> None:
         self._stats = stats
         self._view = view
-        self._health_of: MetadataImage | None = None
-        self._health: ImageHealth | None = None
-
-    def _image_health(self, image: MetadataImage) -> ImageHealth:
-        if image is not self._health_of or self._health is None:
-            self._health = image_health(image)
-            self._health_of = image
-        return self._health
+        self._health = HealthCache()
 
     def _read_view(self) -> RaftView | None:
         """The view, read on the exposition thread while the node task may be changing what it
@@ -203,7 +239,7 @@ class NodeCollector(Collector):
             _gauge("raftmeta_controller_last_applied_record_lag_records",
                    max(0, view.high_watermark - 1 - view.applied_offset)),
         )  # fmt: skip
-        health = self._image_health(view.image)
+        health = self._health.health(view.image)
         yield from (
             _gauge("raftmeta_controller_fenced_broker_count", health.fenced_brokers),
             _gauge("raftmeta_controller_active_broker_count", health.active_brokers),

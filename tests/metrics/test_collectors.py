@@ -3,12 +3,17 @@ gauges show the view they are given, and the latency bookkeeping counts what it 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftmeta.controller import MetadataImage
+from raftmeta.controller.image import PartitionRegistration
 from raftmeta.metrics import catalog
-from raftmeta.metrics.node import ROLES, NodeMetrics, RaftView, image_health
+from raftmeta.metrics import node as node_metrics
+from raftmeta.metrics.node import ROLES, HealthCache, NodeMetrics, RaftView, image_health
 from raftmeta.v1 import records_pb2
 
 T1 = (1).to_bytes(16, "big")
@@ -86,6 +91,41 @@ def test_image_health_counts_brokers_and_partitions() -> None:
     assert (health.fenced_brokers, health.active_brokers) == (1, 3)
     assert (health.topics, health.partitions) == (2, 4)
     assert (health.offline, health.imbalanced, health.under_replicated) == (1, 1, 2)
+
+
+def test_the_health_cache_equals_the_walk_and_walks_only_changed_topics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Image after image (a topic changed, one added, one removed, a broker fenced), the cached
+    health equals the reference walk, and only the topics whose image changed are walked again."""
+    walked: list[int] = []
+    counts = node_metrics._partition_counts
+
+    def counting(partitions: Sequence[PartitionRegistration]) -> tuple[int, int, int]:
+        walked.append(len(partitions))
+        return counts(partitions)
+
+    cache = HealthCache()
+    image = sample_image()
+    assert cache.health(image) == image_health(image)
+    monkeypatch.setattr(node_metrics, "_partition_counts", counting)
+    assert cache.health(image) is cache.health(image) and walked == [], "the same image: nothing walked"
+    change = records_pb2.PartitionChangeRecord(topic_id=T1, partition_id=2, leader=4, leader_epoch=1, partition_epoch=1)
+    steps = [
+        [records_pb2.MetadataRecord(partition_change=change)],  # a's offline partition gets a leader
+        [
+            records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name="c", topic_id=(3).to_bytes(16, "big"))),
+            partition((3).to_bytes(16, "big"), 0, [2, 1], [1], 1),
+        ],
+        [records_pb2.MetadataRecord(remove_topic=records_pb2.RemoveTopicRecord(topic_id=T2))],
+        [records_pb2.MetadataRecord(fence_broker=records_pb2.FenceBrokerRecord(broker_id=1, broker_epoch=1))],
+    ]
+    expected_walks = [[3], [1], [], []]  # partitions walked: a's three, then c's one
+    for records, walks in zip(steps, expected_walks, strict=True):
+        image = image.replay_all(records)
+        expected = image_health(image)
+        walked.clear()
+        assert cache.health(image) == expected
+        assert walked == walks
+    assert cache.health(image).topics == 2
 
 
 def test_every_catalogued_metric_is_exposed_with_its_labels() -> None:
