@@ -34,7 +34,7 @@ leader fences the broker again when its session runs out, and a client retries U
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -77,7 +77,7 @@ def start(work: Work[R], response: R) -> ControllerResult[R]:
     except StopIteration as done:
         result: ControllerResult[R] = done.value
         return result
-    return replace(ControllerResult(tuple(records), response), more=work)
+    return ControllerResult(tuple(records), response, more=work)
 
 
 def complete(steps: Steps) -> Records:

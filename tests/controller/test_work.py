@@ -23,7 +23,9 @@ from raftmeta.controller.elections import (
     unregister_records,
     unregister_steps,
 )
+from raftmeta.controller.errors import ControllerFailedError
 from raftmeta.controller.quorum import QuorumController
+from raftmeta.controller.result import Work
 from raftmeta.controller.work import TurnBudget, complete
 from raftmeta.raft import RaftConfig, RaftCore
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -262,7 +264,10 @@ def test_a_new_controller_elects_the_partitions_an_interrupted_unfence_left_lead
     assert all(p.leader != -1 for _, t in image.topics.iter_items() for p in t.partitions if 1 in p.isr)
 
 
-def test_the_quorum_controller_holds_writes_behind_work_and_answers_reads_meanwhile() -> None:
+def quorum_with_a_topic() -> QuorumController:
+    """A single-voter QuorumController with small turns, three unfenced brokers and topic t
+    (12 partitions, RF 2), every answer taken."""
+
     def make(records: Sequence[records_pb2.MetadataRecord], offset: int) -> Controller:
         controller = Controller.from_snapshot(records, offset, config=SMALL_TURNS) if records else None
         controller = controller or Controller(config=SMALL_TURNS, committed_offset=offset)
@@ -285,7 +290,12 @@ def test_the_quorum_controller_holds_writes_behind_work_and_answers_reads_meanwh
     qc.submit(now, 20, "CreateTopics", controller_pb2.CreateTopicsRequest(topics=[topic], request_id="t"))
     drive(qc, now)
     assert all(a.error is None for a in qc.take_answers())
+    return qc
 
+
+def test_the_quorum_controller_holds_writes_behind_work_and_answers_reads_meanwhile() -> None:
+    qc = quorum_with_a_topic()
+    now = ELECTED_MS
     t = qc.controller.image.topic_by_name("t")
     assert t is not None
     touched = sum(1 for p in t.partitions if 1 in p.isr)
@@ -305,3 +315,30 @@ def test_the_quorum_controller_holds_writes_behind_work_and_answers_reads_meanwh
     image = qc.controller.committed_image
     assert 1 not in image.brokers and image.topic_by_name("later") is not None
     assert all(1 not in p.isr and p.leader != 1 for p in image.topic_by_name("t").partitions)  # type: ignore[union-attr]
+
+
+def test_a_turn_that_fails_answers_internal_and_the_held_writes_go_on() -> None:
+    """A bug in a later turn must not end the node task (nor stop the controller for good): the
+    request is answered INTERNAL, the work is dropped, and the writes held behind it are handled."""
+    qc = quorum_with_a_topic()
+    now = ELECTED_MS
+    qc.submit(now, 30, "UnregisterBroker", controller_pb2.UnregisterBrokerRequest(broker_id=1))
+    assert is_working(qc.controller)
+    work = qc.controller._work
+    assert work is not None
+
+    def broken() -> Work[Any]:
+        yield []
+        raise ValueError("a bug in the second turn")
+
+    steps = broken()
+    next(steps)  # as if its first turn ran: the next turn raises
+    qc.controller._work = replace(work, steps=steps)
+    later = controller_pb2.CreatableTopic(name="later", num_partitions=1, replication_factor=1)
+    qc.submit(now, 31, "CreateTopics", controller_pb2.CreateTopicsRequest(topics=[later], request_id="later"))
+    drive(qc, now)
+    answers = {a.key: a for a in qc.take_answers()}
+    assert isinstance(answers[30].error, ControllerFailedError) and "a bug in the second turn" in str(answers[30].error)
+    assert answers[31].error is None and not is_working(qc.controller)
+    assert qc.controller.committed_image.topic_by_name("later") is not None
+    assert any(event == "controller work failed" for event, _ in qc.take_events())
