@@ -507,7 +507,7 @@ class Controller:
         """KRaft's periodic ``maybeBalancePartitionLeaders``. Kafka schedules a round one interval
         after a write leaves a partition imbalanced; raftmeta checks once per interval (a pass
         over the image, not a cost per record), which bounds the wait the same way. A pass looks
-        at no more than ``scan_partitions_per_turn_max`` partitions a tick and goes on
+        at no more than ``tick_scan_partitions_max`` partitions a tick and goes on
         10 ms later, so no tick holds the node's loop in proportion to the image."""
         config = self.config
         if not config.auto_leader_rebalance_enable:
@@ -524,7 +524,7 @@ class Controller:
             self.balance_pass,
             preferred_rule(image),
             config.max_elections_per_imbalance,
-            config.scan_partitions_per_turn_max,
+            config.tick_scan_partitions_max,
         )
         # Kafka reschedules at once (10 ms) when a round hit its limit; so does a pass that
         # looked at as many partitions as one tick may.
@@ -537,7 +537,7 @@ class Controller:
 
     def _elect_leaderless(self) -> Handled | None:
         """The leaderless check a new controller makes (elections.leaderless_rule): a pass over
-        the image, at most ``scan_partitions_per_turn_max`` partitions a tick."""
+        the image, at most ``tick_scan_partitions_max`` partitions a tick."""
         scan = self.leaderless_pass
         if scan is None:
             return None
@@ -548,7 +548,7 @@ class Controller:
             scan,
             leaderless_rule(image, config.unclean_leader_election_enable),
             config.partition_changes_per_batch_max,
-            config.scan_partitions_per_turn_max,
+            config.tick_scan_partitions_max,
         )
         if not more:
             self.leaderless_pass = None

@@ -75,10 +75,14 @@ class ControllerConfig:
     leader_imbalance_check_interval_ms: int = 300_000  # leader.imbalance.check.interval.seconds x 1000
     # Kafka's maxElectionsPerImbalance: a round elects at most this many; the next runs at once.
     max_elections_per_imbalance: int = 1000
-    # Partitions one turn of a pass over the whole image looks at, at most (raftmeta's own bound):
-    # the imbalance check, a broker leaving or returning. A pass over a big image is spread over
-    # turns of the node's loop instead of holding it for a time in proportion to the image.
+    # Partitions one turn of work over the whole image looks at, at most (raftmeta's own bound;
+    # controller/work.py): a broker leaving or returning, an election over every partition. Such a
+    # pass is spread over turns of the node's loop, the next once the last one's batch commits,
+    # instead of holding the loop for a time in proportion to the image.
     scan_partitions_per_turn_max: int = 100_000
+    # Partitions one tick of a timer's pass over the image looks at, at most (the imbalance check,
+    # the leaderless check): the pass goes on at the next tick, between requests.
+    tick_scan_partitions_max: int = 100_000
     # Partition changes one turn of such a pass writes, at most: they are one log batch, which
     # every node applies in one turn (Kafka's MAX_RECORDS_PER_BATCH is 10,000).
     partition_changes_per_batch_max: int = 5_000
@@ -96,6 +100,7 @@ class ControllerConfig:
             "leader_imbalance_check_interval_ms",
             "max_elections_per_imbalance",
             "scan_partitions_per_turn_max",
+            "tick_scan_partitions_max",
             "partition_changes_per_batch_max",
             "max_request_partition_size_limit",
         ):

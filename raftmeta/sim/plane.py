@@ -74,7 +74,10 @@ ISR_CHECK_INTERVAL_MS = 500
 # The node driver's controller timer (ServerConfig.tick_interval_ms): broker sessions, rebalancing.
 CONTROLLER_TICK_MS = 250
 LEADER_IMBALANCE_CHECK_MS = 2_000
-# A turn of a pass over the image (ControllerConfig): the image has tens of partitions here.
+# A turn of work over the image (ControllerConfig), small enough that a broker leaving or
+# returning takes several turns here. The passes the controller's timer makes keep the default
+# bound: they go on one tick (250 ms) at a time, and at 8 partitions a tick a run with ~2,000
+# partitions needed longer than the liveness budget to rebalance (seed 5013).
 SCAN_PARTITIONS_PER_TURN = 8
 PARTITION_CHANGES_PER_BATCH = 3
 # Per proposal tick before the heal: the chance that a broker fails; it stays down for up to

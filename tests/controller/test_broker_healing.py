@@ -322,11 +322,11 @@ def test_auto_rebalance_rounds_are_bounded_and_rescheduled_at_once() -> None:
 
 
 def test_an_imbalance_pass_is_spread_over_ticks_of_bounded_scans() -> None:
-    """A tick looks at no more than scan_partitions_per_turn_max partitions; the pass goes
+    """A tick looks at no more than tick_scan_partitions_max partitions; the pass goes
     on 10 ms later from where it stopped, over the topics there were when it began, and elects
     what it finds in name then partition order. A topic deleted mid-pass is passed over."""
     config = ControllerConfig(
-        leader_imbalance_check_interval_ms=1_000, scan_partitions_per_turn_max=3, session_timeout_ms=60_000
+        leader_imbalance_check_interval_ms=1_000, tick_scan_partitions_max=3, session_timeout_ms=60_000
     )
     ctx = Context(config)
     ctx.add_brokers([1, 2])

@@ -173,7 +173,10 @@ def test_complete_refuses_steps_that_yield() -> None:
 
 # ---- the controller -------------------------------------------------------------------------------
 SMALL_TURNS = ControllerConfig(
-    auto_leader_rebalance_enable=False, scan_partitions_per_turn_max=4, partition_changes_per_batch_max=2
+    auto_leader_rebalance_enable=False,
+    scan_partitions_per_turn_max=4,
+    tick_scan_partitions_max=4,
+    partition_changes_per_batch_max=2,
 )
 
 
