@@ -564,7 +564,7 @@ class QuorumController:
         if handled.records:
             self._work_batches += 1
             self._work_records += len(handled.records)
-            self._note_changes(before, handled.cause, handled.records)
+            self._note_changes(before, handled.cause, handled.records, partitions=False)
             self._stage(now_ms, handled.key, handled.records)
         if not self.controller.working:
             self._events.append(
@@ -618,12 +618,17 @@ class QuorumController:
         )
         self._voter_changes[entry.next_offset - 1] = (key, method)
 
-    def _note_changes(self, image: MetadataImage, cause: str, records: Sequence[records_pb2.MetadataRecord]) -> None:
-        """Broker and partition changes as info lines (fencing, ISR changes, elections)."""
+    def _note_changes(
+        self, image: MetadataImage, cause: str, records: Sequence[records_pb2.MetadataRecord], partitions: bool = True
+    ) -> None:
+        """Broker and partition changes as info lines (fencing, ISR changes, elections). Without
+        ``partitions``, only the broker lines: work over many turns lists its first turn's
+        partitions, and its 'controller work finished' line counts the rest."""
         if cause in LOGGED_METHODS or cause in TIMER_CAUSES:
             epoch = self.core.epoch
             for message, fields in describe_changes(image, cause, records):
-                self._events.append((message, {**fields, "epoch": epoch}))
+                if partitions or message.startswith("broker"):
+                    self._events.append((message, {**fields, "epoch": epoch}))
 
     def _answer_reads(self) -> None:
         """Answer the confirmed reads whose index the controller's committed image has reached."""

@@ -302,6 +302,7 @@ def test_the_quorum_controller_holds_writes_behind_work_and_answers_reads_meanwh
     t = qc.controller.image.topic_by_name("t")
     assert t is not None
     touched = sum(1 for p in t.partitions if 1 in p.isr)
+    qc.take_events()
     qc.submit(now, 30, "UnregisterBroker", controller_pb2.UnregisterBrokerRequest(broker_id=1))
     assert is_working(qc.controller)
     later = controller_pb2.CreatableTopic(name="later", num_partitions=1, replication_factor=1)
@@ -317,6 +318,14 @@ def test_the_quorum_controller_holds_writes_behind_work_and_answers_reads_meanwh
     assert batches >= turns_needed >= 3, "a batch per turn"
     image = qc.controller.committed_image
     assert 1 not in image.brokers and image.topic_by_name("later") is not None
+    # Log lines: the first turn's partitions, the broker's own line, then one line for the work.
+    events = qc.take_events()
+    partition_lines = [e for e, _ in events if e.startswith("partition")]
+    assert 0 < len(partition_lines) <= SMALL_TURNS.partition_changes_per_batch_max
+    assert [e for e, _ in events if e.startswith("broker")] == ["broker unregistered"]
+    [finished] = [fields for e, fields in events if e == "controller work finished"]
+    assert finished["cause"] == "UnregisterBroker" and finished["batches"] == turns_needed
+    assert finished["records"] == touched + 1  # a change per partition, then the unregistration
     assert all(1 not in p.isr and p.leader != 1 for p in image.topic_by_name("t").partitions)  # type: ignore[union-attr]
 
 
