@@ -476,9 +476,11 @@ class Controller:
 
     # ---- time -----------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> Handled | None:
-        """The controller's timers, one batch per call (or None): fence every unfenced broker
-        whose session has expired; else, when due, elect preferred leaders where they are
-        available (``auto_leader_rebalance_enable``)."""
+        """The controller's timers, one batch per call (or None): fence the unfenced brokers whose
+        session has expired (one per batch: work over several turns when there are several);
+        else, after activation, the leaderless check; else, when due, elect preferred leaders
+        where they are available (``auto_leader_rebalance_enable``). Nothing while work is under
+        way."""
         if self._work is not None:
             return None
         fencing = self._fence_stale(now_ms)

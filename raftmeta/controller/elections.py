@@ -124,11 +124,6 @@ def unfence_steps(image: MetadataImage, broker_id: int, unclean_default: bool, b
     return (yield from _changes(image, touches, acceptable, NO_LEADER, unclean_default, budget, records))
 
 
-def leave_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> Records:
-    """Every record of :func:`leave_steps` at once."""
-    return complete(leave_steps(image, broker_id, unclean_default, UNBOUNDED))
-
-
 def fence_records(image: MetadataImage, broker_id: int, unclean_default: bool) -> Records:
     """Every record of :func:`fence_steps` at once."""
     return complete(fence_steps(image, broker_id, unclean_default, UNBOUNDED))

@@ -148,6 +148,7 @@ class QuorumControllerConfig:
 
 
 def _is_read(method: str, request: Message) -> bool:
+    """Whether a request is a read (answered after a read-index round; never held behind work)."""
     spec = METHODS.get(method)
     return spec is not None and not spec.mutating and isinstance(request, spec.request_type)
 
@@ -226,7 +227,7 @@ class QuorumController:
     def deadline(self, core_deadline: int) -> int:
         """When the driver must come back without input: the core's deadline, the open batch's
         linger, or now when the controller's work can take its next turn, if sooner."""
-        if self.controller.working and self.is_leader and not self._in_flight():
+        if self._work_runnable():
             return min(core_deadline, self._now_ms)  # the next turn of the work under way
         if self._open_keys:
             return min(core_deadline, self._open_since + LINGER_MS)
@@ -323,7 +324,7 @@ class QuorumController:
         self._now_ms = now_ms
         if self._open_keys:
             self._maybe_propose_open_batch(now_ms)
-        if self.controller.working and self.is_leader and not self._in_flight():
+        if self._work_runnable():
             self._resume_work(now_ms)
         return self.core.poll(now_ms)
 
@@ -504,8 +505,7 @@ class QuorumController:
         if method in VOTER_CHANGE_RESPONSES:
             self._change_voters(now_ms, key, method, request)
             return
-        spec = METHODS.get(method)
-        if spec is not None and not spec.mutating and isinstance(request, spec.request_type):
+        if _is_read(method, request):
             # A read: answered after a read-index round (the request itself cannot fail validation
             # later: reads are answered from the committed image like this, only later).
             self._reads[self.core.read_index(now_ms)] = (key, method, request)
@@ -538,6 +538,11 @@ class QuorumController:
         if handled.records:
             self._note_changes(before, method, handled.records)
             self._stage(now_ms, handled.key, handled.records)
+
+    def _work_runnable(self) -> bool:
+        """The controller's work under way can take its next turn: this node leads and the last
+        turn's batch has committed."""
+        return self.controller.working and self.is_leader and not self._in_flight()
 
     def _resume_work(self, now_ms: int) -> None:
         """The next turn of the controller's work under way (its previous batch has committed);
