@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from raftmeta.controller import image_to_records
 from raftmeta.controller.image import PartitionRegistration
 from raftmeta.controller.snapshot import SnapshotEncoder
-from raftmeta.controller.topics import delete_topics
+from raftmeta.controller.topics import _new_partitions, delete_topics
 from raftmeta.records.wire import (
     PACKED_CACHE_MAX,
     PartitionEncoder,
@@ -247,3 +247,29 @@ def test_a_snapshot_stream_read_halfway_keeps_the_previous_cache() -> None:
     stream.close()
     assert encoder._topics == before
     assert encoder.records(ctx.image) == [r.SerializeToString() for r in image_to_records(ctx.image)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    replicas=st.lists(st.lists(st.integers(0, 200), min_size=1, max_size=4, unique=True), min_size=1, max_size=20),
+    fenced=st.sets(st.integers(0, 200), max_size=3),
+    first=st.integers(0, 20_000),
+)
+def test_a_creates_tails_make_the_records_protobuf_makes(
+    replicas: list[list[int]], fenced: set[int], first: int
+) -> None:
+    """The create path: states and their tails from the table of new partitions (every broker
+    live, or some fenced), joined into records, against protobuf's encoding of the same states;
+    the table gives a replica list the same state and tail in a later create."""
+    live = None if not fenced else {b for partition in replicas for b in partition} - fenced
+    replicas = [p for p in replicas if live is None or not live.isdisjoint(p)] or [[0]]
+    live = live if live is None or not live.isdisjoint(replicas[0]) else None
+    parts, tails = _new_partitions(replicas, live)
+    topic_id = b"\x05" * 16
+    encoded = PartitionEncoder().records(topic_id, first, tails)
+    assert encoded == [protobuf_bytes(topic_id, first + i, part) for i, part in enumerate(parts)]
+    assert tails == [PartitionEncoder().tail(part) for part in parts]
+    again, again_tails = _new_partitions(replicas, live)
+    if live is None:
+        assert all(a is b for a, b in zip(again, parts, strict=True))
+    assert again_tails == tails

@@ -121,7 +121,7 @@ def test_encode_rejects_empty_and_negative() -> None:
         codec.encode_batch(-1, 0, [b"x"], 0)
 
 
-def _framing_outcome(check: object, data: bytes, header: codec.BatchHeader) -> object:
+def _framing_outcome(check: object, data: bytes | memoryview, header: codec.BatchHeader) -> object:
     try:
         result = check(data, header)  # type: ignore[operator]
     except CorruptBatchError as exc:
@@ -139,9 +139,10 @@ def _framing_outcome(check: object, data: bytes, header: codec.BatchHeader) -> o
 def test_check_records_agrees_with_split_records(
     records: list[bytes], count_delta: int, cut: int, flip_at: int, flip_to: int
 ) -> None:
-    """check_records is split_records' rule without the copies: the same count on a sound batch,
-    the same error (message, position, offset) on damaged framing -- a forged record count, a
-    body cut short or grown, a length prefix changed."""
+    """split_records (from bytes and from a memoryview) and check_records, which check the framing
+    once after their loop, agree with the rule checked record by record: the same records or
+    count on a sound batch, the same error (message, position, offset) on damaged framing -- a
+    forged record count, a body cut short or grown, a length prefix changed."""
     data = bytearray(codec.encode_batch(7, 1, records, 0))
     header = codec.check_batch(bytes(data))
     forged = codec.BatchHeader(
@@ -156,6 +157,33 @@ def test_check_records_agrees_with_split_records(
         data[body] = flip_to
     data.extend(bytes(cut % 7))
     for hdr in (header, forged):
-        assert _framing_outcome(codec.check_records, bytes(data), hdr) == _framing_outcome(
-            codec.split_records, bytes(data), hdr
+        reference = _framing_outcome(_split_checking_each_record, bytes(data), hdr)
+        assert _framing_outcome(codec.split_records, bytes(data), hdr) == reference
+        assert _framing_outcome(codec.split_records, memoryview(bytes(data)), hdr) == reference
+        assert _framing_outcome(codec.check_records, bytes(data), hdr) == reference
+
+
+def _split_checking_each_record(data: bytes, header: codec.BatchHeader) -> list[bytes]:
+    """The framing rule written the plain way, each record checked as it is read: the codec
+    checks once after its loop instead, and must agree with this on every batch."""
+    pos = codec.HEADER_SIZE
+    end = header.size_bytes
+    out = []
+    for _ in range(header.record_count):
+        if pos + 4 > end:
+            raise CorruptBatchError(
+                "record length prefix runs past the batch", position=0, base_offset=header.base_offset
+            )
+        (length,) = codec.RECORD_LENGTH.unpack_from(data, pos)
+        pos += 4
+        if pos + length > end:
+            raise CorruptBatchError("record runs past the batch", position=0, base_offset=header.base_offset)
+        out.append(data[pos : pos + length])
+        pos += length
+    if pos != end:
+        raise CorruptBatchError(
+            f"{end - pos} trailing bytes after {header.record_count} records",
+            position=0,
+            base_offset=header.base_offset,
         )
+    return out
