@@ -14,6 +14,8 @@ from raftmeta.controller import (
     image_from_records,
     image_to_records,
 )
+from raftmeta.controller.delta import _tally
+from raftmeta.controller.image import PartitionRegistration
 from raftmeta.controller.pmap import PMap
 from raftmeta.controller.topics import create_partitions, delete_topics, elect_leaders
 from raftmeta.v1 import controller_pb2, records_pb2
@@ -386,3 +388,37 @@ def test_a_failed_builder_can_never_build() -> None:
         builder.build()
     with pytest.raises(RuntimeError, match="single use"):
         builder.replay(BASE[0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    orders=st.lists(
+        st.tuples(st.permutations(range(6)).map(lambda p: tuple(p[:3])), st.sampled_from([0, 1, 2, -1])),
+        min_size=1,
+        max_size=80,
+    ),
+    count=st.integers(17, 300),
+    shared=st.booleans(),
+)
+def test_a_topics_load_is_counted_the_same_however_its_states_are_shared(
+    orders: list[tuple[tuple[int, ...], int]], count: int, shared: bool
+) -> None:
+    """The load counters of a topic's partitions (delta._tally): counted per distinct state when
+    the partitions share a few state objects, one by one when they share none -- the same counts
+    as a plain loop over the partitions either way."""
+
+    def state(replicas: tuple[int, ...], pick: int) -> PartitionRegistration:
+        leader = NO_LEADER if pick < 0 else replicas[pick]
+        return PartitionRegistration(replicas, replicas, leader, 0, 0, (), ())
+
+    made = [state(*orders[i % len(orders)]) for i in range(len(orders))]
+    partitions = [made[i % len(made)] if shared else state(*orders[i % len(orders)]) for i in range(count)]
+    counts, leaders = {7: 1}, {7: 1}  # what the image counted before
+    _tally(partitions, counts, leaders)
+    expected_counts, expected_leaders = {7: 1}, {7: 1}
+    for part in partitions:
+        for broker in part.replicas:
+            expected_counts[broker] = expected_counts.get(broker, 0) + 1
+        if part.leader != NO_LEADER:
+            expected_leaders[part.leader] = expected_leaders.get(part.leader, 0) + 1
+    assert (counts, leaders) == (expected_counts, expected_leaders)
