@@ -6,7 +6,8 @@ import ctypes
 import gc
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # How far the committed log may grow between freezes while no snapshot is taken (each snapshot
@@ -31,6 +32,23 @@ def freeze_heap(log: Any, why: str) -> None:
     gc.collect(1)
     gc.freeze()
     log.info("heap frozen", reason=why, ms=round((time.perf_counter() - started) * 1000, 2))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector off while a whole image is built (from a snapshot on start, or one
+    received from the leader): its collections would walk the image being built again and again,
+    though the build makes no cyclic garbage. In one process, building the image of 1M partitions
+    on 100 brokers from a snapshot took 2.5-2.8 s with it off against 3.1-3.7 s with it on. The
+    node freezes the heap right after the build (:class:`HeapFreezer`), so the image never meets
+    the collector; a collector that was off before stays off."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _malloc_trim() -> Callable[[int], int] | None:

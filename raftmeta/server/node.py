@@ -44,7 +44,7 @@ from raftmeta.server.addresses import AddressBook
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.disk import open_disk
 from raftmeta.server.group_commit import GroupCommit
-from raftmeta.server.heap import HeapFreezer
+from raftmeta.server.heap import HeapFreezer, collector_paused
 from raftmeta.server.inbox import AdminInput, Flushed, Inbox, Input, LeaderGone, RaftInput, SnapshotTaken, Tick
 from raftmeta.server.peers import grpc_peers, is_request
 from raftmeta.server.probe import LeaderProbe
@@ -320,7 +320,8 @@ class Node:
         if ready.install_snapshot is not None:
             image = ready.install_snapshot
             records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
-            self.qc.install_snapshot(LazyRecords(records), image.end_offset)
+            with collector_paused():
+                self.qc.install_snapshot(LazyRecords(records), image.end_offset)
             self._stats.snapshot_size_bytes = len(image.data)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
             self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed", release=True)

@@ -21,6 +21,7 @@ from raftmeta.raft.voters import Endpoint, VoterNode, VoterSet
 from raftmeta.records.decode import LazyRecords
 from raftmeta.server.addresses import CONTROLLER_LISTENER
 from raftmeta.server.config import NodeConfig
+from raftmeta.server.heap import collector_paused
 from raftmeta.server.seams import DurableState
 from raftmeta.v1 import records_pb2
 
@@ -108,7 +109,8 @@ def recover_quorum_controller(
     # it again: 6.7 s of a 17 s restart at 3M partitions.
     make = controller_factory(config)
     records = LazyRecords(durable.snapshot_records)  # parsed one at a time as the image is built
-    controller = make(records, start_offset - 1)
+    with collector_paused():
+        controller = make(records, start_offset - 1)
     core = RaftCore(
         raft_config(config, durable.directory_id),
         rng,

@@ -82,3 +82,21 @@ def test_malloc_trim_is_found_on_glibc() -> None:
     assert (found is not None) == (platform.libc_ver()[0] == "glibc")
     if found is not None:
         found(0)  # returns whether memory was released: either is fine
+
+
+def test_the_collector_is_paused_while_an_image_is_built_and_restored_after() -> None:
+    """collector_paused: off inside (also when the build raises), as it was before after."""
+    assert gc.isenabled()
+    with heap.collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), heap.collector_paused():
+        raise RuntimeError("a snapshot that does not replay")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with heap.collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # off before: stays off
+    finally:
+        gc.enable()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,6 +29,7 @@ def test_a_follower_whose_image_takes_long_to_build_still_follows_its_leader(
     leader starts following it, where it used to find its fetch timeout passed at its first poll
     and give up on the leader (prospective) until the leader's next BeginQuorumEpoch."""
     clock = [1_000_000]
+    collector_on: list[bool] = []
     monkeypatch.setattr(recover, "now_ms", lambda: clock[0])
     real_factory = recover.controller_factory
 
@@ -36,6 +38,7 @@ def test_a_follower_whose_image_takes_long_to_build_still_follows_its_leader(
 
         def slow_make(records: Sequence[records_pb2.MetadataRecord], offset: int) -> Controller:
             clock[0] += 5 * FETCH_TIMEOUT_MS  # the image of a big snapshot
+            collector_on.append(gc.isenabled())
             return make(records, offset)
 
         return slow_make
@@ -61,5 +64,7 @@ def test_a_follower_whose_image_takes_long_to_build_still_follows_its_leader(
     )
     qc = recover.recover_quorum_controller(config, durable, recover.SystemRandom(), structlog.get_logger())
     assert clock[0] == 1_000_000 + 5 * FETCH_TIMEOUT_MS  # the image was built
+    assert collector_on == [False]  # with the cyclic collector off (raftmeta/server/heap.py)
+    assert gc.isenabled()
     qc.poll(clock[0])
     assert (qc.core.role, qc.core.epoch, qc.core.leader_id) == (Role.FOLLOWER, 3, 2)
