@@ -11,6 +11,7 @@ nothing for that topic. Records come in a fixed order per topic: TopicRecord, it
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Hashable, Sequence, Set
 from typing import TypeVar
 
@@ -585,8 +586,8 @@ def describe_topics(
         names = sorted({name for name in request.topics if name >= cursor_name})
     else:
         # Each topic answered takes at least one partition from the limit (only the cursor's own
-        # may take none), so the first limit + 2 names are all a page can reach: no full sort.
-        names = heapq.nsmallest(remaining + 2, (name for name in image.topic_ids if name >= cursor_name))
+        # may take none), so the first limit + 2 names are all a page can reach.
+        names = _PAGE_NAMES.first(image, cursor_name, remaining + 2)
     for name in names:
         if remaining == 0:
             # Kafka: the cursor points at the start of the next topic, which need not exist then.
@@ -610,6 +611,33 @@ def describe_topics(
             break
         remaining -= max(0, end - start)
     return ControllerResult((), response)
+
+
+class _PageNames:
+    """The first names from a cursor on, for a page of every topic. A read of every topic pages
+    through an image that seldom changes between its pages, so the names of the image that
+    served the last page are sorted once it serves a second one, and each page after that is a
+    bisection: picking a page's names from all of them cost ~2 ms a page with 10,000 topics
+    (5,001 pages for 10M partitions). A page of an image not seen before picks them the way
+    that needs no sort (``heapq.nsmallest``), so reads between every create cost no more than
+    they did. Either way the names are the same; one entry, so the cache never grows."""
+
+    def __init__(self) -> None:
+        self._topic_ids: object = None  # the image's name index that served the last page
+        self._sorted: list[str] | None = None
+
+    def first(self, image: MetadataImage, cursor: str, count: int) -> list[str]:
+        topic_ids = image.topic_ids
+        if topic_ids is not self._topic_ids:
+            self._topic_ids, self._sorted = topic_ids, None
+            return heapq.nsmallest(count, (name for name in topic_ids if name >= cursor))
+        if self._sorted is None:
+            self._sorted = sorted(topic_ids)
+        start = bisect_left(self._sorted, cursor)
+        return self._sorted[start : start + count]
+
+
+_PAGE_NAMES = _PageNames()
 
 
 def _describe_topic(described: controller_pb2.TopicDescription, topic: TopicImage, start: int, end: int) -> None:

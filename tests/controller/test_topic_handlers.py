@@ -472,3 +472,31 @@ def test_describe_refuses_a_malformed_page_request(
 ) -> None:
     with pytest.raises(RequestError, match=message):
         kafka_case.call(describe_topics, controller_pb2.DescribeTopicsRequest(**request_fields))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("create_between_pages", [False, True])
+def test_every_topic_read_page_by_page_names_each_topic_once_in_order(create_between_pages: bool) -> None:
+    """Pages of every topic (names only): each page's names are picked without a sort from an
+    image not seen before and by bisection from the sorted names of the image of the last page
+    (topics._PageNames) -- the same names in the same order either way, also when topics are
+    created between pages (one at the cursor or after it is read, one before it is not)."""
+    ctx = Context()
+    ctx.add_brokers([0, 1, 2])
+    expected = {f"t{i:02d}" for i in range(0, 40, 2)}
+    for name in sorted(expected):
+        ctx.create_ok(name, 1, 1)
+    seen: list[str] = []
+    described, cursor = page(ctx, [], 3, names_only=True)
+    seen.extend(name for name, _, _ in described)
+    step = 0
+    while cursor is not None:
+        step += 1
+        if create_between_pages and step % 2:
+            name = f"t{(step * 7) % 40 + 1:02d}"  # odd: between the even names
+            if name not in expected and ctx.image.topic_by_name(name) is None:
+                ctx.create_ok(name, 1, 1)
+                if name >= cursor[0]:
+                    expected.add(name)
+        described, cursor = page(ctx, [], 3, cursor, names_only=True)
+        seen.extend(name for name, _, _ in described)
+    assert seen == sorted(expected)
