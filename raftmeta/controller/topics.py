@@ -15,6 +15,8 @@ from bisect import bisect_left
 from collections.abc import Hashable, Sequence, Set
 from typing import TypeVar
 
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
 from raftmeta.controller.delta import SHARED_STATES_MAX, NewTopic
@@ -604,7 +606,10 @@ def describe_topics(
             continue
         start = first_partition if name == cursor_name else 0
         end = min(len(topic.partitions), start + remaining)
-        _describe_topic(response.topics.add(), topic, start, end)
+        if start == 0 and end == len(topic.partitions):
+            _DESCRIPTIONS.add_whole(response.topics, topic)
+        else:
+            _describe_topic(response.topics.add(), topic, start, end)
         if end < len(topic.partitions):
             response.next_cursor.topic_name = name
             response.next_cursor.partition_index = end
@@ -638,6 +643,44 @@ class _PageNames:
 
 
 _PAGE_NAMES = _PageNames()
+
+
+class _Descriptions:
+    """Whole topics' descriptions, serialized, by topic value. A topic's description is a
+    function of its immutable ``TopicImage`` value alone (name, id, configs, partitions: any
+    change makes a new value), and describing one field by field costs ~2 us a partition -- 2 ms
+    for a 1000-partition topic -- where reading its serialized description back costs 0.05 ms.
+    Clients describe the same topics again and again (metadata refreshes, the broker fleet), so
+    a described topic's bytes are kept until ``max_bytes`` of newer ones push them out, oldest
+    first. An entry holds its topic value, so no other value can take its id while it is kept."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._by_id: dict[int, tuple[TopicImage, bytes]] = {}
+
+    def add_whole(
+        self, topics: RepeatedCompositeFieldContainer[controller_pb2.TopicDescription], topic: TopicImage
+    ) -> None:
+        """Append ``topic``'s whole description to ``topics`` (a response's repeated field)."""
+        entry = self._by_id.get(id(topic))
+        if entry is not None and entry[0] is topic:
+            topics.add().MergeFromString(entry[1])
+            return
+        described = topics.add()
+        _describe_topic(described, topic, 0, len(topic.partitions))
+        encoded = described.SerializeToString()
+        if len(encoded) > self._max_bytes:
+            return
+        by_id = self._by_id
+        while by_id and self._bytes + len(encoded) > self._max_bytes:
+            self._bytes -= len(by_id.pop(next(iter(by_id)))[1])
+        by_id[id(topic)] = (topic, encoded)
+        self._bytes += len(encoded)
+
+
+# ~1,000 descriptions of 1000-partition topics (~17 KB each).
+_DESCRIPTIONS = _Descriptions(max_bytes=16 << 20)
 
 
 def _describe_topic(described: controller_pb2.TopicDescription, topic: TopicImage, start: int, end: int) -> None:

@@ -6,7 +6,14 @@ import pytest
 
 from placement.rng import JavaRandom
 from raftmeta.controller import NO_LEADER, ControllerConfig, RequestError
-from raftmeta.controller.topics import create_partitions, delete_topics, describe_topics, elect_leaders
+from raftmeta.controller.topics import (
+    _describe_topic,
+    _Descriptions,
+    create_partitions,
+    delete_topics,
+    describe_topics,
+    elect_leaders,
+)
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 from tests.controller.helpers import Context, CounterIds
 
@@ -500,3 +507,56 @@ def test_every_topic_read_page_by_page_names_each_topic_once_in_order(create_bet
         described, cursor = page(ctx, [], 3, cursor, names_only=True)
         seen.extend(name for name, _, _ in described)
     assert seen == sorted(expected)
+
+
+def _described_fresh(ctx: Context, name: str) -> bytes:
+    """A whole topic's description built field by field, bypassing the kept descriptions."""
+    topic = ctx.image.topic_by_name(name)
+    assert topic is not None
+    response = controller_pb2.DescribeTopicsResponse()
+    _describe_topic(response.topics.add(), topic, 0, len(topic.partitions))
+    return response.SerializeToString()
+
+
+def test_a_kept_description_is_the_topic_as_it_is_now(ctx: Context) -> None:
+    """Describing a topic again answers from its kept description (topics._Descriptions), which
+    is the description built field by field; once the topic changes -- partitions added -- the
+    answer follows the new value."""
+    request = controller_pb2.DescribeTopicsRequest(topics=["t"])
+    first = ctx.call(describe_topics, request).response.SerializeToString()
+    assert ctx.call(describe_topics, request).response.SerializeToString() == first == _described_fresh(ctx, "t")
+    assert grow(ctx, "t", 3) == ("NONE", "")
+    grown = ctx.call(describe_topics, request).response
+    assert [p.partition for p in grown.topics[0].partitions] == [0, 1, 2]
+    assert grown.SerializeToString() == _described_fresh(ctx, "t") != first
+
+
+def test_kept_descriptions_stay_within_their_bytes_oldest_out_first() -> None:
+    ctx = Context()
+    ctx.add_brokers([1, 2, 3])
+    for name in ("a", "b", "c"):
+        ctx.create_ok(name, 4, 2)
+    topics = [ctx.image.topic_by_name(name) for name in ("a", "b", "c")]
+    fresh = []
+    for topic in topics:
+        assert topic is not None
+        described = controller_pb2.TopicDescription()
+        _describe_topic(described, topic, 0, len(topic.partitions))
+        fresh.append(described)
+    size = max(len(d.SerializeToString()) for d in fresh)
+    kept = _Descriptions(max_bytes=2 * size)
+    response = controller_pb2.DescribeTopicsResponse()
+    for topic in topics:
+        assert topic is not None
+        kept.add_whole(response.topics, topic)
+    assert list(response.topics) == fresh
+    assert [t for t, _ in kept._by_id.values()] == topics[1:]  # "a", the oldest, went first
+    assert kept._bytes <= 2 * size
+    for topic in topics[1:]:
+        assert topic is not None
+        kept.add_whole(response.topics, topic)  # from the kept bytes
+    assert list(response.topics)[3:] == fresh[1:]
+    tiny = _Descriptions(max_bytes=10)  # no description fits: none is kept, each is still answered
+    assert topics[0] is not None
+    tiny.add_whole(response.topics, topics[0])
+    assert tiny._by_id == {} and response.topics[-1] == fresh[0]
