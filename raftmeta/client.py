@@ -47,7 +47,7 @@ from raftmeta.logs import get_logger
 from raftmeta.rpc_errors import POLICY_VIOLATION, parse_error_metadata
 from raftmeta.tls import TlsConfig, material, open_channel
 from raftmeta.topic_pages import describe_every_page
-from raftmeta.v1 import controller_pb2, controller_pb2_grpc
+from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
@@ -65,6 +65,19 @@ MUTATING_METHODS = frozenset(
         "UnregisterBroker",
     }
 )
+
+
+# Voter changes (KIP-853) have no request id, so a retry of one that went through is refused:
+# these answers to a retry mean "already so", which the earlier attempt may have made.
+_ALREADY_DONE = {
+    "AddRaftVoter": errors_pb2.DUPLICATE_VOTER,
+    "RemoveRaftVoter": errors_pb2.VOTER_NOT_FOUND,
+}
+
+
+def _already_done(method: str, response: Any) -> bool:
+    refusal = _ALREADY_DONE.get(method)
+    return refusal is not None and getattr(response, "error_code", errors_pb2.NONE) == refusal
 
 
 def with_new_request_id(request: M) -> M:
@@ -114,7 +127,8 @@ class OutcomeUnknownError(ClientError):
     may not have been applied. Retrying with the same request id resolves it."""
 
     def __init__(self, method: str, code: grpc.StatusCode, message: str, request_id: str) -> None:
-        super().__init__(method, code, f"{message} (outcome unknown; request_id={request_id})")
+        named = f"request_id={request_id}" if request_id else "a voter change carries no request id"
+        super().__init__(method, code, f"{message} (outcome unknown; {named})")
         self.request_id = request_id
 
 
@@ -341,6 +355,16 @@ class ControllerClient:
                 continue
             self.last_attempts.append((target, "OK"))
             self._current = index  # stick to the node that answered
+            if maybe_reached and _already_done(method, response):
+                # A voter change carries no request id: an earlier attempt of this very call may
+                # have made the change this retry is refused for, so its outcome is unknown.
+                raise OutcomeUnknownError(
+                    method,
+                    grpc.StatusCode.OK,
+                    f"{errors_pb2.ErrorCode.Name(response.error_code)} after an earlier attempt may have reached "
+                    "the quorum: that attempt may have made the change; DescribeQuorum shows the voters",
+                    "",
+                )
             return response
 
     def _move_off(self, index: int) -> int:

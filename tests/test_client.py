@@ -40,6 +40,7 @@ class FakeNode(controller_pb2_grpc.ControllerServiceServicer):
         self.mode = mode
         self.request_ids: list[str] = []
         self.applied: dict[str, bytes] = {}
+        self.voter_adds = 0
 
     async def CreateTopics(
         self,
@@ -58,6 +59,20 @@ class FakeNode(controller_pb2_grpc.ControllerServiceServicer):
         return controller_pb2.CreateTopicsResponse(
             topics=[controller_pb2.CreatableTopicResult(name=t.name, topic_id=topic_id) for t in request.topics]
         )
+
+    async def AddRaftVoter(
+        self,
+        request: controller_pb2.AddRaftVoterRequest,
+        context: grpc.aio.ServicerContext[controller_pb2.AddRaftVoterRequest, controller_pb2.AddRaftVoterResponse],
+    ) -> controller_pb2.AddRaftVoterResponse:
+        """Applies the first attempt (then hangs in "slow-first"); a later one is refused as the
+        leader refuses a voter already in the set."""
+        self.voter_adds += 1
+        if self.voter_adds > 1 or self.mode == "already-voter":
+            return controller_pb2.AddRaftVoterResponse(error_code=errors_pb2.DUPLICATE_VOTER)
+        if self.mode == "slow-first":
+            await asyncio.sleep(2)
+        return controller_pb2.AddRaftVoterResponse()
 
     async def DescribeQuorum(
         self,
@@ -261,3 +276,24 @@ def test_a_write_no_node_received_says_so_and_names_every_address() -> None:
     message = str(caught.value)
     assert "127.0.0.1:1: UNAVAILABLE" in message and "nosuchhost.invalid:9092: UNAVAILABLE" in message
     assert "no attempt reached a node, so nothing was applied" in message
+
+
+@pytest.mark.asyncio
+async def test_a_voter_change_refused_on_its_retry_has_an_unknown_outcome(start_node) -> None:  # type: ignore[no-untyped-def]
+    """A voter change has no request id: when an attempt that may have reached the quorum is
+    followed by a retry refused as DUPLICATE_VOTER, the first attempt may have added the voter,
+    so the call's outcome is unknown -- not a refusal (the chaos checker found such a "refused"
+    add committed). The same answer to a first attempt is the plain refusal."""
+    address, node = await start_node("slow-first")
+    request = controller_pb2.AddRaftVoterRequest(voter_id=4, voter_directory_id=bytes(range(16)))
+    async with ControllerClient([address], retry=FAST) as client:
+        with pytest.raises(OutcomeUnknownError) as info:
+            await client.add_raft_voter(request)
+    assert [status for _, status in client.last_attempts] == ["DEADLINE_EXCEEDED", "OK"]
+    assert node.voter_adds == 2
+    assert info.value.request_id == ""
+    assert "DUPLICATE_VOTER" in str(info.value) and "outcome unknown" in str(info.value)
+    address, _ = await start_node("already-voter")
+    async with ControllerClient([address], retry=FAST) as client:
+        refused = await client.add_raft_voter(request)
+    assert refused.error_code == errors_pb2.DUPLICATE_VOTER

@@ -104,6 +104,12 @@ def connect(bootstrap_server: str, timeout: float, tls: TlsConfig | None = None)
     try:
         yield client
     except OutcomeUnknownError as exc:
+        if not exc.request_id:  # a voter change: nothing to repeat it by
+            raise CheckFailed(
+                f"{exc}. `raftmeta quorum status` shows the voters as they are now.",
+                code="OUTCOME_UNKNOWN",
+                details=_error_details(exc),
+            ) from exc
         raise CheckFailed(
             f"{exc}. The request may or may not have been applied: run the same command again with "
             f"--request-id {exc.request_id} to learn its outcome (the quorum answers a repeated request id "
