@@ -360,7 +360,7 @@ class ControllerClient:
                 # have made the change this retry is refused for, so its outcome is unknown.
                 raise OutcomeUnknownError(
                     method,
-                    grpc.StatusCode.OK,
+                    grpc.StatusCode.UNKNOWN,  # the answer is a refusal, the call's outcome is not known
                     f"{errors_pb2.ErrorCode.Name(response.error_code)} after an earlier attempt may have reached "
                     "the quorum: that attempt may have made the change; DescribeQuorum shows the voters",
                     "",

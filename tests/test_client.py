@@ -292,6 +292,7 @@ async def test_a_voter_change_refused_on_its_retry_has_an_unknown_outcome(start_
     assert [status for _, status in client.last_attempts] == ["DEADLINE_EXCEEDED", "OK"]
     assert node.voter_adds == 2
     assert info.value.request_id == ""
+    assert info.value.code == grpc.StatusCode.UNKNOWN
     assert "DUPLICATE_VOTER" in str(info.value) and "outcome unknown" in str(info.value)
     address, _ = await start_node("already-voter")
     async with ControllerClient([address], retry=FAST) as client:
