@@ -428,6 +428,10 @@ class QuorumController:
         self._own.clear()
         self._last_snapshot_records = len(records)
 
+    def on_snapshot_installed(self, now_ms: int, image: SnapshotImage) -> None:
+        """The driver finished ``install_snapshot`` at ``now_ms`` (see RaftCore.on_snapshot_installed)."""
+        self.core.on_snapshot_installed(now_ms, image)
+
     def defer_committed(self, now_ms: int, entries: Sequence[Entry]) -> None:
         """Hold committed batches for a later ``apply_committed`` (a follower replays after its
         next Fetch has left); a Ready that changes the role or the image applies them first."""

@@ -16,13 +16,15 @@ The driver contract (persist -> fsync -> send -> apply -> advance)
 -------------------------------------------------------------------
 One task owns a :class:`RaftCore`. On every input -- ``step(now_ms, envelope)``,
 ``propose(now_ms, records)``, ``on_log_flushed(...)``, ``on_snapshot_created(...)``,
+``on_snapshot_installed(...)``,
 ``transfer_leadership``/``resign``, or a timer -- it calls ``deadline = core.poll(now_ms)``
 and ``ready = core.take_ready()``, then performs the Ready in this order:
 
 1. ``quorum_state``: write it atomically and fsync (temp file, fsync, rename, fsync dir)
    before anything below -- the messages may carry a vote or an epoch that relies on it.
 2. ``install_snapshot``: write and fsync the snapshot, replace the log by an empty log that
-   starts at its end offset, reload the state machine from it.
+   starts at its end offset, reload the state machine from it, then call
+   ``on_snapshot_installed(now_ms, image)`` (the fetch timer restarts after the load).
 3. ``truncate_to`` then ``append``: write the batches byte for byte (no fsync needed yet).
 4. ``messages``: send each envelope to ``destination``. A response carries the correlation id
    of its request: complete the pending RPC with that id. A request of ours gets a fresh id;

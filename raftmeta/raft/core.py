@@ -2,7 +2,8 @@
 
 Inputs: :meth:`step` (an inbound message), :meth:`propose` (a client batch), :meth:`poll`
 (timers), :meth:`on_log_flushed` (the driver's fsync finished), :meth:`on_snapshot_created`
-(the state machine wrote a snapshot), :meth:`transfer_leadership` / :meth:`resign`.
+(the state machine wrote a snapshot), :meth:`on_snapshot_installed` (the driver loaded a fetched
+one), :meth:`transfer_leadership` / :meth:`resign`.
 Output: :meth:`take_ready` (a :class:`~raftmeta.raft.ready.Ready`), and ``poll`` returns the
 absolute time (ms) at which the core next needs attention.
 
@@ -396,6 +397,20 @@ class RaftCore:
         if oldest.end_offset > self.log.start_offset:
             self.log.trim_prefix(oldest.end_offset, oldest.epoch)
             self.voter_history.trim_prefix(oldest.end_offset)
+
+    def on_snapshot_installed(self, now_ms: int, image: SnapshotImage) -> None:
+        """The driver performed the Ready's ``install_snapshot``: wrote it and rebuilt its state
+        machine from it. The fetch timer restarts now. The last chunk's answer restarted it when
+        it arrived, but loading a big image takes the driver seconds (ten million partitions:
+        ~23 s) -- longer than the fetch timeout, and the wait was this node's own work, not the
+        leader's silence. Without the restart the follower would give up on a live leader as
+        soon as it polls, and, prospective, ignore the leader's Fetch answers until the next
+        BeginQuorumEpoch. (Kafka loads a fetched snapshot off its Raft thread, so its timer
+        never sees the load.) Only delays a real failure's detection by the load's length."""
+        state, latest = self.state, self.snapshot
+        if isinstance(state, FollowerState) and latest is not None and latest.end_offset == image.end_offset:
+            restarted = now_ms + self.config.fetch_timeout_ms + state.fetch_jitter_ms
+            state.fetch_deadline_ms = max(state.fetch_deadline_ms, restarted)
 
     # -- voter changes (KIP-853) -------------------------------------------------------------------
     def add_voter(self, now_ms: int, voter: VoterNode) -> Entry:

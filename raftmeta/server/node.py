@@ -322,6 +322,7 @@ class Node:
             records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
             with collector_paused():
                 self.qc.install_snapshot(LazyRecords(records), image.end_offset)
+            self.qc.on_snapshot_installed(now_ms(), image)
             self._stats.snapshot_size_bytes = len(image.data)
             self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
             self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed", release=True)

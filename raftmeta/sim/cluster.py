@@ -396,6 +396,7 @@ class Simulation:
             node.applied = [e.data for e in checker.on_commit_snapshot(node_id, image.data)]
             node.applied_offset = image.end_offset
             self._on_install(node, image)
+            core.on_snapshot_installed(node.clock(self.now), image)
             self.result.snapshots_installed += 1
             self._trace(f"n{node_id} install snapshot end={image.end_offset}")
         if ready.truncate_to is not None:

@@ -507,6 +507,40 @@ def test_a_follower_behind_the_log_start_catches_up_from_a_snapshot() -> None:
     assert follower.high_watermark == core.high_watermark == end + 1
 
 
+@pytest.mark.parametrize("reported", [True, False])
+def test_a_long_snapshot_load_does_not_cost_the_follower_its_leader(reported: bool) -> None:
+    """Loading a fetched snapshot (the driver's image build) may outlast the fetch timeout: ten
+    million partitions take ~23 s. The load is the follower's own work, not the leader's silence,
+    so the fetch timer restarts when the driver reports it done (``on_snapshot_installed``); the
+    follower that polls afterwards still follows its leader. Unreported, it gives up on it."""
+    net = Net([1, 2, 3], snapshot_chunk_bytes=64)
+    leader = net.elect()
+    net.advance(100)
+    lagging = next(n for n in net.cores if n != leader)
+    net.isolate(lagging)
+    for i in range(20):
+        net.cores[leader].propose(net.now, [b"s%d" % i])
+        net.advance(20)
+    core = net.cores[leader]
+    entries = core.log.entries()
+    image = SnapshotImage(core.high_watermark, entries[-1].epoch, b"".join(e.data for e in entries))
+    core.on_snapshot_created(net.now, image)
+    net.heal()
+    follower = net.cores[lagging]
+    while not (installed := [r.install_snapshot for r in net.readies[lagging] if r.install_snapshot is not None]):
+        net.advance(1)
+        assert net.now < 10_000, "the follower never installed the snapshot"
+    assert (follower.role, follower.leader_id) == (Role.FOLLOWER, leader)
+    loaded = net.now + 5 * follower.config.fetch_timeout_ms  # the driver's image build
+    if reported:
+        follower.on_snapshot_installed(loaded, installed[0])
+    follower.poll(loaded)
+    if reported:
+        assert follower.role is Role.FOLLOWER and follower.leader_id == leader
+    else:
+        assert follower.role is Role.PROSPECTIVE
+
+
 # -- observers (KIP-595) ---------------------------------------------------------------------------------
 def test_observers_replicate_but_never_vote_or_count() -> None:
     net = Net([1, 2, 3], observers=[4])
