@@ -13,12 +13,12 @@ topic is unchanged (see the class).
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Generator, Iterable
 
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics, encoded_partitions
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, TOPIC_RESOURCE, MetadataImage, TopicImage
+from raftmeta.records.codec import FramedRecords
 from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import records_pb2
 
@@ -43,56 +43,66 @@ class SnapshotEncoder:
     created since and unchanged has its PartitionRecords as its creation committed them
     (``EncodedTopics``, raftmeta/controller/encoded.py).
 
-    The price is memory, so the cache holds each topic's partition records as one byte string and
-    where each record ends (~40 bytes a partition, where a bytes object per record took ~80), and
-    :meth:`stream` yields the records one by one as the snapshot is written, so no list of every
-    record of the image is ever built. One encoder serves one snapshot at a time (the node takes
-    them one after another).
+    The price is memory, so the cache holds each topic's partition records as one byte string,
+    framed as a batch body holds them, and where each record ends (~44 bytes a partition, where a
+    bytes object per record took ~80). :meth:`stream` yields a topic's partition records as that
+    one piece (:class:`~raftmeta.records.codec.FramedRecords`), which the snapshot's writer puts
+    into its batches as it is: no Python step per record (it was ~0.23 us a record, every
+    snapshot), and no list of every record of the image is ever built. One encoder serves one
+    snapshot at a time (the node takes them one after another).
     """
 
     def __init__(self) -> None:
-        # id(topic) -> (topic, its TopicRecord and ConfigRecords, its PartitionRecords joined,
-        # where each of those ends); holding the topic keeps its id unique.
-        self._topics: dict[int, tuple[TopicImage, list[bytes], bytes, array[int]]] = {}
+        # id(topic) -> (topic, its TopicRecord and ConfigRecords, its PartitionRecords framed);
+        # holding the topic keeps its id unique.
+        self._topics: dict[int, tuple[TopicImage, list[bytes], FramedRecords]] = {}
         self._partitions = PartitionEncoder()
 
     def records(self, image: MetadataImage, created: EncodedTopics | None = None) -> list[bytes]:
-        return list(self.stream(image, created))
+        """The records of :meth:`stream`, one by one."""
+        out: list[bytes] = []
+        for item in self.stream(image, created):
+            if isinstance(item, FramedRecords):
+                out.extend(item.records())
+            else:
+                out.append(item)
+        return out
 
-    def stream(self, image: MetadataImage, created: EncodedTopics | None = None) -> Generator[bytes, None, None]:
-        """The records of ``image``, serialized, in ``image_to_records``'s order; ``created``
-        holds the encodings of topics created since the last snapshot. The cache is replaced
-        only when the stream was read to its end."""
+    def stream(
+        self, image: MetadataImage, created: EncodedTopics | None = None
+    ) -> Generator[bytes | FramedRecords, None, None]:
+        """The records of ``image``, serialized, in ``image_to_records``'s order; each topic's
+        partition records come as one framed piece. ``created`` holds the encodings of topics
+        created since the last snapshot. The cache is replaced only when the stream was read to
+        its end."""
         for record in _cluster_records(image):
             yield record.SerializeToString()
         previous = self._topics
-        cache: dict[int, tuple[TopicImage, list[bytes], bytes, array[int]]] = {}
+        cache: dict[int, tuple[TopicImage, list[bytes], FramedRecords]] = {}
         for topic in image.topics_sorted():
             key = id(topic)
             hit = previous.get(key)
             if hit is None or hit[0] is not topic:
                 hit = self._encode_topic(topic, created)
             cache[key] = hit
-            _, head, joined, ends = hit
+            _, head, framed = hit
             yield from head
-            start = 0
-            for end in ends:
-                yield joined[start:end]
-                start = end
+            if framed.record_count:
+                yield framed
         for record in _request_records(image):
             yield record.SerializeToString()
         self._topics = cache
 
     def _encode_topic(
         self, topic: TopicImage, created: EncodedTopics | None
-    ) -> tuple[TopicImage, list[bytes], bytes, array[int]]:
+    ) -> tuple[TopicImage, list[bytes], FramedRecords]:
         """``_topic_records(topic)`` serialized; the partitions straight to wire format, or as
         their creation encoded them."""
         head = [r.SerializeToString() for r in _topic_records(topic, with_partitions=False)]
         known = created.get(topic) if created is not None else None
         if known is None:
             known = encoded_partitions(topic, self._partitions.new_records(topic.topic_id, 0, topic.partitions))
-        return topic, head, known.joined, known.ends
+        return topic, head, known.framed
 
 
 def _cluster_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:

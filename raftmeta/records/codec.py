@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import google_crc32c
 
@@ -134,21 +134,105 @@ def encode_batch(
     """Frame ``records`` (serialized MetadataRecords) as one batch."""
     if not records:
         raise ValueError("a batch holds at least one record")
+    return encode_framed_batch(
+        base_offset, epoch, frame_records(records), len(records), append_timestamp_ms, control=control
+    )
+
+
+def frame_records(records: Sequence[bytes]) -> bytes:
+    """``records`` as a batch's body holds them: each after its length (``RECORD_LENGTH``)."""
+    # Length prefixes and records interleaved by slice assignment, the prefixes from a table
+    # through C-level maps: a batch holds up to thousands of records (a create, a snapshot), and
+    # this is ~0.05 us a record where two appends per record took three times as long.
+    parts: list[bytes] = [b""] * (2 * len(records))
+    parts[::2] = map(_LENGTH_PREFIXES.__getitem__, map(len, records))
+    parts[1::2] = records
+    return b"".join(parts)
+
+
+class _LengthPrefixes(dict[int, bytes]):
+    """Record length -> its packed ``RECORD_LENGTH`` prefix, the common lengths kept."""
+
+    def __missing__(self, length: int) -> bytes:
+        prefix = _pack_length(length)
+        if length < 4096:
+            self[length] = prefix
+        return prefix
+
+
+_LENGTH_PREFIXES = _LengthPrefixes()
+
+
+def encode_framed_batch(
+    base_offset: int,
+    epoch: int,
+    body: bytes,
+    record_count: int,
+    append_timestamp_ms: int,
+    *,
+    control: bool = False,
+) -> bytes:
+    """One batch of ``record_count`` records already framed as ``body`` (:func:`frame_records`,
+    or pieces of such bodies joined)."""
+    if record_count < 1:
+        raise ValueError("a batch holds at least one record")
     if base_offset < 0 or epoch < 0:
         raise ValueError(f"base_offset and epoch must be >= 0, got {base_offset}, {epoch}")
-    # Length prefixes and records interleaved by slice assignment: a third less time than two
-    # appends per record (a batch holds up to thousands of records: a create, a snapshot).
-    parts: list[bytes] = [b""] * (2 * len(records))
-    parts[::2] = [_pack_length(len(record)) for record in records]
-    parts[1::2] = records
-    body = b"".join(parts)
     attributes = ATTR_CONTROL if control else 0
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(body)
     if batch_length + LOG_OVERHEAD > BATCH_BYTES_MAX:
         raise ValueError(f"batch of {batch_length} bytes exceeds BATCH_BYTES_MAX={BATCH_BYTES_MAX}")
-    tail = struct.pack(">hiq", attributes, len(records), append_timestamp_ms) + body
+    tail = struct.pack(">hiq", attributes, record_count, append_timestamp_ms) + body
     crc = google_crc32c.value(tail)
     return struct.pack(">qiibI", base_offset, batch_length, epoch, MAGIC, crc) + tail
+
+
+class FramedRecords(NamedTuple):
+    """``record_count`` records framed as a batch body holds them (:func:`frame_records`): a run of
+    records that goes into a batch as one piece."""
+
+    body: bytes
+    record_count: int
+
+    @classmethod
+    def of(cls, records: Sequence[bytes]) -> FramedRecords:
+        return cls(frame_records(records), len(records))
+
+    def records(self) -> list[bytes]:
+        """The records, unframed."""
+        return [bytes(record) for record, _ in self._walk()]
+
+    def pieces(self, max_bytes: int) -> Iterator[FramedRecords]:
+        """The run cut between records into pieces of at most ``max_bytes`` (a record longer than
+        that is a piece by itself); the run itself when it fits."""
+        if len(self.body) <= max_bytes:
+            yield self
+            return
+        start = count = previous = 0
+        for _, end in self._walk():
+            if count and end - start > max_bytes:
+                yield FramedRecords(self.body[start:previous], count)
+                start, count = previous, 0
+            count += 1
+            previous = end
+        yield FramedRecords(self.body[start:], count)
+
+    def _walk(self) -> Iterator[tuple[memoryview, int]]:
+        """Each record and where its framing ends in ``body``."""
+        view = memoryview(self.body)
+        unpack = RECORD_LENGTH.unpack_from
+        position = 0
+        for _ in range(self.record_count):
+            start = position + RECORD_LENGTH.size
+            try:
+                position = start + unpack(view, position)[0]
+            except struct.error:
+                position = -1
+            if not 0 <= position <= len(view):
+                break
+            yield view[start:position], position
+        if position != len(view):
+            raise ValueError(f"framed records: {self.record_count} records end at byte {position} of {len(view)}")
 
 
 def decode_header(buf: bytes | memoryview, position: int = 0) -> BatchHeader:

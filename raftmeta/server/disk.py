@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from raftmeta.raft import Entry, QuorumStateData, SnapshotImage
+from raftmeta.records.codec import FramedRecords
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.seams import DurableState
 from raftmeta.storage.datadir import NodeStorage
@@ -214,7 +215,7 @@ class DiskWriter:
         self,
         end_offset: int,
         epoch: int,
-        records: Callable[[], Iterable[bytes]],
+        records: Callable[[], Iterable[bytes | FramedRecords]],
         timestamp_ms: int,
         *,
         voters: records_pb2.VotersRecord | None = None,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from raftmeta.raft import Entry, Envelope, QuorumStateData, SnapshotImage
+from raftmeta.records.codec import FramedRecords
 from raftmeta.v1 import records_pb2
 
 
@@ -73,7 +74,7 @@ class Disk(Protocol):
         self,
         end_offset: int,
         epoch: int,
-        records: Callable[[], Iterable[bytes]],
+        records: Callable[[], Iterable[bytes | FramedRecords]],
         timestamp_ms: int,
         *,
         voters: records_pb2.VotersRecord | None = None,

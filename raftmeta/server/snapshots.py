@@ -13,6 +13,7 @@ from raftmeta.controller.quorum import SnapshotDue
 from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.metrics.node import NodeMetrics
 from raftmeta.raft import SnapshotImage
+from raftmeta.records.codec import FramedRecords
 from raftmeta.server.inbox import Input, SnapshotTaken
 from raftmeta.server.seams import Disk
 from raftmeta.v1 import records_pb2
@@ -40,7 +41,7 @@ class SnapshotWriter:
         encoder = self._encoder
         image, created = due.image, due.created
 
-        def records() -> Iterator[bytes]:
+        def records() -> Iterator[bytes | FramedRecords]:
             # On the snapshot thread: images are immutable values, so reading this one while the
             # node task builds the next ones is safe (``created`` is read by lookups only).
             return encoder.stream(image, created)
@@ -51,7 +52,7 @@ class SnapshotWriter:
         self,
         end_offset: int,
         epoch: int,
-        records: Callable[[], Iterable[bytes]],
+        records: Callable[[], Iterable[bytes | FramedRecords]],
         voters: records_pb2.VotersRecord | None,
     ) -> None:
         started = time.perf_counter()

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from raftmeta.logs import get_logger
 from raftmeta.records import codec
-from raftmeta.records.codec import CorruptBatchError
+from raftmeta.records.codec import CorruptBatchError, FramedRecords
 from raftmeta.storage.errors import SnapshotError
 from raftmeta.storage.fileio import fsync_dir, pread_exact, pwrite_all, write_all
 from raftmeta.v1 import records_pb2
@@ -41,6 +41,8 @@ CORRUPT_SUFFIX = ".corrupt"
 SNAPSHOT_VERSION = 1
 DEFAULT_BATCH_RECORDS = 1000
 DEFAULT_BATCH_BYTES = 1024 * 1024
+# A run of framed records bigger than this is cut between records (see encode_snapshot).
+RUN_BYTES_MAX = 16 * 1024 * 1024
 KEEP_SNAPSHOTS = 2
 _NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
@@ -84,7 +86,7 @@ def _control(message: records_pb2.MetadataRecord) -> list[bytes]:
 
 def encode_snapshot(
     snapshot_id: SnapshotId,
-    records: Iterable[bytes],
+    records: Iterable[bytes | FramedRecords],
     *,
     last_contained_log_timestamp_ms: int,
     append_timestamp_ms: int,
@@ -93,7 +95,15 @@ def encode_snapshot(
     voters: records_pb2.VotersRecord | None = None,
 ) -> Iterator[bytes]:
     """The snapshot file's batches, in order: header, the voter set (a control batch, as
-    Kafka's snapshots carry their VotersRecord after the header) when given, data batches, footer."""
+    Kafka's snapshots carry their VotersRecord after the header) when given, data batches, footer.
+
+    ``records`` are serialized records, or runs of them already framed (``FramedRecords``: a
+    topic's partitions, as the controller keeps them). A batch ends with the record or run that
+    brings it to ``batch_records`` records or ``batch_bytes`` bytes; a run goes into a batch
+    whole -- one that would take the open batch past a bound starts the next one -- so no Python
+    step is spent per record of a run. A topic has at most 10,000 partitions
+    (``PARTITIONS_PER_TOPIC_MAX``), so a run is far below ``RUN_BYTES_MAX``, beyond which it would
+    be cut between records."""
     epoch = snapshot_id.epoch
     header = records_pb2.MetadataRecord(
         snapshot_header=records_pb2.SnapshotHeaderRecord(
@@ -106,18 +116,33 @@ def encode_snapshot(
         voters_record = records_pb2.MetadataRecord(voters=voters)
         yield codec.encode_batch(offset, epoch, _control(voters_record), append_timestamp_ms, control=True)
         offset += 1
-    pending: list[bytes] = []
-    pending_bytes = 0
-    for record in records:
-        pending.append(record)
-        pending_bytes += len(record) + 4
-        if len(pending) >= batch_records or pending_bytes >= batch_bytes:
-            yield codec.encode_batch(offset, epoch, pending, append_timestamp_ms)
-            offset += len(pending)
-            pending, pending_bytes = [], 0
-    if pending:
-        yield codec.encode_batch(offset, epoch, pending, append_timestamp_ms)
-        offset += len(pending)
+    pieces: list[bytes] = []  # the open batch's body, in framed pieces
+    count = size = 0
+    frame = codec.RECORD_LENGTH.pack
+    for item in records:
+        if isinstance(item, FramedRecords):
+            runs: Iterable[tuple[bytes, int]] = item.pieces(RUN_BYTES_MAX)
+        else:
+            runs = ((frame(len(item)) + item, 1),)
+        for body, records_in_run in runs:
+            if (
+                records_in_run > 1
+                and pieces
+                and (count + records_in_run > batch_records or size + len(body) > batch_bytes)
+            ):
+                yield codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
+                offset += count
+                pieces, count, size = [], 0, 0
+            pieces.append(body)
+            count += records_in_run
+            size += len(body)
+            if count >= batch_records or size >= batch_bytes:
+                yield codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
+                offset += count
+                pieces, count, size = [], 0, 0
+    if pieces:
+        yield codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
+        offset += count
     footer = records_pb2.MetadataRecord(snapshot_footer=records_pb2.SnapshotFooterRecord(version=SNAPSHOT_VERSION))
     yield codec.encode_batch(offset, epoch, _control(footer), append_timestamp_ms, control=True)
 
@@ -319,7 +344,7 @@ class SnapshotStore:
     def write(
         self,
         snapshot_id: SnapshotId,
-        records: Iterable[bytes],
+        records: Iterable[bytes | FramedRecords],
         *,
         last_contained_log_timestamp_ms: int,
         append_timestamp_ms: int,

@@ -187,3 +187,37 @@ def _split_checking_each_record(data: bytes, header: codec.BatchHeader) -> list[
             base_offset=header.base_offset,
         )
     return out
+
+
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=20), st.integers(1, 1200))
+def test_framed_records_are_the_batch_body(records: list[bytes], max_bytes: int) -> None:
+    """A run of framed records is exactly the body ``encode_batch`` frames; it gives its records
+    back unframed; cut into pieces of a bounded size, the pieces are runs of the same records,
+    in order, each within the bound unless it is one record."""
+    framed = codec.FramedRecords.of(records)
+    assert framed.records() == records
+    assert framed.body == codec.frame_records(records)
+    assert codec.encode_framed_batch(7, 2, framed.body, len(records), 9) == codec.encode_batch(7, 2, records, 9)
+    pieces = list(framed.pieces(max_bytes))
+    assert b"".join(piece.body for piece in pieces) == framed.body
+    assert [record for piece in pieces for record in piece.records()] == records
+    assert all(len(piece.body) <= max_bytes or piece.record_count == 1 for piece in pieces)
+    if len(framed.body) <= max_bytes:
+        assert pieces == [framed]
+    batch = codec.encode_framed_batch(0, 1, pieces[-1].body, pieces[-1].record_count, 0)
+    assert codec.split_records(batch, codec.check_batch(batch)) == pieces[-1].records()
+
+
+def test_a_framed_batch_needs_a_record() -> None:
+    with pytest.raises(ValueError, match="at least one record"):
+        codec.encode_framed_batch(0, 1, b"", 0, 0)
+
+
+def test_framed_records_that_do_not_add_up_are_refused() -> None:
+    framed = codec.FramedRecords.of([b"abc", b"de"])
+    with pytest.raises(ValueError, match="3 records end at byte"):
+        codec.FramedRecords(framed.body + b"\x00\x00\x00", 3).records()
+    with pytest.raises(ValueError, match="3 records end at byte"):
+        codec.FramedRecords(framed.body + b"\x00\x00\x00\x09ab", 3).records()
+    with pytest.raises(ValueError, match="1 records end at byte 7 of 13"):
+        codec.FramedRecords(framed.body, 1).records()

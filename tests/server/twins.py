@@ -122,13 +122,17 @@ class MemoryDisk:
         self,
         end_offset: int,
         epoch: int,
-        records: Callable[[], Iterable[bytes]],
+        records: Callable[[], Iterable[bytes | codec.FramedRecords]],
         timestamp_ms: int,
         *,
         voters: records_pb2.VotersRecord | None = None,
     ) -> tuple[bytes, int]:
         self._write()
-        payload = list(records())
+        payload = [
+            record
+            for item in records()
+            for record in (item.records() if isinstance(item, codec.FramedRecords) else [item])
+        ]
         # Any self-describing bytes do: the core only chunks them (and finds the voter set in its
         # control batch), and install_snapshot above is the only reader.
         data = b""

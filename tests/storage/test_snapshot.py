@@ -6,13 +6,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import DataDirMismatchError, LogCorruptionError, SnapshotError
 from raftmeta.storage.high_watermark import read_high_watermark
 from raftmeta.storage.quorum_state import QuorumStateData
-from raftmeta.storage.snapshot import SnapshotId, SnapshotStore, decode_snapshot, parse_snapshot_name, read_snapshot
+from raftmeta.storage.snapshot import (
+    SnapshotId,
+    SnapshotStore,
+    decode_snapshot,
+    encode_snapshot,
+    parse_snapshot_name,
+    read_snapshot,
+)
 from raftmeta.v1 import records_pb2
 
 Records = Callable[[int, int], list[bytes]]
@@ -272,3 +281,59 @@ def test_repair_lowers_the_high_watermark_checkpoint(tmp_path: Path, make_record
     assert read_high_watermark(tmp_path) == 27
     repaired.close()
     open_node(tmp_path).close()
+
+
+_record = st.binary(min_size=0, max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    items=st.lists(st.one_of(_record, st.lists(_record, min_size=1, max_size=12)), max_size=12),
+    batch_records=st.integers(1, 7),
+    batch_bytes=st.integers(1, 160),
+)
+def test_framed_runs_are_written_whole_between_the_records(
+    items: list[bytes | list[bytes]], batch_records: int, batch_bytes: int
+) -> None:
+    """A topic's partition records come to the snapshot writer as one framed run, and go into a
+    batch whole: a run that would take the open batch past a bound starts the next batch. Single
+    records fill batches one by one. Either way the snapshot holds the records in order."""
+    runs: list[bytes | codec.FramedRecords] = [
+        codec.FramedRecords.of(item) if isinstance(item, list) else item for item in items
+    ]
+    flat = [record for item in items for record in (item if isinstance(item, list) else [item])]
+    sid = SnapshotId(len(flat) + 1, 3)
+    batches = list(
+        encode_snapshot(
+            sid,
+            runs,
+            last_contained_log_timestamp_ms=5,
+            append_timestamp_ms=6,
+            batch_records=batch_records,
+            batch_bytes=batch_bytes,
+        )
+    )
+    snapshot = decode_snapshot(Path("x"), b"".join(batches), sid)
+    assert snapshot.records == flat
+    data = [codec.split_records(batch, codec.check_batch(batch)) for batch in batches[1:-1]]
+    # The rule, written plainly: runs whole, a batch closed by the record or run that reaches a bound.
+    expected: list[list[bytes]] = []
+    open_batch: list[bytes] = []
+    for item in items:
+        run = item if isinstance(item, list) else [item]
+        framed = sum(len(record) + 4 for record in run)
+        open_framed = sum(len(record) + 4 for record in open_batch)
+        if (
+            len(run) > 1
+            and open_batch
+            and (len(open_batch) + len(run) > batch_records or open_framed + framed > batch_bytes)
+        ):
+            expected.append(open_batch)
+            open_batch = []
+        open_batch = open_batch + run
+        if len(open_batch) >= batch_records or sum(len(record) + 4 for record in open_batch) >= batch_bytes:
+            expected.append(open_batch)
+            open_batch = []
+    if open_batch:
+        expected.append(open_batch)
+    assert data == expected
