@@ -100,8 +100,9 @@ def encode_snapshot(
     ``records`` are serialized records, or runs of them already framed (``FramedRecords``: a
     topic's partitions, as the controller keeps them). A batch ends with the record or run that
     brings it to ``batch_records`` records or ``batch_bytes`` bytes; a run goes into a batch
-    whole -- one that would take the open batch past a bound starts the next one -- so no Python
-    step is spent per record of a run. A topic has at most 10,000 partitions
+    whole -- one that would take the open batch past ``batch_bytes`` starts the next one; the
+    record count is no reason to part a topic from its TopicRecord -- so no Python step is spent
+    per record of a run. A topic has at most 10,000 partitions
     (``PARTITIONS_PER_TOPIC_MAX``), so a run is far below ``RUN_BYTES_MAX``, beyond which it would
     be cut between records."""
     epoch = snapshot_id.epoch
@@ -125,11 +126,7 @@ def encode_snapshot(
         else:
             runs = ((frame(len(item)) + item, 1),)
         for body, records_in_run in runs:
-            if (
-                records_in_run > 1
-                and pieces
-                and (count + records_in_run > batch_records or size + len(body) > batch_bytes)
-            ):
+            if records_in_run > 1 and pieces and size + len(body) > batch_bytes:
                 yield codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
                 offset += count
                 pieces, count, size = [], 0, 0
