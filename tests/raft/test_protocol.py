@@ -478,7 +478,9 @@ def test_a_restarted_leader_comes_back_resigned() -> None:
 
 
 # -- snapshots (KIP-630) -----------------------------------------------------------------------------------
-def test_a_follower_behind_the_log_start_catches_up_from_a_snapshot() -> None:
+def snapshot_past_a_cut_off_follower() -> tuple[Net, int, int, SnapshotImage]:
+    """A leader that snapshots 20 batches while one follower is cut off: (net, leader, the cut off
+    follower, the snapshot); the follower can only catch up from the snapshot."""
     net = Net([1, 2, 3], snapshot_chunk_bytes=64)
     leader = net.elect()
     net.advance(100)
@@ -488,11 +490,17 @@ def test_a_follower_behind_the_log_start_catches_up_from_a_snapshot() -> None:
         net.cores[leader].propose(net.now, [b"s%d" % i])
         net.advance(20)
     core = net.cores[leader]
-    end = core.high_watermark
-    assert end == 21
     entries = core.log.entries()
-    image = SnapshotImage(end, entries[-1].epoch, b"".join(e.data for e in entries))
+    image = SnapshotImage(core.high_watermark, entries[-1].epoch, b"".join(e.data for e in entries))
     core.on_snapshot_created(net.now, image)
+    return net, leader, lagging, image
+
+
+def test_a_follower_behind_the_log_start_catches_up_from_a_snapshot() -> None:
+    net, leader, lagging, image = snapshot_past_a_cut_off_follower()
+    core = net.cores[leader]
+    end = image.end_offset
+    assert end == 21
     assert core.log.start_offset == end and len(core.log) == 0
     core.propose(net.now, [b"after"])
     net.heal()
@@ -513,18 +521,7 @@ def test_a_long_snapshot_load_does_not_cost_the_follower_its_leader(reported: bo
     million partitions take ~23 s. The load is the follower's own work, not the leader's silence,
     so the fetch timer restarts when the driver reports it done (``on_snapshot_installed``); the
     follower that polls afterwards still follows its leader. Unreported, it gives up on it."""
-    net = Net([1, 2, 3], snapshot_chunk_bytes=64)
-    leader = net.elect()
-    net.advance(100)
-    lagging = next(n for n in net.cores if n != leader)
-    net.isolate(lagging)
-    for i in range(20):
-        net.cores[leader].propose(net.now, [b"s%d" % i])
-        net.advance(20)
-    core = net.cores[leader]
-    entries = core.log.entries()
-    image = SnapshotImage(core.high_watermark, entries[-1].epoch, b"".join(e.data for e in entries))
-    core.on_snapshot_created(net.now, image)
+    net, leader, lagging, _ = snapshot_past_a_cut_off_follower()
     net.heal()
     follower = net.cores[lagging]
     while not (installed := [r.install_snapshot for r in net.readies[lagging] if r.install_snapshot is not None]):
