@@ -8,7 +8,7 @@ from its bytes only when they are canonical). The controller keeps those bytes, 
 body holds them, from the commit of the creation to the next snapshot, which writes them as they
 are, a topic's records as one piece (:class:`~raftmeta.controller.snapshot.SnapshotEncoder`); a
 topic changed since is a new ``TopicImage`` value and is encoded again. The price is the bytes'
-memory (~40 bytes a partition) for topics created since the last snapshot, which the snapshot's
+memory (~43 bytes a partition) for topics created since the last snapshot, which the snapshot's
 encoder then keeps anyway.
 """
 

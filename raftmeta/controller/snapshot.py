@@ -44,8 +44,8 @@ class SnapshotEncoder:
     (``EncodedTopics``, raftmeta/controller/encoded.py).
 
     The price is memory, so the cache holds each topic's partition records as one byte string,
-    framed as a batch body holds them, and where each record ends (~44 bytes a partition, where a
-    bytes object per record took ~80). :meth:`stream` yields a topic's partition records as that
+    framed as a batch body holds them (~43 bytes a partition, where a bytes object per record took
+    ~80). :meth:`stream` yields a topic's partition records as that
     one piece (:class:`~raftmeta.records.codec.FramedRecords`), which the snapshot's writer puts
     into its batches as it is: no Python step per record (it was ~0.23 us a record, every
     snapshot), and no list of every record of the image is ever built. One encoder serves one

@@ -143,7 +143,7 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     """``records`` as a batch's body holds them: each after its length (``RECORD_LENGTH``)."""
     # Length prefixes and records interleaved by slice assignment, the prefixes from a table
     # through C-level maps: a batch holds up to thousands of records (a create, a snapshot), and
-    # this is ~0.05 us a record where two appends per record took three times as long.
+    # this is ~0.05 us a record, where packing each length in a Python loop took ~0.07.
     parts: list[bytes] = [b""] * (2 * len(records))
     parts[::2] = map(_LENGTH_PREFIXES.__getitem__, map(len, records))
     parts[1::2] = records
@@ -229,7 +229,7 @@ class FramedRecords(NamedTuple):
             except struct.error:
                 position = -1
             if not 0 <= position <= len(view):
-                break
+                raise ValueError(f"framed records: a record's length runs past the run's {len(view)} bytes")
             yield view[start:position], position
         if position != len(view):
             raise ValueError(f"framed records: {self.record_count} records end at byte {position} of {len(view)}")

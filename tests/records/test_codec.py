@@ -215,9 +215,11 @@ def test_a_framed_batch_needs_a_record() -> None:
 
 def test_framed_records_that_do_not_add_up_are_refused() -> None:
     framed = codec.FramedRecords.of([b"abc", b"de"])
-    with pytest.raises(ValueError, match="3 records end at byte"):
+    with pytest.raises(ValueError, match="a record's length runs past the run's 16 bytes"):
         codec.FramedRecords(framed.body + b"\x00\x00\x00", 3).records()
-    with pytest.raises(ValueError, match="3 records end at byte"):
+    with pytest.raises(ValueError, match="a record's length runs past the run's 19 bytes"):
         codec.FramedRecords(framed.body + b"\x00\x00\x00\x09ab", 3).records()
+    with pytest.raises(ValueError, match="2 records end at byte 13 of 15"):
+        codec.FramedRecords(framed.body + b"xy", 2).records()
     with pytest.raises(ValueError, match="1 records end at byte 7 of 13"):
         codec.FramedRecords(framed.body, 1).records()
