@@ -126,6 +126,8 @@ def encode_snapshot(
         else:
             runs = ((frame(len(item)) + item, 1),)
         for body, records_in_run in runs:
+            if not records_in_run:
+                continue  # an empty run (a topic without partitions) frames nothing
             if records_in_run > 1 and pieces and size + len(body) > batch_bytes:
                 yield codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
                 offset += count

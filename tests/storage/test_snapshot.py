@@ -288,7 +288,7 @@ _record = st.binary(min_size=0, max_size=40)
 
 @settings(max_examples=200, deadline=None)
 @given(
-    items=st.lists(st.one_of(_record, st.lists(_record, min_size=1, max_size=12)), max_size=12),
+    items=st.lists(st.one_of(_record, st.lists(_record, min_size=0, max_size=12)), max_size=12),
     batch_records=st.integers(1, 7),
     batch_bytes=st.integers(1, 160),
 )
