@@ -150,6 +150,11 @@ def frame_records(records: Sequence[bytes]) -> bytes:
     return b"".join(parts)
 
 
+def frame_record(record: bytes) -> bytes:
+    """One record as a batch's body holds it (:func:`frame_records` of one)."""
+    return _LENGTH_PREFIXES[len(record)] + record
+
+
 class _LengthPrefixes(dict[int, bytes]):
     """Record length -> its packed ``RECORD_LENGTH`` prefix, the common lengths kept."""
 

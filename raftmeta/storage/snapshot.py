@@ -119,29 +119,32 @@ def encode_snapshot(
         offset += 1
     pieces: list[bytes] = []  # the open batch's body, in framed pieces
     count = size = 0
-    frame = codec.RECORD_LENGTH.pack
+
+    def close() -> bytes:
+        nonlocal offset, pieces, count, size
+        batch = codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
+        offset += count
+        pieces, count, size = [], 0, 0
+        return batch
+
     for item in records:
-        if isinstance(item, FramedRecords):
-            runs: Iterable[tuple[bytes, int]] = item.pieces(RUN_BYTES_MAX)
-        else:
-            runs = ((frame(len(item)) + item, 1),)
+        runs = (
+            item.pieces(RUN_BYTES_MAX)
+            if isinstance(item, FramedRecords)
+            else (FramedRecords(codec.frame_record(item), 1),)
+        )
         for body, records_in_run in runs:
             if not records_in_run:
                 continue  # an empty run (a topic without partitions) frames nothing
             if records_in_run > 1 and pieces and size + len(body) > batch_bytes:
-                yield codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
-                offset += count
-                pieces, count, size = [], 0, 0
+                yield close()
             pieces.append(body)
             count += records_in_run
             size += len(body)
             if count >= batch_records or size >= batch_bytes:
-                yield codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
-                offset += count
-                pieces, count, size = [], 0, 0
+                yield close()
     if pieces:
-        yield codec.encode_framed_batch(offset, epoch, b"".join(pieces), count, append_timestamp_ms)
-        offset += count
+        yield close()
     footer = records_pb2.MetadataRecord(snapshot_footer=records_pb2.SnapshotFooterRecord(version=SNAPSHOT_VERSION))
     yield codec.encode_batch(offset, epoch, _control(footer), append_timestamp_ms, control=True)
 

@@ -197,6 +197,7 @@ def test_framed_records_are_the_batch_body(records: list[bytes], max_bytes: int)
     framed = codec.FramedRecords.of(records)
     assert framed.records() == records
     assert framed.body == codec.frame_records(records)
+    assert b"".join(map(codec.frame_record, records)) == framed.body
     assert codec.encode_framed_batch(7, 2, framed.body, len(records), 9) == codec.encode_batch(7, 2, records, 9)
     pieces = list(framed.pieces(max_bytes))
     assert b"".join(piece.body for piece in pieces) == framed.body
