@@ -45,17 +45,48 @@ class GrpcMetrics:
         )
 
     def error(self, service: str, method: str, context: Context, exc: BaseException) -> None:
-        """Count a call that ended with ``exc``: the status the handler aborted with (UNKNOWN for
-        an unexpected exception, CANCELLED when the caller went away)."""
+        """Count a call that ended with ``exc`` without aborting: the status the handler set
+        (UNKNOWN for an unexpected exception, CANCELLED when the caller went away)."""
         code = "CANCELLED" if isinstance(exc, asyncio.CancelledError) else "UNKNOWN"
-        error_code = ""
         status = context.code()
         if isinstance(status, grpc.StatusCode) and status is not grpc.StatusCode.OK:
             code = status.name
-        for key, value in context.trailing_metadata() or ():
+        self.count_error(service, method, code, context.trailing_metadata())
+
+    def count_error(self, service: str, method: str, code: str, metadata: Any) -> None:
+        error_code = ""
+        for key, value in metadata or ():
             if key == ERROR_CODE_KEY:
                 error_code = str(value)
         self.errors.labels(service, method, code, error_code).inc()
+
+
+class _CountingContext:
+    """A call's context whose ``abort`` counts the error before the status leaves.
+
+    grpc.aio sends the status from inside ``abort`` and only then raises, so a count made where
+    the handler's exception is caught can come after the caller has its answer -- and a scrape
+    made right after the refusal would not see it.
+    """
+
+    __slots__ = ("_context", "_method", "_metrics", "_service", "counted")
+
+    def __init__(self, context: Context, metrics: GrpcMetrics, service: str, method: str) -> None:
+        self._context = context
+        self._metrics = metrics
+        self._service = service
+        self._method = method
+        self.counted = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> Any:
+        if not self.counted:
+            self.counted = True
+            metadata = trailing_metadata or self._context.trailing_metadata()
+            self._metrics.count_error(self._service, self._method, code.name, metadata)
+        return await self._context.abort(code, details, trailing_metadata)
 
 
 class _Instrumented:
@@ -81,11 +112,13 @@ def _wrap(
 
         async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
             calls.inc()
+            counting = _CountingContext(context, metrics, service, method)
             try:
-                async for response in inner(request, context):
+                async for response in inner(request, counting):
                     yield response
             except BaseException as exc:
-                metrics.error(service, method, context, exc)
+                if not counting.counted:
+                    metrics.error(service, method, context, exc)
                 raise
 
         return stream
@@ -94,10 +127,12 @@ def _wrap(
     async def unary(request: Any, context: Context) -> Any:
         calls.inc()
         started = time.perf_counter()
+        counting = _CountingContext(context, metrics, service, method)
         try:
-            return await inner(request, context)
+            return await inner(request, counting)
         except BaseException as exc:
-            metrics.error(service, method, context, exc)
+            if not counting.counted:
+                metrics.error(service, method, context, exc)
             raise
         finally:
             latency.observe(time.perf_counter() - started)

@@ -160,6 +160,45 @@ def test_instrumented_servicer_counts_calls_errors_and_latency() -> None:
     assert "FetchStream" not in timed and "FetchSnapshot" not in timed
 
 
+class AbortingContext:
+    """What a handler sees of grpc.aio's context, far enough to abort: like grpc.aio, ``abort``
+    sends the status (here: notes what a scrape would show at that moment) and then raises."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.metadata: tuple[tuple[str, str], ...] = ()
+        self.seen_when_sent: Samples | None = None
+
+    def set_trailing_metadata(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.metadata = metadata
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self.metadata
+
+    def code(self) -> None:
+        return None
+
+    async def abort(self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()) -> None:
+        self.seen_when_sent = scrape(self.registry)
+        raise RuntimeError(f"aborted: {code.name} {details}")
+
+
+def test_an_aborted_call_is_counted_before_its_status_leaves() -> None:
+    # A caller that scrapes as soon as it has its refusal must see it counted (a quorum test
+    # once did not, now and then: the count came after grpc.aio had sent the status).
+    registry = CollectorRegistry(auto_describe=False)
+    metrics = GrpcMetrics(registry)
+    proxy: Any = instrument(FakeRaft(), raft_pb2.DESCRIPTOR.services_by_name["RaftService"], metrics)
+    context = AbortingContext(registry)
+    with pytest.raises(RuntimeError, match="aborted: INVALID_ARGUMENT"):
+        asyncio.run(proxy.Vote(raft_pb2.VoteRequest(candidate_epoch=0), context))
+    assert context.seen_when_sent is not None
+    labels = {"service": "raftmeta.v1.RaftService", "method": "Vote", "code": "INVALID_ARGUMENT"}
+    assert get(context.seen_when_sent, "raftmeta_grpc_errors_total", **labels, error_code="INVALID_REQUEST") == 1
+    # ... and counted once, though the abort's exception then passes through the wrapper.
+    assert get(scrape(registry), "raftmeta_grpc_errors_total", **labels, error_code="INVALID_REQUEST") == 1
+
+
 def test_the_endpoint_serves_the_registry() -> None:
     import urllib.request
 
