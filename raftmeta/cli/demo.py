@@ -95,6 +95,23 @@ def _wait_healed(via: list[str], broker: str, timeout_s: float) -> None:
         time.sleep(1)
 
 
+def _wait_observing(via: list[str], node: int, timeout_s: float) -> None:
+    """Until the leader lists ``node`` among its observers. A leader that removed itself resigns,
+    and -- no longer a voter, so no new leader tells it -- looks for the leader as an observer only
+    once its election timeout has passed (as Kafka's KRaft does): ~1 s in which it is in no list."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = subprocess.run(
+            [sys.executable, "-m", "raftmeta", "quorum", "status", *via, "-o", "json"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if status.returncode == 0 and node in [o["id"] for o in json.loads(status.stdout)["observers"]]:
+            return
+        if time.monotonic() > deadline:
+            raise StepFailed(f"node {node} did not fetch from the new leader as an observer within {timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
 @click.command()
 @click.option(
     "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-data"), show_default=True
@@ -174,6 +191,9 @@ def demo(data_dir: Path, keep: bool) -> None:
             "quorum", "add-controller", "--data-dir", str(data_dir), "--controller-id", "4")  # fmt: skip
         run("Replace node 1: remove it from the voters (it keeps replicating as an observer until stopped)",
             "quorum", "remove-controller", "--data-dir", str(data_dir), "--controller-id", "1")  # fmt: skip
+        click.echo("   waiting for node 1 to find the new leader: it resigned, and looks for the leader as an")
+        click.echo("   observer once its election timeout has passed (as KRaft does) ...")
+        _wait_observing(via, 1, timeout_s=30)
         run("Voters 2, 3 and 4 now; node 1 observes", "quorum", "status", *via, "--status")
         run("The quorum still commits: create a topic", "topics", "create", *via,
             "--topic", "after-the-change", "--partitions", "3", "--replication-factor", "3")  # fmt: skip
