@@ -7,29 +7,40 @@ them: the data that has to be copied) and the balance figures before (over every
 after (over the target brokers) (:func:`placement.metrics.balance_report`). Pure and deterministic:
 ties break by broker id.
 
+Rack spread is a constraint, as in Kafka (``kafka-reassign-partitions.sh --generate`` is rack-aware
+unless told ``--disable-rack-aware``; Cruise Control's RackAwareGoal is a hard goal): no move takes
+a partition onto fewer racks while a target broker can keep its racks. Balance is sought within
+that. ``rack_aware=False`` (the CLI's ``--disable-rack-aware``) lets balance come first; rack
+spread then only breaks ties.
+
 Goals, in order:
 
 1. **Evacuate.** Every replica on an excluded broker (``exclude``), or outside ``pool`` when one is
    given, moves -- and nothing else does, so the number of moves is exactly the number of those
    replicas (the least possible). A replacement takes the evacuated replica's position (a moved
    preferred leader is replaced as preferred leader) and is chosen among the *target brokers*
-   (unfenced, not excluded, in the pool) not already in the partition: first one below the cap
-   (ceil(replicas / target brokers): the lowest most-loaded count the targets can reach), then one
-   on a rack the partition's other replicas do not use, then the least loaded, then the lowest id.
-   So an evacuation never raises the most loaded broker above the cap or the most loaded before.
+   (unfenced, not excluded, in the pool) not already in the partition: first one on a rack the
+   partition's other replicas do not use, then one below the cap (ceil(replicas / target brokers):
+   the lowest most-loaded count the targets can reach), then the least loaded, then the lowest id
+   (without rack awareness: the cap first, then the rack). Retiring a broker of a smaller rack
+   therefore loads its rack-mates more than the rest (they now hold that rack's replica of every
+   partition it carried), as Kafka's rack-aware assignment does; without rack awareness an
+   evacuation never raises the most loaded broker above the cap or the most loaded before.
 2. **Rebalance** (``rebalance=True``): then, while the most and least loaded target brokers differ
    by two replicas or more, move one replica from the most loaded to the least loaded broker that
-   does not hold that partition (a rack-preserving choice first). Each such move lowers the minimum
-   number of moves still needed by one, so the plan reaches replica counts within ±1 in the fewest
-   moves (without racks this is always achievable: a broker with two more replicas than another
-   always holds a partition the other lacks). Then preferred leaders are evened out by reordering
+   does not hold that partition and keeps its racks (without rack awareness: a rack-keeping move
+   first, any other if none). Each such move lowers the minimum number of moves still needed by
+   one, so the plan reaches replica counts within ±1 in the fewest moves where racks allow it
+   (without racks this is always achievable: a broker with two more replicas than another always
+   holds a partition the other lacks). Then preferred leaders are evened out by reordering
    replica lists (no data moves): while a broker leads two partitions more than another that holds
    a replica of one of them, that replica becomes the preferred leader.
 3. ``placer="balanced"`` replaces step 2 by a fresh placement of each topic with
    :class:`~placement.balanced.BalancedReplicaPlacer` over the target brokers (its per-topic ±1
-   promise for leaders and replicas, load-aware across the planned topics), each placed replica list
-   given to the partition it overlaps most (greedy), so only the brokers that differ move. More moves
-   than the minimal plan, stronger balance per topic.
+   promise for leaders and replicas, load-aware across the planned topics; rack-aware unless
+   ``rack_aware=False``), each placed replica list given to the partition it overlaps most
+   (greedy), so only the brokers that differ move. More moves than the minimal plan, stronger
+   balance per topic.
 
 Load outside the plan (other topics) is not counted: balance is that of the planned topics, as in
 Kafka's ``kafka-reassign-partitions.sh --generate``.
@@ -38,7 +49,7 @@ Kafka's ``kafka-reassign-partitions.sh --generate``.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from placement.balanced import BalancedReplicaPlacer
@@ -105,6 +116,7 @@ def plan_reassignment(
     rebalance: bool = False,
     placer: str = "minimal",
     random: RandomSource | None = None,
+    rack_aware: bool = True,
 ) -> ReassignmentPlan:
     """The plan for ``current`` on ``brokers`` (see the module docstring). Raises ``PlacementError``
     (``InvalidReplicationFactorError`` when the target brokers cannot hold a partition)."""
@@ -135,7 +147,7 @@ def plan_reassignment(
                 )
             if len(set(replicas)) != len(replicas) or not replicas:
                 raise PlacementError(f"{topic}-{pid}: replicas {replicas} are empty or name a broker twice")
-    planner = _Planner(targets, proposed, {b.id: b.rack for b in brokers})
+    planner = _Planner(targets, proposed, {b.id: b.rack for b in brokers}, rack_aware)
     pool_of = {b.id: b.pool for b in brokers}
     # Fenced brokers that are neither excluded nor outside the pool keep their replicas.
     planner.evacuate(lambda broker: broker in excluded or (pool is not None and pool_of.get(broker) != pool))
@@ -176,9 +188,14 @@ class _Planner:
     """Mutable working state: the proposed assignment and per-broker counts over it."""
 
     def __init__(
-        self, targets: Sequence[UsableBroker], proposed: Assignment, rack_of: Mapping[int, str | None]
+        self,
+        targets: Sequence[UsableBroker],
+        proposed: Assignment,
+        rack_of: Mapping[int, str | None],
+        rack_aware: bool,
     ) -> None:
         self.targets = sorted(targets, key=lambda b: b.id)
+        self.rack_aware = rack_aware
         self.target_ids = {b.id for b in targets}
         # Racks of every registered broker: a partition's replicas outside the targets use racks too.
         self.rack = dict(rack_of)
@@ -207,11 +224,12 @@ class _Planner:
 
     def evacuate(self, must_leave: Any) -> None:
         """Move every replica ``must_leave`` names, and nothing else. A replacement goes to a target
-        broker below the cap -- ceil(replicas on the targets after the move / targets), the lowest
-        most-loaded count possible -- if any can take it; then on a rack the partition does not
-        use; then the least loaded (leaders too, for a leader's place); then the lowest id. So a
-        retirement never raises the most loaded broker above max(the cap, the most loaded before)
-        unless the partition's own replicas leave it no other choice."""
+        broker on a rack the partition's other replicas do not use, if any can take it; then below
+        the cap -- ceil(replicas on the targets after the move / targets), the lowest most-loaded
+        count possible; then the least loaded (leaders too, for a leader's place); then the lowest
+        id. Without rack awareness the cap comes before the rack: the most loaded broker then never
+        rises above max(the cap, the most loaded before) unless the partition's own replicas leave
+        it no other choice."""
         leaving = [
             (replicas, index)
             for topic in sorted(self.proposed)
@@ -222,21 +240,21 @@ class _Planner:
         held = sum(self.count[b.id] for b in self.targets) + len(leaving)
         cap = -(-held // len(self.targets))
         for replicas, index in leaving:
-            broker = replicas[index]
-            others = self._racks_of_others(replicas, broker, must_leave)
-            candidates = [b.id for b in self.targets if b.id not in replicas]
+            others = self._racks_of_others(replicas, replicas[index], must_leave)
             lead = index == 0
-            best = min(
-                candidates,
-                key=lambda c: (
-                    self.count[c] >= cap,
-                    self.rack[c] in others,
-                    self.count[c],
-                    self.leaders[c] if lead else 0,
-                    c,
-                ),
-            )
-            self._move(replicas, index, best)
+            # The preference's last item is the broker id: the smallest tuple names the choice.
+            best = min(self._preference(b.id, others, cap, lead) for b in self.targets if b.id not in replicas)
+            self._move(replicas, index, best[-1])
+
+    def _preference(
+        self, broker: int, others: set[str | None], cap: int, lead: bool
+    ) -> tuple[bool, bool, int, int, int]:
+        """How good a home ``broker`` is for an evacuated replica (smaller is better): a rack the
+        partition's ``others`` do not use, below the ``cap`` (in the other order without rack
+        awareness), the fewest replicas, the fewest leaders (for a leader's place), the lowest id."""
+        shared, full = self.rack[broker] in others, self.count[broker] >= cap
+        first, second = (shared, full) if self.rack_aware else (full, shared)
+        return first, second, self.count[broker], self.leaders[broker] if lead else 0, broker
 
     def rebalance_replicas(self) -> None:
         ids = [b.id for b in self.targets]
@@ -261,9 +279,9 @@ class _Planner:
                             continue
                         index = replicas.index(donor)
                         others = self._racks_of_others(replicas, donor)
-                        if self.rack[receiver] not in others or self.rack[receiver] == self.rack[donor]:
-                            return replicas, index, receiver
-                        if fallback is None:
+                        if len(others | {self.rack[receiver]}) >= len(others | {self.rack[donor]}):
+                            return replicas, index, receiver  # the partition keeps as many racks
+                        if fallback is None and not self.rack_aware:
                             fallback = (replicas, index, receiver)
                 if fallback is not None:
                     return fallback
@@ -330,11 +348,13 @@ class _Planner:
 
     def replace_balanced(self, random: RandomSource) -> None:
         placer = BalancedReplicaPlacer(random)
+        # Without rack awareness the placer sees no racks (as Kafka's --disable-rack-aware).
+        targets = self.targets if self.rack_aware else [replace(b, rack=None) for b in self.targets]
         load: dict[int, tuple[int, int]] = {b.id: (0, 0) for b in self.targets}
         for topic in sorted(self.proposed):
             parts = self.proposed[topic]
             rf = len(parts[0])
-            placed = placer.place(self.targets, len(parts), rf, load)
+            placed = placer.place(targets, len(parts), rf, load)
             for replicas in placed:
                 for broker in replicas:
                     count, leads = load[broker]

@@ -174,7 +174,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         run(f"Healed by itself: full ISRs again, and broker {victim} leads orders-0 again",
             "topics", "describe", *via, "--topic", "orders")  # fmt: skip
         plan = data_dir / "retire-broker-8.json"
-        run("Retire broker 8: plan moving every replica off it (balance before and after, fewest moves)",
+        run("Retire broker 8: plan moving every replica off it (fewest moves, racks kept; balance before/after)",
             "reassign", "generate", *via, "--exclude-brokers", "8", "--plan-file", str(plan))  # fmt: skip
         run("Execute the plan: new replicas catch up through their brokers' heartbeats, then the old ones leave",
             "reassign", "execute", *via, "--plan", str(plan), "--throttle-moves", "6")  # fmt: skip

@@ -137,6 +137,9 @@ def plan_document(plan: ReassignmentPlan) -> dict[str, Any]:
 @click.option("--placer", type=click.Choice(PLAN_PLACERS), default="minimal", show_default=True,
               help="With --rebalance: minimal = fewest moves; balanced = re-place topics (per-topic ±1).")  # fmt: skip
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed of the balanced placer.")
+@click.option("--disable-rack-aware", is_flag=True,
+              help="Balance before rack spread (kafka-reassign-partitions.sh's flag): a partition may then "
+                   "lose a rack it spans.")  # fmt: skip
 @click.option("--plan-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the proposed plan (Kafka's JSON) to this file for execute.")  # fmt: skip
 @output_option
@@ -151,6 +154,7 @@ def generate(
     rebalance: bool,
     placer: str,
     seed: int,
+    disable_rack_aware: bool,
     plan_file: Path | None,
     output: str,
 ) -> None:
@@ -179,7 +183,14 @@ def generate(
         raise CheckFailed("no topics to plan for")
     try:
         plan = plan_reassignment(
-            current, brokers, exclude=exclude, pool=to_pool, rebalance=rebalance, placer=placer, random=JavaRandom(seed)
+            current,
+            brokers,
+            exclude=exclude,
+            pool=to_pool,
+            rebalance=rebalance,
+            placer=placer,
+            random=JavaRandom(seed),
+            rack_aware=not disable_rack_aware,
         )
     except PlacementError as exc:
         raise CheckFailed(f"no plan: {exc}") from exc

@@ -119,6 +119,23 @@ def test_generate_text_shows_the_kafka_json_and_the_balance(server: ControllerSe
     assert "rack spread violations" in out
 
 
+def test_generate_keeps_rack_spread_unless_rack_awareness_is_disabled(server: ControllerServer) -> None:
+    # Broker 0 leaves rack a with one other broker (3): rack-aware, every replacement goes there;
+    # --disable-rack-aware spreads them for balance, and partitions lose rack a.
+    args = ("reassign", "generate", "--bootstrap-server", server.address, "--exclude-brokers", "0", "-o", "json")
+    code, out, err = invoke(*args)
+    assert code == 0, err
+    aware = json.loads(out)
+    assert [p["replicas"] for p in aware["proposed"]["partitions"]] == [[3, 1, 2], [1, 2, 3], [2, 3, 1]]
+    assert aware["after"]["rack_spread_violations"] == 0
+    code, out, err = invoke(*args, "--disable-rack-aware")
+    assert code == 0, err
+    unaware = json.loads(out)
+    assert unaware["moves"] == aware["moves"] == 3
+    assert unaware["after"]["rack_spread_violations"] > 0
+    assert unaware["after"]["replicas"]["stddev"] < aware["after"]["replicas"]["stddev"]
+
+
 def test_cancel_restores_the_original_replicas(server: ControllerServer, tmp_path: Path) -> None:
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(

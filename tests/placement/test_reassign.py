@@ -93,18 +93,23 @@ def test_to_pool_refuses_a_factor_the_pool_cannot_hold() -> None:
         plan_reassignment({"t": [[0, 1, 2]]}, brokers, exclude=[42])
 
 
+def racks_spanned(assignment: dict[str, list[list[int]]], rack_of: dict[int, str | None]) -> list[int]:
+    return [len({rack_of[b] for b in replicas}) for parts in assignment.values() for replicas in parts]
+
+
 @settings(max_examples=80, deadline=None)
 @given(assignments(), st.sampled_from([4, 6, 9]), st.booleans())
 def test_rebalance_reaches_plus_minus_one_in_the_fewest_moves(
     current: dict[str, list[list[int]]], size: int, racked: bool
 ) -> None:
     # Brokers 0..size-1; the assignment may name brokers beyond them, which are then excluded.
+    # Balance first (--disable-rack-aware): racks only break ties, so ±1 is always reachable.
     brokers = [UsableBroker(i, rack=f"rack-{i % 3}" if racked else None) for i in range(9)]
     exclude = set(range(size, 9))
     if max(len(r) for parts in current.values() for r in parts) > size:
         return
-    evacuated = plan_reassignment(current, brokers, exclude=exclude)
-    plan = plan_reassignment(current, brokers, exclude=exclude, rebalance=True)
+    evacuated = plan_reassignment(current, brokers, exclude=exclude, rack_aware=False)
+    plan = plan_reassignment(current, brokers, exclude=exclude, rebalance=True, rack_aware=False)
     assert_valid(plan.proposed, current)
     counts = [plan.after.replicas.per_broker.get(b, 0) for b in range(size)]
     assert max(counts) - min(counts) <= 1
@@ -114,6 +119,28 @@ def test_rebalance_reaches_plus_minus_one_in_the_fewest_moves(
     assert evacuated.moves <= plan.moves <= evacuated.moves + min_moves_to_balance(before_counts)
     if not exclude:
         assert plan.moves == min_moves_to_balance(before_counts)
+
+
+@settings(max_examples=80, deadline=None)
+@given(assignments(), st.sampled_from([4, 6, 9]), st.booleans())
+def test_rack_aware_plans_never_take_a_partition_off_a_rack_it_can_keep(
+    current: dict[str, list[list[int]]], size: int, rebalance: bool
+) -> None:
+    # Brokers 0..size-1 on three racks (each keeps a target broker), the rest excluded: every
+    # partition ends on at least as many racks as it had, up to the three there are -- and the
+    # rebalance still adds no more moves than ±1 would need.
+    brokers = [UsableBroker(i, rack=f"rack-{i % 3}") for i in range(9)]
+    rack_of: dict[int, str | None] = {b.id: b.rack for b in brokers}
+    exclude = set(range(size, 9))
+    if max(len(r) for parts in current.values() for r in parts) > size:
+        return
+    evacuated = plan_reassignment(current, brokers, exclude=exclude)
+    plan = plan_reassignment(current, brokers, exclude=exclude, rebalance=rebalance)
+    assert_valid(plan.proposed, current)
+    for before, after in zip(racks_spanned(current, rack_of), racks_spanned(plan.proposed, rack_of), strict=True):
+        assert after >= min(before, 3)
+    before_counts = [evacuated.after.replicas.per_broker.get(b, 0) for b in range(size)]
+    assert evacuated.moves <= plan.moves <= evacuated.moves + min_moves_to_balance(before_counts)
 
 
 def test_rebalance_evens_out_the_striped_placers_leaders() -> None:
@@ -167,17 +194,21 @@ def test_fenced_brokers_keep_their_replicas_but_get_no_new_ones() -> None:
         plan_reassignment({"t": [[0, 1]]}, brokers, placer="striped")
 
 
+@pytest.mark.parametrize("rack_aware", [True, False])
 @pytest.mark.parametrize("seed", range(6))
-def test_retiring_a_broker_keeps_the_most_loaded_broker_as_low_as_it_can_be(seed: int) -> None:
-    """Issue 22, item 4: retiring one of 9 brokers (3 racks) used to raise the most loaded broker from
-    8 to 11 replicas (rack spread first, then the least loaded). Now no broker goes above the cap,
-    ceil(replicas / remaining brokers), or the most loaded before -- with exactly the moves the
-    retirement needs (e.g. seed 0, broker 0: most loaded 9, not 11, in 7 moves)."""
+def test_retiring_a_broker_keeps_the_most_loaded_broker_as_low_as_it_can_be(seed: int, rack_aware: bool) -> None:
+    """Retiring one of 9 brokers (3 racks of 3) with exactly the moves the retirement needs.
+
+    Rack-aware (the default, as Kafka's): every partition keeps its three racks, so each evacuated
+    replica goes to one of the retired broker's two rack-mates, the less loaded first -- the lowest
+    most-loaded count rack spread allows, every other broker unchanged. Balance first
+    (``rack_aware=False``, issue 22 item 4): no broker goes above the cap, ceil(replicas /
+    remaining brokers), or the most loaded before (seed 0, broker 0: 9, not 11)."""
     brokers = [UsableBroker(i, rack=f"r{i // 3}") for i in range(9)]
     placer = StripedReplicaPlacer(JavaRandom(seed))
     current = {f"t{k}": placer.place(brokers, 4 + k, 3) for k in range(4)}
     for retire in range(9):
-        plan = plan_reassignment(current, brokers, exclude=[retire])
+        plan = plan_reassignment(current, brokers, exclude=[retire], rack_aware=rack_aware)
         before = {b.id: 0 for b in brokers}
         after = {b.id: 0 for b in brokers if b.id != retire}
         for topic, parts in current.items():
@@ -186,7 +217,15 @@ def test_retiring_a_broker_keeps_the_most_loaded_broker_as_low_as_it_can_be(seed
                     before[broker] += 1
                 for broker in new:
                     after[broker] += 1
-        cap = math.ceil(sum(after.values()) / len(after))
-        assert max(after.values()) <= max(cap, *(v for b, v in before.items() if b != retire))
         assert plan.moves == before[retire], "only the retired broker's replicas move"
         assert_valid(plan.proposed, current)
+        if rack_aware:
+            assert plan.after.rack_spread_violations == 0
+            mates = [b for b in range(retire - retire % 3, retire - retire % 3 + 3) if b != retire]
+            others = [b for b in after if b not in mates]
+            assert all(after[b] == before[b] for b in others)
+            held = sum(before[b] for b in mates) + before[retire]
+            assert max(after[b] for b in mates) == max(*(before[b] for b in mates), -(-held // 2))
+        else:
+            cap = math.ceil(sum(after.values()) / len(after))
+            assert max(after.values()) <= max(cap, *(v for b, v in before.items() if b != retire))
