@@ -176,6 +176,9 @@ def demo(data_dir: Path, keep: bool) -> None:
         plan = data_dir / "retire-broker-8.json"
         run("Retire broker 8: plan moving every replica off it (fewest moves, racks kept; balance before/after)",
             "reassign", "generate", *via, "--exclude-brokers", "8", "--plan-file", str(plan))  # fmt: skip
+        click.echo("   rack-c keeps brokers 2 and 5 only, and every partition keeps a replica in each of its racks")
+        click.echo("   (as Kafka's rack-aware plans do), so those two take more; --disable-rack-aware would trade")
+        click.echo("   rack spread for balance (the 'rack spread violations' row)")
         run("Execute the plan: new replicas catch up through their brokers' heartbeats, then the old ones leave",
             "reassign", "execute", *via, "--plan", str(plan), "--throttle-moves", "6")  # fmt: skip
         deadline = time.monotonic() + 60
