@@ -1,6 +1,6 @@
 """A real node in this process (tests/server/node_server.py): its registry shows the single
 voter's election, and a committed request moves the committed/applied counters and the
-histograms; the gRPC interceptor counts calls and errors by status and raftmeta-error-code."""
+histograms; the wrapped servicer counts calls and errors by status and raftmeta-error-code."""
 
 from __future__ import annotations
 
