@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -74,42 +75,41 @@ def kafka_client_step(servers: str, via: list[str]) -> None:
         raise StepFailed("the Kafka admin client could not create 'clicks'")
 
 
-def _wait_healed(via: list[str], broker: str, timeout_s: float) -> None:
-    """Until no partition is under-replicated and ``broker`` leads orders-0 (its preferred replica)."""
+def _wait_for(ready: Callable[[], bool], timeout_s: float, failure: str, every_s: float = 1.0) -> None:
+    """Until ``ready()``, checked every ``every_s``; StepFailed(``failure``) after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        describe = [sys.executable, "-m", "raftmeta", "topics", "describe", *via, "-o", "json"]
-        under = subprocess.run(
-            [*describe, "--under-replicated-partitions"], capture_output=True, text=True, check=False
-        )
-        orders = subprocess.run([*describe, "--topic", "orders"], capture_output=True, text=True, check=False)
-        if under.returncode == 0 and orders.returncode == 0:
-            lagging = [p for t in json.loads(under.stdout)["topics"] for p in t["partitions"]]
-            leader = json.loads(orders.stdout)["topics"][0]["partitions"][0]["leader"]
-            if not lagging and str(leader) == broker:
-                return
+    while not ready():
         if time.monotonic() > deadline:
-            raise StepFailed(
-                f"broker {broker} did not rejoin its ISRs and lead orders-0 again within {timeout_s:.0f} s"
-            )
-        time.sleep(1)
+            raise StepFailed(failure)
+        time.sleep(every_s)
 
 
-def _wait_observing(via: list[str], node: int, timeout_s: float) -> None:
-    """Until the leader lists ``node`` among its observers. A leader that removed itself resigns,
-    and -- no longer a voter, so no new leader tells it -- looks for the leader as an observer only
-    once its election timeout has passed (as Kafka's KRaft does): ~1 s in which it is in no list."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = subprocess.run(
-            [sys.executable, "-m", "raftmeta", "quorum", "status", *via, "-o", "json"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if status.returncode == 0 and node in [o["id"] for o in json.loads(status.stdout)["observers"]]:
-            return
-        if time.monotonic() > deadline:
-            raise StepFailed(f"node {node} did not fetch from the new leader as an observer within {timeout_s:.0f} s")
-        time.sleep(0.5)
+def _healed(via: list[str], broker: str) -> bool:
+    """No partition is under-replicated and ``broker`` leads orders-0 (its preferred replica)."""
+    describe = [sys.executable, "-m", "raftmeta", "topics", "describe", *via, "-o", "json"]
+    under = subprocess.run([*describe, "--under-replicated-partitions"], capture_output=True, text=True, check=False)
+    orders = subprocess.run([*describe, "--topic", "orders"], capture_output=True, text=True, check=False)
+    if under.returncode != 0 or orders.returncode != 0:
+        return False
+    lagging = [p for t in json.loads(under.stdout)["topics"] for p in t["partitions"]]
+    leader = json.loads(orders.stdout)["topics"][0]["partitions"][0]["leader"]
+    return not lagging and str(leader) == broker
+
+
+def _observing(via: list[str], node: int) -> bool:
+    """The leader lists ``node`` among its observers. A leader that removed itself resigns, and --
+    no longer a voter, so no new leader tells it -- looks for the leader as an observer only once
+    its election timeout has passed (as Kafka's KRaft does): ~1 s in which it is in no list."""
+    status = subprocess.run(
+        [sys.executable, "-m", "raftmeta", "quorum", "status", *via, "-o", "json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return status.returncode == 0 and node in [o["id"] for o in json.loads(status.stdout)["observers"]]
+
+
+def _reassigned(via: list[str], plan: Path) -> bool:
+    verify = [sys.executable, "-m", "raftmeta", "reassign", "verify", *via, "--plan", str(plan)]
+    return subprocess.run(verify, capture_output=True, check=False).returncode == 0
 
 
 @click.command()
@@ -169,7 +169,8 @@ def demo(data_dir: Path, keep: bool) -> None:
             "brokers", "recover", *via, "--id", victim)  # fmt: skip
         click.echo("   waiting for its partition leaders to add it back to their ISRs (AlterPartition) and for the")
         click.echo("   controller's preferred-leader election to give it its leaderships back ...")
-        _wait_healed(via, victim, timeout_s=60)
+        _wait_for(lambda: _healed(via, victim), 60,
+                  f"broker {victim} did not rejoin its ISRs and lead orders-0 again within 60 s")  # fmt: skip
         run("Brokers after the recovery", "brokers", "list", *via)
         run(f"Healed by itself: full ISRs again, and broker {victim} leads orders-0 again",
             "topics", "describe", *via, "--topic", "orders")  # fmt: skip
@@ -181,12 +182,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         click.echo("   rack spread for balance (the 'rack spread violations' row)")
         run("Execute the plan: new replicas catch up through their brokers' heartbeats, then the old ones leave",
             "reassign", "execute", *via, "--plan", str(plan), "--throttle-moves", "6")  # fmt: skip
-        deadline = time.monotonic() + 60
-        while subprocess.run([sys.executable, "-m", "raftmeta", "reassign", "verify", *via, "--plan", str(plan)],
-                             capture_output=True, check=False).returncode != 0:  # fmt: skip
-            if time.monotonic() > deadline:
-                raise StepFailed("the reassignment did not complete within 60 s")
-            time.sleep(1)
+        _wait_for(lambda: _reassigned(via, plan), 60, "the reassignment did not complete within 60 s")
         run("Every move is complete", "reassign", "verify", *via, "--plan", str(plan))
         run("No replica is left on broker 8", "topics", "describe", *via, "--topic", "orders")
         run("The quorum as its leader sees it (kafka-metadata-quorum describe)", "quorum", "status", *via)
@@ -196,7 +192,8 @@ def demo(data_dir: Path, keep: bool) -> None:
             "quorum", "remove-controller", "--data-dir", str(data_dir), "--controller-id", "1")  # fmt: skip
         click.echo("   waiting for node 1 to find the new leader: it resigned, and looks for the leader as an")
         click.echo("   observer once its election timeout has passed (as KRaft does) ...")
-        _wait_observing(via, 1, timeout_s=30)
+        _wait_for(lambda: _observing(via, 1), 30,
+                  "node 1 did not fetch from the new leader as an observer within 30 s", every_s=0.5)  # fmt: skip
         run("Voters 2, 3 and 4 now; node 1 observes", "quorum", "status", *via, "--status")
         run("The quorum still commits: create a topic", "topics", "create", *via,
             "--topic", "after-the-change", "--partitions", "3", "--replication-factor", "3")  # fmt: skip
