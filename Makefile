@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-all lint format proto demo clean
+.PHONY: venv kafka test test-all lint format proto demo clean
 
 # setuptools warns on every editable install of a flat layout ("Editable installation ... folders
 # with the same name as your package"): nothing a user can act on, so it is not shown.
@@ -18,16 +18,28 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Apache Kafka, the reference raftmeta is held against (deploy/kafka/pom.xml pins the release): its
+# runtime jars land in build/kafka/lib for the KRaft launcher, Kafka's tools and the AdminClient.
+KAFKA_LIB := build/kafka/lib
+KAFKA_STAMP := build/kafka/.resolved-stamp
+$(KAFKA_STAMP): deploy/kafka/pom.xml
+	@mkdir -p build/kafka
+	@mvn -q -B -f deploy/kafka/pom.xml package -Dkafka.lib.dir=$(CURDIR)/$(KAFKA_LIB) >build/kafka/maven.log 2>&1 \
+	  || { echo "make: could not resolve Apache Kafka with Maven (deploy/kafka/pom.xml); see build/kafka/maven.log" >&2; exit 1; }
+	@touch $(KAFKA_STAMP)
+
+kafka: $(KAFKA_STAMP)
+
 ## make test: the default suite (unit, short simulator, integration, spark and chaos runs); `slow` soaks excluded.
 ## Most of it runs on one worker per core (up to 4, pytest-xdist): much of its time is spent waiting
 ## on real processes, JVMs and timers. The chaos runs go last, alone: they kill and pause node
 ## processes under a workload with default timeouts, on a machine nothing else loads.
-test: $(STAMP)
+test: $(STAMP) $(KAFKA_STAMP)
 	$(BIN)/python -m pytest -m "not slow and not chaos" --numprocesses auto --maxprocesses 4 --dist worksteal $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m "not slow and chaos" $(PYTEST_ARGS)
 
 ## make test-all: everything, including the slow soaks.
-test-all: $(STAMP)
+test-all: $(STAMP) $(KAFKA_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -43,7 +55,7 @@ format: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py
 
-demo: $(STAMP)
+demo: $(STAMP) $(KAFKA_STAMP)
 	$(BIN)/raftmeta demo
 
 clean:
