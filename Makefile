@@ -32,10 +32,12 @@ kafka: $(KAFKA_STAMP)
 
 ## make test: the default suite (unit, short simulator, integration, spark and chaos runs); `slow` soaks excluded.
 ## Most of it runs on one worker per core (up to 4, pytest-xdist): much of its time is spent waiting
-## on real processes, JVMs and timers. The chaos runs go last, alone: they kill and pause node
-## processes under a workload with default timeouts, on a machine nothing else loads.
+## on real processes, JVMs and timers. The tests against real Apache Kafka (`kraft`) run next in one
+## process, so its session-scoped KRaft cluster starts once. The chaos runs go last, alone: they
+## kill and pause node processes under a workload with default timeouts, on a machine nothing else loads.
 test: $(STAMP) $(KAFKA_STAMP)
-	$(BIN)/python -m pytest -m "not slow and not chaos" --numprocesses auto --maxprocesses 4 --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not chaos and not kraft" --numprocesses auto --maxprocesses 4 --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and kraft" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m "not slow and chaos" $(PYTEST_ARGS)
 
 ## make test-all: everything, including the slow soaks.
