@@ -60,8 +60,10 @@ def _partition_values(partition: controller_pb2.PartitionDescription) -> dict[st
         "replica_nodes": list(partition.replicas),
         "isr_nodes": list(partition.isr),
         "offline_replicas": [],
-        "eligible_leader_replicas": None,
-        "last_known_elr": None,
+        # KIP-966: raftmeta has no eligible leader replicas; Kafka's brokers answer empty lists
+        # (kafka-topics --describe fails on null).
+        "eligible_leader_replicas": [],
+        "last_known_elr": [],
     }
 
 

@@ -617,3 +617,12 @@ def test_add_and_remove_raft_voter_reach_the_quorum_with_the_voters_key() -> Non
     calls = len(admin.calls)
     foreign = ask(admin, 81, 0, {**REQUESTS[81], "cluster_id": "someone-else"})
     assert foreign.error_code == errors_pb2.INCONSISTENT_CLUSTER_ID and len(admin.calls) == calls
+
+
+def test_describe_topic_partitions_gives_empty_elr_lists_not_null() -> None:
+    # Kafka's brokers answer the KIP-966 lists as empty lists when a partition has no ELR; Kafka's
+    # kafka-topics --describe streams them and fails on null.
+    admin = full_admin()
+    response = ask(admin, 75, 0, {"topics": [{"name": "orders"}], "response_partition_limit": 2000, "cursor": None})
+    for partition in response.topics[0].partitions:
+        assert (partition.eligible_leader_replicas, partition.last_known_elr) == ((), ())
