@@ -11,6 +11,7 @@ import grpc
 import pytest
 from kio.schema.errors import ErrorCode
 
+from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.kafka import cluster
 from raftmeta.kafka.dispatch import handle
 from raftmeta.kafka.framing import decode_request
@@ -138,7 +139,19 @@ def test_create_topics_translates_counts_configs_placer_and_pool() -> None:
     )
     (result,) = response.topics
     assert (result.name, result.error_code, result.num_partitions, result.replication_factor) == ("a", 0, 3, 2)
-    assert [(c.name, c.value, c.config_source) for c in result.configs] == [("retention.ms", "1000", 1)]
+    assert ("retention.ms", "1000", 1) in [(c.name, c.value, c.config_source) for c in result.configs]
+
+
+def test_create_topics_answers_every_topic_config_defaults_included() -> None:
+    # As a Kafka broker does (CreateTopics v5+): each config with its value and source, DEFAULT_CONFIG
+    # (5) for those left at their default, DYNAMIC_TOPIC_CONFIG (1) for those the request set.
+    admin = full_admin()
+    configs = [{"name": "retention.ms", "value": "1000"}]
+    topic = {"name": "a", "num_partitions": 3, "replication_factor": 2, "assignments": [], "configs": configs}
+    (result,) = _create(admin, [topic], validate_only=True).topics
+    expected = {name: (key.default, 5) for name, key in TOPIC_CONFIGS.items()} | {"retention.ms": ("1000", 1)}
+    assert {c.name: (c.value, c.config_source) for c in result.configs} == expected
+    assert [c.name for c in result.configs] == sorted(expected)
 
 
 def test_create_topics_defaults_and_manual_assignment() -> None:
