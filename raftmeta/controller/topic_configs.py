@@ -6,11 +6,16 @@ default, APPEND/SUBTRACT items of a LIST config), then validates the result with
 CreateTopics uses (``configs.validate_topic_configs``: Kafka's messages). A topic whose ops fail
 writes nothing and answers its error; the others write one ``ConfigRecord`` per changed key (no
 value = deleted). ``validate_only`` answers the same and writes nothing.
+
+Kafka's legacy AlterConfigs (key 33) *replaces* a topic's configs: the keys it names get its values
+and every other key goes back to its default. :func:`replace_ops` expresses that as ops of this same
+alteration, so the controller computes the replacement from its own image in one turn (no read by
+the caller, no window for another change to be lost).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from raftmeta.controller.configs import TOPIC_CONFIGS, validate_topic_configs
 from raftmeta.controller.errors import ApiError
@@ -83,6 +88,21 @@ def incremental_alter_configs(
             result.error_code = error.code  # type: ignore[assignment]
             result.error_message = error.message
     return ControllerResult(() if request.validate_only else tuple(records), response)
+
+
+def replace_ops(configs: Iterable[tuple[str, str | None]]) -> list[controller_pb2.AlterConfigOp]:
+    """Ops that make a topic's configs exactly ``configs`` (legacy AlterConfigs): SET each key named
+    with a value, DELETE every other known key.
+
+    As on Kafka's controller, which puts the entries into a map: a key named twice takes its last
+    value, and a key named with a null value is not set (so an unknown key with a null value is no
+    error). Deleting every known key not set is the replacement because a topic can only hold known
+    keys (CreateTopics and these alterations refuse any other: ``validate_topic_configs``), and
+    deleting a key the topic does not set changes nothing."""
+    values = dict(configs)
+    ops = [OP(name=name, op=OP.SET, value=value) for name, value in values.items() if value is not None]
+    ops += [OP(name=name, op=OP.DELETE) for name in TOPIC_CONFIGS if values.get(name) is None]
+    return ops
 
 
 def _apply_ops(configs: dict[str, str], ops: Sequence[controller_pb2.AlterConfigOp]) -> dict[str, str] | ApiError:

@@ -1,4 +1,4 @@
-"""Config APIs for topics: DescribeConfigs and IncrementalAlterConfigs.
+"""Config APIs for topics: DescribeConfigs, IncrementalAlterConfigs and (legacy) AlterConfigs.
 
 Only topic resources (type 2) hold configs in raftmeta. Broker and broker-logger resources are
 answered with an empty list, as a broker with nothing set would, because Kafka tools ask for them
@@ -8,9 +8,11 @@ every known topic config, defaults included (``is_default``/``config_source`` te
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from raftmeta.controller.configs import TOPIC_CONFIGS
+from raftmeta.controller.topic_configs import replace_ops
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
 from raftmeta.v1 import controller_pb2, errors_pb2
@@ -89,16 +91,52 @@ async def describe_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
 
 async def incremental_alter_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
     """IncrementalAlterConfigs: Kafka's op numbers are raftmeta's (SET, DELETE, APPEND, SUBTRACT)."""
+
+    def ops(resource: Any) -> list[controller_pb2.AlterConfigOp]:
+        return [
+            controller_pb2.AlterConfigOp(name=c.name, op=c.config_operation, value=c.value or "")
+            for c in resource.configs or ()
+        ]
+
+    return await _alter_topic_configs(ctx, request.body, ops)
+
+
+async def alter_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
+    """Legacy AlterConfigs: each topic's configs become exactly the ones named (the others go back to
+    their defaults), validated like IncrementalAlterConfigs. The replacement is ops of the same
+    controller alteration (``topic_configs.replace_ops``), computed from the controller's image.
+
+    A null config list (not nullable in Kafka's schema; a broker cannot read such a request) would
+    read as "replace with nothing" and clear the topic: the whole request is refused instead."""
     body = request.body
+    resources = body.resources or ()
+    if any(r.configs is None for r in resources):
+        message = "AlterConfigs: a resource's configs are null (the field is not nullable)"
+        return {"throttle_time": 0, "responses": [_refused(r, message) for r in resources]}
+    return await _alter_topic_configs(ctx, body, lambda r: replace_ops((c.name, c.value) for c in r.configs))
+
+
+def _refused(resource: Any, message: str) -> dict[str, Any]:
+    return {
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "error_code": INVALID_REQUEST,
+        "error_message": message,
+    }
+
+
+async def _alter_topic_configs(
+    ctx: ApiContext, body: Any, ops_of: Callable[[Any], list[controller_pb2.AlterConfigOp]]
+) -> dict[str, Any]:
+    """One controller IncrementalAlterConfigs for the topic resources (``ops_of`` gives each one's
+    ops), an answer per resource; other resource types are refused, each with INVALID_REQUEST."""
     grpc_request = controller_pb2.IncrementalAlterConfigsRequest(validate_only=body.validate_only)
     others = []
-    for resource in body.resources:
+    for resource in body.resources or ():
         if resource.resource_type != TOPIC:
             others.append(resource)
             continue
-        topic = grpc_request.topics.add(topic=resource.resource_name)
-        for config in resource.configs:
-            topic.ops.add(name=config.name, op=config.config_operation, value=config.value or "")
+        grpc_request.topics.add(topic=resource.resource_name, ops=ops_of(resource))
     results: dict[str, dict[str, Any]] = {}
     if grpc_request.topics:
         try:
@@ -114,11 +152,11 @@ async def incremental_alter_configs(ctx: ApiContext, request: Request) -> dict[s
                 t.topic: {"error_code": exc.error_code, "error_message": exc.message} for t in grpc_request.topics
             }
     responses = []
-    for resource in body.resources:
-        base = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+    for resource in body.resources or ():
         if resource in others:
             message = f"resource type {resource.resource_type} cannot be altered in raftmeta (only topics can)"
-            responses.append({**base, "error_code": INVALID_REQUEST, "error_message": message})
+            responses.append(_refused(resource, message))
         else:
+            base = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
             responses.append({**base, **results[resource.resource_name]})
     return {"throttle_time": 0, "responses": responses}

@@ -129,3 +129,27 @@ def test_describe_every_topic_and_an_unknown_one(ctx: Context) -> None:
     assert [r.topic for r in everything.results] == ["audit", "orders"]
     unknown = topic_configs.describe_configs(ctx.image, controller_pb2.DescribeConfigsRequest(topics=["nope"]))
     assert errors(unknown) == [("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")]
+
+
+def test_replace_ops_make_the_configs_exactly_the_ones_named(ctx: Context) -> None:
+    ctx.run(topic_configs.incremental_alter_configs, alter(("orders", [op("cleanup.policy", value="compact")])))
+    assert configs_of(ctx.image, "orders") == {"retention.ms": ("1000", False), "cleanup.policy": ("compact", False)}
+    # Legacy AlterConfigs of {segment.ms}: retention.ms and cleanup.policy go back to their defaults.
+    ops = topic_configs.replace_ops([("segment.ms", "60000"), ("unknown.key", None)])
+    checked = ctx.call(topic_configs.incremental_alter_configs, alter(("orders", ops), validate_only=True))
+    assert errors(checked) == [("NONE", "")] and checked.records == ()
+    result = ctx.run(topic_configs.incremental_alter_configs, alter(("orders", ops)))
+    assert errors(result) == [("NONE", "")]
+    assert [(r.config.name, r.config.HasField("value")) for r in result.records] == [
+        ("cleanup.policy", False),
+        ("retention.ms", False),
+        ("segment.ms", True),
+    ]
+    assert configs_of(ctx.image, "orders") == {"segment.ms": ("60000", False)}
+    # Replacing with nothing clears the topic; an invalid value refuses the whole replacement.
+    refused = ctx.call(
+        topic_configs.incremental_alter_configs, alter(("orders", topic_configs.replace_ops([("retention.ms", "x")])))
+    )
+    assert errors(refused)[0][0] == "INVALID_CONFIG" and refused.records == ()
+    ctx.run(topic_configs.incremental_alter_configs, alter(("orders", topic_configs.replace_ops([]))))
+    assert configs_of(ctx.image, "orders") == {}
