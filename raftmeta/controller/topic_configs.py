@@ -90,18 +90,17 @@ def incremental_alter_configs(
     return ControllerResult(() if request.validate_only else tuple(records), response)
 
 
-def replace_ops(configs: Iterable[tuple[str, str | None]]) -> list[controller_pb2.AlterConfigOp]:
-    """Ops that make a topic's configs exactly ``configs`` (legacy AlterConfigs): SET each key named
-    with a value, DELETE every other known key.
+def replace_ops(configs: Iterable[tuple[str, str]]) -> list[controller_pb2.AlterConfigOp]:
+    """Ops that make a topic's configs exactly ``configs`` (legacy AlterConfigs): SET each key named,
+    in order (a key named twice is refused as in any alteration), then DELETE every other known key.
 
-    As on Kafka's controller, which puts the entries into a map: a key named twice takes its last
-    value, and a key named with a null value is not set (so an unknown key with a null value is no
-    error). Deleting every known key not set is the replacement because a topic can only hold known
-    keys (CreateTopics and these alterations refuse any other: ``validate_topic_configs``), and
-    deleting a key the topic does not set changes nothing."""
-    values = dict(configs)
-    ops = [OP(name=name, op=OP.SET, value=value) for name, value in values.items() if value is not None]
-    ops += [OP(name=name, op=OP.DELETE) for name in TOPIC_CONFIGS if values.get(name) is None]
+    Deleting every known key not named is the replacement because a topic can only hold known keys
+    (CreateTopics and these alterations refuse any other: ``validate_topic_configs``), and deleting
+    a key the topic does not set changes nothing. (Kafka refuses a null value before its controller
+    sees the request, and so does the Kafka listener.)"""
+    ops = [OP(name=name, op=OP.SET, value=value) for name, value in configs]
+    named = {op.name for op in ops}
+    ops += [OP(name=name, op=OP.DELETE) for name in TOPIC_CONFIGS if name not in named]
     return ops
 
 

@@ -8,6 +8,7 @@ every known topic config, defaults included (``is_default``/``config_source`` te
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -89,10 +90,14 @@ async def describe_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
     return {"throttle_time": 0, "results": results}
 
 
+# A resource's controller ops, or the message it is refused with (INVALID_REQUEST) before any call.
+Ops = list[controller_pb2.AlterConfigOp] | str
+
+
 async def incremental_alter_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
     """IncrementalAlterConfigs: Kafka's op numbers are raftmeta's (SET, DELETE, APPEND, SUBTRACT)."""
 
-    def ops(resource: Any) -> list[controller_pb2.AlterConfigOp]:
+    def ops(resource: Any) -> Ops:
         return [
             controller_pb2.AlterConfigOp(name=c.name, op=c.config_operation, value=c.value or "")
             for c in resource.configs or ()
@@ -106,14 +111,19 @@ async def alter_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
     their defaults), validated like IncrementalAlterConfigs. The replacement is ops of the same
     controller alteration (``topic_configs.replace_ops``), computed from the controller's image.
 
-    A null config list (not nullable in Kafka's schema; a broker cannot read such a request) would
-    read as "replace with nothing" and clear the topic: the whole request is refused instead."""
-    body = request.body
-    resources = body.resources or ()
-    if any(r.configs is None for r in resources):
-        message = "AlterConfigs: a resource's configs are null (the field is not nullable)"
-        return {"throttle_time": 0, "responses": [_refused(r, message) for r in resources]}
-    return await _alter_topic_configs(ctx, body, lambda r: replace_ops((c.name, c.value) for c in r.configs))
+    As a Kafka broker does before it forwards the request, a resource naming a key with a null value
+    is refused (INVALID_REQUEST, ``Null value not supported for : <keys>``); so is a null config list
+    (not nullable in Kafka's schema), which would otherwise read as "replace with nothing"."""
+
+    def ops(resource: Any) -> Ops:
+        if resource.configs is None:
+            return "AlterConfigs: the resource's configs are null (the field is not nullable)"
+        nulls = [c.name for c in resource.configs if c.value is None]
+        if nulls:
+            return f"Null value not supported for : {', '.join(nulls)}"
+        return replace_ops((c.name, c.value) for c in resource.configs)
+
+    return await _alter_topic_configs(ctx, request.body, ops)
 
 
 def _refused(resource: Any, message: str) -> dict[str, Any]:
@@ -125,18 +135,25 @@ def _refused(resource: Any, message: str) -> dict[str, Any]:
     }
 
 
-async def _alter_topic_configs(
-    ctx: ApiContext, body: Any, ops_of: Callable[[Any], list[controller_pb2.AlterConfigOp]]
-) -> dict[str, Any]:
+async def _alter_topic_configs(ctx: ApiContext, body: Any, ops_of: Callable[[Any], Ops]) -> dict[str, Any]:
     """One controller IncrementalAlterConfigs for the topic resources (``ops_of`` gives each one's
-    ops), an answer per resource; other resource types are refused, each with INVALID_REQUEST."""
+    ops), an answer per resource; other resource types are refused, each with INVALID_REQUEST.
+
+    A topic named by two resources goes to the controller as it is (which refuses both: a resource
+    may appear once), whatever ``ops_of`` would have said about either."""
+    resources = list(body.resources or ())
+    topics = Counter(r.resource_name for r in resources if r.resource_type == TOPIC)
     grpc_request = controller_pb2.IncrementalAlterConfigsRequest(validate_only=body.validate_only)
-    others = []
-    for resource in body.resources or ():
+    refused: dict[int, str] = {}
+    for index, resource in enumerate(resources):
         if resource.resource_type != TOPIC:
-            others.append(resource)
+            refused[index] = f"resource type {resource.resource_type} cannot be altered in raftmeta (only topics can)"
             continue
-        grpc_request.topics.add(topic=resource.resource_name, ops=ops_of(resource))
+        ops = ops_of(resource) if topics[resource.resource_name] == 1 else []
+        if isinstance(ops, str):
+            refused[index] = ops
+            continue
+        grpc_request.topics.add(topic=resource.resource_name, ops=ops)
     results: dict[str, dict[str, Any]] = {}
     if grpc_request.topics:
         try:
@@ -152,10 +169,9 @@ async def _alter_topic_configs(
                 t.topic: {"error_code": exc.error_code, "error_message": exc.message} for t in grpc_request.topics
             }
     responses = []
-    for resource in body.resources or ():
-        if resource in others:
-            message = f"resource type {resource.resource_type} cannot be altered in raftmeta (only topics can)"
-            responses.append(_refused(resource, message))
+    for index, resource in enumerate(resources):
+        if index in refused:
+            responses.append(_refused(resource, refused[index]))
         else:
             base = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
             responses.append({**base, **results[resource.resource_name]})

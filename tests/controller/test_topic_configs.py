@@ -135,7 +135,7 @@ def test_replace_ops_make_the_configs_exactly_the_ones_named(ctx: Context) -> No
     ctx.run(topic_configs.incremental_alter_configs, alter(("orders", [op("cleanup.policy", value="compact")])))
     assert configs_of(ctx.image, "orders") == {"retention.ms": ("1000", False), "cleanup.policy": ("compact", False)}
     # Legacy AlterConfigs of {segment.ms}: retention.ms and cleanup.policy go back to their defaults.
-    ops = topic_configs.replace_ops([("segment.ms", "60000"), ("unknown.key", None)])
+    ops = topic_configs.replace_ops([("segment.ms", "60000")])
     checked = ctx.call(topic_configs.incremental_alter_configs, alter(("orders", ops), validate_only=True))
     assert errors(checked) == [("NONE", "")] and checked.records == ()
     result = ctx.run(topic_configs.incremental_alter_configs, alter(("orders", ops)))
@@ -151,5 +151,9 @@ def test_replace_ops_make_the_configs_exactly_the_ones_named(ctx: Context) -> No
         topic_configs.incremental_alter_configs, alter(("orders", topic_configs.replace_ops([("retention.ms", "x")])))
     )
     assert errors(refused)[0][0] == "INVALID_CONFIG" and refused.records == ()
+    twice = topic_configs.replace_ops([("retention.ms", "5"), ("retention.ms", "6")])
+    duplicate = ctx.call(topic_configs.incremental_alter_configs, alter(("orders", twice)))
+    assert errors(duplicate) == [("INVALID_REQUEST", "Error due to duplicate config keys: retention.ms")]
+    assert duplicate.records == ()
     ctx.run(topic_configs.incremental_alter_configs, alter(("orders", topic_configs.replace_ops([]))))
     assert configs_of(ctx.image, "orders") == {}

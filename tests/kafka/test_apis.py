@@ -408,11 +408,12 @@ def test_legacy_alter_configs_replaces_through_the_same_controller_alteration(ve
                 {
                     "resource_type": 2,
                     "resource_name": "orders",
-                    "configs": [
-                        {"name": "retention.ms", "value": "5"},
-                        {"name": "cleanup.policy", "value": None},  # null: not set (back to the default)
-                        {"name": "retention.ms", "value": "6"},  # named twice: the last value, as Kafka
-                    ],
+                    "configs": [{"name": "retention.ms", "value": "5"}, {"name": "segment.ms", "value": "6"}],
+                },
+                {
+                    "resource_type": 2,
+                    "resource_name": "audit",
+                    "configs": [{"name": "retention.ms", "value": None}, {"name": "cleanup.policy", "value": None}],
                 },
                 {"resource_type": 4, "resource_name": "1", "configs": [{"name": "log.retention.ms", "value": "1"}]},
             ],
@@ -420,7 +421,7 @@ def test_legacy_alter_configs_replaces_through_the_same_controller_alteration(ve
         },
     )
     op = controller_pb2.AlterConfigOp
-    unset = [name for name in TOPIC_CONFIGS if name != "retention.ms"]
+    unset = [name for name in TOPIC_CONFIGS if name not in ("retention.ms", "segment.ms")]
     assert admin.calls == [
         (
             "IncrementalAlterConfigs",
@@ -428,7 +429,7 @@ def test_legacy_alter_configs_replaces_through_the_same_controller_alteration(ve
                 topics=[
                     controller_pb2.AlterConfigsTopic(
                         topic="orders",
-                        ops=[op(name="retention.ms", op=op.SET, value="6")]
+                        ops=[op(name="retention.ms", op=op.SET, value="5"), op(name="segment.ms", op=op.SET, value="6")]
                         + [op(name=name, op=op.DELETE) for name in unset],
                     )
                 ],
@@ -436,11 +437,24 @@ def test_legacy_alter_configs_replaces_through_the_same_controller_alteration(ve
             ),
         )
     ]
-    assert [(r.resource_type, r.resource_name, r.error_code) for r in response.responses] == [
-        (2, "orders", ErrorCode.none),
-        (4, "1", ErrorCode.invalid_request),
+    # A null value is refused before the controller, with a Kafka broker's code and message.
+    assert [(r.resource_type, r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        (2, "orders", ErrorCode.none, None),
+        (2, "audit", ErrorCode.invalid_request, "Null value not supported for : retention.ms, cleanup.policy"),
+        (4, "1", ErrorCode.invalid_request, "resource type 4 cannot be altered in raftmeta (only topics can)"),
     ]
-    assert "only topics" in (response.responses[1].error_message or "")
+
+
+def test_legacy_alter_configs_a_topic_named_twice_goes_to_the_controller_as_it_is() -> None:
+    admin = full_admin()
+    twice = [
+        {"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "value": "5"}]},
+        {"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "value": None}]},
+    ]
+    ask(admin, 33, top(33), {"resources": twice, "validate_only": False})
+    # Without ops: the controller refuses both (a resource may appear once), whatever their configs.
+    assert [t.topic for t in admin.sent(0).topics] == ["orders", "orders"]
+    assert [list(t.ops) for t in admin.sent(0).topics] == [[], []]
 
 
 def test_legacy_alter_configs_per_topic_errors_and_a_refused_call() -> None:
