@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from raftmeta.controller.configs import TOPIC_CONFIGS, validate_topic_configs
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
+from raftmeta.controller.names import invalid_topic_reason
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
 from raftmeta.controller.topics import DUPLICATE_NAME, UNKNOWN_TOPIC
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -76,7 +77,7 @@ def incremental_alter_configs(
         if seen.count(altered.topic) > 1:
             error: ApiError | None = DUPLICATE_NAME
         elif topic is None:
-            error = UNKNOWN_TOPIC
+            error = _not_alterable(altered.topic)
         else:
             outcome = _apply_ops(dict(topic.configs), altered.ops)
             if isinstance(outcome, ApiError):
@@ -102,6 +103,19 @@ def replace_ops(configs: Iterable[tuple[str, str]]) -> list[controller_pb2.Alter
     named = {op.name for op in ops}
     ops += [OP(name=name, op=OP.DELETE) for name in TOPIC_CONFIGS if name not in named]
     return ops
+
+
+def _not_alterable(name: str) -> ApiError:
+    """Why a topic the image does not hold cannot be altered, as Kafka's controller says it (its
+    ControllerConfigurationValidator checks the name before it looks the topic up): no name is the
+    cluster's default resource, which topics do not have; an illegal name is INVALID_TOPIC_EXCEPTION;
+    a legal one is unknown."""
+    if not name:
+        return ApiError(errors_pb2.INVALID_REQUEST, "Default topic resources are not allowed.")
+    reason = invalid_topic_reason(name)
+    if reason is not None:
+        return ApiError(errors_pb2.INVALID_TOPIC_EXCEPTION, reason)
+    return UNKNOWN_TOPIC
 
 
 def _apply_ops(configs: dict[str, str], ops: Sequence[controller_pb2.AlterConfigOp]) -> dict[str, str] | ApiError:

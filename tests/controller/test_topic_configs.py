@@ -124,6 +124,28 @@ def test_unknown_and_duplicate_topics_and_validate_only(ctx: Context) -> None:
     assert errors(checked) == [("NONE", "")] and checked.records == ()
 
 
+@pytest.mark.parametrize(
+    ("name", "code", "message"),
+    [
+        ("", "INVALID_REQUEST", "Default topic resources are not allowed."),
+        (
+            "bad/name",
+            "INVALID_TOPIC_EXCEPTION",
+            "Topic name is invalid: 'bad/name' contains one or more characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'",
+        ),
+        ("..", "INVALID_TOPIC_EXCEPTION", "Topic name is invalid: '..' is not allowed"),
+        ("__cluster_metadata", "UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition."),
+    ],
+)
+def test_a_name_no_topic_can_have_is_refused_before_it_is_looked_up(
+    ctx: Context, name: str, code: str, message: str
+) -> None:
+    # Kafka 4.4's answers to these names (its controller validates the name first).
+    result = ctx.call(topic_configs.incremental_alter_configs, alter((name, [op("retention.ms", value="5")])))
+    assert errors(result) == [(code, message)] and result.records == ()
+
+
 def test_describe_every_topic_and_an_unknown_one(ctx: Context) -> None:
     everything = topic_configs.describe_configs(ctx.image, controller_pb2.DescribeConfigsRequest()).response
     assert [r.topic for r in everything.results] == ["audit", "orders"]
