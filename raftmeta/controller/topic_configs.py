@@ -109,13 +109,13 @@ def _not_alterable(name: str) -> ApiError:
     """Why a topic the image does not hold cannot be altered, as Kafka's controller says it (its
     ControllerConfigurationValidator checks the name before it looks the topic up): no name is the
     cluster's default resource, which topics do not have; an illegal name is INVALID_TOPIC_EXCEPTION;
-    a legal one is unknown."""
+    a legal one is unknown (with the message of Kafka's existence check, not the generic one)."""
     if not name:
         return ApiError(errors_pb2.INVALID_REQUEST, "Default topic resources are not allowed.")
     reason = invalid_topic_reason(name)
     if reason is not None:
         return ApiError(errors_pb2.INVALID_TOPIC_EXCEPTION, reason)
-    return UNKNOWN_TOPIC
+    return ApiError(errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
 
 
 def _apply_ops(configs: dict[str, str], ops: Sequence[controller_pb2.AlterConfigOp]) -> dict[str, str] | ApiError:

@@ -135,7 +135,8 @@ def test_unknown_and_duplicate_topics_and_validate_only(ctx: Context) -> None:
             "'.', '_' and '-'",
         ),
         ("..", "INVALID_TOPIC_EXCEPTION", "Topic name is invalid: '..' is not allowed"),
-        ("__cluster_metadata", "UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition."),
+        ("__cluster_metadata", "UNKNOWN_TOPIC_OR_PARTITION", "The topic '__cluster_metadata' does not exist."),
+        ("nope", "UNKNOWN_TOPIC_OR_PARTITION", "The topic 'nope' does not exist."),
     ],
 )
 def test_a_name_no_topic_can_have_is_refused_before_it_is_looked_up(
