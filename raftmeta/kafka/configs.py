@@ -29,6 +29,7 @@ DEFAULT_CONFIG = 5
 CONFIG_TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7}
 CONFIG_TYPE_STRING = CONFIG_TYPES["STRING"]
 INVALID_REQUEST = errors_pb2.INVALID_REQUEST
+DELETE_OP = controller_pb2.AlterConfigOp.DELETE  # Kafka's OpType ids are raftmeta's
 
 
 def _config_type(name: str) -> int:
@@ -95,9 +96,14 @@ Ops = list[controller_pb2.AlterConfigOp] | str
 
 
 async def incremental_alter_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
-    """IncrementalAlterConfigs: Kafka's op numbers are raftmeta's (SET, DELETE, APPEND, SUBTRACT)."""
+    """IncrementalAlterConfigs: Kafka's op numbers are raftmeta's (SET, DELETE, APPEND, SUBTRACT).
+    A resource with a null value for any op but DELETE is refused before the controller, as a Kafka
+    broker refuses it."""
 
     def ops(resource: Any) -> Ops:
+        nulls = [c.name for c in resource.configs or () if c.value is None and c.config_operation != DELETE_OP]
+        if nulls:
+            return _null_values(nulls)
         return [
             controller_pb2.AlterConfigOp(name=c.name, op=c.config_operation, value=c.value or "")
             for c in resource.configs or ()
@@ -120,10 +126,15 @@ async def alter_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
             return "AlterConfigs: the resource's configs are null (the field is not nullable)"
         nulls = [c.name for c in resource.configs if c.value is None]
         if nulls:
-            return f"Null value not supported for : {', '.join(nulls)}"
+            return _null_values(nulls)
         return replace_ops((c.name, c.value) for c in resource.configs)
 
     return await _alter_topic_configs(ctx, request.body, ops)
+
+
+def _null_values(names: list[str]) -> str:
+    """Kafka's message (ConfigAdminManager) for config entries whose value is null."""
+    return f"Null value not supported for : {', '.join(names)}"
 
 
 def _refused(resource: Any, message: str) -> dict[str, Any]:

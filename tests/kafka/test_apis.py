@@ -396,6 +396,23 @@ def test_incremental_alter_configs_maps_ops_and_refuses_non_topics() -> None:
     ]
 
 
+def test_incremental_alter_configs_null_values_are_refused_but_for_delete() -> None:
+    admin = full_admin()
+    resources = [
+        {"resource_type": 2, "resource_name": "orders", "configs": [
+            {"name": "retention.ms", "config_operation": 1, "value": None}]},  # DELETE: no value needed
+        {"resource_type": 2, "resource_name": "audit", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": None},
+            {"name": "cleanup.policy", "config_operation": 2, "value": None}]},
+    ]  # fmt: skip
+    response = ask(admin, 44, top(44), {"resources": resources, "validate_only": False})
+    assert [t.topic for t in admin.sent(0).topics] == ["orders"]
+    assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        ("orders", ErrorCode.none, None),
+        ("audit", ErrorCode.invalid_request, "Null value not supported for : retention.ms, cleanup.policy"),
+    ]
+
+
 @pytest.mark.parametrize("version", range(SUPPORTED[33][0], SUPPORTED[33][1] + 1))
 def test_legacy_alter_configs_replaces_through_the_same_controller_alteration(version: int) -> None:
     admin = full_admin()
