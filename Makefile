@@ -41,7 +41,7 @@ $(KAFKAJS_STAMP): tests/kafka/js/package.json tests/kafka/js/package-lock.json
 	@touch $(KAFKAJS_STAMP)
 
 kafka-clients: $(KAFKAJS_STAMP)
-	@command -v kcat >/dev/null 2>&1 || { mkdir -p build; { apt-get install -y kcat || { apt-get update && apt-get install -y kcat; }; } >build/kcat-apt.log 2>&1; } \
+	@command -v kcat >/dev/null 2>&1 || { mkdir -p build; { DEBIAN_FRONTEND=noninteractive apt-get install -y kcat || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y kcat; }; } >build/kcat-apt.log 2>&1; } \
 	  || { echo "make: kcat is missing and apt-get install -y kcat failed (needs root on Debian); see build/kcat-apt.log" >&2; exit 1; }
 
 ## make test: the default suite (unit, short simulator, integration, spark and chaos runs); `slow` soaks excluded.
