@@ -11,13 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftmeta.kraft.classpath import java_executable, kafka_classpath
+from raftmeta.kraft.tools import TOOL_TIMEOUT_S, tool_argv
 
 STORAGE_TOOL = "kafka.tools.StorageTool"
-# Each run is a short JVM; on a loaded two-core machine class loading alone can take seconds.
-TOOL_TIMEOUT_S = 180.0
-# The tool needs no heap to speak of; a small one starts faster and crowds nothing.
-TOOL_JVM_FLAGS = ("-Xms16m", "-Xmx128m", "-XX:+UseSerialGC")
 
 
 class StorageToolError(RuntimeError):
@@ -35,13 +31,11 @@ class FormatJob:
     initial_controllers: str | None
 
 
-def tool_argv(*arguments: str) -> list[str]:
-    return [java_executable(), *TOOL_JVM_FLAGS, "-cp", kafka_classpath(), STORAGE_TOOL, *arguments]
-
-
 def random_uuid() -> str:
     """``kafka-storage random-uuid``: a new cluster id, made by Kafka."""
-    done = subprocess.run(tool_argv("random-uuid"), check=False, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+    done = subprocess.run(
+        tool_argv(STORAGE_TOOL, ["random-uuid"]), check=False, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S
+    )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise StorageToolError(f"kafka-storage random-uuid failed (exit {done.returncode}): {done.stderr.strip()}")
@@ -57,7 +51,7 @@ def format_all(cluster_id: str, jobs: Sequence[FormatJob]) -> None:
             if job.initial_controllers is not None
             else ["--no-initial-controllers"]
         )
-        argv = tool_argv("format", "--config", str(job.config), "--cluster-id", cluster_id, *choice)
+        argv = tool_argv(STORAGE_TOOL, ["format", "--config", str(job.config), "--cluster-id", cluster_id, *choice])
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         running.append((job, process))
     failures = []
