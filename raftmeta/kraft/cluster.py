@@ -229,11 +229,14 @@ class KraftCluster:
 
     # -- readiness ----------------------------------------------------------------------------
 
-    def wait_ready(self, node_ids: Iterable[int]) -> None:
-        """Wait until each node is ready: a controller knows the quorum's leader (and every
-        controller is a voter), a broker sees itself and every other running broker unfenced.
-        Raises :class:`KraftNodeError` when one of them exits or the timeout passes."""
+    def wait_ready(self, node_ids: Iterable[int], *, caught_up_since_ms: int | None = None) -> None:
+        """Wait until each node is ready: the leader has seen a controller caught up since it
+        started (or since ``caught_up_since_ms``, e.g. when it was resumed), a broker sees itself
+        and every other running broker unfenced. Raises :class:`KraftNodeError` when one of
+        them exits or the timeout passes."""
         waiting = {node_id: self.node(node_id) for node_id in node_ids}
+        if caught_up_since_ms is not None:
+            waiting = {i: dataclasses.replace(n, started_at_ms=caught_up_since_ms) for i, n in waiting.items()}
         deadline = time.monotonic() + self.ready_timeout_s
         last_seen: dict[int, str] = {}
         while waiting:
@@ -297,6 +300,21 @@ class KraftCluster:
         if view is None:
             raise KraftNodeError("no running controller answers as the quorum's leader")
         return view.leader_id
+
+    def wait_for_leader(self, *, other_than: int | None = None) -> int:
+        """Wait until a controller answers as the leader (one other than ``other_than``, e.g.
+        the one just killed or paused), within the ready timeout; its node id."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            view = self._leader_view()
+            if view is not None and view.leader_id != other_than:
+                return view.leader_id
+            if time.monotonic() > deadline:
+                seen = "none" if view is None else str(view.leader_id)
+                raise KraftNodeError(
+                    f"no new leader within {self.ready_timeout_s:.0f} s (the leader answering: {seen})"
+                )
+            time.sleep(POLL_INTERVAL_S)
 
     def log_dirs(self) -> dict[int, Path]:
         """Each node's KRaft metadata log directory (``__cluster_metadata-0`` in its log.dirs)."""
