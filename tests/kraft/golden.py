@@ -2,7 +2,7 @@
 
 Each step's outcome becomes a flat view: field path -> value, with what legitimately differs
 between two clusters replaced by placeholders (cluster and topic ids, timestamps, addresses,
-offsets and epochs of the metadata log, controller ids mapped to their rank). Two views are then
+offsets and epochs of the metadata log, voter ids). Two views are then
 compared field by field. A difference is either known, named and explained (KnownDifference,
 listed in docs/kafka-protocol.md), or the comparison fails with a readable diff.
 """
@@ -34,11 +34,12 @@ class Side:
     """What identifies one cluster in its outputs: normalized away before comparing."""
 
     cluster_id: str
-    controller_ids: tuple[int, ...]  # the quorum's voters, mapped to c0, c1, ... by rank
+    controller_ids: tuple[int, ...]  # the quorum's voters
 
     def controller(self, node_id: int) -> str:
-        ranked = sorted(self.controller_ids)
-        return f"c{ranked.index(node_id)}" if node_id in ranked else str(node_id)
+        """A voter's id as ``<voter>``: which one leads is the luck of the election, and the roles
+        (Leader, Follower) are compared beside it; other ids (observers) stay."""
+        return "<voter>" if node_id in self.controller_ids else str(node_id)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _flatten(value: Any, path: str, into: dict[str, Any]) -> None:
 
 
 def _quorum_json(line: str, side: Side) -> str:
-    """CurrentVoters / CurrentObservers: ids by rank, directory ids and endpoints' ports placeholders."""
+    """CurrentVoters / CurrentObservers: voter ids, directory ids and endpoints' ports placeholders."""
     label, _, listing = line.partition(":")
     replicas = json.loads(listing)
     for replica in replicas:
@@ -105,7 +106,7 @@ def _quorum_json(line: str, side: Side) -> str:
 
 
 def _replication_row(line: str, side: Side) -> str:
-    """describe --replication: node (by rank), directory id, status; offsets and times vary."""
+    """describe --replication: node (voters as <voter>), directory id, status; offsets and times vary."""
     cells = [c.strip() for c in line.split("\t") if c.strip()]
     if not cells or not cells[0].isdigit():
         return line.rstrip()

@@ -46,20 +46,21 @@ def tool_script(bootstrap: str, directory: Path) -> list[ToolInvocation]:
     reassignment, topics = write_inputs(directory)
     server = ("--bootstrap-server", bootstrap)
 
-    def topic_command(*args: str) -> ToolInvocation:
-        return ToolInvocation(TOPIC_COMMAND, (*server, *args))
+    def topic_command(*args: str, until: str | None = None) -> ToolInvocation:
+        # A read waits (``until``) for what the call before it committed: brokers answer from their
+        # copy of the metadata log, which learns it a moment later.
+        attempts = PROPAGATION_ATTEMPTS if until else 1
+        return ToolInvocation(TOPIC_COMMAND, (*server, *args), until=until, attempts=attempts)
 
-    def config_command(*args: str) -> ToolInvocation:
-        return ToolInvocation(CONFIG_COMMAND, (*server, "--entity-type", "topics", *args))
+    def config_command(*args: str, until: str | None = None) -> ToolInvocation:
+        attempts = PROPAGATION_ATTEMPTS if until else 1
+        return ToolInvocation(
+            CONFIG_COMMAND, (*server, "--entity-type", "topics", *args), until=until, attempts=attempts
+        )
 
     def reassign(*args: str, until: str | None = None) -> ToolInvocation:
         attempts = VERIFY_ATTEMPTS if until else 1
         return ToolInvocation(REASSIGN_PARTITIONS_COMMAND, (*server, *args), until=until, attempts=attempts)
-
-    def describe_until(topic: str, until: str) -> ToolInvocation:
-        # Brokers learn a change from the metadata log a moment after the controller commits it.
-        args = (*server, "--describe", "--topic", topic)
-        return ToolInvocation(TOPIC_COMMAND, args, until=until, attempts=PROPAGATION_ATTEMPTS)
 
     def elect(*args: str) -> ToolInvocation:
         return ToolInvocation(LEADER_ELECTION_COMMAND, (*server, "--election-type", "preferred", *args))
@@ -83,18 +84,18 @@ def tool_script(bootstrap: str, directory: Path) -> list[ToolInvocation]:
         topic_command("--create", "--topic", "golden-bad", "--partitions", "1", "--replication-factor", "4"),
         topic_command("--create", "--topic", "golden-bad", "--replica-assignment", "0:7"),
         topic_command("--create", "--topic", "golden-b", "--replica-assignment", "0:1,1:2"),
-        topic_command("--list", "--topic", "golden-.*"),
-        topic_command("--describe", "--topic", "golden-a"),
+        topic_command("--list", "--topic", "golden-.*", until=r"golden-a\ngolden-b"),
+        topic_command("--describe", "--topic", "golden-a", until="PartitionCount: 3"),
         topic_command("--alter", "--topic", "golden-b", "--partitions", "3", "--replica-assignment", "0:1,1:2,2:0"),
         topic_command("--alter", "--topic", "golden-b", "--partitions", "2"),
-        topic_command("--describe", "--topic", "golden-b"),
+        topic_command("--describe", "--topic", "golden-b", until="PartitionCount: 3"),
         topic_command("--describe", "--topic", "golden-missing"),
         config_command(
             "--entity-name", "golden-a", "--alter", "--add-config", "cleanup.policy=compact,retention.ms=7200000"
         ),
-        config_command("--entity-name", "golden-a", "--describe"),
+        config_command("--entity-name", "golden-a", "--describe", until="retention.ms=7200000"),
         config_command("--entity-name", "golden-a", "--alter", "--delete-config", "retention.ms"),
-        config_command("--entity-name", "golden-a", "--describe"),
+        config_command("--entity-name", "golden-a", "--describe", until=r"\A(?![\s\S]*retention\.ms=)"),
         config_command("--entity-name", "golden-a", "--alter", "--add-config", "no.such.config=1"),
         config_command("--entity-name", "golden-a", "--alter", "--add-config", "retention.ms=soon"),
         elect("--topic", "golden-b", "--partition", "0"),
@@ -109,14 +110,15 @@ def tool_script(bootstrap: str, directory: Path) -> list[ToolInvocation]:
             "--reassignment-json-file",
             str(reassignment),
             "--preserve-throttles",
-            until=r"golden-r-0 is completed",
+            # Either answer is final; only "is still in progress" is waited out.
+            until=r"golden-r-0 is completed|no active reassignment of partition golden-r-0",
         ),
-        describe_until("golden-r", r"Partition: 0\tLeader: 0\tReplicas: 2,0"),
+        topic_command("--describe", "--topic", "golden-r", until=r"Partition: 0\tLeader: 0\tReplicas: 2,0"),
         elect("--topic", "golden-r", "--partition", "0"),
-        describe_until("golden-r", r"Partition: 0\tLeader: 2"),
+        topic_command("--describe", "--topic", "golden-r", until=r"Partition: 0\tLeader: 2"),
         topic_command("--delete", "--topic", "golden-a"),
         topic_command("--delete", "--topic", "golden-b"),
         topic_command("--delete", "--topic", "golden-r"),
         topic_command("--delete", "--topic", "golden-missing"),
-        topic_command("--list", "--topic", "golden-.*"),
+        topic_command("--list", "--topic", "golden-.*", until=r"\A\s*\z"),
     ]

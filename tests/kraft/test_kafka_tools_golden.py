@@ -20,6 +20,7 @@ import pytest
 
 from raftmeta import local_quorum
 from raftmeta.controller.configs import TOPIC_CONFIGS
+from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.kraft.tool_batch import ToolRun, run_admin_script, run_tools
 from tests.kraft.golden import (
     ABSENT,
@@ -208,7 +209,7 @@ def _step_name(run: ToolRun) -> str:
 
 
 def test_kafkas_tools_and_admin_see_raftmeta_as_they_see_kraft(
-    kraft_cluster: Any, raftmeta_quorum: local_quorum.LocalQuorum, tmp_path: Path
+    kraft_cluster: KraftCluster, raftmeta_quorum: local_quorum.LocalQuorum, tmp_path: Path
 ) -> None:
     assert raftmeta_quorum.kafka_bootstrap_servers is not None
     # Both sides at once: each is mostly waiting on its own cluster.

@@ -44,7 +44,7 @@ public class AdminScript {
     static final String A = "admin-a";
     // How long a reassignment may take to finish (the listing is polled half a second apart).
     static final int REASSIGNMENT_POLLS = 120;
-    // How long a broker may take to learn a committed election from the metadata log.
+    // How long a broker may take to learn a committed change from the metadata log.
     static final int PROPAGATION_POLLS = 20;
 
     interface Call {
@@ -78,8 +78,8 @@ public class AdminScript {
                 admin.createTopics(List.of(new NewTopic("admin-defaults", Optional.empty(), Optional.empty())),
                         new CreateTopicsOptions().validateOnly(true)),
                 "admin-defaults"));
-        step("listTopics", () -> scriptTopics(admin));
-        step("describeTopics", () -> described(admin, A));
+        step("listTopics", () -> until(() -> scriptTopics(admin), topics -> topics.contains(A)));
+        step("describeTopics", () -> until(() -> described(admin, A), topic -> partitionCount(topic) == 2));
         step("describeCluster", () -> cluster(admin.describeCluster()));
         step("describeConfigs(topic)", () -> configs(admin, topicA, false));
         // Broker 1: a KRaft broker, and a raftmeta node (whose broker configs are an empty list).
@@ -87,11 +87,13 @@ public class AdminScript {
         step("incrementalAlterConfigs(set)", () -> altered(admin, topicA, List.of(
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SET),
                 new AlterConfigOp(new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET))));
-        step("describeConfigs(topic, set)", () -> configs(admin, topicA, true));
+        step("describeConfigs(topic, set)", () -> until(() -> configs(admin, topicA, true),
+                changed -> "7200000".equals(value(changed, "retention.ms"))));
         step("incrementalAlterConfigs(delete, append)", () -> altered(admin, topicA, List.of(
                 new AlterConfigOp(new ConfigEntry("retention.ms", null), AlterConfigOp.OpType.DELETE),
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.APPEND))));
-        step("describeConfigs(topic, deleted)", () -> configs(admin, topicA, true));
+        step("describeConfigs(topic, deleted)", () -> until(() -> configs(admin, topicA, true),
+                changed -> value(changed, "retention.ms") == null));
         step("incrementalAlterConfigs(unknown config)", () -> altered(admin, topicA, List.of(
                 new AlterConfigOp(new ConfigEntry("no.such.config", "1"), AlterConfigOp.OpType.SET))));
         step("incrementalAlterConfigs(bad value)", () -> altered(admin, topicA, List.of(
@@ -108,18 +110,54 @@ public class AdminScript {
         step("alterPartitionReassignments(unknown broker)", () -> reassigned(admin,
                 Map.of(new TopicPartition(A, 1), Optional.of(new NewPartitionReassignment(List.of(0, 1, 7))))));
         step("listPartitionReassignments(until done)", () -> reassignmentsUntilDone(admin));
-        step("describeTopics(reassigned)", () -> described(admin, A));
+        step("describeTopics(reassigned)", () -> until(() -> described(admin, A),
+                topic -> List.of(2, 0, 1).equals(partition(topic, 0).get("replicas"))));
         step("electLeaders(preferred)", () -> elected(admin, Set.of(a0)));
-        step("describeTopics(elected)", () -> describedOnceLeading(admin, a0, 2));
+        step("describeTopics(elected)", () -> until(() -> described(admin, A),
+                topic -> Integer.valueOf(2).equals(partition(topic, 0).get("leader"))));
         step("electLeaders(unknown partition)", () -> elected(admin, Set.of(new TopicPartition(A, 9))));
         step("describeMetadataQuorum", () -> quorum(admin.describeMetadataQuorum().quorumInfo().get()));
         step("deleteTopics", () -> deleted(admin, List.of(A)));
         step("deleteTopics(unknown)", () -> deleted(admin, List.of("admin-missing")));
-        step("listTopics(after delete)", () -> scriptTopics(admin));
+        step("listTopics(after delete)", () -> until(() -> scriptTopics(admin), List::isEmpty));
+    }
+
+    interface Read<T> {
+        T run() throws Exception;
+    }
+
+    /**
+     * {@code read}'s answer once {@code done} holds, or its last answer after PROPAGATION_POLLS
+     * tries: a broker answers reads from its copy of the metadata log, which learns what the
+     * controller committed a moment later (the same on both sides: raftmeta's reads are current).
+     */
+    static <T> T until(Read<T> read, java.util.function.Predicate<T> done) throws Exception {
+        T answer = read.run();
+        for (int poll = 1; poll < PROPAGATION_POLLS && !done.test(answer); poll++) {
+            Thread.sleep(500);
+            answer = read.run();
+        }
+        return answer;
+    }
+
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> partition(Map<String, Object> topic, int index) {
+        return ((List<Map<String, Object>>) topic.get("partitions")).get(index);
+    }
+
+    @SuppressWarnings("unchecked")
+    static int partitionCount(Map<String, Object> topic) {
+        return ((List<Object>) topic.get("partitions")).size();
+    }
+
+    @SuppressWarnings("unchecked")
+    static Object value(Map<String, Object> configs, String name) {
+        Map<String, Object> entry = (Map<String, Object>) configs.get(name);
+        return entry == null ? null : entry.get("value");
     }
 
     /** The topics this script made (a shared cluster may hold others), by name. */
-    static Object scriptTopics(Admin admin) throws Exception {
+    static List<String> scriptTopics(Admin admin) throws Exception {
         return admin.listTopics().names().get().stream().filter(n -> n.startsWith("admin-")).sorted().collect(Collectors.toList());
     }
 
@@ -153,7 +191,7 @@ public class AdminScript {
     }
 
     /** Config entries sorted by name; {@code changedOnly}: only those not at their default. */
-    static Object entries(Collection<ConfigEntry> entries, boolean changedOnly) {
+    static Map<String, Object> entries(Collection<ConfigEntry> entries, boolean changedOnly) {
         Map<String, Object> out = new TreeMap<>();
         for (ConfigEntry entry : entries) {
             if (changedOnly && entry.isDefault()) {
@@ -171,7 +209,7 @@ public class AdminScript {
         return out;
     }
 
-    static Object configs(Admin admin, ConfigResource resource, boolean changedOnly) throws Exception {
+    static Map<String, Object> configs(Admin admin, ConfigResource resource, boolean changedOnly) throws Exception {
         Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
         return entries(config.entries(), changedOnly);
     }
@@ -181,7 +219,7 @@ public class AdminScript {
         return Map.of();
     }
 
-    static Object described(Admin admin, String name) throws Exception {
+    static Map<String, Object> described(Admin admin, String name) throws Exception {
         TopicDescription topic = admin.describeTopics(List.of(name)).allTopicNames().get().get(name);
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("name", topic.name());
@@ -200,20 +238,6 @@ public class AdminScript {
         }
         out.put("partitions", partitions);
         return out;
-    }
-
-    /** The topic once {@code leader} leads {@code partition}: brokers learn an election from the
-     * metadata log a moment after the controller commits it (polled half a second apart). */
-    static Object describedOnceLeading(Admin admin, TopicPartition partition, int leader) throws Exception {
-        for (int poll = 0; poll < PROPAGATION_POLLS; poll++) {
-            TopicDescription topic = admin.describeTopics(List.of(partition.topic())).allTopicNames().get().get(partition.topic());
-            Node current = topic.partitions().get(partition.partition()).leader();
-            if (current != null && current.id() == leader) {
-                break;
-            }
-            Thread.sleep(500);
-        }
-        return described(admin, partition.topic());
     }
 
     static List<Integer> ids(List<Node> nodes) {
