@@ -18,20 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from raftmeta.kraft.classpath import java_executable, kafka_classpath
+from raftmeta.kraft.tools import tool_argv
 
 JAVA_SOURCES: Final = Path(__file__).with_name("java")
 TOOL_RUNNER: Final = JAVA_SOURCES / "KafkaToolRunner.java"
 ADMIN_SCRIPT: Final = JAVA_SOURCES / "AdminScript.java"
-# Small heaps and the serial collector: the tools hold a few admin clients' worth of state.
-JVM_FLAGS: Final = ("-Xms16m", "-Xmx256m", "-XX:+UseSerialGC")
 # Compiling the source and loading the tools' classes takes many seconds on a loaded machine; the
 # tools' own calls time out after Admin's 60 s default.
 DEFAULT_TIMEOUT_S: Final = 600.0
 
-TOPIC_COMMAND: Final = "org.apache.kafka.tools.TopicCommand"
+# The main classes behind the other tools' scripts (raftmeta.kraft.tools names kafka-topics' and
+# kafka-metadata-quorum's).
 CONFIG_COMMAND: Final = "org.apache.kafka.tools.ConfigCommand"
-METADATA_QUORUM_COMMAND: Final = "org.apache.kafka.tools.MetadataQuorumCommand"
 LEADER_ELECTION_COMMAND: Final = "org.apache.kafka.tools.LeaderElectionCommand"
 REASSIGN_PARTITIONS_COMMAND: Final = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 CLUSTER_TOOL: Final = "org.apache.kafka.tools.ClusterTool"
@@ -71,7 +69,9 @@ class ToolRun:
 
 
 def _run_java(source: Path, arguments: Sequence[str], stdin: str, timeout_s: float) -> str:
-    argv = [java_executable(), *JVM_FLAGS, "-cp", kafka_classpath(), str(source), *arguments]
+    # Started as raftmeta.kraft.tools starts one tool (heap, collector, log4j: warnings and errors
+    # to stderr), the source file in the main class's place.
+    argv = tool_argv(str(source), arguments)
     done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise JavaProgramFailed(f"{source.name} exited {done.returncode}:\n{done.stderr[-4000:]}")

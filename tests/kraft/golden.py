@@ -25,6 +25,9 @@ _QUORUM_NUMBER = re.compile(r"^(LeaderEpoch|HighWatermark|MaxFollowerLag|MaxFoll
 _FEATURE_EPOCH = re.compile(r"Epoch: \d+")
 _ISR = re.compile(r"Isr: ([\d,]*)")
 _STACK_LINE = re.compile(r"^\s+at |^\s*\.\.\. \d+ more|^Caused by: ")
+# A log line of the tools' log4j config (raftmeta/kraft/tools-log4j2.properties): a diagnostic
+# of the client's connections (timing-dependent), not the tool's answer.
+_LOG_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\] (TRACE|DEBUG|INFO|WARN|ERROR) ")
 
 Field = tuple[str, str]  # (step, field path)
 
@@ -119,7 +122,7 @@ def normalize_text(text: str, side: Side) -> list[str]:
     """A tool's output as lines, with what differs between any two clusters replaced."""
     lines = []
     for raw in text.replace(side.cluster_id, "<cluster-id>").splitlines():
-        if _STACK_LINE.search(raw):
+        if _STACK_LINE.search(raw) or _LOG_LINE.search(raw):
             continue
         line = _ADDRESS.sub("<address>", raw.rstrip())
         line = re.sub(rf"TopicId: {_UUID}", "TopicId: <topic-id>", line)

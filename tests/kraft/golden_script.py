@@ -12,11 +12,10 @@ from raftmeta.kraft.tool_batch import (
     CONFIG_COMMAND,
     FEATURE_COMMAND,
     LEADER_ELECTION_COMMAND,
-    METADATA_QUORUM_COMMAND,
     REASSIGN_PARTITIONS_COMMAND,
-    TOPIC_COMMAND,
     ToolInvocation,
 )
+from raftmeta.kraft.tools import METADATA_QUORUM_COMMAND, TOPIC_COMMAND
 
 TOPIC_PREFIX = "golden-"
 # golden-r's partition 0 moves from [0, 1] to [2, 0]: its leader (0) stays in the replicas, so

@@ -4,7 +4,8 @@ held both ways (an unexplained difference and a known one that no longer occurs 
 
 from __future__ import annotations
 
-from raftmeta.kraft.tool_batch import TOPIC_COMMAND, ToolRun
+from raftmeta.kraft.tool_batch import ToolRun
+from raftmeta.kraft.tools import TOPIC_COMMAND
 from tests.kraft.golden import (
     ABSENT,
     Difference,
@@ -84,3 +85,16 @@ def test_patterns_treat_brackets_literally() -> None:
     known = KnownDifference("k", "why", "FeatureCommand *", ("stdout[*]",))
     assert known.covers(Difference("FeatureCommand describe", "stdout[3]", "x", ABSENT))
     assert not known.covers(Difference("FeatureCommand describe", "stderr", "x", ABSENT))
+
+
+def test_stack_traces_and_log_lines_are_not_the_answer() -> None:
+    stderr = (
+        "[2026-11-29 06:56:33,883] WARN [AdminClient clientId=adminclient-1] Connection to node -1 could not be "
+        "established. (org.apache.kafka.clients.NetworkClient)\n"
+        "Error while executing config command with args '--bootstrap-server 127.0.0.1:1,127.0.0.1:2'\n"
+        "java.util.concurrent.ExecutionException: boom\n\tat org.apache.kafka.Foo.bar(Foo.java:1)\n"
+    )
+    assert normalize_text(stderr, KRAFT) == [
+        "Error while executing config command with args '--bootstrap-server <address>'",
+        "java.util.concurrent.ExecutionException: boom",
+    ]

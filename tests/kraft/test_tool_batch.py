@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from raftmeta.kraft.classpath import kafka_version
-from raftmeta.kraft.tool_batch import TOPIC_COMMAND, ToolInvocation, run_tools
+from raftmeta.kraft.tool_batch import ToolInvocation, run_tools
+from raftmeta.kraft.tools import TOPIC_COMMAND
 
 pytestmark = [pytest.mark.kraft, pytest.mark.timeout(300)]
 
