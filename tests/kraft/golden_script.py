@@ -57,8 +57,8 @@ def tool_script(bootstrap: str, directory: Path) -> list[ToolInvocation]:
             CONFIG_COMMAND, (*server, "--entity-type", "topics", *args), until=until, attempts=attempts
         )
 
-    def reassign(*args: str, until: str | None = None) -> ToolInvocation:
-        attempts = VERIFY_ATTEMPTS if until else 1
+    def reassign(*args: str, until: str | None = None, attempts: int = VERIFY_ATTEMPTS) -> ToolInvocation:
+        attempts = attempts if until else 1
         return ToolInvocation(REASSIGN_PARTITIONS_COMMAND, (*server, *args), until=until, attempts=attempts)
 
     def elect(*args: str) -> ToolInvocation:
@@ -100,7 +100,16 @@ def tool_script(bootstrap: str, directory: Path) -> list[ToolInvocation]:
         elect("--topic", "golden-b", "--partition", "0"),
         elect("--topic", "golden-missing", "--partition", "0"),
         topic_command("--create", "--topic", "golden-r", "--replica-assignment", "0:1"),
-        reassign("--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "0,1,2"),
+        # --generate reads golden-r from a broker, which may not have learned it yet.
+        reassign(
+            "--generate",
+            "--topics-to-move-json-file",
+            str(topics),
+            "--broker-list",
+            "0,1,2",
+            until="Proposed partition reassignment configuration",
+            attempts=PROPAGATION_ATTEMPTS,
+        ),
         reassign("--execute", "--reassignment-json-file", str(reassignment)),
         # --preserve-throttles: none were set, and clearing them asks every broker id for its
         # configs, which on raftmeta waits out Admin's timeout for broker 0 (not a node there).
