@@ -10,9 +10,11 @@ A known difference that stops occurring fails the test too, so the list stays tr
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -229,4 +231,10 @@ def test_kafkas_tools_and_admin_see_raftmeta_as_they_see_kraft(
         [tool_view(r, raftmeta_side) for r in raftmeta_tools] + [admin_view(a, raftmeta_side) for a in raftmeta_admin],
     )
     unknown, stale = judge(differences, KNOWN)
-    assert not unknown and not stale, report(unknown, stale)
+    if unknown or stale:
+        # Both sides' raw answers, for reading a failure beside the normalized diff.
+        transcripts = tmp_path / "transcripts.json"
+        sides = {"kraft": (kraft_tools, kraft_admin), "raftmeta": (raftmeta_tools, raftmeta_admin)}
+        raw = {name: {"tools": [asdict(r) for r in tools], "admin": admin} for name, (tools, admin) in sides.items()}
+        transcripts.write_text(json.dumps(raw, indent=1))
+        pytest.fail(f"{report(unknown, stale)}\n(raw answers of both sides: {transcripts})", pytrace=False)
