@@ -127,6 +127,12 @@ class KraftCluster:
                 f"{data_dir / CLUSTER_FILE} exists and {state}: stop it (`raftmeta kraft down`) and "
                 "use an empty --data-dir"
             )
+        leftovers = sorted(entry.name for entry in data_dir.iterdir())
+        if leftovers:
+            # Never format over, or mix nodes into, files the launcher did not write this time.
+            raise RuntimeError(
+                f"{data_dir} is not empty (it holds {', '.join(leftovers[:5])}): use an empty --data-dir"
+            )
         settings = jvm or JvmSettings()
         ports = free_ports(controllers + brokers)
         controller_addresses = [f"{HOST}:{port}" for port in ports[:controllers]]
