@@ -89,6 +89,18 @@ RAFT_EPOCH_MAX: Final = 2**31 - 2
 # fetch_max_wait_ms (500 by default).
 RAFT_FETCH_WAIT_MS_MAX: Final = 60_000
 
+# -- the Kafka listener (raftmeta.kafka.listener; flags of ``raftmeta node``) ----------------------
+# The largest request frame the listener reads (Kafka's socket.request.max.bytes is 100 MiB; admin
+# requests are tiny, and the controller path refuses anything above CONTROLLER_REQUEST_BYTES_MAX).
+KAFKA_FRAME_BYTES_MAX: Final = 1024 * 1024
+# Kafka's queued.max.request.bytes (Kafka's default, -1, is unbounded): request bytes buffered in a
+# node across all its Kafka connections, --kafka-queued-max-request-bytes. 32 frames of the largest
+# size the listener reads; admin requests are far smaller. Must be at least that frame size.
+KAFKA_QUEUED_REQUEST_BYTES_DEFAULT: Final = 32 * KAFKA_FRAME_BYTES_MAX
+# How long a frame may take to arrive once its size is read, --kafka-frame-timeout-ms. Kafka has no
+# such deadline: its connections.max.idle.ms counts any byte as activity.
+KAFKA_FRAME_TIMEOUT_MS_DEFAULT: Final = 30_000
+
 
 # Keepalive: every channel pings an idle connection this often, to detect a dead peer (SIGSTOP'd
 # node, cut link) without waiting for TCP timeouts ...
