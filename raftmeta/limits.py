@@ -4,7 +4,10 @@ Hitting a limit is a defined error that names the limit (TigerBeetle style): gRP
 RESOURCE_EXHAUSTED or INVALID_ARGUMENT, never unbounded memory or a silent truncation.
 ``raftmeta.request_limits`` checks a ControllerService request against these before the node does
 anything with it (before forwarding, so the first node a client reaches refuses it);
-``raftmeta.server.guards`` checks RaftService calls. docs/security.md has the table.
+``raftmeta.server.guards`` checks RaftService calls. The exception is what Kafka answers per
+topic (the partitions and replicas of a topic being created or grown): the controller answers
+those per topic with Kafka's codes (raftmeta.controller.topics), so one topic over a limit does not
+fail the others. docs/security.md has the table.
 
 Which status (the rule ``request_limits`` follows): a limit on how *long one value* is (a name, a
 config key or value, a rack) is INVALID_ARGUMENT -- the value itself is unacceptable; a limit on
@@ -43,17 +46,19 @@ REQUEST_ID_CHARS_MAX: Final = 64
 TOPICS_PER_REQUEST_MAX: Final = 10_000
 # Partitions of one topic (CreateTopics num_partitions or its manual assignments, CreatePartitions
 # count). Kafka's QuorumController caps a request at MAX_PARTITIONS_PER_BATCH = 10,000; a topic
-# cannot have more than one request can create. The controller's ControllerConfig limits (the same
-# 10,000 by default, answered per topic with Kafka's error codes) may be set lower, never higher.
+# cannot have more than one request can create. The controller answers it per topic
+# (INVALID_PARTITIONS) through ControllerConfig.max_partitions_per_topic, which may be set lower,
+# never higher; `topics create/alter --partitions` advertise it.
 PARTITIONS_PER_TOPIC_MAX: Final = 10_000
-# Partitions one request names or creates, summed over its topics: CreateTopics num_partitions and
-# assignments (an absent or -1 count is the cluster default, counted as 1 here; the controller
-# checks the real default), CreatePartitions manual assignments, ElectLeaders,
-# Alter/ListPartitionReassignments partitions, BrokerHeartbeat caught_up_replicas. Kafka's
-# MAX_PARTITIONS_PER_BATCH: it bounds the records one request appends.
+# Partitions one request names or creates, summed over its topics. Kafka's MAX_PARTITIONS_PER_BATCH:
+# it bounds the records one request appends. CreateTopics and CreatePartitions: the controller's
+# max_partitions_per_request (no higher), answered POLICY_VIOLATION on every topic as Kafka does;
+# ElectLeaders, Alter/ListPartitionReassignments partitions, AlterPartition, BrokerHeartbeat
+# caught_up_replicas: request_limits.
 PARTITIONS_PER_REQUEST_MAX: Final = 10_000
-# Replicas of one partition: a replication factor, a manual assignment's broker list, a
-# reassignment target. Kafka has no cap; replication factors above 5 are unheard of.
+# Replicas of one partition: a replication factor, a manual assignment's broker list (the
+# controller answers these per topic, INVALID_REPLICATION_FACTOR / INVALID_REPLICA_ASSIGNMENT), a
+# reassignment target or an ISR (request_limits). Kafka has no cap; factors above 5 are unheard of.
 REPLICAS_PER_PARTITION_MAX: Final = 16
 # Characters of a topic name field in a request. Kafka's naming rule (at most 249 characters,
 # raftmeta.controller.names.MAX_NAME_LENGTH) is the controller's to answer per topic, with

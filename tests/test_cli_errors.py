@@ -46,7 +46,7 @@ class Controller(ScriptedController):
         self.requests.append(("CreateTopics", request))
         await context.abort(
             grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "topics[0].num_partitions=20000 exceeds PARTITIONS_PER_TOPIC_MAX=10000",
+            "len(topics)=10001 exceeds TOPICS_PER_REQUEST_MAX=10000",
             trailing_metadata=error_metadata(POLICY_VIOLATION),
         )
 
@@ -74,7 +74,7 @@ def test_a_usage_error_is_a_json_error_object(json_flag: list[str]) -> None:
     assert code == 2
     assert error_of(out) == {
         "code": "USAGE_ERROR",
-        "message": "Invalid value for '--partitions': 99999999999 is not in the range 1..2147483647",
+        "message": "Invalid value for '--partitions': 99999999999 is not in the range 1..10000",
         "exit_code": 2,
         "param": "--partitions",
     }
@@ -139,7 +139,7 @@ def test_a_limit_error_is_a_json_error_object_named_by_the_quorums_error_code(se
     assert error == {
         "code": POLICY_VIOLATION,
         "message": "CreateTopics failed: RESOURCE_EXHAUSTED/POLICY_VIOLATION: "
-        "topics[0].num_partitions=20000 exceeds PARTITIONS_PER_TOPIC_MAX=10000",
+        "len(topics)=10001 exceeds TOPICS_PER_REQUEST_MAX=10000",
         "exit_code": 1,
         "method": "CreateTopics",
         "grpc_status": "RESOURCE_EXHAUSTED",

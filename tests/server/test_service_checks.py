@@ -143,9 +143,11 @@ def test_fetch_stream_requests_pass_the_guard(leader: NodeServer) -> None:
 OVER_LIMIT: list[tuple[str, Message, grpc.StatusCode, str]] = [
     (
         "CreateTopics",
-        pb.CreateTopicsRequest(topics=[pb.CreatableTopic(name="big", num_partitions=10_001, replication_factor=1)]),
+        pb.CreateTopicsRequest(
+            topics=[pb.CreatableTopic(name="big", num_partitions=1, configs={f"k{i}": "v" for i in range(129)})]
+        ),
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        "topics[0].num_partitions=10001 exceeds PARTITIONS_PER_TOPIC_MAX=10000",
+        "len(topics[0].configs)=129 exceeds CONFIGS_PER_TOPIC_MAX=128",
     ),
     (
         "CreateTopics",
