@@ -7,7 +7,10 @@ stderr, so a script that asked for JSON always gets one JSON document.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -122,7 +125,20 @@ def test_usage_errors_of_every_kind_are_json(args: list[str], fields: dict[str, 
 
 
 def test_a_transport_error_is_a_json_error_object() -> None:
-    code, out, err = invoke("topics", "describe", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2", "-o", "json")
+    # A node that accepts connections and closes them: the client's UNAVAILABLE, after --timeout.
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+
+        def close_every_connection() -> None:
+            with contextlib.suppress(OSError):  # the listening socket closed: the test is over
+                while True:
+                    connection, _ = listening.accept()
+                    connection.close()
+
+        threading.Thread(target=close_every_connection, daemon=True).start()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        code, out, err = invoke("topics", "describe", "--bootstrap-server", address, "--timeout", "2", "-o", "json")
     assert code == 1
     error = error_of(out)
     assert error["code"] == "UNAVAILABLE"
@@ -130,6 +146,15 @@ def test_a_transport_error_is_a_json_error_object() -> None:
     assert error["message"].startswith("DescribeTopics failed: UNAVAILABLE")
     assert "error_code" not in error
     assert "DescribeTopics failed: UNAVAILABLE" in err
+
+
+def test_a_refused_connection_is_a_json_error_object_naming_what_is_there() -> None:
+    code, out, _ = invoke("topics", "describe", "--bootstrap-server", "127.0.0.1:1", "-o", "json")
+    assert code == 1
+    error = error_of(out)
+    assert (error["code"], error["exit_code"]) == ("UNAVAILABLE", 1)
+    assert error["peers"] == {"127.0.0.1:1": "connection refused"}
+    assert error["message"].startswith("no raftmeta node at --bootstrap-server: 127.0.0.1:1: connection refused")
 
 
 def test_a_limit_error_is_a_json_error_object_named_by_the_quorums_error_code(server: ServerThread) -> None:
