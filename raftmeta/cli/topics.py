@@ -14,7 +14,6 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-import placement
 from raftmeta.cli.common import (
     BROKER_ID,
     TOPIC_PARTITION_COUNT,
@@ -67,6 +66,8 @@ def parse_replica_assignment(text: str) -> list[controller_pb2.ReplicaAssignment
     rules (known brokers, no duplicates, equal replica counts) and answers
     INVALID_REPLICA_ASSIGNMENT naming the partition.
     """
+    import placement  # numpy and the placers: only for commands that take an assignment
+
     try:
         partitions = placement.parse_replica_assignment(text)
     except placement.PlacementError as exc:
