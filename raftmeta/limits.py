@@ -27,6 +27,12 @@ from typing import Final
 # gRPC message size in bytes, both directions, client and server (a FetchResponse carries at most
 # one batch beyond its max_bytes, plus small fields).
 GRPC_MESSAGE_BYTES_MAX: Final = 16 * 1024 * 1024
+# The largest message a node's server reads. Nothing a node serves takes a large request (Fetch,
+# Vote and the like are small; a ControllerService request above CONTROLLER_REQUEST_BYTES_MAX is
+# refused by name), and gRPC holds a message whole before anything can look at it, so this bounds
+# what one call in progress can make a node hold. 4x the largest admitted request: a request a
+# little over that limit still gets the message naming it.
+GRPC_SERVER_RECEIVE_BYTES_MAX: Final = 4 * 1024 * 1024
 # Concurrent calls (HTTP/2 streams) one connection may have open on a node; more wait in the
 # client's queue. The benchmark drives 64 clients over one channel, and a follower forwards all of
 # its clients' calls to the leader over one connection: 256 leaves room for both.
@@ -131,10 +137,13 @@ def grpc_channel_options() -> list[tuple[str, int]]:
 
 
 def grpc_server_options() -> list[tuple[str, int]]:
-    """Options for a node's gRPC server: the channel options, the per-connection stream limit, and
-    the ping policy that lets clients keep their keepalive (see SERVER_MIN_PING_INTERVAL_MS)."""
+    """Options for a node's gRPC server: the channel options with the smaller receive limit of
+    GRPC_SERVER_RECEIVE_BYTES_MAX, the per-connection stream limit, and the ping policy that lets
+    clients keep their keepalive (see SERVER_MIN_PING_INTERVAL_MS)."""
+    options = dict(grpc_channel_options())
+    options["grpc.max_receive_message_length"] = GRPC_SERVER_RECEIVE_BYTES_MAX
     return [
-        *grpc_channel_options(),
+        *options.items(),
         ("grpc.max_concurrent_streams", CONCURRENT_STREAMS_PER_CONNECTION_MAX),
         ("grpc.http2.min_ping_interval_without_data_ms", SERVER_MIN_PING_INTERVAL_MS),
     ]

@@ -326,7 +326,10 @@ def test_requests_the_projects_tools_send_pass() -> None:
 def test_server_options_limit_streams_per_connection() -> None:
     options = dict(limits.grpc_server_options())
     assert options["grpc.max_concurrent_streams"] == limits.CONCURRENT_STREAMS_PER_CONNECTION_MAX >= 64
-    assert options["grpc.max_receive_message_length"] == limits.GRPC_MESSAGE_BYTES_MAX
+    # A node reads less than its clients do (FetchResponses are large; nothing a node serves is).
+    assert options["grpc.max_receive_message_length"] == limits.GRPC_SERVER_RECEIVE_BYTES_MAX
+    assert limits.CONTROLLER_REQUEST_BYTES_MAX < limits.GRPC_SERVER_RECEIVE_BYTES_MAX < limits.GRPC_MESSAGE_BYTES_MAX
+    assert len(limits.grpc_server_options()) == len(options)  # no option given twice
     assert "grpc.max_concurrent_streams" not in dict(limits.grpc_channel_options())
 
 
