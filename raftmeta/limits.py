@@ -62,9 +62,9 @@ PARTITIONS_PER_TOPIC_MAX: Final = 10_000
 # ElectLeaders, Alter/ListPartitionReassignments partitions, AlterPartition, BrokerHeartbeat
 # caught_up_replicas: request_limits.
 PARTITIONS_PER_REQUEST_MAX: Final = 10_000
-# Replicas of one partition: a replication factor, a manual assignment's broker list (the
-# controller answers these per topic, INVALID_REPLICATION_FACTOR / INVALID_REPLICA_ASSIGNMENT), a
-# reassignment target or an ISR (request_limits). Kafka has no cap; factors above 5 are unheard of.
+# Replicas of one partition: a replication factor, a manual assignment's broker list, a
+# reassignment target (the controller answers these per topic or partition with Kafka's codes), an
+# ISR change (request_limits). Kafka has no cap; factors above 5 are unheard of.
 REPLICAS_PER_PARTITION_MAX: Final = 16
 # Characters of a topic name field in a request. Kafka's naming rule (at most 249 characters,
 # raftmeta.controller.names.MAX_NAME_LENGTH) is the controller's to answer per topic, with

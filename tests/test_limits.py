@@ -132,7 +132,26 @@ CASES: list[tuple[str, grpc.StatusCode, str, Build]] = [
             pb.BrokerHeartbeatRequest(caught_up_replicas=[pb.TopicIdPartition(topic_id=bytes(16), partition_id=1)] * n),
         ),
     ),
-    ("REPLICAS_PER_PARTITION_MAX", EXHAUSTED, "len(topics[0].partitions[0].replicas)", lambda n: alter(1, n)),
+    (
+        # A broker's AlterPartition (an ISR change) is not Kafka's per-topic admin answer: refused whole.
+        "REPLICAS_PER_PARTITION_MAX",
+        EXHAUSTED,
+        "len(topics[0].partitions[0].new_isr_with_epochs)",
+        lambda n: (
+            "AlterPartition",
+            pb.AlterPartitionRequest(
+                topics=[
+                    pb.AlterPartitionTopic(
+                        partitions=[
+                            pb.AlterPartitionPartition(
+                                new_isr_with_epochs=[pb.BrokerIdAndEpoch(broker_id=i) for i in range(n)]
+                            )
+                        ]
+                    )
+                ]
+            ),
+        ),
+    ),
     (
         "CONFIGS_PER_TOPIC_MAX",
         EXHAUSTED,
@@ -275,9 +294,10 @@ def test_every_limit_a_client_controls_has_a_case() -> None:
         two_topics(limits.PARTITIONS_PER_REQUEST_MAX + 1),
         grow(name="t", count=limits.PARTITIONS_PER_TOPIC_MAX + 1),
         grow(name="t", count=2, assignments=assignments(1, limits.REPLICAS_PER_PARTITION_MAX + 1)),
+        alter(1, limits.REPLICAS_PER_PARTITION_MAX + 1),
     ],
 )
-def test_partitions_and_replicas_of_created_or_grown_topics_are_left_to_the_controller(
+def test_partitions_and_replicas_of_created_grown_or_moved_topics_are_left_to_the_controller(
     method: str, request_: Message
 ) -> None:
     """Kafka answers these per topic (or, for the partitions of a whole request, on every topic
