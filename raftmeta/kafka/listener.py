@@ -4,13 +4,15 @@ Kafka answers the requests of one connection in the order they came; the reader 
 frame and starts its handler at once (so a slow CreateTopics does not hold a Metadata behind it
 in the controller), and the writer sends the answers in request order. At most
 ``in_flight_max`` requests of a connection are unanswered: past that the reader stops reading
-and TCP pushes back on the client. Across connections, the bytes of frames being read or handled
-come out of one :class:`RequestBytesBudget` (Kafka's ``queued.max.request.bytes``); a connection
-that finds it spent stops reading until bytes come back. Once a frame's size is read, its bytes
-must all arrive within ``frame_timeout_s`` or the connection is closed, so a client that trickles
-a frame cannot hold its share of the budget for long. A frame that is too large, truncated or undecodable, or an
+and TCP pushes back on the client. A frame that is too large, truncated or undecodable, or an
 api the listener does not serve, closes the connection after the answers already due (what a
 Kafka broker does); nothing of it reached the controller.
+
+Memory: across connections, the bytes of frames being read or handled come out of one
+:class:`RequestBytesBudget` (Kafka's ``queued.max.request.bytes``); a connection that finds it
+spent stops reading until bytes come back. Once a frame's size is read, its bytes must all
+arrive within ``frame_timeout_s`` or the connection is closed, so a client that trickles a frame
+cannot hold its share of the budget for long.
 """
 
 from __future__ import annotations
