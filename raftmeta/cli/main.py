@@ -56,6 +56,7 @@ COMMAND_HELP: dict[str, str] = {
     "fuzz": "Send fuzzed requests to every ControllerService method of a real local quorum, and feed random and "
     "damaged batches to the batch decoder, segment recovery and segment reads, and damaged Kafka requests to the "
     "Kafka listeners of a second quorum (docs/kafka-protocol.md).",
+    "kraft": "Run a real Apache Kafka KRaft cluster (the pinned release's JVMs) on loopback.",
     "leader-election": "Elect partition leaders: preferred replicas, or unclean for leaderless partitions "
     "(kafka-leader-election.sh).",
     "log": "Inspect a node's replicated log and snapshots (dump), or truncate a damaged one (repair).",
