@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,8 +84,12 @@ def push_until_held(pid: int, sockets: list[socket.socket], payload: bytes) -> i
                 count = sock.send(payload[sent[i] : sent[i] + 256 * 1024])
                 sent[i] += count
                 progress = progress or count > 0
-        if progress or not main_thread_sleeping(pid):
+        if progress:
             settled_rounds = 0
+            continue
+        if not main_thread_sleeping(pid):
+            settled_rounds = 0
+            time.sleep(0.01)  # the node has work to do: let it run rather than spin beside it
             continue
         settled_rounds += 1
     return sum(sent)
