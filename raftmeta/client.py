@@ -170,6 +170,11 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
     if not targets:
         raise ValueError("bootstrap server list is empty: expected host:port[,host:port...]")
     for target in targets:
+        if "://" in target:
+            raise ValueError(
+                f"bootstrap server {target!r} is a URL: give host:port (raftmeta speaks gRPC to it; "
+                "no http:// or other scheme)"
+            )
         host, sep, port = target.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"bootstrap server {target!r} is not host:port with a port in 1..65535")

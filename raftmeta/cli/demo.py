@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import click
 
 from raftmeta.cli.common import EXIT_FAILED
+from raftmeta.python_command import python_command, raftmeta_command
 
 SESSION_TIMEOUT_MS = 4000
 
@@ -34,7 +34,7 @@ class StepFailed(Exception):
 def run(title: str, *argv: str, expect_failure: bool = False, capture: bool = False) -> str:
     click.secho(f"\n== {title}", bold=True)
     click.secho(f"$ raftmeta {' '.join(argv)}", fg="cyan")
-    result = subprocess.run([sys.executable, "-m", "raftmeta", *argv], text=True, capture_output=capture, check=False)
+    result = subprocess.run(raftmeta_command(*argv), text=True, capture_output=capture, check=False)
     if capture:
         click.echo(result.stdout, nl=False)
         if result.stderr:
@@ -68,7 +68,7 @@ def kafka_client_step(servers: str, via: list[str]) -> None:
         run("... so the same topic through gRPC", "topics", "create", *via,
             "--topic", "clicks", "--partitions", "4", "--replication-factor", "3")  # fmt: skip
         return
-    result = subprocess.run([sys.executable, "-c", snippet], text=True, capture_output=True, check=False)
+    result = subprocess.run(python_command("-c", snippet), text=True, capture_output=True, check=False)
     click.echo(result.stdout, nl=False)
     if result.returncode != 0:
         click.echo(result.stderr, nl=False, err=True)
@@ -86,7 +86,7 @@ def _wait_for(ready: Callable[[], bool], timeout_s: float, failure: str, every_s
 
 def _healed(via: list[str], broker: str) -> bool:
     """No partition is under-replicated and ``broker`` leads orders-0 (its preferred replica)."""
-    describe = [sys.executable, "-m", "raftmeta", "topics", "describe", *via, "-o", "json"]
+    describe = raftmeta_command("topics", "describe", *via, "-o", "json")
     under = subprocess.run([*describe, "--under-replicated-partitions"], capture_output=True, text=True, check=False)
     orders = subprocess.run([*describe, "--topic", "orders"], capture_output=True, text=True, check=False)
     if under.returncode != 0 or orders.returncode != 0:
@@ -101,14 +101,14 @@ def _observing(via: list[str], node: int) -> bool:
     no longer a voter, so no new leader tells it -- looks for the leader as an observer only once
     its election timeout has passed (as Kafka's KRaft does): ~1 s in which it is in no list."""
     status = subprocess.run(
-        [sys.executable, "-m", "raftmeta", "quorum", "status", *via, "-o", "json"],
+        raftmeta_command("quorum", "status", *via, "-o", "json"),
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     return status.returncode == 0 and node in [o["id"] for o in json.loads(status.stdout)["observers"]]
 
 
 def _reassigned(via: list[str], plan: Path) -> bool:
-    verify = [sys.executable, "-m", "raftmeta", "reassign", "verify", *via, "--plan", str(plan)]
+    verify = raftmeta_command("reassign", "verify", *via, "--plan", str(plan))
     return subprocess.run(verify, capture_output=True, check=False).returncode == 0
 
 
@@ -208,7 +208,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         raise SystemExit(EXIT_FAILED) from None
     finally:
         if not keep and (data_dir / "quorum.json").exists():
-            subprocess.run([sys.executable, "-m", "raftmeta", "quorum", "down", "--data-dir", str(data_dir)],
+            subprocess.run(raftmeta_command("quorum", "down", "--data-dir", str(data_dir)),
                            capture_output=True, check=False)  # fmt: skip
     click.secho(f"\nDemo finished in {time.monotonic() - started:.0f} s.", bold=True)
     click.echo(f"Report: {(report_dir / 'report.html').resolve()}")

@@ -39,6 +39,7 @@ import structlog
 from hypothesis import strategies as st
 
 from raftmeta.fuzz.protobuf import Bounds, messages
+from raftmeta.logs import configured_structlog
 from raftmeta.records import codec
 from raftmeta.records.codec import BATCH_BYTES_MAX, CRC_START, HEADER_SIZE, LOG_OVERHEAD, CorruptBatchError
 from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError
@@ -707,6 +708,7 @@ def _no_fsync(fd: object) -> None:
 def quiet_storage_logs() -> Iterator[None]:
     """Recovery logs every truncation it makes as a warning, which is right for a node and noise
     for a fuzz run that damages thousands of logs on purpose: show errors only while it runs."""
+    configured_structlog()  # the run's own configuration first, or it would replace this one later
     previous = structlog.get_config()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     try:
