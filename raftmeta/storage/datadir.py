@@ -101,8 +101,7 @@ class NodeStorage:
         floor = read_high_watermark(data_dir)
         snapshots = SnapshotStore(log_dir(data_dir))
         log_dir(data_dir).mkdir(parents=True, exist_ok=True)
-        snapshots.remove_partial()
-        latest = snapshots.load_latest(repair=repair)
+        latest = snapshots.load_latest(repair=repair)  # ignores .part files
         log = SegmentLog.open(
             log_dir(data_dir),
             segment_bytes=segment_bytes,
@@ -111,6 +110,8 @@ class NodeStorage:
             snapshot_id=latest.snapshot_id if latest is not None else None,
             repair=repair,
         )
+        # Only now: a refusal to start (a log gap, damage) must leave every file as it was.
+        snapshots.remove_partial()
         high_watermark = HighWatermarkCheckpoint(data_dir, interval_ms=high_watermark_interval_ms)
         recovered = max(log.log_end_offset, latest.snapshot_id.offset if latest is not None else 0)
         if repair and recovered < high_watermark.checkpointed:

@@ -52,12 +52,14 @@ from raftmeta.storage.errors import (
     InvalidAppendError,
     InvalidFileError,
     LogCorruptionError,
+    LogGapError,
     MidLogCorruptionError,
     OffsetOutOfRangeError,
     StorageError,
 )
 from raftmeta.storage.fileio import fsync_dir
 from raftmeta.storage.segment import PEEK, PEEK_SIZE, IntactBatches, ScanError, Segment, parse_log_file_name
+from raftmeta.storage.snapshot import SnapshotId
 
 DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -120,8 +122,9 @@ class SegmentLog:
         or a later one) is refused with :class:`MidLogCorruptionError`, unless ``repair``.
 
         ``snapshot_id`` is ``(end_offset, epoch)`` of the newest valid snapshot: segments wholly
-        below it are deleted, and a log that does not reach it (or starts above it) is restarted
-        empty at its end offset.
+        below it are deleted, and a log that does not reach it is restarted empty at its end
+        offset. A log that starts above it (above 0 without one) is refused with
+        :class:`LogGapError` before any file is changed, unless ``repair``, which discards it.
         """
         log = cls(directory, segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes)
         try:
@@ -135,10 +138,14 @@ class SegmentLog:
     def _recover(self, floor: int, snapshot_id: tuple[int, int] | None, repair: bool) -> None:
         started = time.perf_counter()
         self.directory.mkdir(parents=True, exist_ok=True)
+        bases = _segment_bases(self.directory)
+        # Before anything is changed on disk: a gap below the log is damage, not a tail to cut.
+        gap = None if not bases else log_gap(bases[0], snapshot_id[0] if snapshot_id is not None else None)
+        if gap is not None and not repair:
+            self._refuse_gap(bases, snapshot_id)
         for stale in sorted(self.directory.glob("*.tmp")):
             self._log.info("removing an unfinished temporary file", file=str(stale))
             stale.unlink()
-        bases = _segment_bases(self.directory)
         segments = [
             Segment.open_existing(self.directory, b, index_interval_bytes=self.index_interval_bytes) for b in bases
         ]
@@ -185,17 +192,17 @@ class SegmentLog:
             self._segments = [Segment.create(self.directory, base, index_interval_bytes=self.index_interval_bytes)]
             fsync_dir(self.directory)
         self._rebuild_offsets()
+        offset, epoch = snapshot_id if snapshot_id is not None else (0, 0)
+        if log_gap(self.log_start_offset, offset) is not None:  # only with repair: refused above otherwise
+            self._log.error(
+                "repairing: discarding a log that starts above the newest snapshot",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self._end,
+                snapshot_offset=offset,
+            )
+            self.reset_to(offset, epoch)
         if snapshot_id is not None:
             self._attach_snapshot(snapshot_id)
-        elif self.log_start_offset > 0:
-            message = (
-                f"{self.directory}: the log starts at offset {self.log_start_offset} but no snapshot covers "
-                "the offsets below it"
-            )
-            if not repair:
-                raise StorageError(message + "; start with --repair-log to discard the log and refetch it")
-            self._log.error("repairing: discarding a log with no snapshot below it", reason=message)
-            self.reset_to(0, 0)
         covered = max(self._end, snapshot_id[0] if snapshot_id is not None else 0)
         if covered < floor:
             active = self._segments[-1]
@@ -302,6 +309,29 @@ class SegmentLog:
             repair_command=command,
         )
 
+    def _refuse_gap(self, bases: list[int], snapshot_id: tuple[int, int] | None) -> None:
+        """Raise LogGapError for a log starting at ``bases[0]``, above the snapshot: reads only."""
+        offset = snapshot_id[0] if snapshot_id is not None else 0
+        end = _readonly_end_offset(self.directory, bases)
+        command = repair_command(self.directory, offset)
+        name = SnapshotId(*snapshot_id).file_name if snapshot_id is not None else None
+        self._log.error(
+            "refusing to start: the log starts above the newest snapshot",
+            log_start_offset=bases[0],
+            log_end_offset=end,
+            snapshot=name,
+            first_missing_offset=offset,
+            repair_command=command,
+        )
+        raise LogGapError(
+            self.directory,
+            snapshot_file=name,
+            first_missing_offset=offset,
+            log_start_offset=bases[0],
+            log_end_offset=end,
+            repair_command=command,
+        )
+
     def _rebuild_offsets(self) -> None:
         self._bases = [s.base_offset for s in self._segments]
         self._end = self._segments[-1].next_offset
@@ -320,7 +350,7 @@ class SegmentLog:
         # just below the snapshot is newer, so no committed record can follow with an older epoch.
         stale_tail = self._end > offset and self._epochs.last_epoch < epoch
         self._epochs.floor = (offset, epoch)
-        if self._end < offset or self.log_start_offset > offset or stale_tail:
+        if self._end < offset or stale_tail:
             self._log.info(
                 "the log does not continue the snapshot; restarting it empty after the snapshot",
                 log_start_offset=self.log_start_offset,
@@ -756,6 +786,30 @@ def intact_batches_after(segment: Segment, error: ScanError, later: Sequence[Seg
     return found
 
 
+def log_gap(log_start_offset: int, snapshot_offset: int | None) -> tuple[int, int] | None:
+    """The offsets ``(first, last)`` held in no snapshot and no segment when the log starts above
+    the newest usable snapshot's end offset (above 0 with no snapshot), else None.
+
+    Segments are deleted only below a snapshot, so such a gap means a newer snapshot was lost:
+    recovery refuses it (LogGapError) and ``raftmeta log dump`` reports it.
+    """
+    floor = snapshot_offset if snapshot_offset is not None else 0
+    return (floor, log_start_offset - 1) if log_start_offset > floor else None
+
+
+def _readonly_end_offset(directory: Path, bases: list[int]) -> int:
+    """The end of the intact batches of the last segment in ``directory``, changing no file."""
+    seg = Segment.open_existing(directory, bases[-1], index_interval_bytes=DEFAULT_INDEX_INTERVAL_BYTES)
+    try:
+        try:
+            seg.load_index()
+        except InvalidFileError:
+            seg.scan(0)  # the valid prefix is what counts; damage is not this refusal's subject
+        return seg.next_offset
+    finally:
+        seg.close()
+
+
 def repair_command(log_directory: Path, offset: int) -> str:
     """The ``raftmeta log repair`` command line that truncates the log in ``log_directory`` at ``offset``."""
     from raftmeta.storage.datadir import LOG_DIR_NAME  # datadir imports this module
@@ -783,10 +837,13 @@ class TruncationPlan:
     dropped: IntactBatches  # the intact batches among the bytes dropped
     damage: ScanError | None  # the first bad batch of ``segment``, if its scan met one
     log_start_offset: int
+    # ``offset`` when it is below the log start (a log gap): every segment goes and the log
+    # restarts empty there, at the newest snapshot's end offset.
+    restart: bool = False
 
     @property
     def changes_nothing(self) -> bool:
-        return self.position == self.segment_size and not self.deleted_segments
+        return self.position == self.segment_size and not self.deleted_segments and not self.restart
 
 
 def _segment_bases(directory: Path) -> list[int]:
@@ -818,20 +875,29 @@ def _check_earlier_segments(directory: Path, bases: list[int], i: int, offset: i
     return min_epoch
 
 
-def plan_truncation(directory: Path, offset: int) -> TruncationPlan:
+def plan_truncation(directory: Path, offset: int, snapshot_offset: int | None = None) -> TruncationPlan:
     """Plan truncating the log in ``directory`` (of a stopped node) so that it ends at ``offset``.
 
     Reads only. ``offset`` must be a batch boundary of the segment holding it, reached through
     intact batches from the segment's start (the checks of recovery's scan: CRC, contiguity,
     epochs); otherwise ValueError says why and names the nearest boundaries. The plan counts
     what is dropped, including the intact batches past any damage.
+
+    A log that starts above ``snapshot_offset`` (the newest snapshot's end offset, None for no
+    snapshot: 0), a :func:`log_gap`, may be discarded whole by an ``offset`` equal to that end
+    offset: the plan then restarts the log empty there.
     """
     bases = _segment_bases(directory)
     if not bases:
         raise ValueError(f"{directory} holds no segment files")
     i = bisect.bisect_right(bases, offset) - 1
     if i < 0:
-        raise ValueError(f"offset {offset} is below the log start {bases[0]}")
+        gap = log_gap(bases[0], snapshot_offset)
+        if gap is None or offset != gap[0]:
+            only = "" if gap is None else f": a log with a gap below it can be restarted empty only at {gap[0]}, "
+            only += "" if gap is None else "the newest snapshot's end offset"
+            raise ValueError(f"offset {offset} is below the log start {bases[0]}{only}")
+        return _plan_restart(directory, bases, offset)
     min_epoch = _check_earlier_segments(directory, bases, i, offset)
     # An index entry for every batch: every batch boundary of the segment is then known.
     seg = Segment.open_existing(directory, bases[i], index_interval_bytes=1)
@@ -873,6 +939,32 @@ def plan_truncation(directory: Path, offset: int) -> TruncationPlan:
         seg.close()
         for s in later:
             s.close()
+
+
+def _plan_restart(directory: Path, bases: list[int], offset: int) -> TruncationPlan:
+    """Plan discarding every segment of ``directory`` and restarting the log empty at ``offset``."""
+    segments = [Segment.open_existing(directory, b, index_interval_bytes=1) for b in bases]
+    try:
+        dropped = IntactBatches()
+        for seg in segments:
+            dropped = dropped.plus(seg.intact_batches_from(0, seg.base_offset))
+        sizes = [seg.file_size() for seg in segments]
+        return TruncationPlan(
+            directory=directory,
+            offset=offset,
+            segment=segments[0].path,
+            segment_size=sizes[0],
+            position=0,
+            deleted_segments=tuple(seg.path for seg in segments[1:]),
+            bytes_dropped=sum(sizes),
+            dropped=dropped,
+            damage=None,
+            log_start_offset=bases[0],
+            restart=True,
+        )
+    finally:
+        for seg in segments:
+            seg.close()
 
 
 def _not_a_boundary(
@@ -926,9 +1018,13 @@ def apply_truncation(plan: TruncationPlan) -> None:
             later = parse_log_file_name(path.name)
             assert later is not None
             Segment.open_existing(plan.directory, later, index_interval_bytes=1).delete()
-        seg.remove_index()
-        seg.truncate(plan.position, plan.offset)
-        seg.fsync()
+        if plan.restart:
+            seg.delete()
+            Segment.create(plan.directory, plan.offset, index_interval_bytes=1).close()
+        else:
+            seg.remove_index()
+            seg.truncate(plan.position, plan.offset)
+            seg.fsync()
     finally:
         seg.close()
     fsync_dir(plan.directory)
@@ -939,5 +1035,6 @@ def apply_truncation(plan: TruncationPlan) -> None:
         offset=plan.offset,
         bytes_dropped=plan.bytes_dropped,
         intact_batches_dropped=plan.dropped.count,
-        segments_deleted=[p.name for p in plan.deleted_segments],
+        segments_deleted=[p.name for p in ((plan.segment,) if plan.restart else ()) + plan.deleted_segments],
+        restarted_empty=plan.restart,
     )
