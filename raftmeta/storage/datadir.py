@@ -25,6 +25,7 @@ from pathlib import Path
 from raftmeta.logs import get_logger
 from raftmeta.storage.errors import InvalidFileError
 from raftmeta.storage.high_watermark import (
+    HIGH_WATERMARK_CHECKPOINT,
     CommittedTruncationRefusedError,
     HighWatermarkCheckpoint,
     read_high_watermark,
@@ -107,6 +108,7 @@ class NodeStorage:
             segment_bytes=segment_bytes,
             index_interval_bytes=index_interval_bytes,
             recovery_floor_offset=floor,
+            recovery_floor_file=data_dir / HIGH_WATERMARK_CHECKPOINT,
             snapshot_id=latest.snapshot_id if latest is not None else None,
             repair=repair,
         )

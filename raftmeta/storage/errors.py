@@ -124,3 +124,29 @@ class LogGapError(StorageError):
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
         self.repair_command = repair_command
+
+
+class HighWatermarkAboveLogError(StorageError):
+    """The checkpointed high watermark is above the end of the (intact) log and snapshot: the
+    checkpoint claims committed offsets this node does not hold. A problem of the checkpoint's
+    (restored from another backup, written by hand) or a lost log tail; either way nothing is
+    changed, and ``repair_command`` lowers the checkpoint to the log end without touching a
+    segment (docs/storage.md, "Damaged disk").
+    """
+
+    def __init__(
+        self, checkpoint: Path, *, high_watermark: int, log_end_offset: int, dump_command: str, repair_command: str
+    ) -> None:
+        super().__init__(
+            f"{checkpoint}: the checkpointed high watermark {high_watermark} is above the end of the log and "
+            f"snapshot, {log_end_offset}: offsets {log_end_offset}..{high_watermark - 1} it says this node holds "
+            "as committed are not here. Either the checkpoint does not belong with this log (restored from "
+            "another backup, edited) or the log lost its tail (`" + dump_command + "` shows the log). Refusing to "
+            "start; nothing was changed. If the other voters are healthy, lower the checkpoint to the log end "
+            f"with `{repair_command}` (it changes no segment) or start once with --repair-log; the node then "
+            "refetches the rest from the leader (docs/storage.md, Damaged disk)"
+        )
+        self.path = checkpoint
+        self.high_watermark = high_watermark
+        self.log_end_offset = log_end_offset
+        self.repair_command = repair_command

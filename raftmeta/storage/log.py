@@ -49,6 +49,7 @@ from raftmeta.records import codec
 from raftmeta.records.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
 from raftmeta.storage.epoch_index import EpochIndex
 from raftmeta.storage.errors import (
+    HighWatermarkAboveLogError,
     InvalidAppendError,
     InvalidFileError,
     LogCorruptionError,
@@ -111,10 +112,13 @@ class SegmentLog:
         recovery_floor_offset: int = 0,
         snapshot_id: tuple[int, int] | None = None,
         repair: bool = False,
+        recovery_floor_file: Path | None = None,
     ) -> SegmentLog:
         """Open (creating if needed) the log in ``directory`` and recover it.
 
-        ``recovery_floor_offset`` is the checkpointed high watermark: corruption below it is
+        ``recovery_floor_offset`` is the checkpointed high watermark (read from
+        ``recovery_floor_file``, which errors name): an intact log (with the snapshot) ending
+        below it is refused with :class:`HighWatermarkAboveLogError`, and corruption below it is
         refused with :class:`LogCorruptionError` (naming file, byte position and offset) unless
         ``repair`` is true, in which case the log is truncated there and the node must refetch
         the rest from the leader. Damage at or above it with nothing intact after it (a torn
@@ -128,14 +132,14 @@ class SegmentLog:
         """
         log = cls(directory, segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes)
         try:
-            log._recover(recovery_floor_offset, snapshot_id, repair)
+            log._recover(recovery_floor_offset, snapshot_id, repair, recovery_floor_file)
         except BaseException:
             for seg in log._segments:  # a refusal to start must not leak file descriptors
                 seg.close()
             raise
         return log
 
-    def _recover(self, floor: int, snapshot_id: tuple[int, int] | None, repair: bool) -> None:
+    def _recover(self, floor: int, snapshot_id: tuple[int, int] | None, repair: bool, floor_file: Path | None) -> None:
         started = time.perf_counter()
         self.directory.mkdir(parents=True, exist_ok=True)
         bases = _segment_bases(self.directory)
@@ -152,6 +156,7 @@ class SegmentLog:
         self._segments = segments
         scanned_bytes = 0
         min_epoch = 0
+        clean_close_index: Segment | None = None
         i = 0
         while i < len(segments):
             seg = segments[i]
@@ -167,10 +172,7 @@ class SegmentLog:
             try:
                 seg.load_index()
                 if last:
-                    # A clean close wrote the active segment's index; it goes stale with the next
-                    # append, so remove it (durably) before anything is written.
-                    seg.remove_index()
-                    fsync_dir(self.directory)
+                    clean_close_index = seg  # removed below, once the open is not refused
             except InvalidFileError as exc:
                 if not last or exc.reason != "missing":
                     self._log.warning(
@@ -205,11 +207,19 @@ class SegmentLog:
             self._attach_snapshot(snapshot_id)
         covered = max(self._end, snapshot_id[0] if snapshot_id is not None else 0)
         if covered < floor:
-            active = self._segments[-1]
-            reason = f"the log ends at offset {self._end}, below the checkpointed high watermark {floor}"
             if not repair:
-                raise LogCorruptionError(active.path, active.size, self._end, f"{reason}; {REPAIR_HINT}")
-            self._log.error("repairing: log ends below the checkpointed high watermark", reason=reason)
+                self._refuse_floor(covered, floor, floor_file)
+            self._log.error(
+                "repairing: log ends below the checkpointed high watermark",
+                log_end_offset=covered,
+                high_watermark=floor,
+            )
+        if clean_close_index is not None and clean_close_index is self._segments[-1]:
+            # A clean close wrote the active segment's index; it goes stale with the next append,
+            # so remove it (durably) before anything is written. Not earlier: a refusal to start
+            # leaves every file as it was.
+            clean_close_index.remove_index()
+            fsync_dir(self.directory)
         # Whatever survived the crash may still sit only in the page cache (a process crash):
         # one fsync makes "everything recovered is durable" true before anything is reported.
         self._segments[-1].fsync()
@@ -306,6 +316,26 @@ class SegmentLog:
             intact_batches_after=intact.count,
             first_intact_offset=intact.first_offset,
             last_intact_offset=intact.last_offset,
+            repair_command=command,
+        )
+
+    def _refuse_floor(self, covered: int, floor: int, floor_file: Path | None) -> None:
+        """Raise HighWatermarkAboveLogError: an intact log ending below the checkpoint is the
+        checkpoint's problem to report (its file named), not damage to truncate."""
+        command = repair_command(self.directory, covered)
+        data_dir = shlex.split(command)[4]
+        self._log.error(
+            "refusing to start: the checkpointed high watermark is above the log end",
+            high_watermark=floor,
+            log_end_offset=covered,
+            checkpoint=str(floor_file),
+            repair_command=command,
+        )
+        raise HighWatermarkAboveLogError(
+            floor_file if floor_file is not None else self.directory,
+            high_watermark=floor,
+            log_end_offset=covered,
+            dump_command=f"raftmeta log dump --data-dir {shlex.quote(data_dir)} --no-records",
             repair_command=command,
         )
 
