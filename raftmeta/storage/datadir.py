@@ -74,11 +74,14 @@ class NodeStorage:
     ) -> NodeStorage:
         """Open and recover a node's data dir (created if empty).
 
-        Raises DataDirMismatchError for another cluster's or node's dir; LogCorruptionError or
-        SnapshotError (naming file and offset) for damage below the checkpointed high watermark,
-        damage above it with intact batches after it (MidLogCorruptionError), or damage in the
-        newest snapshot. A missing or unreadable quorum-state is not refused: the file is set
-        aside and ``quorum_state_problem`` says why (the core recovers from the log). With
+        Raises DataDirMismatchError for another cluster's or node's dir; InvalidFileError for a
+        damaged high-watermark checkpoint; LogGapError for a log that starts above the newest
+        snapshot (a lost snapshot), before any file is changed; HighWatermarkAboveLogError for an
+        intact log that ends below the checkpoint; LogCorruptionError or SnapshotError (naming
+        file and offset) for damage below the checkpointed high watermark, damage above it with
+        intact batches after it (MidLogCorruptionError), or damage in the newest snapshot. A
+        missing or unreadable quorum-state is not refused: the file is set aside and
+        ``quorum_state_problem`` says why (the core recovers from the log). With
         ``repair=True`` (``raftmeta node --repair-log``) such damage is cut away instead, the
         high-watermark checkpoint is lowered to what is left, and the node refetches the rest
         from the leader; docs/storage.md explains the risk.
