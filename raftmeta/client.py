@@ -120,12 +120,6 @@ class OutcomeUnknownError(ClientError):
         self.request_id = request_id
 
 
-def may_have_reached(code: grpc.StatusCode, details: str, error_code: str = "") -> bool:
-    """Whether a failed attempt may have reached the quorum (so a write may have been applied):
-    the one rule, :func:`raftmeta.rpc_errors.may_have_applied`."""
-    return may_have_applied(code, details, error_code)
-
-
 def _answer_text(code: grpc.StatusCode, error_code: str, details: str) -> str:
     """One attempt's outcome for an error message: the quorum's error code or the gRPC status, and
     the first line of what the server (or gRPC) said."""
@@ -283,7 +277,7 @@ class ControllerClient:
                 details = parse_error_metadata(exc.trailing_metadata())  # type: ignore[arg-type]
                 self.last_attempts.append((target, details.error_code or code.name))
                 answers[target] = _answer_text(code, details.error_code, exc.details() or "")
-                if may_have_reached(code, exc.details() or "", details.error_code):
+                if may_have_applied(code, exc.details() or "", details.error_code):
                     maybe_reached = True
                 # RESOURCE_EXHAUSTED also means "message larger than the limit" or a request over a
                 # limit of raftmeta.limits (POLICY_VIOLATION): retrying cannot help.
@@ -409,7 +403,7 @@ class ControllerClient:
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 silent = code == grpc.StatusCode.DEADLINE_EXCEEDED
-                gone = code == grpc.StatusCode.UNAVAILABLE and not may_have_reached(code, exc.details() or "")
+                gone = code == grpc.StatusCode.UNAVAILABLE and not may_have_applied(code, exc.details() or "")
                 if silent or gone:
                     verdict.append(HUNG)
                     call.cancel()

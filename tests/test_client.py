@@ -23,10 +23,9 @@ from raftmeta.client import (
     RetryPolicy,
     SyncControllerClient,
     UnavailableError,
-    may_have_reached,
     parse_bootstrap,
 )
-from raftmeta.rpc_errors import error_metadata
+from raftmeta.rpc_errors import error_metadata, may_have_applied
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
 from tests.fakes import serve_controller
 
@@ -280,13 +279,13 @@ def test_sync_client_against_a_real_server() -> None:
     ],
 )
 def test_which_failures_may_have_reached_a_node(code: grpc.StatusCode, details: str, reached: bool) -> None:
-    assert may_have_reached(code, details) is reached
+    assert may_have_applied(code, details) is reached
 
 
 def test_a_definite_failure_carries_the_quorums_error_code() -> None:
     """The controller's "failed and wrote nothing" is INTERNAL with UNKNOWN_SERVER_ERROR: definite."""
-    assert may_have_reached(grpc.StatusCode.INTERNAL, "the controller failed", "UNKNOWN_SERVER_ERROR") is False
-    assert may_have_reached(grpc.StatusCode.INTERNAL, "the controller failed") is True
+    assert may_have_applied(grpc.StatusCode.INTERNAL, "the controller failed", "UNKNOWN_SERVER_ERROR") is False
+    assert may_have_applied(grpc.StatusCode.INTERNAL, "the controller failed") is True
 
 
 @pytest.mark.asyncio
