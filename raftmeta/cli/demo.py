@@ -127,7 +127,8 @@ def demo(data_dir: Path, keep: bool) -> None:
     try:
         up = run(
             "Launch a local 3-node quorum, an observer node 4, and 9 simulated brokers in 3 racks "
-            "(brokers 0-2 form pool 'fast')",
+            "(brokers 0-2 form pool 'fast'); preferred leaders are checked every 2 s here; Kafka's default, "
+            "and raftmeta's, is 300 s",
             "quorum", "up", "--data-dir", str(data_dir), "--nodes", "3", "--observers", "1", "--brokers", "9",
             "--racks", "3",
             "--pool", "fast=0-2", "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--heartbeat-interval-ms", "500",
@@ -168,11 +169,14 @@ def demo(data_dir: Path, keep: bool) -> None:
         run(f"Recover broker {victim}: heartbeats resume and the controller unfences it",
             "brokers", "recover", *via, "--id", victim)  # fmt: skip
         click.echo("   waiting for its partition leaders to add it back to their ISRs (AlterPartition) and for the")
-        click.echo("   controller's preferred-leader election to give it its leaderships back ...")
+        click.echo("   controller's preferred-leader election to give it its leaderships back (checked every 2 s here;")
+        click.echo(
+            "   with the default 300 s, or `raftmeta leader-election --election-type preferred` to do it now) ..."
+        )
         _wait_for(lambda: _healed(via, victim), 60,
                   f"broker {victim} did not rejoin its ISRs and lead orders-0 again within 60 s")  # fmt: skip
         run("Brokers after the recovery", "brokers", "list", *via)
-        run(f"Healed by itself: full ISRs again, and broker {victim} leads orders-0 again",
+        run(f"Healed without an operator: full ISRs again, and broker {victim} leads orders-0 again",
             "topics", "describe", *via, "--topic", "orders")  # fmt: skip
         plan = data_dir / "retire-broker-8.json"
         run("Retire broker 8: plan moving every replica off it (fewest moves, racks kept; balance before/after)",

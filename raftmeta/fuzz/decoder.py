@@ -42,7 +42,7 @@ from raftmeta.fuzz.protobuf import Bounds, messages
 from raftmeta.logs import configured_structlog
 from raftmeta.records import codec
 from raftmeta.records.codec import BATCH_BYTES_MAX, CRC_START, HEADER_SIZE, LOG_OVERHEAD, CorruptBatchError
-from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError
+from raftmeta.storage.errors import HighWatermarkAboveLogError, LogCorruptionError, MidLogCorruptionError
 from raftmeta.storage.inspect import BatchEntry, Corruption, walk_file
 from raftmeta.storage.log import SegmentLog
 from raftmeta.storage.segment import log_file_name
@@ -568,6 +568,15 @@ def check_recovery(case: DecoderCase) -> CaseResult:
                 result.failures.append(
                     f"refusal names byte {exc.position} offset {exc.offset}, expected byte {kept_bytes} "
                     f"offset {end_offset}: {exc}"
+                )
+            return result
+        except HighWatermarkAboveLogError as exc:
+            # An intact log that ends below the floor: the checkpoint's problem, not damage.
+            result.outcome = "refused"
+            if kept_bytes != len(case.data) or exc.log_end_offset != end_offset or end_offset >= case.floor:
+                result.failures.append(
+                    f"refused as a checkpoint above the log (log end {exc.log_end_offset}), but the reference keeps "
+                    f"{kept_bytes} of {len(case.data)} bytes ending at offset {end_offset}, floor {case.floor}: {exc}"
                 )
             return result
         except Exception as exc:
