@@ -19,7 +19,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
+from raftmeta.python_command import raftmeta_command
 from raftmeta.server.config import format_voters
 from raftmeta.tls import TlsConfig
 
@@ -223,7 +223,7 @@ def up(
         node_dir = data_dir / f"node-{node_id}"
         tls_args = node_tls[node_id].to_args() if tls else []
         argv = [
-            sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "node",
+            *raftmeta_command("--log-format", "json", "--log-level", "info", "node"),
             "--node-id", str(node_id), "--listen", address, "--initial-controllers", controllers,
             "--data-dir", str(node_dir), "--cluster-id", cluster_id, *tls_args, *(node_args or []),
         ]  # fmt: skip
@@ -257,7 +257,7 @@ def up(
     wait_for_leader(quorum, timeout_s)
     if brokers:
         fleet_argv = [
-            sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "brokers", "fleet",
+            *raftmeta_command("--log-format", "json", "--log-level", "info", "brokers", "fleet"),
             "--bootstrap-server", quorum.bootstrap_server, "--brokers", str(brokers), "--racks", str(racks),
             "--heartbeat-interval-ms", str(heartbeat_interval_ms),
             *(arg for pool in (pools or []) for arg in ("--pool", pool)),

@@ -95,6 +95,13 @@ def test_a_data_dir_holding_a_cluster_is_refused(tmp_path: Path) -> None:
         KraftCluster.start(tmp_path, controllers=1, brokers=1, racks=1)
 
 
+def test_a_data_dir_with_other_files_is_refused_and_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "controller-3001").mkdir()  # e.g. left by a start whose format failed
+    with pytest.raises(RuntimeError, match=r"is not empty \(it holds controller-3001\): use an empty --data-dir"):
+        KraftCluster.start(tmp_path, controllers=1, brokers=1, racks=1)
+    assert [p.name for p in tmp_path.iterdir()] == ["controller-3001"]
+
+
 def test_a_damaged_cluster_file_is_refused_by_name(tmp_path: Path) -> None:
     (tmp_path / CLUSTER_FILE).write_text('{"cluster_id": ')
     with pytest.raises(ValueError, match=r"kraft\.json is not valid JSON"):

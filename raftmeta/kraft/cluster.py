@@ -43,6 +43,7 @@ from raftmeta.kraft.node_config import (
 from raftmeta.kraft.probe import ProbeError, QuorumView, describe_quorum, unfenced_brokers
 from raftmeta.kraft.storage_tool import FormatJob, format_all, random_uuid
 from raftmeta.local_quorum import alive, free_ports, spawn, terminate
+from raftmeta.logs import get_logger
 from raftmeta.raft.voters import format_directory_id
 from raftmeta.storage.meta_properties import new_directory_id
 
@@ -58,6 +59,9 @@ PROBE_TIMEOUT_S: Final = 2.0
 POLL_INTERVAL_S: Final = 0.2
 LOG_TAIL_LINES: Final = 25
 MAX_NODES: Final = 99
+
+
+_log = get_logger("kraft-launcher")
 
 
 class KraftNodeError(RuntimeError):
@@ -123,6 +127,12 @@ class KraftCluster:
                 f"{data_dir / CLUSTER_FILE} exists and {state}: stop it (`raftmeta kraft down`) and "
                 "use an empty --data-dir"
             )
+        leftovers = sorted(entry.name for entry in data_dir.iterdir())
+        if leftovers:
+            # Never format over, or mix nodes into, files the launcher did not write this time.
+            raise RuntimeError(
+                f"{data_dir} is not empty (it holds {', '.join(leftovers[:5])}): use an empty --data-dir"
+            )
         settings = jvm or JvmSettings()
         ports = free_ports(controllers + brokers)
         controller_addresses = [f"{HOST}:{port}" for port in ports[:controllers]]
@@ -165,6 +175,14 @@ class KraftCluster:
         except BaseException:
             cluster.stop()
             raise
+        leader = cluster._leader_view()
+        _log.info(
+            "kraft cluster ready",
+            cluster_id=cluster.cluster_id,
+            leader_id=None if leader is None else leader.leader_id,
+            epoch=None if leader is None else leader.leader_epoch,
+            high_watermark=None if leader is None else leader.high_watermark,
+        )
         return cluster
 
     # -- the cluster file ---------------------------------------------------------------------
@@ -239,6 +257,9 @@ class KraftCluster:
         and every other running broker unfenced. Raises :class:`KraftNodeError` when one of
         them exits or the timeout passes."""
         waiting = {node_id: self.node(node_id) for node_id in node_ids}
+        # Brokers started together must each see all of them; a broker restarted alone, itself
+        # (another one may be paused or down on purpose, and fenced).
+        brokers_started = frozenset(i for i, n in waiting.items() if n.role == "broker")
         if caught_up_since_ms is not None:
             waiting = {i: dataclasses.replace(n, started_at_ms=caught_up_since_ms) for i, n in waiting.items()}
         deadline = time.monotonic() + self.ready_timeout_s
@@ -247,10 +268,11 @@ class KraftCluster:
             for node_id, node in list(waiting.items()):
                 if not alive(node.pid):
                     raise KraftNodeError(self._failure(node, "exited before it was ready"))
-                ready, seen = self._is_ready(node)
+                ready, seen = self._is_ready(node, brokers_started)
                 last_seen[node_id] = seen
                 if ready:
                     del waiting[node_id]
+                    _log.info("kraft node ready", node_id=node_id, role=node.role, pid=node.pid, seen=seen)
             if not waiting:
                 return
             if time.monotonic() > deadline:
@@ -262,7 +284,7 @@ class KraftCluster:
                 )
             time.sleep(POLL_INTERVAL_S)
 
-    def _is_ready(self, node: KraftNode) -> tuple[bool, str]:
+    def _is_ready(self, node: KraftNode, brokers_started: frozenset[int]) -> tuple[bool, str]:
         if node.role == "controller":
             view = self._leader_view()
             if view is None:
@@ -271,8 +293,11 @@ class KraftCluster:
             if replica is None:
                 return False, f"not a voter of leader {view.leader_id}"
             caught_up = replica.last_caught_up_timestamp >= node.started_at_ms
-            return caught_up, f"leader {view.leader_id}, last caught up at {replica.last_caught_up_timestamp}"
-        expected = {n.node_id for n in self.brokers if alive(n.pid)}
+            return caught_up, (
+                f"leader {view.leader_id} in epoch {view.leader_epoch}, high watermark {view.high_watermark}, "
+                f"its log end offset {replica.log_end_offset}, last caught up at {replica.last_caught_up_timestamp}"
+            )
+        expected = brokers_started | {node.node_id}
         try:
             seen = unfenced_brokers(node.address, PROBE_TIMEOUT_S)
         except ProbeError as exc:
@@ -329,18 +354,21 @@ class KraftCluster:
         node = self._running(node_id)
         os.kill(node.pid, signal.SIGKILL)
         _wait(lambda: not alive(node.pid))
+        _log.info("kraft node killed", node_id=node_id, role=node.role, pid=node.pid)
         return node.pid
 
     def pause(self, node_id: int) -> int:
         """SIGSTOP the node: it stops answering, as in a long GC pause."""
         node = self._running(node_id)
         os.kill(node.pid, signal.SIGSTOP)
+        _log.info("kraft node paused", node_id=node_id, role=node.role, pid=node.pid)
         return node.pid
 
     def resume(self, node_id: int) -> int:
         """SIGCONT a paused node."""
         node = self._running(node_id)
         os.kill(node.pid, signal.SIGCONT)
+        _log.info("kraft node resumed", node_id=node_id, role=node.role, pid=node.pid)
         return node.pid
 
     def restart(self, node_id: int, *, stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> KraftNode:
@@ -359,6 +387,7 @@ class KraftCluster:
         Returns the pids that were running."""
         stopped = terminate([n.pid for n in self.brokers], timeout_s)
         stopped += terminate([n.pid for n in self.controllers], timeout_s)
+        _log.info("kraft cluster stopped", cluster_id=self.cluster_id, pids=stopped)
         return stopped
 
     def _running(self, node_id: int) -> KraftNode:
@@ -406,7 +435,9 @@ def _write_node(
 def _spawn(node: KraftNode) -> KraftNode:
     """Start the node's JVM (stdout and stderr to its console.log); the node with its new pid."""
     started_at_ms = int(time.time() * 1000)
-    return dataclasses.replace(node, pid=spawn(list(node.argv), node.console_log), started_at_ms=started_at_ms)
+    started = dataclasses.replace(node, pid=spawn(list(node.argv), node.console_log), started_at_ms=started_at_ms)
+    _log.info("kraft node started", node_id=node.node_id, role=node.role, pid=started.pid, address=node.address)
+    return started
 
 
 def _wait(condition: Callable[[], bool], timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:

@@ -121,10 +121,13 @@ def _round_trip(address: str, request: Any, response_type: type[Any], timeout_s:
             frame = _read_exactly(sock, size)
     except OSError as exc:
         raise ProbeError(f"{address}: {type(exc).__name__}: {exc}") from exc
-    response_header, offset = entity_reader(response_type.__header_schema__)(frame, 0)
+    try:
+        response_header, offset = entity_reader(response_type.__header_schema__)(frame, 0)
+        body, _ = entity_reader(response_type)(frame, offset)
+    except Exception as exc:  # kio raises a variety (ValueError, UnicodeDecodeError, its own)
+        raise ProbeError(f"{address}: undecodable answer ({type(exc).__name__}: {exc})") from exc
     if int(response_header.correlation_id) != 1:
         raise ProbeError(f"{address}: answer to correlation id {response_header.correlation_id}, not 1")
-    body, _ = entity_reader(response_type)(frame, offset)
     return body
 
 

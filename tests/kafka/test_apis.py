@@ -231,9 +231,7 @@ def test_create_topics_per_topic_errors_pass_through() -> None:
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "POLICY_VIOLATION", ErrorCode.policy_violation),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "THROTTLING_QUOTA_EXCEEDED", ErrorCode.throttling_quota_exceeded),
         (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", ErrorCode.invalid_request),
-        (grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER", ErrorCode.not_controller),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, None, ErrorCode.request_timed_out),
-        (grpc.StatusCode.INTERNAL, None, ErrorCode.unknown_server_error),
+        (grpc.StatusCode.INTERNAL, "UNKNOWN_SERVER_ERROR", ErrorCode.unknown_server_error),
     ],
 )
 def test_a_refused_call_is_each_topics_kafka_error(
@@ -244,11 +242,33 @@ def test_a_refused_call_is_each_topics_kafka_error(
     topics: list[dict[str, Any]] = [
         {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []} for n in ("a", "b")
     ]
-    response = _create(admin, topics, timeout=100)  # UNAVAILABLE is retried until then
+    response = _create(admin, topics, timeout=100)
     assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
         ("a", expected, "refused: why"),
         ("b", expected, "refused: why"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (grpc.StatusCode.CANCELLED, "CANCELLED"),  # the leader it was forwarded to died with it open
+        (grpc.StatusCode.INTERNAL, "Received RST_STREAM with error code 2"),
+        (grpc.StatusCode.UNKNOWN, "Unexpected <class 'OSError'>: [Errno 28] No space left on device"),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "CreateTopics was not committed before the deadline"),
+        (grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER: no leader"),  # retried until the timeout
+    ],
+)
+def test_a_write_that_may_have_been_applied_is_request_timed_out(status: grpc.StatusCode, message: str) -> None:
+    """As Kafka's forwarding answers a request whose outcome it does not know (ForwardingManager's
+    onTimeout): REQUEST_TIMED_OUT, never a code that tells the client nothing was written (before:
+    UNKNOWN_SERVER_ERROR for a dying leader, NOT_CONTROLLER when leadership moved)."""
+    metadata = error_metadata("NOT_CONTROLLER") if status == grpc.StatusCode.UNAVAILABLE else ()
+    admin = FakeAdmin(answers={"CreateTopics": lambda r: AdminCallError(status, message, metadata)})
+    topics = [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}]
+    (result,) = _create(admin, topics, timeout=100).topics
+    assert result.error_code == ErrorCode.request_timed_out
+    assert result.error_message == f"{message} (the request may have been applied: its outcome is unknown)"
 
 
 def test_create_topics_old_version_has_no_counts_in_the_answer() -> None:
@@ -725,13 +745,24 @@ def test_other_refusals_are_not_retried() -> None:
     assert len(admin.calls) == 1
 
 
-def test_no_leader_until_the_deadline_is_not_controller() -> None:
+def test_no_leader_until_the_deadline_is_request_timed_out_for_a_write() -> None:
+    """A write retried until the timeout may have reached a leader that was then deposed: Kafka's
+    forwarding answers REQUEST_TIMED_OUT there. A read has no outcome to hide: NOT_CONTROLLER."""
     refusal = AdminCallError(grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER", error_metadata("NOT_CONTROLLER"))
     admin = FakeAdmin(answers={"CreateTopics": lambda r: refusal})
     response = _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [],
                                 "configs": []}], timeout=300)  # fmt: skip
-    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.not_controller)]
+    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.request_timed_out)]
     assert len(admin.calls) >= 2 and len(set(admin.request_ids)) == 1
+
+
+def test_a_write_no_node_could_be_sent_is_not_controller() -> None:
+    """Nothing reached a leader (the forwarding connection was refused): nothing was applied."""
+    refusal = AdminCallError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses")
+    admin = FakeAdmin(answers={"CreateTopics": lambda r: refusal})
+    response = _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                "configs": []}], timeout=300)  # fmt: skip
+    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.not_controller)]
 
 
 def test_add_and_remove_raft_voter_reach_the_quorum_with_the_voters_key() -> None:
