@@ -43,8 +43,9 @@ class JavaProgramFailed(RuntimeError):
 @dataclass(frozen=True)
 class ToolInvocation:
     """One tool run: its main class and arguments. With ``until`` (a regular expression) it is run
-    again, half a second apart and at most ``attempts`` times, until its stdout matches: for what
-    Kafka finishes in the background, such as a reassignment ``--verify`` reports in progress."""
+    again, half a second apart and at most ``attempts`` times, until its stdout matches or it fails
+    (a failure is a final answer): for what Kafka finishes in the background, such as a reassignment
+    ``--verify`` reports in progress, or a change a broker learns a moment after it is committed."""
 
     tool: str
     args: tuple[str, ...]
@@ -60,6 +61,9 @@ class ToolInvocation:
 
 @dataclass(frozen=True)
 class ToolRun:
+    """A tool's outcome as its shell script would leave it: exit code, stdout and stderr (of the
+    last attempt), and how many attempts ``until`` took."""
+
     tool: str
     args: tuple[str, ...]
     exit_code: int
