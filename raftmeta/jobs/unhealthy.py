@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # Why a partition is unhealthy, worst first (the order the list is sorted by), with its label.
 REASONS = {
     "offline": "offline (no leader)",
+    "leader_not_live": "leader not live (fenced or unregistered)",
     "under_min_isr": "under min ISR",
     "under_replicated": "under-replicated",
     "rack_spread_short": "rack spread short",
@@ -31,6 +32,7 @@ HEALTHY, WARN, FAILED = "HEALTHY", "WARN", "FAILED"
 # figure -> (verdict it gives when above zero, how to say it); the order is the reasons' order.
 VERDICT_RULES = {
     "offline_partitions": (FAILED, "offline (no leader)"),
+    "unavailable_partitions": (FAILED, "unavailable (no leader, or a fenced or unregistered one)"),
     "under_min_isr_partitions": (FAILED, "under min ISR (acks=all produce refused)"),
     "under_replicated_partitions": (WARN, "under-replicated"),
     "rack_spread_violations": (WARN, "with replicas on fewer racks than they could span"),
@@ -55,9 +57,10 @@ def unhealthy_partitions(
     min_isr: Mapping[str, int],
     live_brokers: Collection[int],
 ) -> Unhealthy:
-    """Every live partition that is offline, under min ISR, under-replicated or short of rack
-    spread, worst first then by topic and partition (``brokers``: registered broker -> (rack,
-    pool, fenced); ``min_isr``: topic -> its ``min.insync.replicas`` where set)."""
+    """Every live partition that is offline, led by a broker that is not live, under min ISR,
+    under-replicated or short of rack spread, worst first then by topic and partition
+    (``brokers``: registered broker -> (rack, pool, fenced); ``min_isr``: topic -> its
+    ``min.insync.replicas`` where set)."""
     from pyspark.sql import functions as F
 
     from raftmeta.jobs.health import with_health
@@ -66,8 +69,11 @@ def unhealthy_partitions(
     spark = final.sparkSession
     minimums = spark.createDataFrame(sorted(min_isr.items()), "topic_name string, min_isr int")
     partitions = final.select("topic_name", "partition_id", "replicas", "isr", "leader", "adding_replicas")
-    flagged = with_health(partitions, live_brokers, minimums).withColumn(
-        "rack_spread_short", rack_spread_short(F.coalesce("replicas", F.array().cast("array<int>")), brokers)
+    flagged = with_health(partitions, live_brokers, minimums).select(
+        "*",
+        rack_spread_short(F.coalesce("replicas", F.array().cast("array<int>")), brokers).alias("rack_spread_short"),
+        # Kafka's "unavailable" less the offline ones: a leader the controller has fenced or lost.
+        (F.col("unavailable") & ~F.col("offline")).alias("leader_not_live"),
     )
     reasons = F.filter(F.array(*[F.when(F.col(r), F.lit(r)) for r in REASONS]), lambda r: r.isNotNull())
     worst = F.coalesce(*[F.when(F.col(r), F.lit(i)) for i, r in enumerate(REASONS)])
@@ -95,12 +101,16 @@ def unhealthy_partitions(
 
 def needs_listing(figures: Mapping[str, Any]) -> bool:
     """Whether the counts say some partition is unhealthy (else the listing query is skipped)."""
-    keys = ("offline_partitions", "under_min_isr_partitions", "under_replicated_partitions", "rack_spread_violations")
+    keys = (
+        "offline_partitions", "unavailable_partitions", "under_min_isr_partitions", "under_replicated_partitions",
+        "rack_spread_violations",
+    )  # fmt: skip
     return any(figures.get(k, 0) > 0 for k in keys)
 
 
 def health_verdict(figures: Mapping[str, Any]) -> dict[str, Any]:
-    """FAILED when a partition is offline or under min ISR (writes with acks=all fail), WARN when
+    """FAILED when a partition is offline, unavailable (its leader not live) or under min ISR
+    (writes with acks=all fail), WARN when
     one is under-replicated or short of rack spread or a broker is fenced, else HEALTHY; with
     the reasons as sentences, the worst first."""
     verdict = HEALTHY

@@ -32,7 +32,7 @@ from raftmeta.jobs import layout
 from raftmeta.jobs.checks import Check
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.datasource import SOURCE_NAME
-from raftmeta.jobs.racks import NO_RACK
+from raftmeta.jobs.racks import rack_of
 from raftmeta.jobs.state import (
     HISTORY_COLUMNS,
     HISTORY_TYPES,
@@ -107,7 +107,7 @@ def balance_figures(state: ClusterState, isr_sizes: dict[tuple[int, int], int] |
         "partitions": balance.partitions,
         "brokers": len(ids),
         "fenced_brokers": sum(1 for _, _, fenced in state.brokers.values() if fenced),
-        # rack -> its registered brokers ("(none)": brokers without a rack)
+        # rack -> its registered brokers (racks.NO_RACK: brokers without a rack)
         "brokers_per_rack": _brokers_per_rack(state.brokers),
         "replica_skew": round(Spread.of(replicas).skew, 6),
         "leader_skew": round(Spread.of(preferred).skew, 6),
@@ -141,15 +141,15 @@ def isr_size_counts(state: ClusterState) -> dict[tuple[int, int], int]:
 
 def _brokers_per_rack(brokers: dict[int, tuple[str | None, str | None, bool]]) -> dict[str, list[int]]:
     racks: dict[str, list[int]] = {}
-    for broker, (rack, _, _) in sorted(brokers.items()):
-        racks.setdefault(rack or NO_RACK, []).append(broker)
+    for broker in sorted(brokers):
+        racks.setdefault(rack_of(broker, brokers), []).append(broker)
     return dict(sorted(racks.items()))
 
 
 def _per_rack(per_broker: dict[int, int], brokers: dict[int, tuple[str | None, str | None, bool]]) -> dict[str, int]:
     racks: dict[str, int] = {}
     for broker, n in per_broker.items():
-        rack = brokers.get(broker, (None, None, False))[0] or NO_RACK
+        rack = rack_of(broker, brokers)
         racks[rack] = racks.get(rack, 0) + n
     return dict(sorted(racks.items()))
 

@@ -112,16 +112,24 @@ def test_the_report_names_unhealthy_partitions_and_gives_health_its_own_verdict(
     health = result.health
     assert health["verdict"] == "FAILED"
     assert health["reasons"] == [
+        "5 partitions unavailable (no leader, or a fenced or unregistered one)",
         "3 partitions under min ISR (acks=all produce refused)",
         "3 partitions under-replicated",
         "1 partition with replicas on fewer racks than they could span",
         "1 broker fenced",
     ]
     under = ["under_min_isr", "under_replicated"]
+    # Broker 4, fenced, still leads (i + p) % 6 == 4: a leader that is not live.
+    fenced_leader = [
+        {"topic": f"topic-{i}", "partition": p, "leader": 4, "replicas": [4, (i + p + 1) % 6, (i + p + 2) % 6],
+         "isr": [4, (i + p + 1) % 6, (i + p + 2) % 6], "min_isr": 1, "why": ["leader_not_live"]}
+        for i, p in ((10, 0), (3, 1), (4, 0), (8, 2), (9, 1))
+    ]  # fmt: skip
     assert health["unhealthy_partitions"] == {
-        "total": 4,
+        "total": 9,
         "listed_max": 100,
         "listed": [
+            *fenced_leader,
             {"topic": "topic-2", "partition": 0, "leader": 2, "replicas": [2, 3, 4], "isr": [2, 3], "min_isr": 3,
              "why": under},
             {"topic": "topic-2", "partition": 1, "leader": 3, "replicas": [3, 4, 5], "isr": [3, 5], "min_isr": 3,
