@@ -166,3 +166,21 @@ def test_the_report_names_unhealthy_partitions_and_gives_health_its_own_verdict(
     heat = html[html.index('<table class="heat" id="topic-broker">') :]
     assert [heat.index(f">rack-{r}</th>") for r in range(3)] == sorted(heat.index(f">rack-{r}</th>") for r in range(3))
     assert "<th>topic-2</th>" in heat
+
+
+def test_the_report_labels_figures_for_people_and_formats_numbers(tmp_path: Path) -> None:
+    """No raw snake_case keys and no six decimals: labels, thousands separators, two-decimal skews;
+    a WARN health verdict in its own colour beside a PASSED consistency."""
+    from raftmeta.jobs.report import write_report
+    from raftmeta.jobs.unhealthy import health_verdict
+
+    figures = {"records": 1234567, "replica_skew": 1.333333, "under_replicated_partitions": 2, "fenced_brokers": 0}
+    health = {**health_verdict(figures), "unhealthy_partitions": {"total": 0, "listed": [], "listed_max": 100}}
+    assert health["verdict"] == "WARN" and health["reasons"] == ["2 partitions under-replicated"]
+    document = {"passed": True, "data_dir": str(tmp_path), "health": health, "checks": [], "figures": figures}
+    html = write_report(tmp_path / "report", document, {})["html"].read_text()
+    assert "<td>Records replayed</td><td class='n'>1,234,567</td>" in html
+    assert "<td>Replica skew (busiest broker / mean)</td><td class='n'>1.33</td>" in html
+    assert "replica_skew" not in html and "1.333333" not in html
+    assert '<b id="health" style="color:#9a6700">WARN</b>' in html
+    assert health_verdict({"offline_partitions": 0})["verdict"] == "HEALTHY"
