@@ -8,6 +8,7 @@ from raftmeta.lincheck.checker import CheckResult, TopicFailure, check_history, 
 from raftmeta.lincheck.model import (
     ABSENT,
     KINDS,
+    LISTED,
     RESULTS,
     HistoryError,
     Operation,
@@ -19,6 +20,7 @@ from raftmeta.lincheck.model import (
 __all__ = [
     "ABSENT",
     "KINDS",
+    "LISTED",
     "RESULTS",
     "CheckResult",
     "HistoryError",

@@ -10,7 +10,9 @@ Kafka's outcome codes (lower-cased error names):
   ``ok`` when present with fewer than ``arg`` (now ``arg``), ``invalid_partitions`` when present
   with ``arg`` or more (Kafka refuses both "already has" and "higher than requested"),
   ``unknown_topic_or_partition`` when absent;
-- ``describe``: ``ok`` with ``observed``, the state it saw (0 = the topic was not there).
+- ``describe``: ``ok`` with ``observed``, the state it saw (0 = the topic was not there), or
+  :data:`LISTED` when it saw the topic without its partitions (a listing of names, or a page that
+  stopped inside the topic's partitions): present, count not shown.
 
 ``unknown`` (the client never learned the outcome) accepts either answer: the operation took
 effect as it would have at its linearization point. With its completion at +infinity (the
@@ -23,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ABSENT = 0
+LISTED = -1  # a describe's observation: present, partition count not shown
 KINDS = ("create", "delete", "create_partitions", "describe")
 OK = "ok"
 UNKNOWN = "unknown"
@@ -73,9 +76,10 @@ class Operation:
         if self.kind not in COUNTED and self.arg != 0:
             raise HistoryError(f"{where}: arg must be 0 for {self.kind}, got {self.arg}")
         reads = self.kind == "describe" and self.result == OK
-        if reads and (self.observed is None or self.observed < 0):
+        if reads and (self.observed is None or self.observed < LISTED):
             raise HistoryError(
-                f"{where}: observed must be 0 (absent) or a partition count for a describe that answered"
+                f"{where}: observed must be 0 (absent), a partition count or {LISTED} (listed) "
+                "for a describe that answered"
             )
         if not reads and self.observed is not None:
             raise HistoryError(f"{where}: observed is only for a describe that answered ({self.kind} {self.result})")
@@ -95,7 +99,8 @@ def step(state: int, op: Operation) -> tuple[bool, int]:
     kind, result = op.kind, op.result
     present = state != ABSENT
     if kind == "describe":
-        return (result == UNKNOWN or op.observed == state), state
+        seen = op.observed == state or (op.observed == LISTED and present)
+        return (result == UNKNOWN or seen), state
     if kind == "create":
         if not present:
             return result in (OK, UNKNOWN), op.arg
@@ -113,6 +118,8 @@ def step(state: int, op: Operation) -> tuple[bool, int]:
 
 
 def describe_state(state: int) -> str:
+    if state == LISTED:
+        return "listed"
     return "absent" if state == ABSENT else f"{state} partitions"
 
 

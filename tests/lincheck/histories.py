@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from raftmeta.lincheck.model import ABSENT, Operation, step
+from raftmeta.lincheck.model import ABSENT, LISTED, Operation, step
 
 PLANTED = ("stale_read", "lost_create", "resurrected_delete", "double_create", "wrong_partition_count")
 KIND_WEIGHTS = {"create": 30, "delete": 20, "create_partitions": 15, "describe": 35}
@@ -96,7 +96,8 @@ def _unknown(rng: random.Random, op: Operation) -> Operation:
 
 def _outcome(op: Operation, state: int) -> tuple[str, int | None]:
     if op.kind == "describe":
-        return "ok", state
+        # One read in four is a listing of names: it sees presence, not the count.
+        return "ok", LISTED if op.arg == 0 and state != ABSENT and op.op_id % 4 == 0 else state
     for result in ("ok", "topic_already_exists", "unknown_topic_or_partition", "invalid_partitions"):
         try:
             ok, _ = step(state, replace(op, result=result))
@@ -153,8 +154,13 @@ def _plant(rng: random.Random, execution: Execution, kind: str) -> list[Operatio
                 for c in execution.changes
                 if c.op.topic == read.topic and c.op.complete is not None and c.op.complete < read.invoke
             ]
-            if done and (wanted is None or done[-1].op.kind == wanted) and done[-1].before != read.observed:
-                candidates.append(replace(read, observed=done[-1].before))
+            if not done or (wanted is not None and done[-1].op.kind != wanted):
+                continue
+            stale = done[-1].before
+            # A listing shows presence only: stale for it means present where now absent, or absent.
+            shown = LISTED if stale != ABSENT and read.observed == LISTED else stale
+            if shown != read.observed:
+                candidates.append(replace(read, observed=shown))
         if candidates:
             target = rng.choice(candidates)
     if target is None:

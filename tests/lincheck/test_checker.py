@@ -175,7 +175,7 @@ def test_failing_window_holds_the_state_setter_and_the_unplaceable() -> None:
         ({"complete": None}, "complete may be missing only when the result is unknown"),
         ({"complete": 1, "invoke": 5}, "complete 1 is before invoke 5"),
         ({"observed": 1}, "observed is only for a describe that answered"),
-        ({"kind": "describe", "arg": 0}, "observed must be 0 (absent) or a partition count"),
+        ({"kind": "describe", "arg": 0}, "observed must be 0 (absent), a partition count or -1 (listed)"),
     ],
 )
 def test_malformed_operations_are_refused_naming_the_field(fields: dict[str, object], message: str) -> None:
@@ -209,3 +209,11 @@ def test_codec_round_trips_and_refuses_unknown_fields() -> None:
 def test_duplicate_operation_ids_are_refused() -> None:
     with pytest.raises(HistoryError, match="op_id appears twice"):
         check_history([op(1, "create", 0, 1), op(1, "describe", 2, 3, observed=1)])
+
+
+def test_a_listing_sees_presence_not_the_count() -> None:
+    created = op(1, "create", 0, 1, arg=3)
+    assert verdict(created, op(2, "describe", 2, 3, observed=-1)) == "ok"
+    assert verdict(op(2, "describe", 2, 3, observed=-1)) == "illegal"  # listed, never created
+    deleted = (created, op(2, "delete", 2, 3))
+    assert verdict(*deleted, op(3, "describe", 4, 5, observed=-1)) == "illegal"  # resurrected

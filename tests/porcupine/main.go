@@ -6,7 +6,8 @@
 // {"name": ..., "verdict": "ok" | "illegal" | "unknown"}.
 //
 // The model is raftmeta/lincheck/model.py's, written again against Porcupine's API: a topic's
-// state is 0 (absent) or its partition count; the history is partitioned per topic name; an
+// state is 0 (absent) or its partition count (a describe may also observe -1, listed: present
+// with its count not shown); the history is partitioned per topic name; an
 // operation whose outcome is unknown returns at +infinity and accepts either outcome.
 package main
 
@@ -56,7 +57,10 @@ type output struct {
 	Observed int
 }
 
-const absent = 0
+const (
+	absent = 0
+	listed = -1 // a describe saw the topic without its partitions: present, count not shown
+)
 
 func step(state, in, out interface{}) (bool, interface{}) {
 	s := state.(int)
@@ -66,7 +70,7 @@ func step(state, in, out interface{}) (bool, interface{}) {
 	present := s != absent
 	switch i.Kind {
 	case "describe":
-		return unknown || o.Observed == s, s
+		return unknown || o.Observed == s || (o.Observed == listed && present), s
 	case "create":
 		if !present {
 			return unknown || o.Result == "ok", i.Arg
