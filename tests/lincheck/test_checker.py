@@ -8,6 +8,7 @@ import pytest
 from raftmeta.lincheck import HistoryError, Operation, check_history, step
 from raftmeta.lincheck.checker import failing_window
 from raftmeta.lincheck.codec import operation_from_json, operation_to_json
+from raftmeta.lincheck.timeline import render_failure
 from tests.lincheck.histories import linearizable_history
 
 
@@ -217,3 +218,23 @@ def test_a_listing_sees_presence_not_the_count() -> None:
     assert verdict(op(2, "describe", 2, 3, observed=-1)) == "illegal"  # listed, never created
     deleted = (created, op(2, "delete", 2, 3))
     assert verdict(*deleted, op(3, "describe", 4, 5, observed=-1)) == "illegal"  # resurrected
+
+
+def test_timeline_shows_the_failing_window_self_contained() -> None:
+    ops = [
+        op(1, "create", 0, 1, arg=2, client=0),
+        op(2, "describe", 2, 3, observed=2, client=1),
+        op(3, "delete", 10, 11, client=0),
+        op(4, "describe", 12, 13, observed=2, client=1),
+        op(5, "create", 12, None, "unknown", client=2),
+        op(6, "describe", 40, 41, observed=0, client=1),
+    ]
+    [failure] = check_history(ops).failures
+    page = render_failure(ops, failure, title="seed 7: not linearizable", replay="raftmeta sim --seed 7 --plane")
+    assert page.startswith("<!DOCTYPE html>")
+    assert "raftmeta sim --seed 7 --plane" in page
+    assert 'class="unplaceable blocked"' in page  # the stale read: red and outlined
+    assert "#4 describe -&gt; 2 partitions" in page
+    assert ' open"' in page  # the unknown create: dashed, open-ended
+    assert "#6" not in page  # outside the failing window
+    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
