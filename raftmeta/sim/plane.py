@@ -22,6 +22,9 @@ Checked, besides every consensus invariant of the base simulation:
   committed image at the end, every refused one in none; a retry gets the first answer;
 - invariant 9, linearizable reads: a read reflects every create acknowledged before it was
   invoked, and never shows a create that was refused;
+- invariant 10, the whole client history is linearizable (:mod:`raftmeta.lincheck`, recorded by
+  :mod:`raftmeta.sim.client_history`): checked at the end of every run, also one that already
+  failed (then the history up to the failure), so a failure carries its timeline;
 - liveness after the faults heal (L1, L2): a create acknowledged on every running voter, every
   client request answered, every broker unfenced, every partition's ISR its full replica set, and
   every partition led by its preferred replica.
@@ -47,6 +50,7 @@ from raftmeta.raft import CommittedTruncationError, Entry, Envelope, Faults, Raf
 from raftmeta.records.codec import iter_batches
 from raftmeta.records.decode import decode_records
 from raftmeta.sim.checker import InvariantViolation
+from raftmeta.sim.client_history import ClientHistory, HistoryFailure
 from raftmeta.sim.cluster import CUSTOM, PROPOSE, RunResult, SimNode, Simulation
 from raftmeta.sim.params import SimParams
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -150,6 +154,7 @@ class PlaneSimulation(Simulation):
         self.by_key: dict[int, Call] = {}
         self.brokers = [Broker(b) for b in range(BROKERS)]
         self.history = History()
+        self.client_history = ClientHistory()
         self._next_key = 1
         self._next_topic = 0
         self._next_topic_id = 1
@@ -332,6 +337,11 @@ class PlaneSimulation(Simulation):
         history = self.history
         if isinstance(response, controller_pb2.CreateTopicsResponse):
             [result] = response.topics
+            request = call.request
+            assert isinstance(request, controller_pb2.CreateTopicsRequest)
+            self.client_history.create_answered(
+                call.owner, request.topics[0], call.invoked_ms, self.now, result.error_code
+            )
             if result.error_code == errors_pb2.NONE:
                 history.acknowledged.setdefault(call.topic, self.now)
                 self.result.acknowledged += 1
@@ -344,6 +354,7 @@ class PlaneSimulation(Simulation):
             # A page covers the names from its cursor up to its next cursor's.
             request = call.request
             assert isinstance(request, controller_pb2.DescribeTopicsRequest)
+            self.client_history.read_answered(call.owner, request, response, call.invoked_ms, self.now)
             low = request.cursor.topic_name
             high = response.next_cursor.topic_name if response.HasField("next_cursor") else None
             missing = sorted(
@@ -460,6 +471,7 @@ class PlaneSimulation(Simulation):
                 )
                 create = controller_pb2.CreateTopicsRequest(topics=[topic], request_id=f"{owner}-{name}")
                 self.calls[owner] = Call(owner, "CreateTopics", create, now, topic=name)
+                self.client_history.create_invoked(name, now)
             else:
                 self.calls[owner] = Call(owner, "DescribeTopics", self._read_request(), now)
         for call in list(self.calls.values()):
@@ -701,7 +713,28 @@ class PlaneSimulation(Simulation):
                 result.violation = violation
             except (CommittedTruncationError, AssertionError) as error:
                 result.violation = InvariantViolation(type(error).__name__, str(error) or repr(error))
+        self._check_history(result)
         return result
+
+    def _check_history(self, result: RunResult) -> None:
+        """Invariant 10: the client history is linearizable. Creates still waiting for an answer
+        are open-ended. A run that already failed keeps its first violation and gains the
+        timeline, when the history shows the failure too."""
+        history = self.client_history
+        for call in self.calls.values():
+            if call.method == "CreateTopics":
+                request = call.request
+                assert isinstance(request, controller_pb2.CreateTopicsRequest)
+                history.create_unanswered(call.owner, request.topics[0], call.invoked_ms)
+        checked = history.check()
+        self._checked("10-linearizable-history", len(history.ops))
+        if checked.verdict == "ok":
+            return
+        detail = f"the client history of {len(history.ops)} operations is {checked.describe()}"
+        if checked.failures:
+            result.history_failure = HistoryFailure(history.ops, checked.failures[0], detail)
+        if result.violation is None:
+            result.violation = InvariantViolation("10-linearizable-history", detail)
 
 
 def _attempt_timeout_ms(owner: str) -> int:
