@@ -33,6 +33,11 @@ MODELLED_ERRORS = {
 }
 
 
+# The controller's INVALID_PARTITIONS answers to a count that is not an increase (raftmeta/controller/
+# topics.py, _grow_one, as Kafka words them) -- the only ones that depend on the topic's state.
+NOT_AN_INCREASE = ("already has", "would not be an increase")
+
+
 def model_operations(ops: list[Op]) -> list[Operation]:
     modelled = []
     for op in ops:
@@ -56,6 +61,8 @@ def _operation(op: Op) -> Operation | None:
     if op.outcome == "unknown":
         return None if kind != "delete" and arg < 1 else _made(op, kind, "unknown", arg=arg)
     modelled = MODELLED_ERRORS[kind].get(op.error.split(":", 1)[0])
+    if modelled == "invalid_partitions" and not any(phrase in op.error for phrase in NOT_AN_INCREASE):
+        modelled = None  # INVALID_PARTITIONS for a count over the limit: refused whatever the state
     return None if modelled is None else _made(op, kind, modelled, arg=arg)
 
 

@@ -79,13 +79,17 @@ class ClientHistory:
         if request.cursor.partition_index > 0:
             cut.add(low)
         observed: dict[str, int] = {}
+        unseen: set[str] = set()  # answered with an error that says nothing of existence
         for topic in response.topics:
-            if topic.error_code != errors_pb2.NONE:
-                continue
-            partial = request.exclude_partitions or topic.name in cut
-            observed[topic.name] = LISTED if partial else len(topic.partitions)
+            if topic.error_code == errors_pb2.UNKNOWN_TOPIC_OR_PARTITION:
+                observed[topic.name] = 0
+            elif topic.error_code != errors_pb2.NONE:
+                unseen.add(topic.name)
+            else:
+                partial = request.exclude_partitions or topic.name in cut
+                observed[topic.name] = LISTED if partial else len(topic.partitions)
         for name, invoked in self.created.items():
-            if invoked <= now_ms and low <= name and (high is None or name < high):
+            if invoked <= now_ms and low <= name and (high is None or name < high) and name not in unseen:
                 observed.setdefault(name, 0)
         client = client_number(owner)
         for name in sorted(observed):

@@ -27,7 +27,15 @@ def test_a_clean_history_is_linearizable() -> None:
         op(1, "create_topic", "e1", (0, 10), topic_id="A", count=2),
         op(2, "create_topic", "e1", (5, 15), "fail", error="TOPIC_ALREADY_EXISTS: exists", count=1, worker=1),
         op(3, "create_partitions", "e1", (20, 30), count=4),
-        op(4, "create_partitions", "e1", (31, 40), "fail", error="INVALID_PARTITIONS: has 4", count=3),
+        op(
+            4,
+            "create_partitions",
+            "e1",
+            (31, 40),
+            "fail",
+            error="INVALID_PARTITIONS: The topic e1 currently has 4 partition(s); 3 would not be an increase.",
+            count=3,
+        ),
         op(5, "read_topic", "e1", (41, 42), topic_id="A"),
         op(6, "delete_topic", "e1", (50, 60), topic_id="A"),
         op(7, "read_topic", "e1", (61, 62)),
@@ -70,3 +78,11 @@ def test_an_unknown_create_of_no_partitions_is_left_out() -> None:
     ops = [op(1, "create_topic", "k1", (0, 100), "unknown", count=0)]
     assert model_operations(ops) == []
     assert check_linearizable(ops).check.passed
+
+
+def test_invalid_partitions_is_modelled_only_when_the_count_is_not_an_increase() -> None:
+    created = op(1, "create_topic", "e1", (0, 10), topic_id="A", count=2)
+    over_limit = op(2, "create_partitions", "e1", (20, 30), "fail", count=99999, error="INVALID_PARTITIONS: exceeds")
+    not_more = op(3, "create_partitions", "e1", (40, 50), "fail", count=2, error="INVALID_PARTITIONS: already has 2")
+    assert [o.op_id for o in model_operations([created, over_limit, not_more])] == [1, 3]
+    assert check_linearizable([created, over_limit, not_more]).check.passed

@@ -29,7 +29,8 @@ def build(out_dir: Path) -> Path:
         pytest.fail("the Porcupine differential test needs Go (`go` on PATH) to build tests/porcupine", pytrace=False)
     binary = out_dir / "porcupine-check"
     # The committed go.sum pins the module: a download that does not match it fails the build.
-    env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
+    # No VCS stamp: a test tool, and a checkout without git metadata must build it too.
+    env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false", "CGO_ENABLED": "0"}
     built = subprocess.run(
         [go, "build", "-o", str(binary), "."],
         cwd=SOURCE,

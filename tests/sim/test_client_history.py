@@ -54,3 +54,18 @@ def test_a_listing_sees_presence_and_a_phantom_is_refused() -> None:
     result = history.check()
     assert result.verdict == "illegal"  # x was never created: a phantom
     assert result.failures[0].topic == "x"
+
+
+def test_an_unknown_topic_answer_is_absent_and_other_errors_observe_nothing() -> None:
+    history = ClientHistory()
+    history.create_invoked("a", 0)
+    history.create_invoked("b", 0)
+    request = controller_pb2.DescribeTopicsRequest(topics=["a", "b"])
+    response = controller_pb2.DescribeTopicsResponse(
+        topics=[
+            controller_pb2.TopicDescription(name="a", error_code=errors_pb2.UNKNOWN_TOPIC_OR_PARTITION),
+            controller_pb2.TopicDescription(name="b", error_code=errors_pb2.INVALID_REQUEST),
+        ]
+    )
+    history.read_answered("client-0", request, response, 1, 2)
+    assert [(o.topic, o.observed) for o in history.ops] == [("a", 0)]
