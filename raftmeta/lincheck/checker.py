@@ -223,16 +223,21 @@ def _failure(
 
 def failing_window(ops: Sequence[Operation], failure: TopicFailure) -> list[Operation]:
     """The operations of the failing topic that explain ``failure``: the last one of the prefix,
-    the last change in the prefix (the operation that set the state the rest cannot follow), the
+    the last one of the prefix that changed the state (it set the state the rest cannot follow), the
     unplaceable ones, and every operation of the topic overlapping the span from the earliest of
     those to ``blocked``'s completion -- in invocation order."""
     by_id = {op.op_id: op for op in ops if op.topic == failure.topic}
     core = [by_id[i] for i in failure.unplaceable]
     if failure.prefix:
         core.append(by_id[failure.prefix[-1]])
-        changes = [i for i in failure.prefix if by_id[i].kind != "describe"]
-        if changes:
-            core.append(by_id[changes[-1]])
+        state, setter = ABSENT, None
+        for op_id in failure.prefix:
+            _, after = step(state, by_id[op_id])
+            if after != state:
+                setter = op_id
+            state = after
+        if setter is not None:
+            core.append(by_id[setter])
     start = min(op.invoke for op in core)
     blocked = by_id[failure.blocked]
     end = blocked.complete if blocked.complete is not None else blocked.invoke

@@ -238,3 +238,14 @@ def test_timeline_shows_the_failing_window_self_contained() -> None:
     assert ' open"' in page  # the unknown create: dashed, open-ended
     assert "#6" not in page  # outside the failing window
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
+
+
+def test_failing_window_shows_the_operation_that_set_the_state() -> None:
+    ops = [
+        op(1, "create", 0, 1, arg=2),
+        op(2, "delete", 2, 3),
+        op(3, "delete", 10, 11, "unknown_topic_or_partition"),  # a later write that changed nothing
+        op(4, "describe", 20, 21, observed=2),
+    ]
+    [failure] = check_history(ops).failures
+    assert [o.op_id for o in failing_window(ops, failure)] == [2, 3, 4]
