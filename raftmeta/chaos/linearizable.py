@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raftmeta.chaos.history import Op
+from raftmeta.controller.topics import is_not_an_increase
 from raftmeta.jobs.checks import Check
 from raftmeta.lincheck import LISTED, CheckResult, HistoryError, Operation, check_history
 from raftmeta.lincheck.timeline import render_failure
@@ -31,11 +32,6 @@ MODELLED_ERRORS = {
         "UNKNOWN_TOPIC_OR_PARTITION": "unknown_topic_or_partition",
     },
 }
-
-
-# The controller's INVALID_PARTITIONS answers to a count that is not an increase (raftmeta/controller/
-# topics.py, _grow_one, as Kafka words them) -- the only ones that depend on the topic's state.
-NOT_AN_INCREASE = ("already has", "would not be an increase")
 
 
 def model_operations(ops: list[Op]) -> list[Operation]:
@@ -61,7 +57,7 @@ def _operation(op: Op) -> Operation | None:
     if op.outcome == "unknown":
         return None if kind != "delete" and arg < 1 else _made(op, kind, "unknown", arg=arg)
     modelled = MODELLED_ERRORS[kind].get(op.error.split(":", 1)[0])
-    if modelled == "invalid_partitions" and not any(phrase in op.error for phrase in NOT_AN_INCREASE):
+    if modelled == "invalid_partitions" and not is_not_an_increase(op.error):
         modelled = None  # INVALID_PARTITIONS for a count over the limit: refused whatever the state
     return None if modelled is None else _made(op, kind, modelled, arg=arg)
 

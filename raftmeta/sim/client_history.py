@@ -8,17 +8,32 @@ topic that a read shows anyway has then no create to explain it -- a phantom the
 A read (DescribeTopics) becomes one describe per name in its page: the topics it returned, with
 their partition counts (or *listed*, when the answer left the partitions out or stopped inside
 them), and absent for every other name a create had been invoked for before the read completed.
-A create never answered by the end of the run is open-ended (it may have taken effect or not).
+A read of named topics observes only those. Deletes and partition additions keep their outcomes
+(INVALID_PARTITIONS only when the count is not an increase: the other causes do not depend on the
+state). A write never answered by the end of the run is open-ended (it may have taken effect or
+not).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from google.protobuf.message import Message
+
+from raftmeta.controller.topics import is_not_an_increase
 from raftmeta.lincheck import LISTED, CheckResult, Operation, TopicFailure, check_history
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 CREATE_RESULTS: dict[int, str] = {errors_pb2.NONE: "ok", errors_pb2.TOPIC_ALREADY_EXISTS: "topic_already_exists"}
+DELETE_RESULTS: dict[int, str] = {
+    errors_pb2.NONE: "ok",
+    errors_pb2.UNKNOWN_TOPIC_OR_PARTITION: "unknown_topic_or_partition",
+}
+GROW_RESULTS: dict[int, str] = {
+    errors_pb2.NONE: "ok",
+    errors_pb2.UNKNOWN_TOPIC_OR_PARTITION: "unknown_topic_or_partition",
+    errors_pb2.INVALID_PARTITIONS: "invalid_partitions",
+}
 
 
 def client_number(owner: str) -> int:
@@ -53,16 +68,47 @@ class ClientHistory:
             arg=request.num_partitions,
         )
 
-    def create_unanswered(self, owner: str, request: controller_pb2.CreatableTopic, invoked_ms: int) -> None:
-        self._add(
-            client=client_number(owner),
-            topic=request.name,
-            kind="create",
-            invoke=invoked_ms,
-            complete=None,
-            result="unknown",
-            arg=request.num_partitions,
-        )
+    def delete_answered(self, owner: str, name: str, invoked_ms: int, now_ms: int, error_code: int) -> None:
+        result = DELETE_RESULTS.get(error_code)
+        if result is not None:
+            client = client_number(owner)
+            self._add(client=client, topic=name, kind="delete", invoke=invoked_ms, complete=now_ms, result=result)
+
+    def partitions_answered(
+        self,
+        owner: str,
+        request: controller_pb2.CreatePartitionsTopic,
+        invoked_ms: int,
+        now_ms: int,
+        answer: controller_pb2.CreatePartitionsTopicResult,
+    ) -> None:
+        result = GROW_RESULTS.get(answer.error_code)
+        if result == "invalid_partitions" and not is_not_an_increase(answer.error_message):
+            result = None  # over the limit, or a placement that failed: refused whatever the state
+        if result is not None:
+            self._add(
+                client=client_number(owner),
+                topic=request.name,
+                kind="create_partitions",
+                invoke=invoked_ms,
+                complete=now_ms,
+                result=result,
+                arg=request.count,
+            )
+
+    def unanswered(self, owner: str, request: Message, invoked_ms: int) -> None:
+        """A write still waiting for its answer at the end: it may take effect or not."""
+        client = client_number(owner)
+        common = {"client": client, "invoke": invoked_ms, "complete": None, "result": "unknown"}
+        if isinstance(request, controller_pb2.CreateTopicsRequest):
+            [topic] = request.topics
+            self._add(topic=topic.name, kind="create", arg=topic.num_partitions, **common)
+        elif isinstance(request, controller_pb2.DeleteTopicsRequest):
+            [name] = request.topic_names
+            self._add(topic=name, kind="delete", **common)
+        elif isinstance(request, controller_pb2.CreatePartitionsRequest):
+            [grow] = request.topics
+            self._add(topic=grow.name, kind="create_partitions", arg=grow.count, **common)
 
     def read_answered(
         self,
@@ -88,7 +134,9 @@ class ClientHistory:
             else:
                 partial = request.exclude_partitions or topic.name in cut
                 observed[topic.name] = LISTED if partial else len(topic.partitions)
-        for name, invoked in self.created.items():
+        # A read of named topics observes those; a listing, every name a create was invoked for.
+        names = dict.fromkeys(request.topics, 0) if request.topics else self.created
+        for name, invoked in names.items():
             if invoked <= now_ms and low <= name and (high is None or name < high) and name not in unseen:
                 observed.setdefault(name, 0)
         client = client_number(owner)

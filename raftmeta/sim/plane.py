@@ -12,16 +12,19 @@ simulated clients, under the same seeded faults as :class:`~raftmeta.sim.cluster
   been up for ``CATCH_UP_MS`` joins the ISR, one down for longer than ``REPLICA_LAG_TIME_MAX_MS``
   leaves it. The controller elects preferred leaders every ``LEADER_IMBALANCE_CHECK_MS``.
 - **Clients** create topics (CreateTopics with a request id, retried with the same id until an
-  answer comes) and read them (DescribeTopics, linearizable by default).
+  answer comes) and read them (DescribeTopics, linearizable by default). Some of their work
+  contends on a few names (:data:`CONTENDED`): creates, deletes, partition additions and reads of
+  one name, so the same topic is made, grown and removed under concurrent clients.
 
 Checked, besides every consensus invariant of the base simulation:
 
 - invariant 7 on every partition state: every node's controller replays every committed batch,
   and replay refuses a state that breaks it (``7-partition-states``);
-- invariant 6 from the clients' history: every acknowledged create is in every running voter's
-  committed image at the end, every refused one in none; a retry gets the first answer;
-- invariant 9, linearizable reads: a read reflects every create acknowledged before it was
-  invoked, and never shows a create that was refused;
+- invariant 6 from the clients' history: every acknowledged create of a fresh name is in every
+  running voter's committed image at the end, every refused one in none; a retry gets the first
+  answer;
+- invariant 9, linearizable reads: a read reflects every create of a fresh name acknowledged
+  before it was invoked, and never shows a create that was refused;
 - invariant 10, the whole client history is linearizable (:mod:`raftmeta.lincheck`, recorded by
   :mod:`raftmeta.sim.client_history`): checked at the end of every run, also one that already
   failed (then the history up to the failure), so a failure carries its timeline;
@@ -88,6 +91,11 @@ PARTITION_CHANGES_PER_BATCH = 3
 # BROKER_DOWN_MAX_MS (often past the session timeout, so it is fenced and its leaderships move).
 BROKER_FAIL_RATE = 0.003
 BROKER_DOWN_MAX_MS = 12_000
+# Names the clients contend on (created, grown, deleted and read again and again), beside the
+# fresh ``t<n>`` names each create of the main mix takes. Only the linearizability check
+# (invariant 10) judges them: rules 6 and 9 assume topics are never deleted.
+CONTENDED = ("c0", "c1", "c2")
+CONTENDED_SHARE = 0.25  # of the clients' operations
 
 
 @dataclass(slots=True)
@@ -156,6 +164,7 @@ class PlaneSimulation(Simulation):
         self.history = History()
         self.client_history = ClientHistory()
         self._next_key = 1
+        self._next_request = 0  # request ids of the contended operations
         self._next_topic = 0
         self._next_topic_id = 1
         self.heal_at = -1
@@ -342,19 +351,33 @@ class PlaneSimulation(Simulation):
             self.client_history.create_answered(
                 call.owner, request.topics[0], call.invoked_ms, self.now, result.error_code
             )
-            if result.error_code == errors_pb2.NONE:
+            if call.topic in CONTENDED:
+                self._trace(f"{call.owner} create {call.topic}: {errors_pb2.ErrorCode.Name(result.error_code)}")
+            elif result.error_code == errors_pb2.NONE:
                 history.acknowledged.setdefault(call.topic, self.now)
                 self.result.acknowledged += 1
             else:
                 history.refused.add(call.topic)
             self._trace(f"{call.owner} create {call.topic}: {errors_pb2.ErrorCode.Name(result.error_code)}")
+        elif isinstance(response, controller_pb2.DeleteTopicsResponse):
+            [deleted] = response.responses
+            self.client_history.delete_answered(call.owner, call.topic, call.invoked_ms, self.now, deleted.error_code)
+            self._trace(f"{call.owner} delete {call.topic}: {errors_pb2.ErrorCode.Name(deleted.error_code)}")
+        elif isinstance(response, controller_pb2.CreatePartitionsResponse):
+            [grown] = response.results
+            request = call.request
+            assert isinstance(request, controller_pb2.CreatePartitionsRequest)
+            self.client_history.partitions_answered(call.owner, request.topics[0], call.invoked_ms, self.now, grown)
+            self._trace(f"{call.owner} grow {call.topic}: {errors_pb2.ErrorCode.Name(grown.error_code)}")
         elif isinstance(response, controller_pb2.DescribeTopicsResponse):
-            seen = {t.name for t in response.topics if t.error_code == errors_pb2.NONE}
-            self._checked("9-linearizable-reads")
-            # A page covers the names from its cursor up to its next cursor's.
             request = call.request
             assert isinstance(request, controller_pb2.DescribeTopicsRequest)
             self.client_history.read_answered(call.owner, request, response, call.invoked_ms, self.now)
+            if request.topics:
+                return  # a read of a contended name: invariant 10 alone judges it
+            seen = {t.name for t in response.topics if t.error_code == errors_pb2.NONE}
+            self._checked("9-linearizable-reads")
+            # A page covers the names from its cursor up to its next cursor's.
             low = request.cursor.topic_name
             high = response.next_cursor.topic_name if response.HasField("next_cursor") else None
             missing = sorted(
@@ -463,7 +486,9 @@ class PlaneSimulation(Simulation):
             owner = f"client-{client}"
             if owner in self.calls or self.quiet or rng.random() < 0.5:
                 continue
-            if rng.random() < 0.7:
+            if rng.random() < CONTENDED_SHARE:
+                self.calls[owner] = self._contended_call(owner, now)
+            elif rng.random() < 0.7:
                 self._next_topic += 1
                 name = f"t{self._next_topic}"
                 topic = controller_pb2.CreatableTopic(
@@ -486,6 +511,29 @@ class PlaneSimulation(Simulation):
                 self._send_call(call)
         interval = self.params.proposal_interval_ms if not self.healed else max(self.params.proposal_interval_ms, 100)
         self._push(now + 1 + rng.next_int(2 * interval), PROPOSE, None)
+
+    def _contended_call(self, owner: str, now: int) -> Call:
+        """One operation on a contended name: create, delete, grow to a random total, or read it."""
+        rng = self.rng
+        name = CONTENDED[rng.next_int(len(CONTENDED))]
+        self._next_request += 1
+        request_id = f"{owner}-{self._next_request}"
+        roll = rng.next_int(4)
+        if roll == 0:
+            topic = controller_pb2.CreatableTopic(
+                name=name, num_partitions=1 + rng.next_int(3), replication_factor=1 + rng.next_int(3)
+            )
+            create = controller_pb2.CreateTopicsRequest(topics=[topic], request_id=request_id)
+            self.client_history.create_invoked(name, now)
+            return Call(owner, "CreateTopics", create, now, topic=name)
+        if roll == 1:
+            delete = controller_pb2.DeleteTopicsRequest(topic_names=[name], request_id=request_id)
+            return Call(owner, "DeleteTopics", delete, now, topic=name)
+        if roll == 2:
+            grow = controller_pb2.CreatePartitionsTopic(name=name, count=1 + rng.next_int(5))
+            request = controller_pb2.CreatePartitionsRequest(topics=[grow], request_id=request_id)
+            return Call(owner, "CreatePartitions", request, now, topic=name)
+        return Call(owner, "DescribeTopics", controller_pb2.DescribeTopicsRequest(topics=[name]), now, topic=name)
 
     def _tick_controllers(self) -> None:
         """The node driver's timer: each running node's controller fences brokers whose session
@@ -717,15 +765,13 @@ class PlaneSimulation(Simulation):
         return result
 
     def _check_history(self, result: RunResult) -> None:
-        """Invariant 10: the client history is linearizable. Creates still waiting for an answer
+        """Invariant 10: the client history is linearizable. Writes still waiting for an answer
         are open-ended. A run that already failed keeps its first violation and gains the
         timeline, when the history shows the failure too."""
         history = self.client_history
         for call in self.calls.values():
-            if call.method == "CreateTopics":
-                request = call.request
-                assert isinstance(request, controller_pb2.CreateTopicsRequest)
-                history.create_unanswered(call.owner, request.topics[0], call.invoked_ms)
+            if call.owner.startswith("client-"):
+                history.unanswered(call.owner, call.request, call.invoked_ms)
         checked = history.check()
         self._checked("10-linearizable-history", len(history.ops))
         if checked.verdict == "ok":

@@ -22,7 +22,7 @@ def test_creates_keep_their_outcome_and_unmodelled_refusals_are_left_out() -> No
     history.create_answered("client-1", creatable("a", 3), 10, 20, errors_pb2.NONE)
     history.create_answered("client-2", creatable("a"), 15, 25, errors_pb2.TOPIC_ALREADY_EXISTS)
     history.create_answered("client-3", creatable("b"), 15, 25, errors_pb2.INVALID_REPLICATION_FACTOR)
-    history.create_unanswered("client-4", creatable("c"), 30)
+    history.unanswered("client-4", controller_pb2.CreateTopicsRequest(topics=[creatable("c")]), 30)
     assert [(o.client, o.topic, o.result, o.arg, o.complete) for o in history.ops] == [
         (1, "a", "ok", 3, 20),
         (2, "a", "topic_already_exists", 2, 25),
@@ -69,3 +69,40 @@ def test_an_unknown_topic_answer_is_absent_and_other_errors_observe_nothing() ->
     )
     history.read_answered("client-0", request, response, 1, 2)
     assert [(o.topic, o.observed) for o in history.ops] == [("a", 0)]
+
+
+def test_contended_writes_keep_their_state_dependent_outcomes() -> None:
+    history = ClientHistory()
+    history.create_answered("client-0", creatable("c0", 1), 0, 5, errors_pb2.NONE)
+    grow = controller_pb2.CreatePartitionsTopic(name="c0", count=3)
+    history.partitions_answered(
+        "client-1", grow, 10, 15, controller_pb2.CreatePartitionsTopicResult(name="c0", error_code=errors_pb2.NONE)
+    )
+    not_more = controller_pb2.CreatePartitionsTopicResult(
+        name="c0", error_code=errors_pb2.INVALID_PARTITIONS, error_message="Topic already has 3 partition(s)."
+    )
+    history.partitions_answered("client-2", grow, 20, 25, not_more)
+    over_limit = controller_pb2.CreatePartitionsTopicResult(
+        name="c0", error_code=errors_pb2.INVALID_PARTITIONS, error_message="Number of partitions 9 exceeds the limit"
+    )
+    history.partitions_answered("client-2", grow, 26, 27, over_limit)  # refused whatever the state: left out
+    history.delete_answered("client-0", "c0", 30, 35, errors_pb2.NONE)
+    history.delete_answered("client-1", "c0", 40, 45, errors_pb2.UNKNOWN_TOPIC_OR_PARTITION)
+    history.unanswered("client-3", controller_pb2.DeleteTopicsRequest(topic_names=["c0"]), 50)
+    history.unanswered("client-4", controller_pb2.CreatePartitionsRequest(topics=[grow]), 50)
+    # A read of the named topic observes it alone (not "t9", whose create was invoked).
+    history.create_invoked("t9", 0)
+    named = controller_pb2.DescribeTopicsRequest(topics=["c0"])
+    absent = controller_pb2.TopicDescription(name="c0", error_code=errors_pb2.UNKNOWN_TOPIC_OR_PARTITION)
+    history.read_answered("client-0", named, controller_pb2.DescribeTopicsResponse(topics=[absent]), 46, 47)
+    assert [(o.kind, o.result, o.arg, o.observed) for o in history.ops] == [
+        ("create", "ok", 1, None),
+        ("create_partitions", "ok", 3, None),
+        ("create_partitions", "invalid_partitions", 3, None),
+        ("delete", "ok", 0, None),
+        ("delete", "unknown_topic_or_partition", 0, None),
+        ("delete", "unknown", 0, None),
+        ("create_partitions", "unknown", 3, None),
+        ("describe", "ok", 0, 0),
+    ]
+    assert history.check().verdict == "ok"
