@@ -98,8 +98,8 @@ def test_a_read_served_without_the_read_index_round_is_caught() -> None:
     """Faults.stale_reads: a leader answers a read from its image without asking a majority. A
     leader whose machine was suspended wakes with its clock behind (its check quorum has not run
     out) and answers a read that waited in its inbox, missing the writes the next leader
-    acknowledged meanwhile. In the all-faults mix suspend is one kind of eleven (the first seed
-    caught there is 89), so the budget runs the fault the rule is about."""
+    acknowledged meanwhile. In the all-faults mix suspend is one kind of eleven (no seed of the
+    first 100 catches it there), so the budget runs the fault the rule is about."""
     summary = planted("stale_reads", kinds=frozenset({"suspend"}))
     assert summary.violations, "a read served without the read-index round went unnoticed"
     violation = summary.violations[0]
