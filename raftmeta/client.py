@@ -23,8 +23,10 @@ What a client of a replicated controller has to get right, in one place:
   epoch, or an answer where there was none) is asked again -- it now forwards to the new leader.
   The call left behind is cancelled; its request id makes the retry safe.
 - **Honest outcomes.** When the overall deadline runs out on a mutating call after an attempt may
-  have reached the server, the outcome is unknown, and the client says so
-  (:class:`OutcomeUnknownError`) rather than calling it a failure.
+  have reached the server, or a node dies with the call open (CANCELLED, INTERNAL or UNKNOWN
+  without the quorum's error code), the outcome is unknown, and the client says so
+  (:class:`OutcomeUnknownError`, with the request id) rather than calling it a failure. The rule
+  is :func:`raftmeta.rpc_errors.may_have_applied`, shared with the Kafka listener.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from google.protobuf.message import Message
 
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
-from raftmeta.rpc_errors import POLICY_VIOLATION, parse_error_metadata
+from raftmeta.rpc_errors import MUTATING_METHODS, POLICY_VIOLATION, may_have_applied, parse_error_metadata
 from raftmeta.tls import TlsConfig, material, open_channel
 from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
@@ -52,20 +54,6 @@ from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 log = get_logger("client")
-
-# Calls that change metadata: they get a request id and an "unknown" outcome on timeout.
-MUTATING_METHODS = frozenset(
-    {
-        "CreateTopics",
-        "CreatePartitions",
-        "DeleteTopics",
-        "ElectLeaders",
-        "AlterPartitionReassignments",
-        "IncrementalAlterConfigs",
-        "UnregisterBroker",
-    }
-)
-
 
 # Voter changes (KIP-853) have no request id, so a retry of one that went through is refused:
 # these answers to a retry mean "already so", which the earlier attempt may have made.
@@ -132,29 +120,6 @@ class OutcomeUnknownError(ClientError):
         self.request_id = request_id
 
 
-# What gRPC says when a call never left this process: the address did not resolve or the TCP
-# connection failed (wait_for_ready is off, so a call does not wait for a connection).
-_NOT_SENT = (
-    "failed to connect",
-    "connection refused",
-    "dns resolution failed",
-    "name resolution",
-    "errors resolving",
-    "lookup failed",
-)
-
-
-def may_have_reached(code: grpc.StatusCode, details: str) -> bool:
-    """Whether a failed attempt may have reached a server (so a write may have been applied): a
-    deadline or a dropped stream may have; a refused connection or an unresolved name cannot."""
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return True
-    if code != grpc.StatusCode.UNAVAILABLE:
-        return False
-    text = details.lower()
-    return not any(marker in text for marker in _NOT_SENT)
-
-
 def _answer_text(code: grpc.StatusCode, error_code: str, details: str) -> str:
     """One attempt's outcome for an error message: the quorum's error code or the gRPC status, and
     the first line of what the server (or gRPC) said."""
@@ -170,6 +135,11 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
     if not targets:
         raise ValueError("bootstrap server list is empty: expected host:port[,host:port...]")
     for target in targets:
+        if "://" in target:
+            raise ValueError(
+                f"bootstrap server {target!r} is a URL: give host:port (raftmeta speaks gRPC to it; "
+                "no http:// or other scheme)"
+            )
         host, sep, port = target.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"bootstrap server {target!r} is not host:port with a port in 1..65535")
@@ -312,7 +282,7 @@ class ControllerClient:
                 details = parse_error_metadata(exc.trailing_metadata())  # type: ignore[arg-type]
                 self.last_attempts.append((target, details.error_code or code.name))
                 answers[target] = _answer_text(code, details.error_code, exc.details() or "")
-                if may_have_reached(code, exc.details() or ""):
+                if may_have_applied(code, exc.details() or "", details.error_code):
                     maybe_reached = True
                 # RESOURCE_EXHAUSTED also means "message larger than the limit" or a request over a
                 # limit of raftmeta.limits (POLICY_VIOLATION): retrying cannot help.
@@ -320,6 +290,15 @@ class ControllerClient:
                     "larger than max" in (exc.details() or "") or details.error_code == POLICY_VIOLATION
                 )
                 if code not in RETRYABLE_CODES or too_large:
+                    if method in MUTATING_METHODS and maybe_reached:
+                        # E.g. the node died with the call open (a full disk): CANCELLED, not a refusal.
+                        answer = _answer_text(code, details.error_code, exc.details() or "")
+                        raise OutcomeUnknownError(
+                            method,
+                            code,
+                            f"{target} answered {answer}; an attempt may have reached the quorum",
+                            request.request_id,
+                        ) from exc
                     raise ClientError(method, code, exc.details() or "", details.error_code) from exc
                 message = exc.details() or ""
                 # No time left for another attempt after the backoff: give up with this answer. (An
@@ -429,7 +408,7 @@ class ControllerClient:
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 silent = code == grpc.StatusCode.DEADLINE_EXCEEDED
-                gone = code == grpc.StatusCode.UNAVAILABLE and not may_have_reached(code, exc.details() or "")
+                gone = code == grpc.StatusCode.UNAVAILABLE and not may_have_applied(code, exc.details() or "")
                 if silent or gone:
                     verdict.append(HUNG)
                     call.cancel()

@@ -4,7 +4,10 @@ Hitting a limit is a defined error that names the limit (TigerBeetle style): gRP
 RESOURCE_EXHAUSTED or INVALID_ARGUMENT, never unbounded memory or a silent truncation.
 ``raftmeta.request_limits`` checks a ControllerService request against these before the node does
 anything with it (before forwarding, so the first node a client reaches refuses it);
-``raftmeta.server.guards`` checks RaftService calls. docs/security.md has the table.
+``raftmeta.server.guards`` checks RaftService calls. The exception is what Kafka answers per
+topic (the partitions and replicas of a topic being created or grown): the controller answers
+those per topic with Kafka's codes (raftmeta.controller.topics), so one topic over a limit does not
+fail the others. docs/security.md has the table.
 
 Which status (the rule ``request_limits`` follows): a limit on how *long one value* is (a name, a
 config key or value, a rack) is INVALID_ARGUMENT -- the value itself is unacceptable; a limit on
@@ -24,6 +27,12 @@ from typing import Final
 # gRPC message size in bytes, both directions, client and server (a FetchResponse carries at most
 # one batch beyond its max_bytes, plus small fields).
 GRPC_MESSAGE_BYTES_MAX: Final = 16 * 1024 * 1024
+# The largest message a node's server reads. Nothing a node serves takes a large request (Fetch,
+# Vote and the like are small; a ControllerService request above CONTROLLER_REQUEST_BYTES_MAX is
+# refused by name), and gRPC holds a message whole before anything can look at it, so this bounds
+# what one call in progress can make a node hold. 4x the largest admitted request: a request a
+# little over that limit still gets the message naming it.
+GRPC_SERVER_RECEIVE_BYTES_MAX: Final = 4 * 1024 * 1024
 # Concurrent calls (HTTP/2 streams) one connection may have open on a node; more wait in the
 # client's queue. The benchmark drives 64 clients over one channel, and a follower forwards all of
 # its clients' calls to the leader over one connection: 256 leaves room for both.
@@ -43,17 +52,19 @@ REQUEST_ID_CHARS_MAX: Final = 64
 TOPICS_PER_REQUEST_MAX: Final = 10_000
 # Partitions of one topic (CreateTopics num_partitions or its manual assignments, CreatePartitions
 # count). Kafka's QuorumController caps a request at MAX_PARTITIONS_PER_BATCH = 10,000; a topic
-# cannot have more than one request can create. The controller's ControllerConfig limits (the same
-# 10,000 by default, answered per topic with Kafka's error codes) may be set lower, never higher.
+# cannot have more than one request can create. The controller answers it per topic
+# (INVALID_PARTITIONS) through ControllerConfig.max_partitions_per_topic, which may be set lower,
+# never higher; `topics create/alter --partitions` advertise it.
 PARTITIONS_PER_TOPIC_MAX: Final = 10_000
-# Partitions one request names or creates, summed over its topics: CreateTopics num_partitions and
-# assignments (an absent or -1 count is the cluster default, counted as 1 here; the controller
-# checks the real default), CreatePartitions manual assignments, ElectLeaders,
-# Alter/ListPartitionReassignments partitions, BrokerHeartbeat caught_up_replicas. Kafka's
-# MAX_PARTITIONS_PER_BATCH: it bounds the records one request appends.
+# Partitions one request names or creates, summed over its topics. Kafka's MAX_PARTITIONS_PER_BATCH:
+# it bounds the records one request appends. CreateTopics and CreatePartitions: the controller's
+# max_partitions_per_request (no higher), answered POLICY_VIOLATION on every topic as Kafka does;
+# ElectLeaders, Alter/ListPartitionReassignments partitions, AlterPartition, BrokerHeartbeat
+# caught_up_replicas: request_limits.
 PARTITIONS_PER_REQUEST_MAX: Final = 10_000
 # Replicas of one partition: a replication factor, a manual assignment's broker list, a
-# reassignment target. Kafka has no cap; replication factors above 5 are unheard of.
+# reassignment target (the controller answers these per topic or partition with Kafka's codes), an
+# ISR change (request_limits). Kafka has no cap; factors above 5 are unheard of.
 REPLICAS_PER_PARTITION_MAX: Final = 16
 # Characters of a topic name field in a request. Kafka's naming rule (at most 249 characters,
 # raftmeta.controller.names.MAX_NAME_LENGTH) is the controller's to answer per topic, with
@@ -89,6 +100,18 @@ RAFT_EPOCH_MAX: Final = 2**31 - 2
 # fetch_max_wait_ms (500 by default).
 RAFT_FETCH_WAIT_MS_MAX: Final = 60_000
 
+# -- the Kafka listener (raftmeta.kafka.listener; flags of ``raftmeta node``) ----------------------
+# The largest request frame the listener reads (Kafka's socket.request.max.bytes is 100 MiB; admin
+# requests are tiny, and the controller path refuses anything above CONTROLLER_REQUEST_BYTES_MAX).
+KAFKA_FRAME_BYTES_MAX: Final = 1024 * 1024
+# Kafka's queued.max.request.bytes (Kafka's default, -1, is unbounded): request bytes buffered in a
+# node across all its Kafka connections, --kafka-queued-max-request-bytes. 32 frames of the largest
+# size the listener reads; admin requests are far smaller. Must be at least that frame size.
+KAFKA_QUEUED_REQUEST_BYTES_DEFAULT: Final = 32 * KAFKA_FRAME_BYTES_MAX
+# How long a frame may take to arrive once its size is read, --kafka-frame-timeout-ms. Kafka has no
+# such deadline: its connections.max.idle.ms counts any byte as activity.
+KAFKA_FRAME_TIMEOUT_MS_DEFAULT: Final = 30_000
+
 
 # Keepalive: every channel pings an idle connection this often, to detect a dead peer (SIGSTOP'd
 # node, cut link) without waiting for TCP timeouts ...
@@ -114,10 +137,13 @@ def grpc_channel_options() -> list[tuple[str, int]]:
 
 
 def grpc_server_options() -> list[tuple[str, int]]:
-    """Options for a node's gRPC server: the channel options, the per-connection stream limit, and
-    the ping policy that lets clients keep their keepalive (see SERVER_MIN_PING_INTERVAL_MS)."""
+    """Options for a node's gRPC server: the channel options with the smaller receive limit of
+    GRPC_SERVER_RECEIVE_BYTES_MAX, the per-connection stream limit, and the ping policy that lets
+    clients keep their keepalive (see SERVER_MIN_PING_INTERVAL_MS)."""
+    options = dict(grpc_channel_options())
+    options["grpc.max_receive_message_length"] = GRPC_SERVER_RECEIVE_BYTES_MAX
     return [
-        *grpc_channel_options(),
+        *options.items(),
         ("grpc.max_concurrent_streams", CONCURRENT_STREAMS_PER_CONNECTION_MAX),
         ("grpc.http2.min_ping_interval_without_data_ms", SERVER_MIN_PING_INTERVAL_MS),
     ]

@@ -19,7 +19,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
+from raftmeta.python_command import raftmeta_command
 from raftmeta.server.config import format_voters
 from raftmeta.tls import TlsConfig
 
@@ -223,7 +223,7 @@ def up(
         node_dir = data_dir / f"node-{node_id}"
         tls_args = node_tls[node_id].to_args() if tls else []
         argv = [
-            sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "node",
+            *raftmeta_command("--log-format", "json", "--log-level", "info", "node"),
             "--node-id", str(node_id), "--listen", address, "--initial-controllers", controllers,
             "--data-dir", str(node_dir), "--cluster-id", cluster_id, *tls_args, *(node_args or []),
         ]  # fmt: skip
@@ -257,7 +257,7 @@ def up(
     wait_for_leader(quorum, timeout_s)
     if brokers:
         fleet_argv = [
-            sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "brokers", "fleet",
+            *raftmeta_command("--log-format", "json", "--log-level", "info", "brokers", "fleet"),
             "--bootstrap-server", quorum.bootstrap_server, "--brokers", str(brokers), "--racks", str(racks),
             "--heartbeat-interval-ms", str(heartbeat_interval_ms),
             *(arg for pool in (pools or []) for arg in ("--pool", pool)),
@@ -352,7 +352,13 @@ def restart(quorum: LocalQuorum, node_id: int) -> NodeProcess:
 def down(quorum: LocalQuorum, timeout_s: float = 10.0) -> list[int]:
     """SIGTERM every process (SIGCONT first, in case it is paused), SIGKILL what is left."""
     candidates = [quorum.brokers_pid, *(n.pid for n in quorum.nodes)]
-    pids = [p for p in candidates if p is not None and alive(p)]
+    return terminate([p for p in candidates if p is not None], timeout_s)
+
+
+def terminate(candidates: list[int], timeout_s: float) -> list[int]:
+    """SIGCONT then SIGTERM each running pid of ``candidates``, SIGKILL what is left after
+    ``timeout_s``; return the pids that were running."""
+    pids = [p for p in candidates if alive(p)]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
@@ -360,8 +366,13 @@ def down(quorum: LocalQuorum, timeout_s: float = 10.0) -> list[int]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.1)
-    for pid in pids:
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    killed = [pid for pid in pids if alive(pid)]
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    # SIGKILL cannot be caught, but the kernel still takes a moment to end the process: wait, so
+    # that "stopped" means no process is left.
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(alive(p) for p in killed):
+        time.sleep(0.05)
     return pids

@@ -9,17 +9,48 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal, cast
 
-import structlog
+if TYPE_CHECKING:
+    import structlog
 
 LogFormat = Literal["auto", "console", "json"]
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+# structlog imports rich when it is installed: ~0.1-0.4 s that a CLI command which logs nothing
+# should not pay. So structlog is imported, and configured, when a logger is first used; a
+# configuration asked for before that waits here.
+_pending: list[tuple[str, LogFormat]] = []  # at most one: the latest asked for
 
 
 def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
     """Configure structlog and the stdlib root logger. Safe to call more than once."""
     numeric = logging.getLevelNamesMapping()[level.upper()]
+    # Libraries that use stdlib logging (grpc, py4j) follow the same level and stream.
+    logging.basicConfig(level=numeric, stream=sys.stderr, force=True, format="%(name)s %(levelname)s %(message)s")
+    _pending.clear()
+    if "structlog" in sys.modules:
+        _configure_structlog(numeric, fmt)
+    else:
+        _pending.append((level, fmt))
+
+
+def configured_structlog() -> ModuleType:
+    """The structlog module, with the configuration :func:`configure_logging` asked for applied
+    (unless something configured structlog itself since: the later configuration wins)."""
+    import structlog
+
+    if _pending:
+        level, fmt = _pending.pop()
+        if structlog.is_configured():
+            return structlog
+        _configure_structlog(logging.getLevelNamesMapping()[level.upper()], fmt)
+    return structlog
+
+
+def _configure_structlog(numeric: int, fmt: LogFormat) -> None:
+    import structlog
+
     render_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
@@ -40,14 +71,27 @@ def configure_logging(level: str = "info", fmt: LogFormat = "auto") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    # Libraries that use stdlib logging (grpc, py4j) follow the same level and stream.
-    logging.basicConfig(level=numeric, stream=sys.stderr, force=True, format="%(name)s %(levelname)s %(message)s")
+
+
+class _DeferredLogger:
+    """Stands for ``structlog.get_logger(**bound)`` until first used, then delegates to it."""
+
+    __slots__ = ("_bound", "_logger")
+
+    def __init__(self, bound: dict[str, object]) -> None:
+        self._bound = bound
+        self._logger: object | None = None
+
+    def __getattr__(self, name: str) -> object:
+        if self._logger is None:
+            self._logger = configured_structlog().get_logger(**self._bound)
+        return getattr(self._logger, name)
 
 
 def get_logger(name: str, **bound: object) -> structlog.stdlib.BoundLogger:
-    """A logger with ``component=name`` and any extra context bound."""
-    logger: structlog.stdlib.BoundLogger = structlog.get_logger(component=name, **bound)
-    return logger
+    """A logger with ``component=name`` and any extra context bound (structlog is imported when
+    it first logs)."""
+    return cast("structlog.stdlib.BoundLogger", _DeferredLogger({"component": name, **bound}))
 
 
 class UndeliveredReplyFilter(logging.Filter):

@@ -4,7 +4,7 @@
 configuration), so any node can run it before forwarding, and a request it refuses has reached
 no controller and written nothing. It answers the first limit broken, in field order, as a
 :class:`LimitViolation` whose message names the field, its size and the limit with its value, e.g.
-``topics[3].num_partitions=200000 exceeds PARTITIONS_PER_TOPIC_MAX=10000``.
+``len(topics)=20000 exceeds TOPICS_PER_REQUEST_MAX=10000``.
 
 Status (the rule in :mod:`raftmeta.limits`): a value that is too long (characters) is
 INVALID_ARGUMENT, error code INVALID_REQUEST; a request that asks for too much (bytes, counts) is
@@ -12,7 +12,9 @@ RESOURCE_EXHAUSTED, error code POLICY_VIOLATION -- Kafka's code for "Excessively
 partitions per request". Neither is retryable as it stands: clients must not retry it.
 
 Everything here is a bound, not a validation: negative counts, duplicate brokers, unknown configs
-and the like are the controller's to answer, per item, with Kafka's error codes.
+and the like are the controller's to answer, per item, with Kafka's error codes. So are the limits
+Kafka answers per topic (partitions and replicas of a created or grown topic): a request is
+refused here only for what fails it as a whole.
 """
 
 from __future__ import annotations
@@ -84,35 +86,27 @@ def _request_id(request: Any) -> Iterator[LimitViolation | None]:
     yield _too_long("request_id", request.request_id, "REQUEST_ID_CHARS_MAX")
 
 
-def _assignments(field: str, assignments: Any) -> Iterator[LimitViolation | None]:
-    yield _too_many(f"len({field})", len(assignments), "PARTITIONS_PER_TOPIC_MAX")
-    for j, assignment in enumerate(assignments):
-        yield _too_many(f"len({field}[{j}].broker_ids)", len(assignment.broker_ids), "REPLICAS_PER_PARTITION_MAX")
-
-
 def _placement(field: str, topic: Any) -> Iterator[LimitViolation | None]:
     yield _too_long(f"{field}.placer", topic.placer, "PLACER_CHARS_MAX")
     yield _too_long(f"{field}.broker_pool", topic.broker_pool, "POOL_CHARS_MAX")
 
 
+# CreateTopics and CreatePartitions bound no counts of partitions or replicas here: those are per
+# topic in Kafka, so the controller answers them per topic with Kafka's codes (a topic's partition
+# count is INVALID_PARTITIONS, its replication factor INVALID_REPLICATION_FACTOR, a manual
+# assignment INVALID_REPLICA_ASSIGNMENT), and the partitions of the whole request are Kafka's
+# POLICY_VIOLATION on every topic. Failing the request here would fail the valid topics with it.
 def _create_topics(request: controller_pb2.CreateTopicsRequest) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
-    total = 0
     for i, topic in enumerate(request.topics):
         field = f"topics[{i}]"
         yield _too_long(f"{field}.name", topic.name, "TOPIC_NAME_FIELD_CHARS_MAX")
-        yield _too_many(f"{field}.num_partitions", topic.num_partitions, "PARTITIONS_PER_TOPIC_MAX")
-        yield _too_many(f"{field}.replication_factor", topic.replication_factor, "REPLICAS_PER_PARTITION_MAX")
-        yield from _assignments(f"{field}.assignments", topic.assignments)
         yield _too_many(f"len({field}.configs)", len(topic.configs), "CONFIGS_PER_TOPIC_MAX")
         for key in sorted(topic.configs):
             yield _too_long(f"{field}.configs key", key, "CONFIG_KEY_CHARS_MAX")
             yield _too_long(f"{field}.configs[{_quote(key)}]", topic.configs[key], "CONFIG_VALUE_CHARS_MAX")
         yield from _placement(field, topic)
-        # Absent or -1 is the cluster default (counted as 1: the controller checks the real one).
-        total += len(topic.assignments) or max(topic.num_partitions, 1)
-    yield _too_many("partitions in the request", total, "PARTITIONS_PER_REQUEST_MAX")
 
 
 def _create_partitions(request: controller_pb2.CreatePartitionsRequest) -> Iterator[LimitViolation | None]:
@@ -121,15 +115,7 @@ def _create_partitions(request: controller_pb2.CreatePartitionsRequest) -> Itera
     for i, topic in enumerate(request.topics):
         field = f"topics[{i}]"
         yield _too_long(f"{field}.name", topic.name, "TOPIC_NAME_FIELD_CHARS_MAX")
-        yield _too_many(f"{field}.count", topic.count, "PARTITIONS_PER_TOPIC_MAX")
-        yield from _assignments(f"{field}.assignments", topic.assignments)
         yield from _placement(field, topic)
-    # The request carries new totals, not what they add (the controller knows the current counts
-    # and bounds the added partitions by its max_partitions_per_request); the manual assignments
-    # are new partitions.
-    yield _too_many(
-        "partitions in the request", sum(len(t.assignments) for t in request.topics), "PARTITIONS_PER_REQUEST_MAX"
-    )
 
 
 def _delete_topics(request: controller_pb2.DeleteTopicsRequest) -> Iterator[LimitViolation | None]:
@@ -193,12 +179,11 @@ def _alter_reassignments(
 ) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
+    # A target's replicas are the controller's to answer, per partition (a reassignment keeps the
+    # topic's replication factor, so a target over REPLICAS_PER_PARTITION_MAX is always refused).
     total = 0
     for i, topic in enumerate(request.topics):
         yield _too_long(f"topics[{i}].name", topic.name, "TOPIC_NAME_FIELD_CHARS_MAX")
-        for j, partition in enumerate(topic.partitions):
-            field = f"len(topics[{i}].partitions[{j}].replicas)"
-            yield _too_many(field, len(partition.replicas), "REPLICAS_PER_PARTITION_MAX")
         total += len(topic.partitions)
     yield _too_many("partitions in the request", total, "PARTITIONS_PER_REQUEST_MAX")
 

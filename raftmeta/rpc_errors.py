@@ -9,12 +9,18 @@ a busy node (retry later), POLICY_VIOLATION a request over a limit of ``raftmeta
 the same request cannot help). A request the controller refuses as a whole (INVALID_ARGUMENT)
 carries INVALID_REQUEST. A refused RaftService call carries the reason the same way
 (INCONSISTENT_CLUSTER_ID, INCONSISTENT_VOTER_SET, INVALID_REQUEST, CLUSTER_AUTHORIZATION_FAILED).
+
+Whether a failed call may have changed metadata is decided in one place, :func:`may_have_applied`:
+the gRPC client (an OUTCOME_UNKNOWN instead of a failure) and the Kafka listener (REQUEST_TIMED_OUT,
+as Kafka's forwarding answers, instead of a code that says nothing was written) both ask it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import grpc
 
 ERROR_CODE_KEY = "raftmeta-error-code"
 LEADER_ID_KEY = "raftmeta-leader-id"
@@ -55,3 +61,50 @@ def parse_error_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> 
             except ValueError:
                 leader = -1
     return ErrorDetails(code, leader)
+
+
+# Calls that change metadata and carry a request id: a retry with the same id is answered with the
+# first attempt's result, so they are retried safely and an unknown outcome can be resolved.
+MUTATING_METHODS = frozenset(
+    {
+        "CreateTopics",
+        "CreatePartitions",
+        "DeleteTopics",
+        "ElectLeaders",
+        "AlterPartitionReassignments",
+        "IncrementalAlterConfigs",
+        "UnregisterBroker",
+    }
+)
+# Voter changes (KIP-853) change the quorum but carry no request id.
+VOTER_CHANGE_METHODS = frozenset({"AddRaftVoter", "RemoveRaftVoter"})
+
+# What gRPC says when a call never left this process: the address did not resolve or the TCP
+# connection failed (wait_for_ready is off, so a call does not wait for a connection).
+_NOT_SENT = (
+    "failed to connect",
+    "connection refused",
+    "dns resolution failed",
+    "name resolution",
+    "errors resolving",
+    "lookup failed",
+)
+# Statuses a server gives no definite answer with when it dies mid-call: CANCELLED (the process
+# exited with the call open), UNKNOWN (a handler raised), INTERNAL (a broken stream or response).
+# The controller's own definite failures carry an error code in the trailing metadata.
+_DYING_SERVER = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
+
+
+def may_have_applied(code: grpc.StatusCode, details: str, error_code: str = "") -> bool:
+    """Whether a failed call may have reached the quorum, so that a write may have been applied.
+
+    A deadline, a dropped stream (UNAVAILABLE other than a connection never made) and a server
+    that died with the call open (CANCELLED, INTERNAL, UNKNOWN without an error code) may have; a
+    refused connection, an unresolved name and every answer the controller gave with a definite
+    status (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, or an error code in the metadata) cannot."""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return True
+    if code == grpc.StatusCode.UNAVAILABLE:
+        text = details.lower()
+        return not any(marker in text for marker in _NOT_SENT)
+    return code in _DYING_SERVER and not error_code

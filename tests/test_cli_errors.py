@@ -7,7 +7,10 @@ stderr, so a script that asked for JSON always gets one JSON document.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -46,7 +49,7 @@ class Controller(ScriptedController):
         self.requests.append(("CreateTopics", request))
         await context.abort(
             grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "topics[0].num_partitions=20000 exceeds PARTITIONS_PER_TOPIC_MAX=10000",
+            "len(topics)=10001 exceeds TOPICS_PER_REQUEST_MAX=10000",
             trailing_metadata=error_metadata(POLICY_VIOLATION),
         )
 
@@ -74,7 +77,7 @@ def test_a_usage_error_is_a_json_error_object(json_flag: list[str]) -> None:
     assert code == 2
     assert error_of(out) == {
         "code": "USAGE_ERROR",
-        "message": "Invalid value for '--partitions': 99999999999 is not in the range 1..2147483647",
+        "message": "Invalid value for '--partitions': 99999999999 is not in the range 1..10000",
         "exit_code": 2,
         "param": "--partitions",
     }
@@ -122,7 +125,20 @@ def test_usage_errors_of_every_kind_are_json(args: list[str], fields: dict[str, 
 
 
 def test_a_transport_error_is_a_json_error_object() -> None:
-    code, out, err = invoke("topics", "describe", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2", "-o", "json")
+    # A node that accepts connections and closes them: the client's UNAVAILABLE, after --timeout.
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+
+        def close_every_connection() -> None:
+            with contextlib.suppress(OSError):  # the listening socket closed: the test is over
+                while True:
+                    connection, _ = listening.accept()
+                    connection.close()
+
+        threading.Thread(target=close_every_connection, daemon=True).start()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        code, out, err = invoke("topics", "describe", "--bootstrap-server", address, "--timeout", "2", "-o", "json")
     assert code == 1
     error = error_of(out)
     assert error["code"] == "UNAVAILABLE"
@@ -132,6 +148,15 @@ def test_a_transport_error_is_a_json_error_object() -> None:
     assert "DescribeTopics failed: UNAVAILABLE" in err
 
 
+def test_a_refused_connection_is_a_json_error_object_naming_what_is_there() -> None:
+    code, out, _ = invoke("topics", "describe", "--bootstrap-server", "127.0.0.1:1", "-o", "json")
+    assert code == 1
+    error = error_of(out)
+    assert (error["code"], error["exit_code"]) == ("UNAVAILABLE", 1)
+    assert error["peers"] == {"127.0.0.1:1": "connection refused"}
+    assert error["message"].startswith("no raftmeta node at --bootstrap-server: 127.0.0.1:1: connection refused")
+
+
 def test_a_limit_error_is_a_json_error_object_named_by_the_quorums_error_code(server: ServerThread) -> None:
     code, out, _ = invoke("topics", "create", "--bootstrap-server", server.address, "--topic", "t", "-o", "json")
     assert code == 1
@@ -139,7 +164,7 @@ def test_a_limit_error_is_a_json_error_object_named_by_the_quorums_error_code(se
     assert error == {
         "code": POLICY_VIOLATION,
         "message": "CreateTopics failed: RESOURCE_EXHAUSTED/POLICY_VIOLATION: "
-        "topics[0].num_partitions=20000 exceeds PARTITIONS_PER_TOPIC_MAX=10000",
+        "len(topics)=10001 exceeds TOPICS_PER_REQUEST_MAX=10000",
         "exit_code": 1,
         "method": "CreateTopics",
         "grpc_status": "RESOURCE_EXHAUSTED",

@@ -5,6 +5,8 @@ applying it twice (docs/controller.md, idempotent retries)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -74,3 +76,25 @@ def test_an_unknown_outcome_names_the_id_to_run_again_with() -> None:
     sent = {r.request_id for _, r in dropping.requests}
     assert sent == {error["request_id"]}, "every retry carried the same id"
     assert f"--request-id {error['request_id']}" in error["message"]
+
+
+def test_a_write_in_flight_when_the_node_dies_is_outcome_unknown_not_cancelled() -> None:
+    """The node dies with the write open (as on a full disk): gRPC says CANCELLED, and the command
+    says OUTCOME_UNKNOWN with the id to run it again with (before: CANCELLED, a plain failure)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.dying_controller"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert server.stdout is not None
+        address = server.stdout.readline().strip()
+        args = ["topics", "create", "--bootstrap-server", address, "--topic", "t", "--request-id", "r-7"]
+        result = CliRunner().invoke(cli, [*args, "--timeout", "60", "--output", "json"])
+    finally:
+        server.kill()
+        server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert (error["code"], error["request_id"], error["grpc_status"]) == ("OUTCOME_UNKNOWN", "r-7", "CANCELLED")
+    assert "--request-id r-7" in error["message"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import cast
 
@@ -21,10 +23,9 @@ from raftmeta.client import (
     RetryPolicy,
     SyncControllerClient,
     UnavailableError,
-    may_have_reached,
     parse_bootstrap,
 )
-from raftmeta.rpc_errors import error_metadata
+from raftmeta.rpc_errors import error_metadata, may_have_applied
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
 from tests.fakes import serve_controller
 
@@ -34,7 +35,9 @@ FAST = RetryPolicy(deadline_s=3.0, attempt_timeout_s=0.5, initial_backoff_s=0.01
 class FakeNode(controller_pb2_grpc.ControllerServiceServicer):
     """mode: "leader" answers; "no-leader" aborts UNAVAILABLE/NOT_CONTROLLER; "invalid" aborts INVALID_ARGUMENT;
     "slow-first": the first CreateTopics hangs past the attempt timeout (but is applied), later ones answer;
-    "slow": every CreateTopics hangs past the attempt timeout."""
+    "slow": every CreateTopics hangs past the attempt timeout; "cancelled", "internal" and "raises" end
+    CreateTopics as a dying server does (CANCELLED, INTERNAL, UNKNOWN); "controller-failed" is the
+    controller's definite INTERNAL (with UNKNOWN_SERVER_ERROR)."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
@@ -53,6 +56,15 @@ class FakeNode(controller_pb2_grpc.ControllerServiceServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER: no leader known")
         if self.mode == "invalid":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "topics: at most 100 topics per request")
+        if self.mode == "cancelled":
+            await context.abort(grpc.StatusCode.CANCELLED, "CANCELLED")
+        if self.mode == "internal":
+            await context.abort(grpc.StatusCode.INTERNAL, "Received RST_STREAM with error code 2")
+        if self.mode == "raises":
+            raise OSError(28, "No space left on device")  # gRPC answers UNKNOWN
+        if self.mode == "controller-failed":
+            context.set_trailing_metadata(error_metadata("UNKNOWN_SERVER_ERROR"))
+            await context.abort(grpc.StatusCode.INTERNAL, "the controller failed on this request and wrote nothing")
         topic_id = self.applied.setdefault(request.request_id, bytes([len(self.applied) + 1]) * 16)
         if (self.mode == "slow-first" and len(self.request_ids) == 1) or self.mode == "slow":
             await asyncio.sleep(2)
@@ -259,10 +271,70 @@ def test_sync_client_against_a_real_server() -> None:
         (grpc.StatusCode.UNAVAILABLE, "errors resolving nosuchhost.invalid:9092: address lookup failed", False),
         (grpc.StatusCode.UNAVAILABLE, "DNS resolution failed for nosuchhost:1", False),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "overloaded", False),
+        # A server that dies with the call open gives no definite answer (issue 46, item 3).
+        (grpc.StatusCode.CANCELLED, "CANCELLED", True),
+        (grpc.StatusCode.INTERNAL, "Received RST_STREAM with error code 2", True),
+        (grpc.StatusCode.UNKNOWN, "Unexpected <class 'OSError'>: [Errno 28] No space left on device", True),
+        (grpc.StatusCode.INVALID_ARGUMENT, "topics: at most 100 topics per request", False),
     ],
 )
 def test_which_failures_may_have_reached_a_node(code: grpc.StatusCode, details: str, reached: bool) -> None:
-    assert may_have_reached(code, details) is reached
+    assert may_have_applied(code, details) is reached
+
+
+def test_a_definite_failure_carries_the_quorums_error_code() -> None:
+    """The controller's "failed and wrote nothing" is INTERNAL with UNKNOWN_SERVER_ERROR: definite."""
+    assert may_have_applied(grpc.StatusCode.INTERNAL, "the controller failed", "UNKNOWN_SERVER_ERROR") is False
+    assert may_have_applied(grpc.StatusCode.INTERNAL, "the controller failed") is True
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", ["cancelled", "internal", "raises"])
+async def test_a_write_the_server_dropped_without_an_answer_is_unknown(start_node, mode: str) -> None:  # type: ignore[no-untyped-def]
+    """Before: CANCELLED, INTERNAL and UNKNOWN were plain failures (ClientError), though the write
+    may have been applied."""
+    address, node = await start_node(mode)
+    async with ControllerClient([address], retry=FAST) as client:
+        with pytest.raises(OutcomeUnknownError) as info:
+            await client.create_topics(create_request())
+    assert info.value.request_id == node.request_ids[0] and len(node.request_ids) == 1
+    assert "outcome unknown" in str(info.value) and f"request_id={info.value.request_id}" in str(info.value)
+
+
+@pytest.mark.asyncio
+async def test_the_controllers_definite_internal_error_stays_a_failure(start_node) -> None:  # type: ignore[no-untyped-def]
+    address, _ = await start_node("controller-failed")
+    async with ControllerClient([address], retry=FAST) as client:
+        with pytest.raises(ClientError) as info:
+            await client.create_topics(create_request())
+    assert not isinstance(info.value, OutcomeUnknownError)
+    assert (info.value.code, info.value.error_code) == (grpc.StatusCode.INTERNAL, "UNKNOWN_SERVER_ERROR")
+
+
+def test_a_write_in_flight_when_the_server_process_dies_is_outcome_unknown() -> None:
+    """A real process dying with the call open, as a node on a full disk does: the client gets
+    CANCELLED from gRPC, and reports the write's outcome as unknown with its request id."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.dying_controller"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert server.stdout is not None
+        address = server.stdout.readline().strip()
+        client = SyncControllerClient(address, retry=RetryPolicy(deadline_s=60.0, attempt_timeout_s=60.0))
+        try:
+            request = create_request()
+            request.request_id = "r-full-disk"
+            with pytest.raises(OutcomeUnknownError) as info:
+                client.create_topics(request)
+        finally:
+            client.close()
+    finally:
+        server.kill()
+        server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+    assert info.value.code == grpc.StatusCode.CANCELLED
+    assert info.value.request_id == "r-full-disk"
 
 
 def test_a_write_no_node_received_says_so_and_names_every_address() -> None:

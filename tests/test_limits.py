@@ -104,35 +104,6 @@ CASES: list[tuple[str, grpc.StatusCode, str, Build]] = [
             pb.ListPartitionReassignmentsRequest(topics=[pb.TopicPartitions(topic="a")] * n),
         ),
     ),
-    ("PARTITIONS_PER_TOPIC_MAX", EXHAUSTED, "topics[0].num_partitions", lambda n: create(topic(num_partitions=n))),
-    (
-        "PARTITIONS_PER_TOPIC_MAX",
-        EXHAUSTED,
-        "len(topics[0].assignments)",
-        lambda n: create(topic(assignments=assignments(n))),
-    ),
-    ("PARTITIONS_PER_TOPIC_MAX", EXHAUSTED, "topics[0].count", lambda n: grow(name="t", count=n)),
-    (
-        "PARTITIONS_PER_TOPIC_MAX",
-        EXHAUSTED,
-        "len(topics[0].assignments)",
-        lambda n: grow(name="t", assignments=assignments(n)),
-    ),
-    ("PARTITIONS_PER_REQUEST_MAX", EXHAUSTED, "partitions in the request", two_topics),
-    (
-        "PARTITIONS_PER_REQUEST_MAX",
-        EXHAUSTED,
-        "partitions in the request",
-        lambda n: (
-            "CreatePartitions",
-            pb.CreatePartitionsRequest(
-                topics=[
-                    pb.CreatePartitionsTopic(name="a", assignments=assignments(n // 2)),
-                    pb.CreatePartitionsTopic(name="b", assignments=assignments(n - n // 2)),
-                ]
-            ),
-        ),
-    ),
     (
         "PARTITIONS_PER_REQUEST_MAX",
         EXHAUSTED,
@@ -162,24 +133,25 @@ CASES: list[tuple[str, grpc.StatusCode, str, Build]] = [
         ),
     ),
     (
+        # A broker's AlterPartition (an ISR change) is not Kafka's per-topic admin answer: refused whole.
         "REPLICAS_PER_PARTITION_MAX",
         EXHAUSTED,
-        "topics[0].replication_factor",
-        lambda n: create(topic(replication_factor=n)),
+        "len(topics[0].partitions[0].new_isr_with_epochs)",
+        lambda n: (
+            "AlterPartition",
+            pb.AlterPartitionRequest(
+                topics=[
+                    pb.AlterPartitionTopic(
+                        partitions=[
+                            pb.AlterPartitionPartition(
+                                new_isr_with_epochs=[pb.BrokerIdAndEpoch(broker_id=i) for i in range(n)]
+                            )
+                        ]
+                    )
+                ]
+            ),
+        ),
     ),
-    (
-        "REPLICAS_PER_PARTITION_MAX",
-        EXHAUSTED,
-        "len(topics[0].assignments[2].broker_ids)",
-        lambda n: create(topic(assignments=[*assignments(2), *assignments(3, n)[2:]])),
-    ),
-    (
-        "REPLICAS_PER_PARTITION_MAX",
-        EXHAUSTED,
-        "len(topics[0].assignments[0].broker_ids)",
-        lambda n: grow(name="t", count=9, assignments=assignments(1, n)),
-    ),
-    ("REPLICAS_PER_PARTITION_MAX", EXHAUSTED, "len(topics[0].partitions[0].replicas)", lambda n: alter(1, n)),
     (
         "CONFIGS_PER_TOPIC_MAX",
         EXHAUSTED,
@@ -299,11 +271,45 @@ def test_the_size_case_is_exact() -> None:
     assert request.ByteSize() == limits.CONTROLLER_REQUEST_BYTES_MAX
 
 
+# Limits Kafka answers per topic: the controller answers them (tests/controller), not this check.
+PER_TOPIC_LIMITS = {"PARTITIONS_PER_TOPIC_MAX"}
+
+
 def test_every_limit_a_client_controls_has_a_case() -> None:
     client_limits = {
-        name for name in dir(limits) if name.endswith("_MAX") and not name.startswith(("GRPC_", "RAFT_", "CONCURRENT_"))
+        name
+        for name in dir(limits)
+        if name.endswith("_MAX") and not name.startswith(("GRPC_", "RAFT_", "CONCURRENT_", "KAFKA_"))
     }
-    assert client_limits == {case[0] for case in CASES}
+    assert client_limits - PER_TOPIC_LIMITS == {case[0] for case in CASES}
+
+
+@pytest.mark.parametrize(
+    ("method", "request_"),
+    [
+        create(topic("ok", num_partitions=1), topic("big", num_partitions=limits.PARTITIONS_PER_TOPIC_MAX + 1)),
+        create(topic("ok", num_partitions=1), topic("wide", replication_factor=limits.REPLICAS_PER_PARTITION_MAX + 1)),
+        create(topic("wide", assignments=assignments(1, limits.REPLICAS_PER_PARTITION_MAX + 1))),
+        create(topic("many", assignments=assignments(limits.PARTITIONS_PER_TOPIC_MAX + 1))),
+        two_topics(limits.PARTITIONS_PER_REQUEST_MAX + 1),
+        grow(name="t", count=limits.PARTITIONS_PER_TOPIC_MAX + 1),
+        grow(name="t", count=2, assignments=assignments(1, limits.REPLICAS_PER_PARTITION_MAX + 1)),
+        alter(1, limits.REPLICAS_PER_PARTITION_MAX + 1),
+    ],
+)
+def test_partitions_and_replicas_of_created_grown_or_moved_topics_are_left_to_the_controller(
+    method: str, request_: Message
+) -> None:
+    """Kafka answers these per topic (or, for the partitions of a whole request, on every topic
+    with POLICY_VIOLATION): refusing the request here would fail its valid topics too."""
+    assert check_controller_request(method, request_) is None
+
+
+def test_the_controller_may_only_be_stricter_than_the_limits() -> None:
+    with pytest.raises(ValueError, match="max_partitions_per_topic must be <= 10000"):
+        ControllerConfig(max_partitions_per_topic=limits.PARTITIONS_PER_TOPIC_MAX + 1)
+    with pytest.raises(ValueError, match="max_partitions_per_request must be <= 10000"):
+        ControllerConfig(max_partitions_per_request=limits.PARTITIONS_PER_REQUEST_MAX + 1)
 
 
 def test_the_message_quotes_only_the_start_of_an_overlong_value() -> None:
@@ -340,7 +346,10 @@ def test_requests_the_projects_tools_send_pass() -> None:
 def test_server_options_limit_streams_per_connection() -> None:
     options = dict(limits.grpc_server_options())
     assert options["grpc.max_concurrent_streams"] == limits.CONCURRENT_STREAMS_PER_CONNECTION_MAX >= 64
-    assert options["grpc.max_receive_message_length"] == limits.GRPC_MESSAGE_BYTES_MAX
+    # A node reads less than its clients do (FetchResponses are large; nothing a node serves is).
+    assert options["grpc.max_receive_message_length"] == limits.GRPC_SERVER_RECEIVE_BYTES_MAX
+    assert limits.CONTROLLER_REQUEST_BYTES_MAX < limits.GRPC_SERVER_RECEIVE_BYTES_MAX < limits.GRPC_MESSAGE_BYTES_MAX
+    assert len(limits.grpc_server_options()) == len(options)  # no option given twice
     assert "grpc.max_concurrent_streams" not in dict(limits.grpc_channel_options())
 
 

@@ -62,6 +62,7 @@ from raftmeta.bench.results import (
 )
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
 from raftmeta.limits import grpc_channel_options
+from raftmeta.python_command import python_command
 from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 from raftmeta.v1 import controller_pb2
 
@@ -112,9 +113,7 @@ class Load:
 
 async def echo_floor(clients: int, duration_s: float) -> dict[str, float]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        "from raftmeta.bench.commit import echo_server_main; echo_server_main()",
+        *python_command("-c", "from raftmeta.bench.commit import echo_server_main; echo_server_main()"),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )

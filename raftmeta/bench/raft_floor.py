@@ -49,6 +49,7 @@ import grpc.aio
 
 from raftmeta.limits import grpc_server_options
 from raftmeta.logs import get_logger
+from raftmeta.python_command import python_command
 from raftmeta.raft import Envelope
 from raftmeta.raft.quorum import majority_offset
 from raftmeta.records.codec import encode_batch
@@ -395,9 +396,7 @@ async def start_floor(work_dir: Path, voters: int = 3) -> FloorProcesses:
 
     async def spawn(*args: str) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "raftmeta.bench.raft_floor",
+            *python_command("-m", "raftmeta.bench.raft_floor"),
             *args,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

@@ -23,7 +23,6 @@ the second core gives.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import shutil
@@ -37,6 +36,7 @@ import click
 from raftmeta.bench.results import machine, median, rss_bytes, write_result
 from raftmeta.cli.common import emit_json, output_option
 from raftmeta.records import codec
+from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, read_high_watermark, render_high_watermark
 from raftmeta.v1 import records_pb2
 
 PARTITIONS_PER_TOPIC = 100
@@ -111,7 +111,7 @@ def write_synthetic_quorum(root: Path, records: int, nodes: int) -> int:
         topic += 1
     flush()
     for d in dirs:
-        (d / "high-watermark-checkpoint").write_text(json.dumps({"version": 1, "high_watermark": offset}))
+        (d / HIGH_WATERMARK_CHECKPOINT).write_bytes(render_high_watermark(offset))
     return offset
 
 
@@ -150,8 +150,7 @@ def append_synthetic(root: Path, records: int, *, restarts: int = 0) -> list[Pat
     ``restarts`` brokers restart first (``broker_restarts``, one batch), as brokers do between
     two verifies of a running cluster."""
     dirs = sorted(p for p in root.iterdir() if (p / "meta.properties").exists())
-    checkpoint = json.loads((dirs[0] / "high-watermark-checkpoint").read_text())
-    offset = start = int(checkpoint["high_watermark"])
+    offset = start = read_high_watermark(dirs[0])
     batches: list[bytes] = []
     if restarts:
         restart_records = broker_restarts(restarts)
@@ -184,7 +183,7 @@ def append_synthetic(root: Path, records: int, *, restarts: int = 0) -> list[Pat
         path = d / "__cluster_metadata-0" / f"{start:020d}.log"
         path.write_bytes(blob)
         written.append(path)
-        (d / "high-watermark-checkpoint").write_text(json.dumps({"version": 1, "high_watermark": offset}))
+        (d / HIGH_WATERMARK_CHECKPOINT).write_bytes(render_high_watermark(offset))
     return written
 
 

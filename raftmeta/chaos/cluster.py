@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import grpc.aio
 from raftmeta import local_quorum
 from raftmeta.chaos.proxy import Network, ProxyMesh
 from raftmeta.limits import grpc_channel_options
+from raftmeta.python_command import raftmeta_command
 from raftmeta.server.config import format_voters
 from raftmeta.v1 import fleet_pb2, fleet_pb2_grpc
 
@@ -136,7 +136,7 @@ class ChaosCluster:
             peers = self.mesh.peers_for(i, self.bootstrap_voters)
             # The node arguments come last: _arm_unsafe_flags replaces that tail.
             argv = [
-                sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "node",
+                *raftmeta_command("--log-format", "json", "--log-level", "info", "node"),
                 "--node-id", str(i), "--listen", addresses[i], "--voters", format_voters(voters),
                 *(["--peer-addresses", format_voters(peers)] if peers else []),
                 "--data-dir", str(self.node_dir(i)), "--cluster-id", cluster_id,
@@ -178,7 +178,7 @@ class ChaosCluster:
         ready = self.data_dir / "fleet-ready.json"
         ready.unlink(missing_ok=True)
         argv = [
-            sys.executable, "-m", "raftmeta", "--log-format", "json", "--log-level", "info", "brokers", "fleet",
+            *raftmeta_command("--log-format", "json", "--log-level", "info", "brokers", "fleet"),
             "--bootstrap-server", self.quorum.bootstrap_server, "--brokers", str(cfg.brokers),
             "--racks", str(cfg.racks), "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
             "--catch-up-delay-ms", str(cfg.catch_up_delay_ms), "--ready-file", str(ready),

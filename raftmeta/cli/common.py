@@ -18,6 +18,8 @@ from typing import Any, Literal, TypeVar
 
 import click
 
+from raftmeta import limits
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -91,7 +93,10 @@ def check_int(value: int, low: int, high: int, what: str, param: str) -> int:
 
 # The ranges commands share. Ids and counts are Kafka's Java ints (non-negative where Kafka's are);
 # seeds are java.util.Random's long.
-PARTITION_COUNT = BoundedInt(1, INT32_MAX)
+# A topic's partitions and replicas on the quorum: the server's caps (raftmeta.limits), so a flag
+# never advertises a range the server refuses. Offline tools (placement preview) keep Kafka's.
+TOPIC_PARTITION_COUNT = BoundedInt(1, limits.PARTITIONS_PER_TOPIC_MAX)
+TOPIC_REPLICATION_FACTOR = BoundedInt(1, limits.REPLICAS_PER_PARTITION_MAX)
 REPLICATION_FACTOR = BoundedInt(1, REPLICATION_FACTOR_MAX)
 BROKER_ID = BoundedInt(0, INT32_MAX)
 NODE_ID = BoundedInt(0, INT32_MAX)

@@ -99,6 +99,7 @@ def connect(bootstrap_server: str, timeout: float, tls: TlsConfig | None = None)
         raise usage_error(str(exc), "--bootstrap-server") from exc
     if tls is None:
         tls = tls_from_context()
+    _require_a_grpc_peer(parse_bootstrap(bootstrap_server), timeout, tls)
     policy = RetryPolicy(deadline_s=timeout, attempt_timeout_s=min(5.0, timeout))
     client = SyncControllerClient(bootstrap_server, retry=policy, tls=tls)
     try:
@@ -123,6 +124,32 @@ def connect(bootstrap_server: str, timeout: float, tls: TlsConfig | None = None)
         ) from exc
     finally:
         client.close()
+
+
+# How long each exchange of the peer probe may take: a slower peer is left to the client's retries.
+PEER_PROBE_TIMEOUT_S = 2.0
+
+
+def _require_a_grpc_peer(targets: list[str], timeout: float, tls: TlsConfig | None) -> None:
+    """Fail at once, saying what is there, when no bootstrap address can be a gRPC listener
+    (connection refused, an HTTP/1 server, a Kafka listener, TLS without --tls-ca); the first
+    one that may be lets the command go ahead."""
+    from raftmeta.cli.peer_probe import probe
+
+    peers = []
+    for target in targets:
+        peer = probe(target, min(PEER_PROBE_TIMEOUT_S, timeout), tls=tls is not None)
+        if peer.usable:
+            return
+        peers.append(peer)
+    raise CheckFailed(
+        "no raftmeta node at --bootstrap-server: "
+        + "; ".join(p.describe() for p in peers)
+        + ". Give a node's --listen or --client-listen address (`raftmeta quorum bootstrap` prints them "
+        "for a local quorum).",
+        code="UNAVAILABLE",
+        details={"peers": {p.address: p.kind.value for p in peers}},
+    )
 
 
 def _error_details(exc: ClientError) -> dict[str, str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import click
 
 from raftmeta.cli.common import EXIT_FAILED
+from raftmeta.python_command import python_command, raftmeta_command
 
 SESSION_TIMEOUT_MS = 4000
 
@@ -34,7 +34,7 @@ class StepFailed(Exception):
 def run(title: str, *argv: str, expect_failure: bool = False, capture: bool = False) -> str:
     click.secho(f"\n== {title}", bold=True)
     click.secho(f"$ raftmeta {' '.join(argv)}", fg="cyan")
-    result = subprocess.run([sys.executable, "-m", "raftmeta", *argv], text=True, capture_output=capture, check=False)
+    result = subprocess.run(raftmeta_command(*argv), text=True, capture_output=capture, check=False)
     if capture:
         click.echo(result.stdout, nl=False)
         if result.stderr:
@@ -68,7 +68,7 @@ def kafka_client_step(servers: str, via: list[str]) -> None:
         run("... so the same topic through gRPC", "topics", "create", *via,
             "--topic", "clicks", "--partitions", "4", "--replication-factor", "3")  # fmt: skip
         return
-    result = subprocess.run([sys.executable, "-c", snippet], text=True, capture_output=True, check=False)
+    result = subprocess.run(python_command("-c", snippet), text=True, capture_output=True, check=False)
     click.echo(result.stdout, nl=False)
     if result.returncode != 0:
         click.echo(result.stderr, nl=False, err=True)
@@ -86,7 +86,7 @@ def _wait_for(ready: Callable[[], bool], timeout_s: float, failure: str, every_s
 
 def _healed(via: list[str], broker: str) -> bool:
     """No partition is under-replicated and ``broker`` leads orders-0 (its preferred replica)."""
-    describe = [sys.executable, "-m", "raftmeta", "topics", "describe", *via, "-o", "json"]
+    describe = raftmeta_command("topics", "describe", *via, "-o", "json")
     under = subprocess.run([*describe, "--under-replicated-partitions"], capture_output=True, text=True, check=False)
     orders = subprocess.run([*describe, "--topic", "orders"], capture_output=True, text=True, check=False)
     if under.returncode != 0 or orders.returncode != 0:
@@ -101,14 +101,14 @@ def _observing(via: list[str], node: int) -> bool:
     no longer a voter, so no new leader tells it -- looks for the leader as an observer only once
     its election timeout has passed (as Kafka's KRaft does): ~1 s in which it is in no list."""
     status = subprocess.run(
-        [sys.executable, "-m", "raftmeta", "quorum", "status", *via, "-o", "json"],
+        raftmeta_command("quorum", "status", *via, "-o", "json"),
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     return status.returncode == 0 and node in [o["id"] for o in json.loads(status.stdout)["observers"]]
 
 
 def _reassigned(via: list[str], plan: Path) -> bool:
-    verify = [sys.executable, "-m", "raftmeta", "reassign", "verify", *via, "--plan", str(plan)]
+    verify = raftmeta_command("reassign", "verify", *via, "--plan", str(plan))
     return subprocess.run(verify, capture_output=True, check=False).returncode == 0
 
 
@@ -127,7 +127,8 @@ def demo(data_dir: Path, keep: bool) -> None:
     try:
         up = run(
             "Launch a local 3-node quorum, an observer node 4, and 9 simulated brokers in 3 racks "
-            "(brokers 0-2 form pool 'fast')",
+            "(brokers 0-2 form pool 'fast'); preferred leaders are checked every 2 s here; Kafka's default, "
+            "and raftmeta's, is 300 s",
             "quorum", "up", "--data-dir", str(data_dir), "--nodes", "3", "--observers", "1", "--brokers", "9",
             "--racks", "3",
             "--pool", "fast=0-2", "--session-timeout-ms", str(SESSION_TIMEOUT_MS), "--heartbeat-interval-ms", "500",
@@ -168,11 +169,14 @@ def demo(data_dir: Path, keep: bool) -> None:
         run(f"Recover broker {victim}: heartbeats resume and the controller unfences it",
             "brokers", "recover", *via, "--id", victim)  # fmt: skip
         click.echo("   waiting for its partition leaders to add it back to their ISRs (AlterPartition) and for the")
-        click.echo("   controller's preferred-leader election to give it its leaderships back ...")
+        click.echo("   controller's preferred-leader election to give it its leaderships back (checked every 2 s here;")
+        click.echo(
+            "   with the default 300 s, or `raftmeta leader-election --election-type preferred` to do it now) ..."
+        )
         _wait_for(lambda: _healed(via, victim), 60,
                   f"broker {victim} did not rejoin its ISRs and lead orders-0 again within 60 s")  # fmt: skip
         run("Brokers after the recovery", "brokers", "list", *via)
-        run(f"Healed by itself: full ISRs again, and broker {victim} leads orders-0 again",
+        run(f"Healed without an operator: full ISRs again, and broker {victim} leads orders-0 again",
             "topics", "describe", *via, "--topic", "orders")  # fmt: skip
         plan = data_dir / "retire-broker-8.json"
         run("Retire broker 8: plan moving every replica off it (fewest moves, racks kept; balance before/after)",
@@ -208,7 +212,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         raise SystemExit(EXIT_FAILED) from None
     finally:
         if not keep and (data_dir / "quorum.json").exists():
-            subprocess.run([sys.executable, "-m", "raftmeta", "quorum", "down", "--data-dir", str(data_dir)],
+            subprocess.run(raftmeta_command("quorum", "down", "--data-dir", str(data_dir)),
                            capture_output=True, check=False)  # fmt: skip
     click.secho(f"\nDemo finished in {time.monotonic() - started:.0f} s.", bold=True)
     click.echo(f"Report: {(report_dir / 'report.html').resolve()}")

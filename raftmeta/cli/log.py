@@ -27,8 +27,8 @@ from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_opti
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError, StorageError
 from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
-from raftmeta.storage.inspect import BatchEntry, Corruption, walk_file, walk_log_dir
-from raftmeta.storage.log import TruncationPlan, apply_truncation, plan_truncation
+from raftmeta.storage.inspect import BatchEntry, Corruption, segment_files, walk_file, walk_log_dir
+from raftmeta.storage.log import TruncationPlan, apply_truncation, log_gap, plan_truncation
 from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
 from raftmeta.storage.segment import parse_log_file_name
@@ -259,6 +259,7 @@ def dump_command(
         document["log_dir"] = str(log_dir)
         document["snapshots"] = sorted(p.name for p in log_dir.glob("*.checkpoint"))
         entries = list(walk_log_dir(log_dir, from_offset=from_offset))
+        document["gap"] = _gap_document(log_dir, entries)
     # One document per entry, in file order, so text output interleaves damage where it was found.
     items = [
         ("batch", batch_document(e, records)) if isinstance(e, BatchEntry) else ("corruption", corruption_document(e))
@@ -283,8 +284,25 @@ def dump_command(
         emit_json(document)
     else:
         _print_text(document, items)
-    if any(not c["torn_tail"] for c in corruptions):
+    if any(not c["torn_tail"] for c in corruptions) or document.get("gap"):
         raise SystemExit(EXIT_FAILED)
+
+
+def _gap_document(log_dir: Path, entries: list[BatchEntry | Corruption]) -> dict[str, Any] | None:
+    """The offsets below the log held in no snapshot (a lost newer snapshot), as recovery refuses them."""
+    files = segment_files(log_dir)
+    base = parse_log_file_name(files[0].name) if files else None
+    snapshot = SnapshotStore(log_dir).latest_id()
+    gap = None if base is None else log_gap(base, None if snapshot is None else snapshot.offset)
+    if gap is None:
+        return None
+    ends = [e.header.next_offset for e in entries if isinstance(e, BatchEntry)]
+    return {
+        "first_missing_offset": gap[0],
+        "log_start_offset": gap[1] + 1,
+        "log_end_offset": max(ends, default=gap[1] + 1),
+        "snapshot": None if snapshot is None else snapshot.file_name,
+    }
 
 
 def _print_text(document: dict[str, Any], items: list[tuple[str, dict[str, Any]]]) -> None:
@@ -293,6 +311,14 @@ def _print_text(document: dict[str, Any], items: list[tuple[str, dict[str, Any]]
             click.echo(f"{key}: {json.dumps(document[key])}")
     if "snapshots" in document:
         click.echo(f"snapshots: {', '.join(document['snapshots']) or '(none)'}")
+    gap = document.get("gap")
+    if gap:
+        newest = "no snapshot" if gap["snapshot"] is None else f"the newest snapshot {gap['snapshot']}"
+        click.echo(
+            f"GAP: offsets {gap['first_missing_offset']}..{gap['log_start_offset'] - 1} are in no snapshot and no "
+            f"segment: the log starts at offset {gap['log_start_offset']}, {newest} ends at offset "
+            f"{gap['first_missing_offset']} (a newer snapshot is missing; docs/storage.md, Damaged disk)"
+        )
     if "snapshot" in document:
         click.echo(f"Dumping snapshot {document['snapshot']}")
     current: str | None = None
@@ -358,6 +384,7 @@ def _repair_document(
         },
         "segment": str(plan.segment),
         "position": plan.position,
+        "restart": plan.restart,
         "drop": {
             "batches": dropped.count,
             "first_offset": dropped.first_offset,
@@ -385,7 +412,16 @@ def _print_repair_plan(doc: dict[str, Any]) -> None:
         )
     drop = doc["drop"]
     segment = Path(doc["segment"]).name
-    if drop["bytes"] == 0:
+    if doc["restart"]:
+        click.echo(
+            f"the log starts at offset {doc['log_start_offset']}, above the newest snapshot: delete every segment "
+            f"file; the log will restart empty at offset {doc['truncate_at']}"
+        )
+        click.echo(
+            f"drop: {drop['batches']} intact batches (offsets {drop['first_offset']}..{drop['last_offset']}), "
+            f"{drop['bytes']} bytes, {1 + len(drop['deleted_segments'])} segment files"
+        )
+    elif drop["bytes"] == 0:
         click.echo(f"the log already ends at offset {doc['truncate_at']} ({segment}, byte {doc['position']})")
     else:
         click.echo(f"truncate {segment} at byte {doc['position']}: the log will end at offset {doc['truncate_at']}")
@@ -430,6 +466,10 @@ def repair_command(data_dir: Path, offset: int, yes: bool, output: str) -> None:
     checkpoint to OFFSET if it is above. The node refetches the rest from the leader: run it
     on one node at a time, only while the other voters are healthy (docs/storage.md).
 
+    For a node that refuses to start because its log starts above the newest snapshot (a lost
+    snapshot file), OFFSET is that snapshot's end offset: every segment file is deleted and
+    the log restarts empty there.
+
     Exit code 0 when truncated (or nothing to do), 1 if it failed or was declined, 2 for a
     usage error, including an OFFSET it refuses and a missing --yes without a terminal.
     """
@@ -443,7 +483,7 @@ def repair_command(data_dir: Path, offset: int, yes: bool, output: str) -> None:
         )
     try:
         checkpointed = read_high_watermark(data_dir)
-        plan = plan_truncation(log_dir, offset)
+        plan = plan_truncation(log_dir, offset, None if snapshot is None else snapshot.offset)
     except ValueError as exc:
         raise usage_error(str(exc), "--truncate-at") from None
     except (StorageError, OSError) as exc:
@@ -470,7 +510,8 @@ def repair_command(data_dir: Path, offset: int, yes: bool, output: str) -> None:
     except (StorageError, OSError) as exc:
         raise CheckFailed(f"repair failed: {exc}") from exc
     doc["applied"] = True
-    _repair_done(doc, output, f"truncated: the log ends at offset {offset}; start the node to refetch the rest")
+    done = "the log restarts empty" if plan.restart else "truncated: the log ends"
+    _repair_done(doc, output, f"{done} at offset {offset}; start the node to refetch the rest")
 
 
 def _repair_done(doc: dict[str, Any], output: str, message: str | None) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from raftmeta.cli.common import NODE_ID, CheckFailed, check_int, int_range, usage_error
+from raftmeta.limits import KAFKA_FRAME_BYTES_MAX, KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 
 # A PEM file (certificate, key or CA bundle); its content is checked by raftmeta.tls.
@@ -72,6 +73,13 @@ PEM = click.Path(dir_okay=False, path_type=Path)
               help="Serve Kafka admin clients (Kafka protocol) on HOST:PORT (docs/kafka-protocol.md).")  # fmt: skip
 @click.option("--kafka-peers", metavar="ID@HOST:PORT,...", default=None,
               help="The other nodes' --kafka-listener, listed as brokers in Metadata answers.")  # fmt: skip
+@click.option("--kafka-queued-max-request-bytes", type=int_range(KAFKA_FRAME_BYTES_MAX),
+              default=KAFKA_QUEUED_REQUEST_BYTES_DEFAULT, show_default=True,
+              help="queued.max.request.bytes: request bytes the Kafka listener buffers across all "
+              "connections; past it, connections stop being read. At least the largest frame (1 MiB).")  # fmt: skip
+@click.option("--kafka-frame-timeout-ms", type=int_range(1), default=KAFKA_FRAME_TIMEOUT_MS_DEFAULT, show_default=True,
+              help="A Kafka request must arrive whole this long after its size: a slower one closes "
+              "the connection (connections.max.idle.ms is reset by any byte).")  # fmt: skip
 @click.option("--peer-addresses", metavar="ID@HOST:PORT,...", default=None,
               help="Where to reach nodes that are not bootstrap voters (observers that may be added), "
               "instead of the listener the log records for them (e.g. through a proxy).")  # fmt: skip
@@ -105,6 +113,8 @@ def node(
     metrics_listen: str | None,
     kafka_listener: str | None,
     kafka_peers: str | None,
+    kafka_queued_max_request_bytes: int,
+    kafka_frame_timeout_ms: int,
     peer_addresses: str | None,
     unsafe_ack_before_commit: bool,
     unsafe_skip_fsync: bool,
@@ -194,6 +204,8 @@ def node(
             metrics_listen=metrics_listen,
             kafka_listener=kafka_listener,
             kafka_peers=kafka_peer_map,
+            kafka_queued_max_request_bytes=kafka_queued_max_request_bytes,
+            kafka_frame_timeout_ms=kafka_frame_timeout_ms,
             peer_addresses=peer_address_map,
             voter_directory_ids=directory_ids,
             unsafe_ack_before_commit=unsafe_ack_before_commit,

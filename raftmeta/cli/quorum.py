@@ -46,7 +46,8 @@ def quorum() -> None:
 @click.option("--snapshot-interval-records", type=int_range(1), default=None, help="Passed to every node.")
 @click.option("--session-timeout-ms", type=int_range(10), default=None, help="Broker session timeout.")
 @click.option("--leader-imbalance-check-interval-seconds", type=int_range(1), default=None,
-              help="Passed to every node: how often leaders move back to preferred replicas.")  # fmt: skip
+              help="Passed to every node: how often leaders move back to preferred replicas "
+              "(default 300, Kafka's leader.imbalance.check.interval.seconds).")  # fmt: skip
 @click.option("--replica-lag-time-max-ms", type=int_range(1), default=None,
               help="Passed to the fleet: a follower down this long leaves its ISRs (default 30000).")  # fmt: skip
 @click.option("--heartbeat-interval-ms", type=int_range(10), default=1000, show_default=True)

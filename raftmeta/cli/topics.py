@@ -14,11 +14,10 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-import placement
 from raftmeta.cli.common import (
     BROKER_ID,
-    PARTITION_COUNT,
-    REPLICATION_FACTOR,
+    TOPIC_PARTITION_COUNT,
+    TOPIC_REPLICATION_FACTOR,
     FlagConflict,
     check_int,
     emit_json,
@@ -67,6 +66,8 @@ def parse_replica_assignment(text: str) -> list[controller_pb2.ReplicaAssignment
     rules (known brokers, no duplicates, equal replica counts) and answers
     INVALID_REPLICA_ASSIGNMENT naming the partition.
     """
+    import placement  # numpy and the placers: only for commands that take an assignment
+
     try:
         partitions = placement.parse_replica_assignment(text)
     except placement.PlacementError as exc:
@@ -129,10 +130,12 @@ def topics() -> None:
 @topics.command("create")
 @bootstrap_options
 @click.option("--topic", "names", multiple=True, required=True, help="Topic name; repeat to create several.")
-@click.option("--partitions", type=PARTITION_COUNT, default=None, help="Number of partitions (default: the cluster's).")
+@click.option(
+    "--partitions", type=TOPIC_PARTITION_COUNT, default=None, help="Number of partitions (default: the cluster's)."
+)
 @click.option(
     "--replication-factor",
-    type=REPLICATION_FACTOR,
+    type=TOPIC_REPLICATION_FACTOR,
     default=None,
     help="Replicas per partition (default: the cluster's).",
 )
@@ -436,7 +439,7 @@ def describe(
 @topics.command("alter")
 @bootstrap_options
 @click.option("--topic", "name", required=True, help="Topic to alter.")
-@click.option("--partitions", type=PARTITION_COUNT, required=True, help="The new total number of partitions.")
+@click.option("--partitions", type=TOPIC_PARTITION_COUNT, required=True, help="The new total number of partitions.")
 @click.option("--replica-assignment", default=None, help="Manual placement of the new partitions only, e.g. 3:4,4:5.")
 @click.option(
     "--placer",

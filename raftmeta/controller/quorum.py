@@ -73,7 +73,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from raftmeta.controller.changes import LOGGED_METHODS, TIMER_CAUSES, describe_changes
+from raftmeta.controller.changes import LOGGED_METHODS, TIMER_CAUSES, Line, describe_changes
 from raftmeta.controller.controller import METHODS, Controller, Handled
 from raftmeta.controller.encoded import EncodedTopics
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
@@ -139,6 +139,20 @@ class SnapshotDue:
     created: EncodedTopics | None = None
 
 
+# A batch of this controller's changes that the log truncated away (or leadership lost before it
+# was appended): its change lines never became facts.
+DROPPED_LINES = "controller changes dropped: their batch was not committed"
+
+
+@dataclass(frozen=True, slots=True)
+class ProposedLines:
+    """The change lines of a proposed batch: logged when it commits, in ``epoch``."""
+
+    epoch: int
+    proposed_ms: int
+    lines: list[Line]
+
+
 @dataclass(frozen=True, slots=True)
 class QuorumControllerConfig:
     # Snapshot every this many committed records (or more, as the image grows: _maybe_snapshot).
@@ -197,6 +211,12 @@ class QuorumController:
         self._snapshot_due: SnapshotDue | None = None
         # Voter changes appended by the core and not committed yet: last offset -> (driver key, method).
         self._voter_changes: dict[int, tuple[int, str]] = {}
+        # The change lines of this controller's batches (changes.py): by controller key until the
+        # batch is proposed, then by its last offset until it commits (logged then, as facts) or
+        # another batch commits there (logged as dropped). A deposed leader logs no change it
+        # never committed.
+        self._staged_lines: dict[int, list[Line]] = {}
+        self._proposed_lines: dict[int, ProposedLines] = {}
         # The controller's work under way: what started it, its request's key, when, and the
         # batches and records it wrote so far (for its log lines).
         self._work_cause = ""
@@ -314,7 +334,7 @@ class QuorumController:
                 if self.controller.working:  # a fence that takes several turns
                     self._work_started(now_ms, handled)
                 if handled.records:
-                    self._note_changes(before, handled.cause, handled.records)
+                    self._note_changes(before, handled.cause, handled.key, handled.records)
                     self._stage(now_ms, handled.key, handled.records)
 
     def poll(self, now_ms: int) -> int:
@@ -427,6 +447,15 @@ class QuorumController:
         self.controller = self._make_controller(records, end_offset - 1)
         self._own.clear()
         self._last_snapshot_records = len(records)
+        for offset in sorted(o for o in self._proposed_lines if o < end_offset):
+            # The snapshot holds the outcome, not the batch: whether it was ours is not known here.
+            proposed = self._proposed_lines.pop(offset)
+            self._events.append(
+                (
+                    "controller changes of unknown fate: the log was replaced by a snapshot",
+                    {"epoch": proposed.epoch, "offset": offset, "changes": len(proposed.lines)},
+                )
+            )
 
     def on_snapshot_installed(self, now_ms: int, image: SnapshotImage) -> None:
         """The driver finished ``install_snapshot`` at ``now_ms`` (see RaftCore.on_snapshot_installed)."""
@@ -454,6 +483,8 @@ class QuorumController:
         foreign: list[bytes] = []
         foreign_last = -1
         for entry in entries:
+            if self._proposed_lines:
+                self._resolve_lines(entry, now_ms)
             last = entry.next_offset - 1
             mine = last in self._own
             if mine:
@@ -540,7 +571,7 @@ class QuorumController:
         if self.controller.working:
             self._work_started(now_ms, handled)
         if handled.records:
-            self._note_changes(before, method, handled.records)
+            self._note_changes(before, method, handled.key, handled.records)
             self._stage(now_ms, handled.key, handled.records)
 
     def _work_runnable(self) -> bool:
@@ -573,7 +604,7 @@ class QuorumController:
         if handled.records:
             self._work_batches += 1
             self._work_records += len(handled.records)
-            self._note_changes(before, handled.cause, handled.records, partitions=False)
+            self._note_changes(before, handled.cause, handled.key, handled.records, partitions=False)
             self._stage(now_ms, handled.key, handled.records)
         if not self.controller.working:
             self._events.append(
@@ -628,16 +659,47 @@ class QuorumController:
         self._voter_changes[entry.next_offset - 1] = (key, method)
 
     def _note_changes(
-        self, image: MetadataImage, cause: str, records: Sequence[records_pb2.MetadataRecord], partitions: bool = True
+        self,
+        image: MetadataImage,
+        cause: str,
+        key: int,
+        records: Sequence[records_pb2.MetadataRecord],
+        partitions: bool = True,
     ) -> None:
-        """Broker and partition changes as info lines (fencing, ISR changes, elections). Without
-        ``partitions``, only the broker lines: work over many turns lists its first turn's
-        partitions, and its 'controller work finished' line counts the rest."""
+        """Broker and partition changes as info lines (fencing, ISR changes, elections), kept with
+        the batch of ``key`` until it commits (:meth:`_resolve_lines`). Without ``partitions``,
+        only the broker lines: work over many turns lists its first turn's partitions, and its
+        'controller work finished' line counts the rest."""
         if cause in LOGGED_METHODS or cause in TIMER_CAUSES:
-            epoch = self.core.epoch
-            for message, fields in describe_changes(image, cause, records):
-                if partitions or message.startswith("broker"):
-                    self._events.append((message, {**fields, "epoch": epoch}))
+            lines = [
+                line for line in describe_changes(image, cause, records) if partitions or line[0].startswith("broker")
+            ]
+            if lines:
+                self._staged_lines.setdefault(key, []).extend(lines)
+
+    def _resolve_lines(self, entry: Entry, now_ms: int) -> None:
+        """``entry`` is committed: the change lines of a batch of ours that ends where it does, in
+        the epoch it was proposed in, are facts now; those of any other batch of ours at or
+        below it were truncated away, and are logged as dropped."""
+        last = entry.next_offset - 1
+        for offset in sorted(o for o in self._proposed_lines if o <= last):
+            proposed = self._proposed_lines.pop(offset)
+            where = {"epoch": proposed.epoch, "offset": offset}
+            if offset == last and entry.epoch == proposed.epoch:
+                took = {"commit_ms": now_ms - proposed.proposed_ms}
+                self._events.extend((message, {**fields, **where, **took}) for message, fields in proposed.lines)
+            else:
+                self._events.append(
+                    (
+                        DROPPED_LINES,
+                        {
+                            **where,
+                            "changes": len(proposed.lines),
+                            "first_change": proposed.lines[0][0],
+                            "committed_epoch": entry.epoch,
+                        },
+                    )
+                )
 
     def _answer_reads(self) -> None:
         """Answer the confirmed reads whose index the controller's committed image has reached."""
@@ -702,6 +764,22 @@ class QuorumController:
         self._own.clear()
         self._open_keys, self._open_records, self._open_bytes = [], [], 0
         self._answers.extend(Answer(key, error=error) for key in keys)
+        # Changes never appended to the log are dropped now; proposed ones wait for the commit
+        # that decides their fate (the next leader may commit them, or truncate them away).
+        never_appended = [line for lines in self._staged_lines.values() for line in lines]
+        self._staged_lines.clear()
+        if never_appended:
+            self._events.append(
+                (
+                    DROPPED_LINES,
+                    {
+                        "epoch": self.core.epoch,
+                        "changes": len(never_appended),
+                        "first_change": never_appended[0][0],
+                        "reason": "leadership lost before they were appended",
+                    },
+                )
+            )
 
     # -- proposing: the open batch -----------------------------------------------------------------
     def _stage(self, now_ms: int, key: int, records: Sequence[records_pb2.MetadataRecord]) -> None:
@@ -753,6 +831,10 @@ class QuorumController:
         last = entry.next_offset - 1
         self.controller.appended_together(keys, last)
         self._own.add(last)
+        if self._staged_lines:
+            lines = [line for key in keys for line in self._staged_lines.pop(key, ())]
+            if lines:
+                self._proposed_lines[last] = ProposedLines(self.core.epoch, now_ms, lines)
 
     # -- snapshots ---------------------------------------------------------------------------------
     def _maybe_snapshot(self, last_entry: Entry) -> None:

@@ -38,6 +38,7 @@ from raftmeta.controller.result import (
     Work,
 )
 from raftmeta.controller.work import TurnBudget, Visit, partition_pass, start
+from raftmeta.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.records.decode import LazyRecords
 from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -112,6 +113,12 @@ def _manual_replicas(
                 errors_pb2.INVALID_REPLICA_ASSIGNMENT,
                 f"Found multiple manual partition assignments for partition {assignment.partition_index}",
             )
+        if len(assignment.broker_ids) > REPLICAS_PER_PARTITION_MAX:
+            return ApiError(
+                errors_pb2.INVALID_REPLICA_ASSIGNMENT,
+                f"Partition {assignment.partition_index} has {len(assignment.broker_ids)} replicas; the limit is "
+                f"{REPLICAS_PER_PARTITION_MAX} replicas per partition.",
+            )
         by_index[assignment.partition_index] = list(assignment.broker_ids)
     if sorted(by_index) != list(range(len(by_index))):
         return ApiError(
@@ -183,6 +190,13 @@ def _placed_replicas(
     rf = config.default_replication_factor if rf == -1 else rf
     if count > config.max_partitions_per_topic:
         return _too_many_for_topic(count, config)
+    if REPLICAS_PER_PARTITION_MAX < rf <= len(image.brokers):
+        # raftmeta's own bound (Kafka has none). A factor above the registered brokers is left to
+        # placement, which answers it in Kafka's words, as Kafka would.
+        return ApiError(
+            errors_pb2.INVALID_REPLICATION_FACTOR,
+            f"Replication factor {rf} exceeds the limit of {REPLICAS_PER_PARTITION_MAX} replicas per partition.",
+        )
     placer = topic.placer or config.default_placer
     if placer not in placement_bridge.PLACERS:
         return placement_bridge.unknown_placer(placer)

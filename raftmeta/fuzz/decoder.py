@@ -39,9 +39,10 @@ import structlog
 from hypothesis import strategies as st
 
 from raftmeta.fuzz.protobuf import Bounds, messages
+from raftmeta.logs import configured_structlog
 from raftmeta.records import codec
 from raftmeta.records.codec import BATCH_BYTES_MAX, CRC_START, HEADER_SIZE, LOG_OVERHEAD, CorruptBatchError
-from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError
+from raftmeta.storage.errors import HighWatermarkAboveLogError, LogCorruptionError, MidLogCorruptionError
 from raftmeta.storage.inspect import BatchEntry, Corruption, walk_file
 from raftmeta.storage.log import SegmentLog
 from raftmeta.storage.segment import log_file_name
@@ -569,6 +570,15 @@ def check_recovery(case: DecoderCase) -> CaseResult:
                     f"offset {end_offset}: {exc}"
                 )
             return result
+        except HighWatermarkAboveLogError as exc:
+            # An intact log that ends below the floor: the checkpoint's problem, not damage.
+            result.outcome = "refused"
+            if kept_bytes != len(case.data) or exc.log_end_offset != end_offset or end_offset >= case.floor:
+                result.failures.append(
+                    f"refused as a checkpoint above the log (log end {exc.log_end_offset}), but the reference keeps "
+                    f"{kept_bytes} of {len(case.data)} bytes ending at offset {end_offset}, floor {case.floor}: {exc}"
+                )
+            return result
         except Exception as exc:
             result.failures.append(f"SegmentLog.open raised {type(exc).__name__}: {exc}")
             return result
@@ -707,6 +717,7 @@ def _no_fsync(fd: object) -> None:
 def quiet_storage_logs() -> Iterator[None]:
     """Recovery logs every truncation it makes as a warning, which is right for a node and noise
     for a fuzz run that damages thousands of logs on purpose: show errors only while it runs."""
+    configured_structlog()  # the run's own configuration first, or it would replace this one later
     previous = structlog.get_config()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     try:

@@ -2,7 +2,8 @@
 
 Handlers never talk to the controller directly: :class:`AdminPath` is the gRPC ControllerService's
 own path without gRPC (raftmeta.server.services.ControllerServicer.call): the same request limits,
-forwarding to the leader and answers, so a request refused there has written nothing."""
+forwarding to the leader and answers, so a request refused there has written nothing -- except a
+write whose outcome is unknown (raftmeta.rpc_errors.may_have_applied), answered REQUEST_TIMED_OUT."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
-from raftmeta.rpc_errors import parse_error_metadata
+from raftmeta.rpc_errors import MUTATING_METHODS, VOTER_CHANGE_METHODS, may_have_applied, parse_error_metadata
 from raftmeta.server.services import AdminCallError
 from raftmeta.v1 import errors_pb2
 
@@ -68,6 +69,7 @@ _BY_STATUS: dict[grpc.StatusCode, str] = {
     grpc.StatusCode.UNAVAILABLE: "NOT_CONTROLLER",
     grpc.StatusCode.DEADLINE_EXCEEDED: "REQUEST_TIMED_OUT",
 }
+REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
 # Kafka error codes that are not in raftmeta's ErrorCode enum.
 _EXTRA = {"THROTTLING_QUOTA_EXCEEDED": 89, "POLICY_VIOLATION": 44, "CLUSTER_AUTHORIZATION_FAILED": 31}
 
@@ -101,12 +103,24 @@ async def call(ctx: ApiContext, method: str, request: Message, timeout_s: float 
         setattr(request, "request_id", ctx.new_request_id())  # noqa: B010
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (ctx.default_timeout_s if timeout_s is None else timeout_s)
+    writes = method in MUTATING_METHODS or method in VOTER_CHANGE_METHODS
+    maybe_applied = False
     for attempt in itertools.count():
         try:
             return await ctx.admin.call(method, request, timeout_s=max(0.001, deadline - loop.time()))
         except AdminCallError as exc:
+            code = parse_error_metadata(exc.metadata).error_code
+            maybe_applied = maybe_applied or (writes and may_have_applied(exc.status, exc.message, code))
             backoff = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
             if exc.status != grpc.StatusCode.UNAVAILABLE or loop.time() + backoff >= deadline:
+                if maybe_applied:
+                    # Kafka's forwarding answers a request whose outcome it does not know with
+                    # REQUEST_TIMED_OUT (ForwardingManager's onTimeout), never with a code that
+                    # tells the client nothing was written.
+                    raise CallRefused(
+                        kafka_error_code(REQUEST_TIMED_OUT),
+                        f"{exc.message} (the request may have been applied: its outcome is unknown)",
+                    ) from exc
                 raise refusal(exc.status, exc.message, exc.metadata) from exc
         await asyncio.sleep(backoff)
     raise AssertionError("unreachable")  # itertools.count() never ends

@@ -22,13 +22,13 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_int16, read_int32
 
 from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
+from raftmeta.limits import KAFKA_FRAME_BYTES_MAX
 
 # Size prefix, api key + version, correlation id: a shorter request frame cannot be a request.
 SIZE_BYTES: Final = 4
 REQUEST_PREFIX_BYTES: Final = 8
-# The default largest request frame accepted (Kafka's socket.request.max.bytes is 100 MiB; admin
-# requests are tiny, and the controller path refuses anything above CONTROLLER_REQUEST_BYTES_MAX).
-DEFAULT_FRAME_BYTES_MAX: Final = 1024 * 1024
+# The default largest request frame accepted (raftmeta.limits says why).
+DEFAULT_FRAME_BYTES_MAX: Final = KAFKA_FRAME_BYTES_MAX
 
 
 class FrameError(Exception):

@@ -7,16 +7,24 @@ in the controller), and the writer sends the answers in request order. At most
 and TCP pushes back on the client. A frame that is too large, truncated or undecodable, or an
 api the listener does not serve, closes the connection after the answers already due (what a
 Kafka broker does); nothing of it reached the controller.
+
+Memory: across connections, the bytes of frames being read or handled come out of one
+:class:`RequestBytesBudget` (Kafka's ``queued.max.request.bytes``); a connection that finds it
+spent stops reading until bytes come back. Once a frame's size is read, its bytes must all
+arrive within ``frame_timeout_s`` or the connection is closed, so a client that trickles a frame
+cannot hold its share of the budget for long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 from collections.abc import Sequence
 from typing import Any, Final
 
+from raftmeta.kafka.budget import RequestBytesBudget
 from raftmeta.kafka.context import ApiContext
 from raftmeta.kafka.dispatch import handle, unsupported_api_versions
 from raftmeta.kafka.framing import (
@@ -28,6 +36,7 @@ from raftmeta.kafka.framing import (
     frame_size,
     is_api_versions,
 )
+from raftmeta.limits import KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.logs import get_logger
 
 DEFAULT_IN_FLIGHT_MAX: Final = 16
@@ -36,6 +45,13 @@ DEFAULT_IDLE_TIMEOUT_S: Final = 600.0
 # Connections served at once; more are closed as they arrive, so a client that opens connections
 # without end cannot exhaust the node's file descriptors.
 DEFAULT_CONNECTIONS_MAX: Final = 1024
+# What a connection's stream buffers beyond the frame it reads (asyncio stops reading a socket
+# past twice this): small, so connections waiting for the budget hold little outside it.
+STREAM_BUFFER_BYTES: Final = 16 * 1024
+# The kernel's receive buffer of each connection (Kafka's socket.receive.buffer.bytes is 100 KiB):
+# asyncio takes what it holds in one read, so it bounds what a connection waiting for the budget
+# holds beyond its stream buffer. Linux doubles the value for its bookkeeping.
+SOCKET_RECEIVE_BUFFER_BYTES: Final = 64 * 1024
 
 
 def split_host_port(address: str) -> tuple[str, int]:
@@ -56,7 +72,15 @@ class KafkaListener:
         in_flight_max: int = DEFAULT_IN_FLIGHT_MAX,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         connections_max: int = DEFAULT_CONNECTIONS_MAX,
+        queued_request_bytes_max: int = KAFKA_QUEUED_REQUEST_BYTES_DEFAULT,
+        frame_timeout_s: float = KAFKA_FRAME_TIMEOUT_MS_DEFAULT / 1000,
     ) -> None:
+        if queued_request_bytes_max < frame_bytes_max:
+            # Kafka refuses the same (queued.max.request.bytes below socket.request.max.bytes).
+            raise ValueError(
+                f"the queued request bytes budget ({queued_request_bytes_max}) must be at least the "
+                f"largest frame ({frame_bytes_max})"
+            )
         self.ctx = ctx
         self.address = address
         self.ssl_context = ssl_context
@@ -64,6 +88,8 @@ class KafkaListener:
         self.in_flight_max = in_flight_max
         self.idle_timeout_s = idle_timeout_s
         self.connections_max = connections_max
+        self.budget = RequestBytesBudget(queued_request_bytes_max)
+        self.frame_timeout_s = frame_timeout_s
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._log = get_logger("kafka-listener", node_id=ctx.node_id)
@@ -74,7 +100,12 @@ class KafkaListener:
 
     async def start(self) -> None:
         host, port = split_host_port(self.address)
-        self._server = await asyncio.start_server(self._connection, host, port, ssl=self.ssl_context)
+        self._server = await asyncio.start_server(
+            self._connection, host, port, ssl=self.ssl_context, limit=STREAM_BUFFER_BYTES
+        )
+        for listening in self._server.sockets:
+            # Accepted sockets inherit it: one socket read then takes at most about this much.
+            listening.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_RECEIVE_BUFFER_BYTES)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -142,21 +173,48 @@ class KafkaListener:
                 return  # the client closed between requests
             try:
                 size = frame_size(prefix, self.frame_bytes_max)
-                frame = await reader.readexactly(size)
+            except FrameError as exc:
+                self._log.warning("kafka frame refused; closing the connection", peer=peer, reason=str(exc))
+                return
+            await self.budget.acquire(size)
+            # The bytes go back when the answer is ready, or at once if there will be none.
+            answer: asyncio.Task[bytes] | None = None
+            try:
+                try:
+                    async with asyncio.timeout(self.frame_timeout_s):
+                        frame = await reader.readexactly(size)
+                except TimeoutError:
+                    self._log.warning(
+                        "kafka frame not received in time; closing the connection",
+                        peer=peer, frame_bytes=size, frame_timeout_s=self.frame_timeout_s,
+                    )  # fmt: skip
+                    return
                 request = decode_request(frame)
+                del frame
+                answer = asyncio.create_task(handle(self.ctx, request))
             except asyncio.IncompleteReadError:
                 self._log.info("kafka connection closed mid-frame", peer=peer)
                 return
             except UnsupportedVersion as exc:
                 if is_api_versions(exc):
-                    answers.put_nowait(asyncio.create_task(_ready(unsupported_api_versions(exc))))
+                    answer = asyncio.create_task(_ready(unsupported_api_versions(exc)))
                     continue
                 self._log.warning("kafka request refused; closing the connection", peer=peer, reason=str(exc))
                 return
             except FrameError as exc:
                 self._log.warning("kafka frame refused; closing the connection", peer=peer, reason=str(exc))
                 return
-            answers.put_nowait(asyncio.create_task(handle(self.ctx, request)))
+            finally:
+                self._hold_until_answered(size, answer)
+                if answer is not None:
+                    answers.put_nowait(answer)
+
+    def _hold_until_answered(self, size: int, answer: asyncio.Task[bytes] | None) -> None:
+        """Give a frame's bytes back to the budget once its answer is ready (or now, without one)."""
+        if answer is None:
+            self.budget.release(size)
+        else:
+            answer.add_done_callback(lambda _: self.budget.release(size))
 
     async def _send(
         self,

@@ -44,6 +44,12 @@ async def start_kafka_listener(config: NodeConfig, admin: AdminPath) -> KafkaLis
         return None
     tls = config.client_tls if config.client_listen is not None else config.tls
     ctx = ApiContext(admin=admin, node_id=config.node_id, cluster_id=config.cluster_id, nodes=kafka_nodes(config))
-    listener = KafkaListener(ctx, config.kafka_listener, ssl_context=server_ssl_context(tls))
+    listener = KafkaListener(
+        ctx,
+        config.kafka_listener,
+        ssl_context=server_ssl_context(tls),
+        queued_request_bytes_max=config.kafka_queued_max_request_bytes,
+        frame_timeout_s=config.kafka_frame_timeout_ms / 1000,
+    )
     await listener.start()
     return listener

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raftmeta.controller.result import ControllerConfig
+from raftmeta.limits import KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.server.peers import FetchRpc
 from raftmeta.storage.log import DEFAULT_SEGMENT_BYTES
 from raftmeta.tls import TlsConfig
@@ -112,6 +113,10 @@ class NodeConfig:
     # in Metadata answers so a client can use any of them.
     kafka_listener: str | None = None
     kafka_peers: dict[int, str] = field(default_factory=dict)
+    # The Kafka listener's budget of buffered request bytes across connections (Kafka's
+    # queued.max.request.bytes) and its deadline for a frame to arrive once its size is read.
+    kafka_queued_max_request_bytes: int = KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
+    kafka_frame_timeout_ms: int = KAFKA_FRAME_TIMEOUT_MS_DEFAULT
     # The bootstrap voters' directory ids (--initial-controllers / --standalone; KIP-853): the set
     # in force until the log has a VotersRecord, with every voter's replica key.
     voter_directory_ids: dict[int, bytes] = field(default_factory=dict)

@@ -209,9 +209,12 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                         grpc.StatusCode.INVALID_ARGUMENT, str(exc), error_metadata(INVALID_REQUEST)
                     ) from exc
                 except ControllerFailedError as exc:
+                    # The error code makes it a definite answer (rpc_errors.may_have_applied): an
+                    # INTERNAL without one is a node that died with the call open.
                     raise AdminCallError(
                         grpc.StatusCode.INTERNAL,
                         f"the controller failed on this request and wrote nothing ({exc}); the node logged it",
+                        error_metadata("UNKNOWN_SERVER_ERROR"),
                     ) from exc
                 except TimeoutError as exc:
                     raise AdminCallError(

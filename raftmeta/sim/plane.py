@@ -35,6 +35,7 @@ Checked, besides every consensus invariant of the base simulation:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -175,9 +176,9 @@ class PlaneSimulation(Simulation):
         self.isr_check_at = 0
         self.controller_tick_at = 0
         # For the broker-sessions check: (node, epoch) -> when its controller became active;
-        # (node, epoch, broker) -> when the last heartbeat it answered OK was sent.
+        # (node, epoch, broker) -> when the heartbeats it answered OK were sent, in order.
         self.activated_ms: dict[tuple[int, int], int] = {}
-        self.heartbeat_sent_ms: dict[tuple[int, int, int], int] = {}
+        self.heartbeat_sent_ms: dict[tuple[int, int, int], list[int]] = {}
         # (topic id, partition, broker) -> when the partition leaders first saw that replica.
         self.replica_seen_ms: dict[tuple[bytes, int, int], int] = {}
 
@@ -296,7 +297,9 @@ class PlaneSimulation(Simulation):
                 # The lifecycle is exercised, not only healthy; brokers leave and return in turns.
                 self._checked(message.replace(" ", "-"))
                 if message == "broker fenced" and fields.get("cause") == "broker session expired":
-                    self._check_session_fence(node_id, fields["epoch"], fields["broker_id"])
+                    # Logged when its batch committed, commit_ms after the controller decided it.
+                    decided = self.now - fields["commit_ms"]
+                    self._check_session_fence(node_id, fields["epoch"], fields["broker_id"], decided)
         qc.take_snapshot_due()
         for answer in qc.take_answers():
             call = self.by_key.pop(answer.key, None)
@@ -320,10 +323,10 @@ class PlaneSimulation(Simulation):
                 # Answered OK: handled by this node's controller in its current leadership (a
                 # leadership lost meanwhile fails its waiting requests), no earlier than sent.
                 key = (node_id, qc.core.epoch, call.request.broker_id)  # type: ignore[attr-defined]
-                self.heartbeat_sent_ms[key] = max(self.heartbeat_sent_ms.get(key, -1), call.sent_ms)
+                bisect.insort(self.heartbeat_sent_ms.setdefault(key, []), call.sent_ms)
             self._answered(call, answer.response)
 
-    def _check_session_fence(self, node_id: int, epoch: int, broker_id: int) -> None:
+    def _check_session_fence(self, node_id: int, epoch: int, broker_id: int, decided_ms: int) -> None:
         """A broker fenced for a missed session had none of its heartbeats handled by this
         controller for a whole session, counting from the controller's activation (Kafka gives
         every broker a full session then). Sound: a heartbeat is handled no earlier than sent, and
@@ -332,12 +335,16 @@ class PlaneSimulation(Simulation):
         activated = self.activated_ms.get((node_id, epoch))
         if activated is None:
             return
-        since = max(activated, self.heartbeat_sent_ms.get((node_id, epoch, broker_id), -1))
-        if self.now - since <= SESSION_TIMEOUT_MS:
+        # Only heartbeats sent before the decision count (others may be answered before the fence
+        # commits and is logged).
+        sent = self.heartbeat_sent_ms.get((node_id, epoch, broker_id), [])
+        before = bisect.bisect_right(sent, decided_ms)
+        since = max(activated, sent[before - 1] if before else -1)
+        if decided_ms - since <= SESSION_TIMEOUT_MS:
             raise InvariantViolation(
                 "broker-sessions",
-                f"node {node_id} (epoch {epoch}) fenced broker {broker_id} at {self.now} for a missed session, "
-                f"{self.now - since} ms after its activation or a heartbeat it answered "
+                f"node {node_id} (epoch {epoch}) fenced broker {broker_id} at {decided_ms} for a missed session, "
+                f"{decided_ms - since} ms after its activation or a heartbeat it answered "
                 f"(session {SESSION_TIMEOUT_MS} ms)",
             )
 

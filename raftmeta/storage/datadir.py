@@ -25,6 +25,7 @@ from pathlib import Path
 from raftmeta.logs import get_logger
 from raftmeta.storage.errors import InvalidFileError
 from raftmeta.storage.high_watermark import (
+    HIGH_WATERMARK_CHECKPOINT,
     CommittedTruncationRefusedError,
     HighWatermarkCheckpoint,
     read_high_watermark,
@@ -73,11 +74,14 @@ class NodeStorage:
     ) -> NodeStorage:
         """Open and recover a node's data dir (created if empty).
 
-        Raises DataDirMismatchError for another cluster's or node's dir; LogCorruptionError or
-        SnapshotError (naming file and offset) for damage below the checkpointed high watermark,
-        damage above it with intact batches after it (MidLogCorruptionError), or damage in the
-        newest snapshot. A missing or unreadable quorum-state is not refused: the file is set
-        aside and ``quorum_state_problem`` says why (the core recovers from the log). With
+        Raises DataDirMismatchError for another cluster's or node's dir; InvalidFileError for a
+        damaged high-watermark checkpoint; LogGapError for a log that starts above the newest
+        snapshot (a lost snapshot), before any file is changed; HighWatermarkAboveLogError for an
+        intact log that ends below the checkpoint; LogCorruptionError or SnapshotError (naming
+        file and offset) for damage below the checkpointed high watermark, damage above it with
+        intact batches after it (MidLogCorruptionError), or damage in the newest snapshot. A
+        missing or unreadable quorum-state is not refused: the file is set aside and
+        ``quorum_state_problem`` says why (the core recovers from the log). With
         ``repair=True`` (``raftmeta node --repair-log``) such damage is cut away instead, the
         high-watermark checkpoint is lowered to what is left, and the node refetches the rest
         from the leader; docs/storage.md explains the risk.
@@ -101,16 +105,18 @@ class NodeStorage:
         floor = read_high_watermark(data_dir)
         snapshots = SnapshotStore(log_dir(data_dir))
         log_dir(data_dir).mkdir(parents=True, exist_ok=True)
-        snapshots.remove_partial()
-        latest = snapshots.load_latest(repair=repair)
+        latest = snapshots.load_latest(repair=repair)  # ignores .part files
         log = SegmentLog.open(
             log_dir(data_dir),
             segment_bytes=segment_bytes,
             index_interval_bytes=index_interval_bytes,
             recovery_floor_offset=floor,
+            recovery_floor_file=data_dir / HIGH_WATERMARK_CHECKPOINT,
             snapshot_id=latest.snapshot_id if latest is not None else None,
             repair=repair,
         )
+        # Only now: a refusal to start (a log gap, damage) must leave every file as it was.
+        snapshots.remove_partial()
         high_watermark = HighWatermarkCheckpoint(data_dir, interval_ms=high_watermark_interval_ms)
         recovered = max(log.log_end_offset, latest.snapshot_id.offset if latest is not None else 0)
         if repair and recovered < high_watermark.checkpointed:

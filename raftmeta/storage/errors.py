@@ -87,3 +87,66 @@ class SnapshotError(StorageError):
         super().__init__(f"snapshot {path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class LogGapError(StorageError):
+    """The log starts above the newest usable snapshot: offsets ``first_missing_offset`` ..
+    ``log_start_offset - 1`` are in no snapshot and no segment. Segments are deleted only below a
+    snapshot, so a newer snapshot (ending between ``log_start_offset`` and ``log_end_offset``)
+    was lost: an operator's mistake or a partial restore. Nothing is changed on disk; the
+    message names the gap, the snapshot the log should continue (``snapshot_file``, None when
+    there is none) and ``repair_command``, which discards the log (docs/storage.md, "Damaged disk").
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        snapshot_file: str | None,
+        first_missing_offset: int,
+        log_start_offset: int,
+        log_end_offset: int,
+        repair_command: str,
+    ) -> None:
+        newest = "no snapshot" if snapshot_file is None else f"the newest snapshot {snapshot_file}"
+        super().__init__(
+            f"{directory}: the log starts at offset {log_start_offset}, but {newest} ends at offset "
+            f"{first_missing_offset}: offsets {first_missing_offset}..{log_start_offset - 1} are in no snapshot and "
+            f"no segment. Segments are deleted only below a snapshot, so a newer snapshot file "
+            f"(<end offset>-<epoch>.checkpoint, a snapshot ending between offsets {log_start_offset} and "
+            f"{log_end_offset}) is missing. Refusing to start; nothing was changed. Restore the missing snapshot "
+            f"file, or, if the other voters are healthy, discard this node's log with `{repair_command}` (or start "
+            "once with --repair-log); the node then refetches from the leader (docs/storage.md, Damaged disk)"
+        )
+        self.directory = directory
+        self.snapshot_file = snapshot_file
+        self.first_missing_offset = first_missing_offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.repair_command = repair_command
+
+
+class HighWatermarkAboveLogError(StorageError):
+    """The checkpointed high watermark is above the end of the (intact) log and snapshot: the
+    checkpoint claims committed offsets this node does not hold. A problem of the checkpoint's
+    (restored from another backup, written by hand) or a lost log tail; either way nothing is
+    changed, and ``repair_command`` lowers the checkpoint to the log end without touching a
+    segment (docs/storage.md, "Damaged disk").
+    """
+
+    def __init__(
+        self, checkpoint: Path, *, high_watermark: int, log_end_offset: int, dump_command: str, repair_command: str
+    ) -> None:
+        super().__init__(
+            f"{checkpoint}: the checkpointed high watermark {high_watermark} is above the end of the log and "
+            f"snapshot, {log_end_offset}: offsets {log_end_offset}..{high_watermark - 1} it says this node holds "
+            "as committed are not here. Either the checkpoint does not belong with this log (restored from "
+            "another backup, edited) or the log lost its tail (`" + dump_command + "` shows the log). Refusing to "
+            "start; nothing was changed. If the other voters are healthy, lower the checkpoint to the log end "
+            f"with `{repair_command}` (it changes no segment) or start once with --repair-log; the node then "
+            "refetches the rest from the leader (docs/storage.md, Damaged disk)"
+        )
+        self.path = checkpoint
+        self.high_watermark = high_watermark
+        self.log_end_offset = log_end_offset
+        self.repair_command = repair_command

@@ -1,8 +1,14 @@
 """The high-watermark checkpoint: each node's durable claim about its committed prefix.
 
-``DATA_DIR/high-watermark-checkpoint`` is JSON, replaced atomically::
+``DATA_DIR/high-watermark-checkpoint`` is JSON, replaced atomically, with a checksum::
 
-    {"version": 1, "high_watermark": 1234}
+    {"version": 2, "high_watermark": 1234, "crc32c": 1234567890}
+
+``crc32c`` is the same checksum as ``quorum-state``'s (:mod:`raftmeta.storage.checksummed_json`):
+a wrong but plausible value is refused, naming the file, instead of being believed. Version 1
+files (no checksum, written by earlier releases) are still read, as ``quorum-state``'s version
+0 is, and the next write replaces them with version 2; any other version, a version 2 file
+without its checksum, and unknown fields are refused.
 
 The offset is exclusive, as the high watermark itself: offsets ``< high_watermark`` are
 committed and present in this node's log (or in its snapshot). Two readers rely on it:
@@ -23,11 +29,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from raftmeta.storage.checksummed_json import CHECKSUM_FIELD, check_checksum, with_checksum
 from raftmeta.storage.errors import InvalidFileError, StorageError
 from raftmeta.storage.fileio import atomic_write
 
 HIGH_WATERMARK_CHECKPOINT = "high-watermark-checkpoint"
-VERSION = 1
+VERSION = 2
+LEGACY_VERSION = 1  # no checksum
+FIELDS = ("version", "high_watermark")
 
 
 class CommittedTruncationRefusedError(StorageError):
@@ -57,14 +66,30 @@ def parse_high_watermark(path: Path, text: str) -> int:
     use the local filesystem (the Spark jobs, through pyarrow) share this parser."""
     try:
         doc = json.loads(text)
-        value = doc["high_watermark"]
-        if doc.get("version") != VERSION:
-            raise InvalidFileError(path, f"unsupported version {doc.get('version')!r}")
-    except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as exc:
-        raise InvalidFileError(path, f"not a valid high-watermark checkpoint: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidFileError(path, f"not a valid high-watermark checkpoint: not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidFileError(path, "not a valid high-watermark checkpoint: not a JSON object")
+    version = doc.get("version")
+    if version not in (VERSION, LEGACY_VERSION) or isinstance(version, bool):
+        raise InvalidFileError(path, f"unsupported version {version!r} (expected {VERSION})")
+    if version == VERSION:
+        check_checksum(path, doc)
+    allowed = {*FIELDS, CHECKSUM_FIELD} if version == VERSION else set(FIELDS)
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise InvalidFileError(path, f"unknown fields {unknown} in a version {version} high-watermark checkpoint")
+    if "high_watermark" not in doc:
+        raise InvalidFileError(path, "field 'high_watermark' is missing")
+    value = doc["high_watermark"]
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InvalidFileError(path, f"high_watermark must be a non-negative integer, got {value!r}")
     return value
+
+
+def render_high_watermark(value: int) -> bytes:
+    """The file's bytes for ``value``: the current version, with its checksum."""
+    return (json.dumps(with_checksum({"version": VERSION, "high_watermark": value})) + "\n").encode()
 
 
 class HighWatermarkCheckpoint:
@@ -89,7 +114,7 @@ class HighWatermarkCheckpoint:
         """
         value = min(high_watermark, durable_end_offset)
         if value > self._checkpointed:
-            atomic_write(self.path, (json.dumps({"version": VERSION, "high_watermark": value}) + "\n").encode())
+            atomic_write(self.path, render_high_watermark(value))
             self._checkpointed = value
         return self._checkpointed
 
@@ -104,5 +129,5 @@ class HighWatermarkCheckpoint:
     def reset(self, high_watermark: int) -> None:
         """Overwrite the checkpoint with a lower value: only for ``repair``, which knowingly gave
         up data this node had checkpointed (docs/storage.md)."""
-        atomic_write(self.path, (json.dumps({"version": VERSION, "high_watermark": high_watermark}) + "\n").encode())
+        atomic_write(self.path, render_high_watermark(high_watermark))
         self._checkpointed = high_watermark

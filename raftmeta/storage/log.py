@@ -49,15 +49,18 @@ from raftmeta.records import codec
 from raftmeta.records.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
 from raftmeta.storage.epoch_index import EpochIndex
 from raftmeta.storage.errors import (
+    HighWatermarkAboveLogError,
     InvalidAppendError,
     InvalidFileError,
     LogCorruptionError,
+    LogGapError,
     MidLogCorruptionError,
     OffsetOutOfRangeError,
     StorageError,
 )
 from raftmeta.storage.fileio import fsync_dir
 from raftmeta.storage.segment import PEEK, PEEK_SIZE, IntactBatches, ScanError, Segment, parse_log_file_name
+from raftmeta.storage.snapshot import SnapshotId
 
 DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -109,10 +112,13 @@ class SegmentLog:
         recovery_floor_offset: int = 0,
         snapshot_id: tuple[int, int] | None = None,
         repair: bool = False,
+        recovery_floor_file: Path | None = None,
     ) -> SegmentLog:
         """Open (creating if needed) the log in ``directory`` and recover it.
 
-        ``recovery_floor_offset`` is the checkpointed high watermark: corruption below it is
+        ``recovery_floor_offset`` is the checkpointed high watermark (read from
+        ``recovery_floor_file``, which errors name): an intact log (with the snapshot) ending
+        below it is refused with :class:`HighWatermarkAboveLogError`, and corruption below it is
         refused with :class:`LogCorruptionError` (naming file, byte position and offset) unless
         ``repair`` is true, in which case the log is truncated there and the node must refetch
         the rest from the leader. Damage at or above it with nothing intact after it (a torn
@@ -120,31 +126,37 @@ class SegmentLog:
         or a later one) is refused with :class:`MidLogCorruptionError`, unless ``repair``.
 
         ``snapshot_id`` is ``(end_offset, epoch)`` of the newest valid snapshot: segments wholly
-        below it are deleted, and a log that does not reach it (or starts above it) is restarted
-        empty at its end offset.
+        below it are deleted, and a log that does not reach it is restarted empty at its end
+        offset. A log that starts above it (above 0 without one) is refused with
+        :class:`LogGapError` before any file is changed, unless ``repair``, which discards it.
         """
         log = cls(directory, segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes)
         try:
-            log._recover(recovery_floor_offset, snapshot_id, repair)
+            log._recover(recovery_floor_offset, snapshot_id, repair, recovery_floor_file)
         except BaseException:
             for seg in log._segments:  # a refusal to start must not leak file descriptors
                 seg.close()
             raise
         return log
 
-    def _recover(self, floor: int, snapshot_id: tuple[int, int] | None, repair: bool) -> None:
+    def _recover(self, floor: int, snapshot_id: tuple[int, int] | None, repair: bool, floor_file: Path | None) -> None:
         started = time.perf_counter()
         self.directory.mkdir(parents=True, exist_ok=True)
+        bases = _segment_bases(self.directory)
+        # Before anything is changed on disk: a gap below the log is damage, not a tail to cut.
+        gap = None if not bases else log_gap(bases[0], snapshot_id[0] if snapshot_id is not None else None)
+        if gap is not None and not repair:
+            self._refuse_gap(bases, snapshot_id)
         for stale in sorted(self.directory.glob("*.tmp")):
             self._log.info("removing an unfinished temporary file", file=str(stale))
             stale.unlink()
-        bases = _segment_bases(self.directory)
         segments = [
             Segment.open_existing(self.directory, b, index_interval_bytes=self.index_interval_bytes) for b in bases
         ]
         self._segments = segments
         scanned_bytes = 0
         min_epoch = 0
+        clean_close_index: Segment | None = None
         i = 0
         while i < len(segments):
             seg = segments[i]
@@ -160,10 +172,7 @@ class SegmentLog:
             try:
                 seg.load_index()
                 if last:
-                    # A clean close wrote the active segment's index; it goes stale with the next
-                    # append, so remove it (durably) before anything is written.
-                    seg.remove_index()
-                    fsync_dir(self.directory)
+                    clean_close_index = seg  # removed below, once the open is not refused
             except InvalidFileError as exc:
                 if not last or exc.reason != "missing":
                     self._log.warning(
@@ -185,24 +194,32 @@ class SegmentLog:
             self._segments = [Segment.create(self.directory, base, index_interval_bytes=self.index_interval_bytes)]
             fsync_dir(self.directory)
         self._rebuild_offsets()
+        offset, epoch = snapshot_id if snapshot_id is not None else (0, 0)
+        if log_gap(self.log_start_offset, offset) is not None:  # only with repair: refused above otherwise
+            self._log.error(
+                "repairing: discarding a log that starts above the newest snapshot",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self._end,
+                snapshot_offset=offset,
+            )
+            self.reset_to(offset, epoch)
         if snapshot_id is not None:
             self._attach_snapshot(snapshot_id)
-        elif self.log_start_offset > 0:
-            message = (
-                f"{self.directory}: the log starts at offset {self.log_start_offset} but no snapshot covers "
-                "the offsets below it"
-            )
-            if not repair:
-                raise StorageError(message + "; start with --repair-log to discard the log and refetch it")
-            self._log.error("repairing: discarding a log with no snapshot below it", reason=message)
-            self.reset_to(0, 0)
         covered = max(self._end, snapshot_id[0] if snapshot_id is not None else 0)
         if covered < floor:
-            active = self._segments[-1]
-            reason = f"the log ends at offset {self._end}, below the checkpointed high watermark {floor}"
             if not repair:
-                raise LogCorruptionError(active.path, active.size, self._end, f"{reason}; {REPAIR_HINT}")
-            self._log.error("repairing: log ends below the checkpointed high watermark", reason=reason)
+                self._refuse_floor(covered, floor, floor_file)
+            self._log.error(
+                "repairing: log ends below the checkpointed high watermark",
+                log_end_offset=covered,
+                high_watermark=floor,
+            )
+        if clean_close_index is not None and clean_close_index is self._segments[-1]:
+            # A clean close wrote the active segment's index; it goes stale with the next append,
+            # so remove it (durably) before anything is written. Not earlier: a refusal to start
+            # leaves every file as it was.
+            clean_close_index.remove_index()
+            fsync_dir(self.directory)
         # Whatever survived the crash may still sit only in the page cache (a process crash):
         # one fsync makes "everything recovered is durable" true before anything is reported.
         self._segments[-1].fsync()
@@ -302,6 +319,49 @@ class SegmentLog:
             repair_command=command,
         )
 
+    def _refuse_floor(self, covered: int, floor: int, floor_file: Path | None) -> None:
+        """Raise HighWatermarkAboveLogError: an intact log ending below the checkpoint is the
+        checkpoint's problem to report (its file named), not damage to truncate."""
+        command = repair_command(self.directory, covered)
+        data_dir = shlex.split(command)[4]
+        self._log.error(
+            "refusing to start: the checkpointed high watermark is above the log end",
+            high_watermark=floor,
+            log_end_offset=covered,
+            checkpoint=str(floor_file),
+            repair_command=command,
+        )
+        raise HighWatermarkAboveLogError(
+            floor_file if floor_file is not None else self.directory,
+            high_watermark=floor,
+            log_end_offset=covered,
+            dump_command=f"raftmeta log dump --data-dir {shlex.quote(data_dir)} --no-records",
+            repair_command=command,
+        )
+
+    def _refuse_gap(self, bases: list[int], snapshot_id: tuple[int, int] | None) -> None:
+        """Raise LogGapError for a log starting at ``bases[0]``, above the snapshot: reads only."""
+        offset = snapshot_id[0] if snapshot_id is not None else 0
+        end = _readonly_end_offset(self.directory, bases)
+        command = repair_command(self.directory, offset)
+        name = SnapshotId(*snapshot_id).file_name if snapshot_id is not None else None
+        self._log.error(
+            "refusing to start: the log starts above the newest snapshot",
+            log_start_offset=bases[0],
+            log_end_offset=end,
+            snapshot=name,
+            first_missing_offset=offset,
+            repair_command=command,
+        )
+        raise LogGapError(
+            self.directory,
+            snapshot_file=name,
+            first_missing_offset=offset,
+            log_start_offset=bases[0],
+            log_end_offset=end,
+            repair_command=command,
+        )
+
     def _rebuild_offsets(self) -> None:
         self._bases = [s.base_offset for s in self._segments]
         self._end = self._segments[-1].next_offset
@@ -320,7 +380,7 @@ class SegmentLog:
         # just below the snapshot is newer, so no committed record can follow with an older epoch.
         stale_tail = self._end > offset and self._epochs.last_epoch < epoch
         self._epochs.floor = (offset, epoch)
-        if self._end < offset or self.log_start_offset > offset or stale_tail:
+        if self._end < offset or stale_tail:
             self._log.info(
                 "the log does not continue the snapshot; restarting it empty after the snapshot",
                 log_start_offset=self.log_start_offset,
@@ -756,6 +816,30 @@ def intact_batches_after(segment: Segment, error: ScanError, later: Sequence[Seg
     return found
 
 
+def log_gap(log_start_offset: int, snapshot_offset: int | None) -> tuple[int, int] | None:
+    """The offsets ``(first, last)`` held in no snapshot and no segment when the log starts above
+    the newest usable snapshot's end offset (above 0 with no snapshot), else None.
+
+    Segments are deleted only below a snapshot, so such a gap means a newer snapshot was lost:
+    recovery refuses it (LogGapError) and ``raftmeta log dump`` reports it.
+    """
+    floor = snapshot_offset if snapshot_offset is not None else 0
+    return (floor, log_start_offset - 1) if log_start_offset > floor else None
+
+
+def _readonly_end_offset(directory: Path, bases: list[int]) -> int:
+    """The end of the intact batches of the last segment in ``directory``, changing no file."""
+    seg = Segment.open_existing(directory, bases[-1], index_interval_bytes=DEFAULT_INDEX_INTERVAL_BYTES)
+    try:
+        try:
+            seg.load_index()
+        except InvalidFileError:
+            seg.scan(0)  # the valid prefix is what counts; damage is not this refusal's subject
+        return seg.next_offset
+    finally:
+        seg.close()
+
+
 def repair_command(log_directory: Path, offset: int) -> str:
     """The ``raftmeta log repair`` command line that truncates the log in ``log_directory`` at ``offset``."""
     from raftmeta.storage.datadir import LOG_DIR_NAME  # datadir imports this module
@@ -783,10 +867,13 @@ class TruncationPlan:
     dropped: IntactBatches  # the intact batches among the bytes dropped
     damage: ScanError | None  # the first bad batch of ``segment``, if its scan met one
     log_start_offset: int
+    # ``offset`` when it is below the log start (a log gap): every segment goes and the log
+    # restarts empty there, at the newest snapshot's end offset.
+    restart: bool = False
 
     @property
     def changes_nothing(self) -> bool:
-        return self.position == self.segment_size and not self.deleted_segments
+        return self.position == self.segment_size and not self.deleted_segments and not self.restart
 
 
 def _segment_bases(directory: Path) -> list[int]:
@@ -818,20 +905,29 @@ def _check_earlier_segments(directory: Path, bases: list[int], i: int, offset: i
     return min_epoch
 
 
-def plan_truncation(directory: Path, offset: int) -> TruncationPlan:
+def plan_truncation(directory: Path, offset: int, snapshot_offset: int | None = None) -> TruncationPlan:
     """Plan truncating the log in ``directory`` (of a stopped node) so that it ends at ``offset``.
 
     Reads only. ``offset`` must be a batch boundary of the segment holding it, reached through
     intact batches from the segment's start (the checks of recovery's scan: CRC, contiguity,
     epochs); otherwise ValueError says why and names the nearest boundaries. The plan counts
     what is dropped, including the intact batches past any damage.
+
+    A log that starts above ``snapshot_offset`` (the newest snapshot's end offset, None for no
+    snapshot: 0), a :func:`log_gap`, may be discarded whole by an ``offset`` equal to that end
+    offset: the plan then restarts the log empty there.
     """
     bases = _segment_bases(directory)
     if not bases:
         raise ValueError(f"{directory} holds no segment files")
     i = bisect.bisect_right(bases, offset) - 1
     if i < 0:
-        raise ValueError(f"offset {offset} is below the log start {bases[0]}")
+        gap = log_gap(bases[0], snapshot_offset)
+        if gap is None or offset != gap[0]:
+            only = "" if gap is None else f": a log with a gap below it can be restarted empty only at {gap[0]}, "
+            only += "" if gap is None else "the newest snapshot's end offset"
+            raise ValueError(f"offset {offset} is below the log start {bases[0]}{only}")
+        return _plan_restart(directory, bases, offset)
     min_epoch = _check_earlier_segments(directory, bases, i, offset)
     # An index entry for every batch: every batch boundary of the segment is then known.
     seg = Segment.open_existing(directory, bases[i], index_interval_bytes=1)
@@ -873,6 +969,32 @@ def plan_truncation(directory: Path, offset: int) -> TruncationPlan:
         seg.close()
         for s in later:
             s.close()
+
+
+def _plan_restart(directory: Path, bases: list[int], offset: int) -> TruncationPlan:
+    """Plan discarding every segment of ``directory`` and restarting the log empty at ``offset``."""
+    segments = [Segment.open_existing(directory, b, index_interval_bytes=1) for b in bases]
+    try:
+        dropped = IntactBatches()
+        for seg in segments:
+            dropped = dropped.plus(seg.intact_batches_from(0, seg.base_offset))
+        sizes = [seg.file_size() for seg in segments]
+        return TruncationPlan(
+            directory=directory,
+            offset=offset,
+            segment=segments[0].path,
+            segment_size=sizes[0],
+            position=0,
+            deleted_segments=tuple(seg.path for seg in segments[1:]),
+            bytes_dropped=sum(sizes),
+            dropped=dropped,
+            damage=None,
+            log_start_offset=bases[0],
+            restart=True,
+        )
+    finally:
+        for seg in segments:
+            seg.close()
 
 
 def _not_a_boundary(
@@ -926,9 +1048,13 @@ def apply_truncation(plan: TruncationPlan) -> None:
             later = parse_log_file_name(path.name)
             assert later is not None
             Segment.open_existing(plan.directory, later, index_interval_bytes=1).delete()
-        seg.remove_index()
-        seg.truncate(plan.position, plan.offset)
-        seg.fsync()
+        if plan.restart:
+            seg.delete()
+            Segment.create(plan.directory, plan.offset, index_interval_bytes=1).close()
+        else:
+            seg.remove_index()
+            seg.truncate(plan.position, plan.offset)
+            seg.fsync()
     finally:
         seg.close()
     fsync_dir(plan.directory)
@@ -939,5 +1065,6 @@ def apply_truncation(plan: TruncationPlan) -> None:
         offset=plan.offset,
         bytes_dropped=plan.bytes_dropped,
         intact_batches_dropped=plan.dropped.count,
-        segments_deleted=[p.name for p in plan.deleted_segments],
+        segments_deleted=[p.name for p in ((plan.segment,) if plan.restart else ()) + plan.deleted_segments],
+        restarted_empty=plan.restart,
     )

@@ -6,7 +6,8 @@ JSON, as Kafka's ``quorum-state`` file, with a version and a checksum::
      "crc32c": 1234567890}
 
 ``crc32c`` is the CRC32C of the document without it, serialized with sorted keys and no
-spaces (:func:`checksum`), so a flipped bit or a hand edit is detected rather than believed.
+spaces (:mod:`raftmeta.storage.checksummed_json`, shared with the high-watermark checkpoint),
+so a flipped bit or a hand edit is detected rather than believed.
 ``voted_id`` and ``leader_id`` are -1 for "none"; ``voted_id`` -2 means "unknown": the state
 was lost once and this node grants no vote in this epoch (docs/storage.md, "Damaged disk").
 Version 0 files (no checksum, written by older releases) are still read.
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raftmeta.records.codec import crc32c
+from raftmeta.storage.checksummed_json import CHECKSUM_FIELD, check_checksum, with_checksum
 from raftmeta.storage.errors import InvalidFileError, StorageError
 from raftmeta.storage.fileio import atomic_write
 
@@ -72,14 +73,7 @@ class QuorumStateData:
             "leader_id": self.leader_id,
             "voters": list(self.voters),
         }
-        doc["crc32c"] = checksum(doc)
-        return json.dumps(doc)
-
-
-def checksum(doc: dict[str, Any]) -> int:
-    """CRC32C of the document's fields other than ``crc32c``, in a canonical serialization."""
-    body = {k: v for k, v in doc.items() if k != "crc32c"}
-    return crc32c(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+        return json.dumps(with_checksum(doc))
 
 
 def _integer(path: Path, doc: dict[str, Any], name: str) -> int:
@@ -103,13 +97,8 @@ def parse_quorum_state(path: Path, text: str) -> QuorumStateData:
     if version not in (DATA_VERSION, LEGACY_DATA_VERSION) or isinstance(version, bool):
         raise InvalidFileError(path, f"data_version {version!r} is not supported (expected {DATA_VERSION})")
     if version == DATA_VERSION:
-        stored = doc.get("crc32c")
-        if not isinstance(stored, int) or isinstance(stored, bool):
-            raise InvalidFileError(path, f"field 'crc32c' must be an integer, got {stored!r}")
-        actual = checksum(doc)
-        if stored != actual:
-            raise InvalidFileError(path, f"checksum mismatch: crc32c {stored} stored, {actual} computed")
-    unknown = sorted(set(doc) - {*FIELDS, "crc32c"})
+        check_checksum(path, doc)
+    unknown = sorted(set(doc) - {*FIELDS, CHECKSUM_FIELD})
     if unknown:
         raise InvalidFileError(path, f"unknown fields {unknown}")
     voters = doc.get("voters")

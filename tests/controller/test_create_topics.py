@@ -9,6 +9,7 @@ import pytest
 from raftmeta.controller import ControllerConfig
 from raftmeta.controller.names import COLLISION_WARNING
 from raftmeta.controller.topics import create_topics
+from raftmeta.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 from tests.controller.helpers import Context, error_of, topic
 
@@ -463,3 +464,40 @@ def test_the_requested_pool_is_recorded_inherited_and_kept_in_snapshots() -> Non
     restored_topic = restored.topic_by_name("g")
     assert restored_topic is not None
     assert restored_topic.pool == "gold"
+
+
+# -- raftmeta's own per-partition replica limit (issue 46, item 9): per topic, with Kafka's codes ----
+def test_a_replication_factor_above_the_replica_limit_fails_only_its_topic() -> None:
+    context = Context()
+    context.add_brokers(list(range(1, REPLICAS_PER_PARTITION_MAX + 3)))  # enough brokers for the factor
+    too_many = REPLICAS_PER_PARTITION_MAX + 1
+    result = context.create(topic("a", 1, 3), topic("wide", 1, too_many), topic("b", 2, REPLICAS_PER_PARTITION_MAX))
+    assert [t.error_code for t in result.response.topics] == [
+        errors_pb2.NONE,
+        errors_pb2.INVALID_REPLICATION_FACTOR,
+        errors_pb2.NONE,
+    ]
+    assert error_of(result, 1)[1] == (
+        f"Replication factor {too_many} exceeds the limit of {REPLICAS_PER_PARTITION_MAX} replicas per partition."
+    )
+    assert context.image.topic_by_name("wide") is None
+    assert context.image.topic_by_name("a") is not None and context.image.topic_by_name("b") is not None
+
+
+def test_a_replication_factor_above_the_brokers_gets_kafkas_answer_even_above_the_limit(ctx: Context) -> None:
+    result = ctx.create(topic("ok", 1, 1), topic("rf99", 1, 99))
+    assert [t.error_code for t in result.response.topics] == [errors_pb2.NONE, errors_pb2.INVALID_REPLICATION_FACTOR]
+    assert error_of(result, 1)[1].startswith("Unable to replicate the partition 99 time(s): ")
+
+
+def test_a_manual_assignment_above_the_replica_limit_fails_only_its_topic() -> None:
+    context = Context()
+    brokers = list(range(1, REPLICAS_PER_PARTITION_MAX + 3))
+    context.add_brokers(brokers)
+    wide = controller_pb2.ReplicaAssignment(partition_index=0, broker_ids=brokers[: REPLICAS_PER_PARTITION_MAX + 1])
+    result = context.create(topic("wide", assignments=[wide]), topic("ok", 1, 1))
+    assert [t.error_code for t in result.response.topics] == [errors_pb2.INVALID_REPLICA_ASSIGNMENT, errors_pb2.NONE]
+    assert error_of(result, 0)[1] == (
+        f"Partition 0 has {REPLICAS_PER_PARTITION_MAX + 1} replicas; the limit is "
+        f"{REPLICAS_PER_PARTITION_MAX} replicas per partition."
+    )

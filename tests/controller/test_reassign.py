@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raftmeta import limits
 from raftmeta.controller import (
     Controller,
     ControllerConfig,
@@ -21,6 +22,7 @@ from raftmeta.controller import (
 )
 from raftmeta.controller import brokers as broker_handlers
 from raftmeta.controller import topics as topic_handlers
+from raftmeta.request_limits import check_controller_request
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 from tests.controller.helpers import Context, CounterIds, incarnation
 
@@ -709,3 +711,17 @@ def test_random_moves_keep_every_invariant(operations: list[tuple[str, int, tupl
         assert image_from_records(image_to_records(ctx.image)) == ctx.image
     # Replaying the whole log from scratch gives the same image (the index included).
     assert image_from_records(ctx.log) == ctx.image
+
+
+def test_a_target_over_the_replica_limit_fails_only_its_partition() -> None:
+    """Issue 46, item 9: per-item limits are per-item errors. The request check lets a target of
+    REPLICAS_PER_PARTITION_MAX + 1 replicas through; the controller answers that partition alone
+    (a reassignment keeps the topic's factor, which the limit bounds) and moves the other."""
+    too_many = limits.REPLICAS_PER_PARTITION_MAX + 1
+    ctx = cluster(brokers=too_many + 1)
+    manual_topic(ctx, "t", [0, 1, 2], [1, 2, 3])
+    request = alter_request("t", {0: list(range(too_many)), 1: [2, 3, 4]})
+    assert check_controller_request("AlterPartitionReassignments", request) is None
+    result = ctx.call(ALTER, request)
+    assert [code for code, _ in errors(result)] == ["INVALID_REPLICATION_FACTOR", "NONE"]
+    assert result.records != ()

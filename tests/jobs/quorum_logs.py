@@ -3,13 +3,13 @@ project's codec, and the doctoring tools the verify tests use to plant each kind
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from raftmeta.records import codec
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT as HIGH_WATERMARK_FILE
+from raftmeta.storage.high_watermark import render_high_watermark
 from raftmeta.storage.meta_properties import META_PROPERTIES, MetaProperties
 from raftmeta.v1 import records_pb2
 
@@ -113,7 +113,7 @@ def write_node(
     log_dir = node_dir / LOG_DIR_NAME
     log_dir.mkdir(parents=True)
     (node_dir / META_PROPERTIES).write_text(MetaProperties(CLUSTER_ID, node_id).render())
-    (node_dir / HIGH_WATERMARK_FILE).write_text(json.dumps({"version": 1, "high_watermark": high_watermark}))
+    (node_dir / HIGH_WATERMARK_FILE).write_bytes(render_high_watermark(high_watermark))
     for start in range(0, len(batches), segment_batches):
         chunk = batches[start : start + segment_batches]
         (log_dir / f"{chunk[0].base_offset:020d}.log").write_bytes(b"".join(b.data for b in chunk))
@@ -175,8 +175,6 @@ def append_everywhere(root: Path, logs: dict[int, list[LogBatch]], records: list
             continue  # a lagging node does not get it
         last_segment = segment_files(root, node_id)[-1]
         last_segment.write_bytes(last_segment.read_bytes() + data)
-        (root / f"node-{node_id}" / HIGH_WATERMARK_FILE).write_text(
-            json.dumps({"version": 1, "high_watermark": base + len(records)})
-        )
+        (root / f"node-{node_id}" / HIGH_WATERMARK_FILE).write_bytes(render_high_watermark(base + len(records)))
         logs[node_id] = [*batches, LogBatch(base, data)]
     return base

@@ -11,6 +11,7 @@ import grpc
 import pytest
 from kio.schema.errors import ErrorCode
 
+from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.kafka import cluster
 from raftmeta.kafka.dispatch import handle
 from raftmeta.kafka.framing import decode_request
@@ -138,7 +139,19 @@ def test_create_topics_translates_counts_configs_placer_and_pool() -> None:
     )
     (result,) = response.topics
     assert (result.name, result.error_code, result.num_partitions, result.replication_factor) == ("a", 0, 3, 2)
-    assert [(c.name, c.value, c.config_source) for c in result.configs] == [("retention.ms", "1000", 1)]
+    assert ("retention.ms", "1000", 1) in [(c.name, c.value, c.config_source) for c in result.configs]
+
+
+def test_create_topics_answers_every_topic_config_defaults_included() -> None:
+    # As a Kafka broker does (CreateTopics v5+): each config with its value and source, DEFAULT_CONFIG
+    # (5) for those left at their default, DYNAMIC_TOPIC_CONFIG (1) for those the request set.
+    admin = full_admin()
+    configs = [{"name": "retention.ms", "value": "1000"}]
+    topic = {"name": "a", "num_partitions": 3, "replication_factor": 2, "assignments": [], "configs": configs}
+    (result,) = _create(admin, [topic], validate_only=True).topics
+    expected = {name: (key.default, 5) for name, key in TOPIC_CONFIGS.items()} | {"retention.ms": ("1000", 1)}
+    assert {c.name: (c.value, c.config_source) for c in result.configs} == expected
+    assert [c.name for c in result.configs] == sorted(expected)
 
 
 def test_create_topics_defaults_and_manual_assignment() -> None:
@@ -218,9 +231,7 @@ def test_create_topics_per_topic_errors_pass_through() -> None:
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "POLICY_VIOLATION", ErrorCode.policy_violation),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "THROTTLING_QUOTA_EXCEEDED", ErrorCode.throttling_quota_exceeded),
         (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", ErrorCode.invalid_request),
-        (grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER", ErrorCode.not_controller),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, None, ErrorCode.request_timed_out),
-        (grpc.StatusCode.INTERNAL, None, ErrorCode.unknown_server_error),
+        (grpc.StatusCode.INTERNAL, "UNKNOWN_SERVER_ERROR", ErrorCode.unknown_server_error),
     ],
 )
 def test_a_refused_call_is_each_topics_kafka_error(
@@ -231,11 +242,33 @@ def test_a_refused_call_is_each_topics_kafka_error(
     topics: list[dict[str, Any]] = [
         {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []} for n in ("a", "b")
     ]
-    response = _create(admin, topics, timeout=100)  # UNAVAILABLE is retried until then
+    response = _create(admin, topics, timeout=100)
     assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
         ("a", expected, "refused: why"),
         ("b", expected, "refused: why"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (grpc.StatusCode.CANCELLED, "CANCELLED"),  # the leader it was forwarded to died with it open
+        (grpc.StatusCode.INTERNAL, "Received RST_STREAM with error code 2"),
+        (grpc.StatusCode.UNKNOWN, "Unexpected <class 'OSError'>: [Errno 28] No space left on device"),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "CreateTopics was not committed before the deadline"),
+        (grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER: no leader"),  # retried until the timeout
+    ],
+)
+def test_a_write_that_may_have_been_applied_is_request_timed_out(status: grpc.StatusCode, message: str) -> None:
+    """As Kafka's forwarding answers a request whose outcome it does not know (ForwardingManager's
+    onTimeout): REQUEST_TIMED_OUT, never a code that tells the client nothing was written (before:
+    UNKNOWN_SERVER_ERROR for a dying leader, NOT_CONTROLLER when leadership moved)."""
+    metadata = error_metadata("NOT_CONTROLLER") if status == grpc.StatusCode.UNAVAILABLE else ()
+    admin = FakeAdmin(answers={"CreateTopics": lambda r: AdminCallError(status, message, metadata)})
+    topics = [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}]
+    (result,) = _create(admin, topics, timeout=100).topics
+    assert result.error_code == ErrorCode.request_timed_out
+    assert result.error_message == f"{message} (the request may have been applied: its outcome is unknown)"
 
 
 def test_create_topics_old_version_has_no_counts_in_the_answer() -> None:
@@ -393,6 +426,126 @@ def test_incremental_alter_configs_maps_ops_and_refuses_non_topics() -> None:
         ("orders", ErrorCode.none),
         ("1", ErrorCode.invalid_request),
     ]
+
+
+def test_incremental_alter_configs_null_values_are_refused_but_for_delete() -> None:
+    admin = full_admin()
+    resources = [
+        {"resource_type": 2, "resource_name": "orders", "configs": [
+            {"name": "retention.ms", "config_operation": 1, "value": None}]},  # DELETE: no value needed
+        {"resource_type": 2, "resource_name": "audit", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": None},
+            {"name": "cleanup.policy", "config_operation": 2, "value": None}]},
+    ]  # fmt: skip
+    response = ask(admin, 44, top(44), {"resources": resources, "validate_only": False})
+    assert [t.topic for t in admin.sent(0).topics] == ["orders"]
+    assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        ("orders", ErrorCode.none, None),
+        ("audit", ErrorCode.invalid_request, "Null value not supported for : retention.ms, cleanup.policy"),
+    ]
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED[33][0], SUPPORTED[33][1] + 1))
+def test_legacy_alter_configs_replaces_through_the_same_controller_alteration(version: int) -> None:
+    admin = full_admin()
+    response = ask(
+        admin,
+        33,
+        version,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "orders",
+                    "configs": [{"name": "retention.ms", "value": "5"}, {"name": "segment.ms", "value": "6"}],
+                },
+                {
+                    "resource_type": 2,
+                    "resource_name": "audit",
+                    "configs": [{"name": "retention.ms", "value": None}, {"name": "cleanup.policy", "value": None}],
+                },
+                {"resource_type": 4, "resource_name": "1", "configs": [{"name": "log.retention.ms", "value": "1"}]},
+            ],
+            "validate_only": True,
+        },
+    )
+    op = controller_pb2.AlterConfigOp
+    unset = [name for name in TOPIC_CONFIGS if name not in ("retention.ms", "segment.ms")]
+    assert admin.calls == [
+        (
+            "IncrementalAlterConfigs",
+            controller_pb2.IncrementalAlterConfigsRequest(
+                topics=[
+                    controller_pb2.AlterConfigsTopic(
+                        topic="orders",
+                        ops=[op(name="retention.ms", op=op.SET, value="5"), op(name="segment.ms", op=op.SET, value="6")]
+                        + [op(name=name, op=op.DELETE) for name in unset],
+                    )
+                ],
+                validate_only=True,
+            ),
+        )
+    ]
+    # A null value is refused before the controller, with a Kafka broker's code and message.
+    assert [(r.resource_type, r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        (2, "orders", ErrorCode.none, None),
+        (2, "audit", ErrorCode.invalid_request, "Null value not supported for : retention.ms, cleanup.policy"),
+        (4, "1", ErrorCode.invalid_request, "resource type 4 cannot be altered in raftmeta (only topics can)"),
+    ]
+
+
+def test_legacy_alter_configs_a_topic_named_twice_goes_to_the_controller_as_it_is() -> None:
+    admin = full_admin()
+    twice = [
+        {"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "value": "5"}]},
+        {"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "value": None}]},
+    ]
+    ask(admin, 33, top(33), {"resources": twice, "validate_only": False})
+    # Without ops: the controller refuses both (a resource may appear once), whatever their configs.
+    assert [t.topic for t in admin.sent(0).topics] == ["orders", "orders"]
+    assert [list(t.ops) for t in admin.sent(0).topics] == [[], []]
+
+
+def test_legacy_alter_configs_per_topic_errors_and_a_refused_call() -> None:
+    admin = full_admin()
+    admin.answers["IncrementalAlterConfigs"] = lambda r: controller_pb2.IncrementalAlterConfigsResponse(
+        results=[
+            controller_pb2.AlterConfigsResult(topic="orders"),
+            controller_pb2.AlterConfigsResult(
+                topic="gone", error_code=errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, error_message="no such topic"
+            ),
+        ]
+    )
+    request = {
+        "resources": [
+            {"resource_type": 2, "resource_name": "orders", "configs": []},
+            {"resource_type": 2, "resource_name": "gone", "configs": []},
+        ],
+        "validate_only": False,
+    }
+    response = ask(admin, 33, top(33), request)
+    assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        ("orders", ErrorCode.none, None),
+        ("gone", ErrorCode.unknown_topic_or_partition, "no such topic"),
+    ]
+    over = AdminCallError(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many", error_metadata("POLICY_VIOLATION"))
+    refused = ask(FakeAdmin(answers={"IncrementalAlterConfigs": lambda r: over}), 33, top(33), request)
+    assert [(r.error_code, r.error_message) for r in refused.responses] == [
+        (ErrorCode.policy_violation, "too many")
+    ] * 2
+
+
+def test_legacy_alter_configs_null_configs_refuse_the_request_and_reach_no_controller() -> None:
+    admin = full_admin()
+    # A null (-1) config list cannot be built from kio's types: the resource is written by hand.
+    name = b"orders"
+    body = b"\x00\x00\x00\x01" + b"\x02" + len(name).to_bytes(2, "big") + name + b"\xff\xff\xff\xff" + b"\x00"
+    header = request_bytes(33, 0, {"resources": [], "validate_only": False})[: -len(b"\x00\x00\x00\x00\x00")]
+    request = decode_request(header + body)
+    assert request.body.resources[0].configs is None
+    _, response = decode_response(asyncio.run(handle(context(admin), request)), 33, 0)
+    assert [(r.resource_name, r.error_code) for r in response.responses] == [("orders", ErrorCode.invalid_request)]
+    assert admin.calls == []
 
 
 # -- Cluster ----------------------------------------------------------------------------------------
@@ -592,13 +745,24 @@ def test_other_refusals_are_not_retried() -> None:
     assert len(admin.calls) == 1
 
 
-def test_no_leader_until_the_deadline_is_not_controller() -> None:
+def test_no_leader_until_the_deadline_is_request_timed_out_for_a_write() -> None:
+    """A write retried until the timeout may have reached a leader that was then deposed: Kafka's
+    forwarding answers REQUEST_TIMED_OUT there. A read has no outcome to hide: NOT_CONTROLLER."""
     refusal = AdminCallError(grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER", error_metadata("NOT_CONTROLLER"))
     admin = FakeAdmin(answers={"CreateTopics": lambda r: refusal})
     response = _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [],
                                 "configs": []}], timeout=300)  # fmt: skip
-    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.not_controller)]
+    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.request_timed_out)]
     assert len(admin.calls) >= 2 and len(set(admin.request_ids)) == 1
+
+
+def test_a_write_no_node_could_be_sent_is_not_controller() -> None:
+    """Nothing reached a leader (the forwarding connection was refused): nothing was applied."""
+    refusal = AdminCallError(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses")
+    admin = FakeAdmin(answers={"CreateTopics": lambda r: refusal})
+    response = _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                "configs": []}], timeout=300)  # fmt: skip
+    assert [(t.name, t.error_code) for t in response.topics] == [("a", ErrorCode.not_controller)]
 
 
 def test_add_and_remove_raft_voter_reach_the_quorum_with_the_voters_key() -> None:
@@ -617,3 +781,12 @@ def test_add_and_remove_raft_voter_reach_the_quorum_with_the_voters_key() -> Non
     calls = len(admin.calls)
     foreign = ask(admin, 81, 0, {**REQUESTS[81], "cluster_id": "someone-else"})
     assert foreign.error_code == errors_pb2.INCONSISTENT_CLUSTER_ID and len(admin.calls) == calls
+
+
+def test_describe_topic_partitions_gives_empty_elr_lists_not_null() -> None:
+    # Kafka's brokers answer the KIP-966 lists as empty lists when a partition has no ELR; Kafka's
+    # kafka-topics --describe streams them and fails on null.
+    admin = full_admin()
+    response = ask(admin, 75, 0, {"topics": [{"name": "orders"}], "response_partition_limit": 2000, "cursor": None})
+    for partition in response.topics[0].partitions:
+        assert (partition.eligible_leader_replicas, partition.last_known_elr) == ((), ())

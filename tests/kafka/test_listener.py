@@ -5,7 +5,8 @@ listener keeps serving and nothing reaches the controller."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import itertools
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -283,3 +284,54 @@ async def test_connections_past_the_limit_are_closed_at_once() -> None:
         await first.close()
     finally:
         await listener.close()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the listener run until ``condition`` holds (the test's timeout bounds the wait)."""
+    for _ in itertools.count():
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.asyncio
+async def test_a_frame_not_received_within_the_frame_timeout_closes_the_connection() -> None:
+    # A client that sends a size and then trickles (here: stops) cannot keep its budget share:
+    # the listener's own frame timeout closes the connection and the bytes go back.
+    listener = KafkaListener(context(full_admin()), "127.0.0.1:0", frame_bytes_max=4096, frame_timeout_s=0.2)
+    await listener.start()
+    try:
+        client = await connect(listener)
+        await client.send((1000).to_bytes(4, "big") + b"\0" * 10)
+        assert await client.closed_by_server()
+        await client.close()
+        await until(lambda: listener.budget.available_bytes == listener.budget.total_bytes)
+        await assert_still_serving(listener)
+    finally:
+        await listener.close()
+
+
+@pytest.mark.asyncio
+async def test_connections_wait_without_reading_while_the_request_bytes_budget_is_spent() -> None:
+    admin = full_admin()
+    listener = KafkaListener(context(admin), "127.0.0.1:0", frame_bytes_max=4096, queued_request_bytes_max=4096)
+    await listener.start()
+    try:
+        holder = await connect(listener)
+        await holder.send((4096).to_bytes(4, "big") + b"\0" * 100)  # takes the whole budget
+        await until(lambda: listener.budget.available_bytes <= 0)
+        waiter = await connect(listener)
+        await waiter.send(framed(request_bytes(3, 12, {**REQUESTS[3], "topics": None}, correlation_id=9)))
+        await until(lambda: listener.budget.waiting == 1)
+        assert admin.calls == []  # its request was not read
+        await holder.close()  # the holder's bytes go back: the waiter's request is read and answered
+        assert (await waiter.answer(3, 12))[0] == 9
+        await waiter.close()
+        await until(lambda: listener.budget.available_bytes == listener.budget.total_bytes)
+    finally:
+        await listener.close()
+
+
+def test_the_budget_must_hold_the_largest_frame() -> None:
+    with pytest.raises(ValueError, match="at least the largest frame"):
+        KafkaListener(context(full_admin()), "127.0.0.1:0", frame_bytes_max=4096, queued_request_bytes_max=4095)

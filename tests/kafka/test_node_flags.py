@@ -24,6 +24,12 @@ NODE = ["node", "--node-id", "1", "--listen", "127.0.0.1:1", "--voters", "1@127.
         (["--kafka-listener", "nonsense"], "--kafka-listener"),
         (["--kafka-listener", "127.0.0.1:99999"], "--kafka-listener"),
         (["--kafka-listener", "127.0.0.1:9092", "--kafka-peers", "2@nowhere"], "--kafka-peers"),
+        # The budget must hold the largest frame (Kafka refuses the same for queued.max.request.bytes).
+        (
+            ["--kafka-listener", "127.0.0.1:9092", "--kafka-queued-max-request-bytes", "1000"],
+            "--kafka-queued-max-request-bytes",
+        ),
+        (["--kafka-listener", "127.0.0.1:9092", "--kafka-frame-timeout-ms", "0"], "--kafka-frame-timeout-ms"),
     ],
 )
 def test_bad_kafka_flags_are_usage_errors(tmp_path: Path, flags: list[str], named: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 import structlog
 from google.protobuf.message import Message
 
+from raftmeta import limits
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.raft import Role
 from raftmeta.rpc_errors import parse_error_metadata
@@ -143,9 +144,11 @@ def test_fetch_stream_requests_pass_the_guard(leader: NodeServer) -> None:
 OVER_LIMIT: list[tuple[str, Message, grpc.StatusCode, str]] = [
     (
         "CreateTopics",
-        pb.CreateTopicsRequest(topics=[pb.CreatableTopic(name="big", num_partitions=10_001, replication_factor=1)]),
+        pb.CreateTopicsRequest(
+            topics=[pb.CreatableTopic(name="big", num_partitions=1, configs={f"k{i}": "v" for i in range(129)})]
+        ),
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        "topics[0].num_partitions=10001 exceeds PARTITIONS_PER_TOPIC_MAX=10000",
+        "len(topics[0].configs)=129 exceeds CONFIGS_PER_TOPIC_MAX=128",
     ),
     (
         "CreateTopics",
@@ -192,6 +195,22 @@ def test_requests_over_a_limit_are_refused_and_write_nothing(leader: NodeServer)
         # A config value the controller's number parsing would have raised on did not reach it:
         # the node still answers.
         assert stub.DescribeQuorum(pb.DescribeQuorumRequest(), timeout=10).leader_id == 1
+
+
+def test_a_message_over_the_servers_receive_limit_is_refused_by_grpc_unread(leader: NodeServer) -> None:
+    """gRPC holds a message whole before a servicer sees it: a node reads at most
+    GRPC_SERVER_RECEIVE_BYTES_MAX, far below the 16 MiB its clients accept in answers."""
+    request = pb.DeleteTopicsRequest(topic_ids=[bytes(limits.GRPC_SERVER_RECEIVE_BYTES_MAX)])
+    options = [("grpc.max_send_message_length", limits.GRPC_MESSAGE_BYTES_MAX)]
+    before = leader.view()
+    with grpc.insecure_channel(leader.address, options=options) as channel:
+        stub = controller_pb2_grpc.ControllerServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.DeleteTopics(request, timeout=10)
+    error: Any = info.value
+    assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in error.details()  # gRPC's refusal: the servicer never had it
+    assert leader.view() == before
 
 
 def test_limits_are_checked_before_forwarding(leaderless: NodeServer) -> None:

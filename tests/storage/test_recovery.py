@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from raftmeta.records import codec
-from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError, StorageError
+from raftmeta.storage.errors import HighWatermarkAboveLogError, LogCorruptionError, LogGapError, MidLogCorruptionError
 from raftmeta.storage.log import SegmentLog
 
 Records = Callable[[int, int], list[bytes]]
@@ -149,7 +149,7 @@ def test_repair_truncates_below_the_high_watermark(tmp_path: Path, make_records:
 
 def test_log_shorter_than_the_high_watermark_is_refused(tmp_path: Path, make_records: Records) -> None:
     build(tmp_path, make_records, 3)
-    with pytest.raises(LogCorruptionError, match="below the checkpointed high watermark 100"):
+    with pytest.raises(HighWatermarkAboveLogError, match="the checkpointed high watermark 100 is above the end"):
         SegmentLog.open(tmp_path, recovery_floor_offset=100)
 
 
@@ -231,7 +231,7 @@ def test_log_starting_above_zero_without_a_snapshot_is_refused(tmp_path: Path, m
         log.append_batch(1, make_records(log.log_end_offset, 3), i)
     log.close()
     os.unlink(sorted(tmp_path.glob("*.log"))[0])
-    with pytest.raises(StorageError, match="no snapshot covers"):
+    with pytest.raises(LogGapError, match=r"offsets 0\.\.\d+ are in no snapshot and no segment"):
         SegmentLog.open(tmp_path, segment_bytes=2048)
     repaired = SegmentLog.open(tmp_path, segment_bytes=2048, repair=True)
     assert (repaired.log_start_offset, repaired.log_end_offset) == (0, 0)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from raftmeta.raft.voters import format_directory_id, parse_directory_id
+from raftmeta.storage.checksummed_json import checksum
 from raftmeta.storage.errors import DataDirMismatchError, InvalidFileError
 from raftmeta.storage.fileio import atomic_write
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, HighWatermarkCheckpoint, read_high_watermark
@@ -18,7 +19,6 @@ from raftmeta.storage.quorum_state import (
     QuorumStateFile,
     VoterSetMismatchError,
     check_voters,
-    checksum,
 )
 
 
