@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: venv kafka test test-all lint format proto demo clean
+.PHONY: venv kafka kafka-clients test test-all lint format proto demo clean
 
 # setuptools warns on every editable install of a flat layout ("Editable installation ... folders
 # with the same name as your package"): nothing a user can act on, so it is not shown.
@@ -30,18 +30,32 @@ $(KAFKA_STAMP): deploy/kafka/pom.xml
 
 kafka: $(KAFKA_STAMP)
 
+# The Kafka clients the listener is tested with besides the Python ones (tests/kafka/test_client_matrix.py):
+# kafkajs, pinned by tests/kafka/js/package-lock.json, and Debian's kcat, installed only where missing
+# (CI runs as root on Debian; the package lists are refreshed only if the first attempt fails).
+KAFKAJS_STAMP := tests/kafka/js/node_modules/.installed-stamp
+$(KAFKAJS_STAMP): tests/kafka/js/package.json tests/kafka/js/package-lock.json
+	@mkdir -p build
+	@npm ci --prefix tests/kafka/js --no-audit --no-fund >build/kafkajs-npm.log 2>&1 \
+	  || { echo "make: could not install kafkajs (npm ci --prefix tests/kafka/js); see build/kafkajs-npm.log" >&2; exit 1; }
+	@touch $(KAFKAJS_STAMP)
+
+kafka-clients: $(KAFKAJS_STAMP)
+	@command -v kcat >/dev/null 2>&1 || { mkdir -p build; { DEBIAN_FRONTEND=noninteractive apt-get install -y kcat || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y kcat; }; } >build/kcat-apt.log 2>&1; } \
+	  || { echo "make: kcat is missing and apt-get install -y kcat failed (needs root on Debian); see build/kcat-apt.log" >&2; exit 1; }
+
 ## make test: the default suite (unit, short simulator, integration, spark and chaos runs); `slow` soaks excluded.
 ## Most of it runs on one worker per core (up to 4, pytest-xdist): much of its time is spent waiting
 ## on real processes, JVMs and timers. The tests against real Apache Kafka (`kraft`) run next in one
 ## process, so its session-scoped KRaft cluster starts once. The chaos runs go last, alone: they
 ## kill and pause node processes under a workload with default timeouts, on a machine nothing else loads.
-test: $(STAMP) $(KAFKA_STAMP)
+test: $(STAMP) $(KAFKA_STAMP) kafka-clients
 	$(BIN)/python -m pytest -m "not slow and not chaos and not kraft" --numprocesses auto --maxprocesses 4 --dist worksteal $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m "not slow and kraft" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m "not slow and chaos" $(PYTEST_ARGS)
 
 ## make test-all: everything, including the slow soaks.
-test-all: $(STAMP) $(KAFKA_STAMP)
+test-all: $(STAMP) $(KAFKA_STAMP) kafka-clients
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

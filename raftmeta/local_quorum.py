@@ -352,7 +352,13 @@ def restart(quorum: LocalQuorum, node_id: int) -> NodeProcess:
 def down(quorum: LocalQuorum, timeout_s: float = 10.0) -> list[int]:
     """SIGTERM every process (SIGCONT first, in case it is paused), SIGKILL what is left."""
     candidates = [quorum.brokers_pid, *(n.pid for n in quorum.nodes)]
-    pids = [p for p in candidates if p is not None and alive(p)]
+    return terminate([p for p in candidates if p is not None], timeout_s)
+
+
+def terminate(candidates: list[int], timeout_s: float) -> list[int]:
+    """SIGCONT then SIGTERM each running pid of ``candidates``, SIGKILL what is left after
+    ``timeout_s``; return the pids that were running."""
+    pids = [p for p in candidates if alive(p)]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
@@ -360,8 +366,13 @@ def down(quorum: LocalQuorum, timeout_s: float = 10.0) -> list[int]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.1)
-    for pid in pids:
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    killed = [pid for pid in pids if alive(pid)]
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    # SIGKILL cannot be caught, but the kernel still takes a moment to end the process: wait, so
+    # that "stopped" means no process is left.
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(alive(p) for p in killed):
+        time.sleep(0.05)
     return pids

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "chaos": "raftmeta.cli.chaos:chaos",
     "demo": "raftmeta.cli.demo:demo",
     "fuzz": "raftmeta.cli.fuzz:fuzz",
+    "kraft": "raftmeta.cli.kraft:kraft",
     "leader-election": "raftmeta.cli.leader_election:leader_election",
     "log": "raftmeta.cli.log:log",
     "node": "raftmeta.cli.node:node",

@@ -6,15 +6,21 @@ default, APPEND/SUBTRACT items of a LIST config), then validates the result with
 CreateTopics uses (``configs.validate_topic_configs``: Kafka's messages). A topic whose ops fail
 writes nothing and answers its error; the others write one ``ConfigRecord`` per changed key (no
 value = deleted). ``validate_only`` answers the same and writes nothing.
+
+Kafka's legacy AlterConfigs (key 33) *replaces* a topic's configs: the keys it names get its values
+and every other key goes back to its default. :func:`replace_ops` expresses that as ops of this same
+alteration, so the controller computes the replacement from its own image in one turn (no read by
+the caller, no window for another change to be lost).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from raftmeta.controller.configs import TOPIC_CONFIGS, validate_topic_configs
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
+from raftmeta.controller.names import invalid_topic_reason
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
 from raftmeta.controller.topics import DUPLICATE_NAME, UNKNOWN_TOPIC
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -71,7 +77,7 @@ def incremental_alter_configs(
         if seen.count(altered.topic) > 1:
             error: ApiError | None = DUPLICATE_NAME
         elif topic is None:
-            error = UNKNOWN_TOPIC
+            error = _not_alterable(altered.topic)
         else:
             outcome = _apply_ops(dict(topic.configs), altered.ops)
             if isinstance(outcome, ApiError):
@@ -83,6 +89,33 @@ def incremental_alter_configs(
             result.error_code = error.code  # type: ignore[assignment]
             result.error_message = error.message
     return ControllerResult(() if request.validate_only else tuple(records), response)
+
+
+def replace_ops(configs: Iterable[tuple[str, str]]) -> list[controller_pb2.AlterConfigOp]:
+    """Ops that make a topic's configs exactly ``configs`` (legacy AlterConfigs): SET each key named,
+    in order (a key named twice is refused as in any alteration), then DELETE every other known key.
+
+    Deleting every known key not named is the replacement because a topic can only hold known keys
+    (CreateTopics and these alterations refuse any other: ``validate_topic_configs``), and deleting
+    a key the topic does not set changes nothing. (Kafka refuses a null value before its controller
+    sees the request, and so does the Kafka listener.)"""
+    ops = [OP(name=name, op=OP.SET, value=value) for name, value in configs]
+    named = {op.name for op in ops}
+    ops += [OP(name=name, op=OP.DELETE) for name in TOPIC_CONFIGS if name not in named]
+    return ops
+
+
+def _not_alterable(name: str) -> ApiError:
+    """Why a topic the image does not hold cannot be altered, as Kafka's controller says it (its
+    ControllerConfigurationValidator checks the name before it looks the topic up): no name is the
+    cluster's default resource, which topics do not have; an illegal name is INVALID_TOPIC_EXCEPTION;
+    a legal one is unknown (with the message of Kafka's existence check, not the generic one)."""
+    if not name:
+        return ApiError(errors_pb2.INVALID_REQUEST, "Default topic resources are not allowed.")
+    reason = invalid_topic_reason(name)
+    if reason is not None:
+        return ApiError(errors_pb2.INVALID_TOPIC_EXCEPTION, reason)
+    return ApiError(errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
 
 
 def _apply_ops(configs: dict[str, str], ops: Sequence[controller_pb2.AlterConfigOp]) -> dict[str, str] | ApiError:

@@ -21,6 +21,7 @@ HANDLERS: Final[dict[int, Handler]] = {
     19: topics.create_topics,
     20: topics.delete_topics,
     32: configs.describe_configs,
+    33: configs.alter_configs,
     37: topics.create_partitions,
     43: partitions.elect_leaders,
     44: configs.incremental_alter_configs,

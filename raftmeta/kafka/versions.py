@@ -17,6 +17,7 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs (legacy: replaces a resource's configs)
     37: (0, 3),  # CreatePartitions
     43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs

@@ -124,8 +124,59 @@ def test_unknown_and_duplicate_topics_and_validate_only(ctx: Context) -> None:
     assert errors(checked) == [("NONE", "")] and checked.records == ()
 
 
+@pytest.mark.parametrize(
+    ("name", "code", "message"),
+    [
+        ("", "INVALID_REQUEST", "Default topic resources are not allowed."),
+        (
+            "bad/name",
+            "INVALID_TOPIC_EXCEPTION",
+            "Topic name is invalid: 'bad/name' contains one or more characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'",
+        ),
+        ("..", "INVALID_TOPIC_EXCEPTION", "Topic name is invalid: '..' is not allowed"),
+        ("__cluster_metadata", "UNKNOWN_TOPIC_OR_PARTITION", "The topic '__cluster_metadata' does not exist."),
+        ("nope", "UNKNOWN_TOPIC_OR_PARTITION", "The topic 'nope' does not exist."),
+    ],
+)
+def test_a_name_no_topic_can_have_is_refused_before_it_is_looked_up(
+    ctx: Context, name: str, code: str, message: str
+) -> None:
+    # Kafka 4.4's answers to these names (its controller validates the name first).
+    result = ctx.call(topic_configs.incremental_alter_configs, alter((name, [op("retention.ms", value="5")])))
+    assert errors(result) == [(code, message)] and result.records == ()
+
+
 def test_describe_every_topic_and_an_unknown_one(ctx: Context) -> None:
     everything = topic_configs.describe_configs(ctx.image, controller_pb2.DescribeConfigsRequest()).response
     assert [r.topic for r in everything.results] == ["audit", "orders"]
     unknown = topic_configs.describe_configs(ctx.image, controller_pb2.DescribeConfigsRequest(topics=["nope"]))
     assert errors(unknown) == [("UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition.")]
+
+
+def test_replace_ops_make_the_configs_exactly_the_ones_named(ctx: Context) -> None:
+    ctx.run(topic_configs.incremental_alter_configs, alter(("orders", [op("cleanup.policy", value="compact")])))
+    assert configs_of(ctx.image, "orders") == {"retention.ms": ("1000", False), "cleanup.policy": ("compact", False)}
+    # Legacy AlterConfigs of {segment.ms}: retention.ms and cleanup.policy go back to their defaults.
+    ops = topic_configs.replace_ops([("segment.ms", "60000")])
+    checked = ctx.call(topic_configs.incremental_alter_configs, alter(("orders", ops), validate_only=True))
+    assert errors(checked) == [("NONE", "")] and checked.records == ()
+    result = ctx.run(topic_configs.incremental_alter_configs, alter(("orders", ops)))
+    assert errors(result) == [("NONE", "")]
+    assert [(r.config.name, r.config.HasField("value")) for r in result.records] == [
+        ("cleanup.policy", False),
+        ("retention.ms", False),
+        ("segment.ms", True),
+    ]
+    assert configs_of(ctx.image, "orders") == {"segment.ms": ("60000", False)}
+    # Replacing with nothing clears the topic; an invalid value refuses the whole replacement.
+    refused = ctx.call(
+        topic_configs.incremental_alter_configs, alter(("orders", topic_configs.replace_ops([("retention.ms", "x")])))
+    )
+    assert errors(refused)[0][0] == "INVALID_CONFIG" and refused.records == ()
+    twice = topic_configs.replace_ops([("retention.ms", "5"), ("retention.ms", "6")])
+    duplicate = ctx.call(topic_configs.incremental_alter_configs, alter(("orders", twice)))
+    assert errors(duplicate) == [("INVALID_REQUEST", "Error due to duplicate config keys: retention.ms")]
+    assert duplicate.records == ()
+    ctx.run(topic_configs.incremental_alter_configs, alter(("orders", topic_configs.replace_ops([]))))
+    assert configs_of(ctx.image, "orders") == {}

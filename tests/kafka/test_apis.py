@@ -11,6 +11,7 @@ import grpc
 import pytest
 from kio.schema.errors import ErrorCode
 
+from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.kafka import cluster
 from raftmeta.kafka.dispatch import handle
 from raftmeta.kafka.framing import decode_request
@@ -393,6 +394,126 @@ def test_incremental_alter_configs_maps_ops_and_refuses_non_topics() -> None:
         ("orders", ErrorCode.none),
         ("1", ErrorCode.invalid_request),
     ]
+
+
+def test_incremental_alter_configs_null_values_are_refused_but_for_delete() -> None:
+    admin = full_admin()
+    resources = [
+        {"resource_type": 2, "resource_name": "orders", "configs": [
+            {"name": "retention.ms", "config_operation": 1, "value": None}]},  # DELETE: no value needed
+        {"resource_type": 2, "resource_name": "audit", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": None},
+            {"name": "cleanup.policy", "config_operation": 2, "value": None}]},
+    ]  # fmt: skip
+    response = ask(admin, 44, top(44), {"resources": resources, "validate_only": False})
+    assert [t.topic for t in admin.sent(0).topics] == ["orders"]
+    assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        ("orders", ErrorCode.none, None),
+        ("audit", ErrorCode.invalid_request, "Null value not supported for : retention.ms, cleanup.policy"),
+    ]
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED[33][0], SUPPORTED[33][1] + 1))
+def test_legacy_alter_configs_replaces_through_the_same_controller_alteration(version: int) -> None:
+    admin = full_admin()
+    response = ask(
+        admin,
+        33,
+        version,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "orders",
+                    "configs": [{"name": "retention.ms", "value": "5"}, {"name": "segment.ms", "value": "6"}],
+                },
+                {
+                    "resource_type": 2,
+                    "resource_name": "audit",
+                    "configs": [{"name": "retention.ms", "value": None}, {"name": "cleanup.policy", "value": None}],
+                },
+                {"resource_type": 4, "resource_name": "1", "configs": [{"name": "log.retention.ms", "value": "1"}]},
+            ],
+            "validate_only": True,
+        },
+    )
+    op = controller_pb2.AlterConfigOp
+    unset = [name for name in TOPIC_CONFIGS if name not in ("retention.ms", "segment.ms")]
+    assert admin.calls == [
+        (
+            "IncrementalAlterConfigs",
+            controller_pb2.IncrementalAlterConfigsRequest(
+                topics=[
+                    controller_pb2.AlterConfigsTopic(
+                        topic="orders",
+                        ops=[op(name="retention.ms", op=op.SET, value="5"), op(name="segment.ms", op=op.SET, value="6")]
+                        + [op(name=name, op=op.DELETE) for name in unset],
+                    )
+                ],
+                validate_only=True,
+            ),
+        )
+    ]
+    # A null value is refused before the controller, with a Kafka broker's code and message.
+    assert [(r.resource_type, r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        (2, "orders", ErrorCode.none, None),
+        (2, "audit", ErrorCode.invalid_request, "Null value not supported for : retention.ms, cleanup.policy"),
+        (4, "1", ErrorCode.invalid_request, "resource type 4 cannot be altered in raftmeta (only topics can)"),
+    ]
+
+
+def test_legacy_alter_configs_a_topic_named_twice_goes_to_the_controller_as_it_is() -> None:
+    admin = full_admin()
+    twice = [
+        {"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "value": "5"}]},
+        {"resource_type": 2, "resource_name": "orders", "configs": [{"name": "retention.ms", "value": None}]},
+    ]
+    ask(admin, 33, top(33), {"resources": twice, "validate_only": False})
+    # Without ops: the controller refuses both (a resource may appear once), whatever their configs.
+    assert [t.topic for t in admin.sent(0).topics] == ["orders", "orders"]
+    assert [list(t.ops) for t in admin.sent(0).topics] == [[], []]
+
+
+def test_legacy_alter_configs_per_topic_errors_and_a_refused_call() -> None:
+    admin = full_admin()
+    admin.answers["IncrementalAlterConfigs"] = lambda r: controller_pb2.IncrementalAlterConfigsResponse(
+        results=[
+            controller_pb2.AlterConfigsResult(topic="orders"),
+            controller_pb2.AlterConfigsResult(
+                topic="gone", error_code=errors_pb2.UNKNOWN_TOPIC_OR_PARTITION, error_message="no such topic"
+            ),
+        ]
+    )
+    request = {
+        "resources": [
+            {"resource_type": 2, "resource_name": "orders", "configs": []},
+            {"resource_type": 2, "resource_name": "gone", "configs": []},
+        ],
+        "validate_only": False,
+    }
+    response = ask(admin, 33, top(33), request)
+    assert [(r.resource_name, r.error_code, r.error_message) for r in response.responses] == [
+        ("orders", ErrorCode.none, None),
+        ("gone", ErrorCode.unknown_topic_or_partition, "no such topic"),
+    ]
+    over = AdminCallError(grpc.StatusCode.RESOURCE_EXHAUSTED, "too many", error_metadata("POLICY_VIOLATION"))
+    refused = ask(FakeAdmin(answers={"IncrementalAlterConfigs": lambda r: over}), 33, top(33), request)
+    assert [(r.error_code, r.error_message) for r in refused.responses] == [
+        (ErrorCode.policy_violation, "too many")
+    ] * 2
+
+
+def test_legacy_alter_configs_null_configs_refuse_the_request_and_reach_no_controller() -> None:
+    admin = full_admin()
+    # A null (-1) config list cannot be built from kio's types: the resource is written by hand.
+    name = b"orders"
+    body = b"\x00\x00\x00\x01" + b"\x02" + len(name).to_bytes(2, "big") + name + b"\xff\xff\xff\xff" + b"\x00"
+    header = request_bytes(33, 0, {"resources": [], "validate_only": False})[: -len(b"\x00\x00\x00\x00\x00")]
+    request = decode_request(header + body)
+    assert request.body.resources[0].configs is None
+    _, response = decode_response(asyncio.run(handle(context(admin), request)), 33, 0)
+    assert [(r.resource_name, r.error_code) for r in response.responses] == [("orders", ErrorCode.invalid_request)]
+    assert admin.calls == []
 
 
 # -- Cluster ----------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -32,6 +31,7 @@ from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.kafka.listener import split_host_port
 from raftmeta.v1 import errors_pb2
 from tests.kafka.helpers import framed, request_bytes
+from tests.kafka.live import kafka_quorum, placement
 from tests.kafka.samples import REQUESTS
 
 with warnings.catch_warnings():
@@ -52,26 +52,14 @@ pytestmark = [
 ]
 T = TypeVar("T")
 
-FAST_NODE_ARGS = ["--fetch-timeout-ms", "1000", "--election-timeout-ms", "500", "--session-timeout-ms", "4500"]
 TIMEOUT_S = 20
 POLICY_VIOLATION = 44  # Kafka's code; raftmeta carries it as gRPC metadata, not in ErrorCode
 
 
 @pytest.fixture(scope="module")
 def quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_quorum.LocalQuorum]:
-    directory = tmp_path_factory.mktemp("kafka") / "q"
-    started = local_quorum.up(
-        directory, nodes=3, brokers=6, racks=3, node_args=FAST_NODE_ARGS, heartbeat_interval_ms=200, kafka=True
-    )
-    try:
+    with kafka_quorum(tmp_path_factory.mktemp("kafka") / "q") as started:
         yield started
-    finally:
-        local_quorum.down(local_quorum.LocalQuorum.load(directory))
-        for node in started.nodes:
-            log = Path(node.log)
-            if log.exists():
-                text = log.read_text()
-                assert "Traceback" not in text, f"node {node.id} crashed:\n{text[-4000:]}"
 
 
 @pytest.fixture(scope="module")
@@ -110,11 +98,6 @@ def kafka_error(outcome: Any) -> int:
     assert isinstance(outcome, KafkaException), outcome
     code: int = outcome.args[0].code()
     return code
-
-
-def placement(client: SyncControllerClient, topic: str) -> list[tuple[int, list[int], list[int]]]:
-    (described,) = client.describe_topics([topic]).topics
-    return [(p.leader, list(p.replicas), list(p.isr)) for p in described.partitions]
 
 
 def logged_topic(node_dir: str, topic: str) -> tuple[str, list[list[int]], dict[str, str]] | None:

@@ -1,0 +1,417 @@
+"""A real Apache Kafka KRaft cluster on loopback: controllers and brokers as JVM processes.
+
+``KraftCluster.start`` formats each node's storage with Kafka's own storage tool (one cluster id,
+the controllers as the initial voters of a dynamic quorum) and starts ``kafka.Kafka`` once per
+node, controllers (ids 3001..) and brokers (ids 0..B-1, racks as raftmeta's simulated fleet names
+them) in isolated mode, each in its own folder under ``data_dir``:
+
+    data_dir/kraft.json                    the cluster, for `raftmeta kraft down|status` and others
+    data_dir/controller-3001/server.properties, log4j2.properties
+    data_dir/controller-3001/server.log    the node's own log (log4j2)
+    data_dir/controller-3001/console.log   the JVM's stdout and stderr (start-up failures land here)
+    data_dir/controller-3001/data/         its log.dirs (the metadata log in __cluster_metadata-0)
+
+Processes start in sessions of their own, so they outlive the command that started them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from raftmeta.fleet import rack_name
+from raftmeta.kraft.classpath import java_executable, kafka_classpath
+from raftmeta.kraft.node_config import (
+    HOST,
+    JvmSettings,
+    Role,
+    broker_properties,
+    controller_id,
+    controller_properties,
+    jvm_argv,
+    log4j2_properties,
+    render_properties,
+)
+from raftmeta.kraft.probe import ProbeError, QuorumView, describe_quorum, unfenced_brokers
+from raftmeta.kraft.storage_tool import FormatJob, format_all, random_uuid
+from raftmeta.local_quorum import alive, free_ports, spawn, terminate
+from raftmeta.raft.voters import format_directory_id
+from raftmeta.storage.meta_properties import new_directory_id
+
+CLUSTER_FILE: Final = "kraft.json"
+SERVER_LOG: Final = "server.log"
+CONSOLE_LOG: Final = "console.log"
+METADATA_PARTITION: Final = "__cluster_metadata-0"
+# A JVM on a loaded two-core machine can take tens of seconds to load Kafka and join the quorum.
+DEFAULT_READY_TIMEOUT_S: Final = 180.0
+# SIGTERM starts a broker's controlled shutdown (its leaderships move away first); bounded.
+DEFAULT_STOP_TIMEOUT_S: Final = 60.0
+PROBE_TIMEOUT_S: Final = 2.0
+POLL_INTERVAL_S: Final = 0.2
+LOG_TAIL_LINES: Final = 25
+MAX_NODES: Final = 99
+
+
+class KraftNodeError(RuntimeError):
+    """A node died or did not become ready; the message names it and quotes its logs' tails."""
+
+
+@dataclass(frozen=True, slots=True)
+class KraftNode:
+    node_id: int
+    role: Role
+    pid: int
+    address: str  # host:port of its listener (CONTROLLER for a controller, PLAINTEXT for a broker)
+    rack: str | None  # broker.rack; None for a controller
+    node_dir: str = ""
+    argv: tuple[str, ...] = field(default=(), repr=False)
+    # When this incarnation was started (ms since the Unix epoch): a controller is ready once the
+    # leader has seen it caught up after this moment.
+    started_at_ms: int = 0
+
+    @property
+    def log(self) -> Path:
+        return Path(self.node_dir) / SERVER_LOG
+
+    @property
+    def console_log(self) -> Path:
+        return Path(self.node_dir) / CONSOLE_LOG
+
+
+@dataclass
+class KraftCluster:
+    cluster_id: str
+    data_dir: Path
+    nodes: list[KraftNode]
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+
+    # -- start --------------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        data_dir: Path,
+        *,
+        controllers: int = 3,
+        brokers: int = 3,
+        racks: int = 3,
+        cluster_id: str | None = None,
+        broker_config: Mapping[str, str] | None = None,
+        controller_config: Mapping[str, str] | None = None,
+        jvm: JvmSettings | None = None,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    ) -> KraftCluster:
+        """Format and start the cluster; return once the quorum has a leader and every broker is
+        registered and unfenced. On a failure every JVM it started is stopped and
+        :class:`KraftNodeError` names the node and quotes its logs."""
+        check_shape(controllers, brokers, racks)
+        data_dir = data_dir.absolute()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if (data_dir / CLUSTER_FILE).exists():
+            previous = cls.load(data_dir)
+            running = [n.node_id for n in previous.nodes if alive(n.pid)]
+            state = f"nodes {running} are still running" if running else "it holds a stopped cluster's storage"
+            raise RuntimeError(
+                f"{data_dir / CLUSTER_FILE} exists and {state}: stop it (`raftmeta kraft down`) and "
+                "use an empty --data-dir"
+            )
+        settings = jvm or JvmSettings()
+        ports = free_ports(controllers + brokers)
+        controller_addresses = [f"{HOST}:{port}" for port in ports[:controllers]]
+        cluster = cls(cluster_id or random_uuid(), data_dir, [], ready_timeout_s)
+        # Kafka's --initial-controllers: id@host:port:directory-id of every voter, the same
+        # string for every controller (KIP-853: a voter is its node id and its log directory).
+        initial = ",".join(
+            f"{controller_id(i)}@{address}:{format_directory_id(new_directory_id())}"
+            for i, address in enumerate(controller_addresses)
+        )
+        jobs: list[FormatJob] = []
+        planned: list[KraftNode] = []
+        for i, address in enumerate(controller_addresses):
+            node_id = controller_id(i)
+            node_dir = data_dir / f"controller-{node_id}"
+            properties = controller_properties(
+                node_id, address, controller_addresses, node_dir / "data", controller_config
+            )
+            planned.append(_write_node(node_id, "controller", address, None, node_dir, properties, settings))
+            jobs.append(FormatJob(node_id, node_dir / "server.properties", initial))
+        for broker_id, port in enumerate(ports[controllers:]):
+            address = f"{HOST}:{port}"
+            rack = rack_name(broker_id % racks)
+            node_dir = data_dir / f"broker-{broker_id}"
+            properties = broker_properties(
+                broker_id, address, rack, controller_addresses, node_dir / "data", brokers, broker_config
+            )
+            planned.append(_write_node(broker_id, "broker", address, rack, node_dir, properties, settings))
+            jobs.append(FormatJob(broker_id, node_dir / "server.properties", None))
+        format_all(cluster.cluster_id, jobs)
+        try:
+            # Controllers first, brokers once the quorum is ready: a broker that cannot register
+            # within initial.broker.registration.timeout.ms (60 s) exits, and six JVMs loading at
+            # once on a loaded two-core machine made one do so. Real deployments order it so too.
+            for role in ("controller", "broker"):
+                for node in (n for n in planned if n.role == role):
+                    cluster.nodes.append(_spawn(node))
+                    cluster.save()
+                cluster.wait_ready([n.node_id for n in cluster.nodes if n.role == role])
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    # -- the cluster file ---------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self.data_dir / CLUSTER_FILE
+
+    @property
+    def controllers(self) -> list[KraftNode]:
+        return [n for n in self.nodes if n.role == "controller"]
+
+    @property
+    def brokers(self) -> list[KraftNode]:
+        return [n for n in self.nodes if n.role == "broker"]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The brokers' PLAINTEXT listeners: Kafka clients' ``bootstrap.servers``."""
+        return ",".join(n.address for n in self.brokers)
+
+    @property
+    def controller_bootstrap_servers(self) -> str:
+        """The controllers' listeners: the tools' ``--bootstrap-controller``."""
+        return ",".join(n.address for n in self.controllers)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster_id": self.cluster_id,
+            "data_dir": str(self.data_dir),
+            "bootstrap_servers": self.bootstrap_servers,
+            "controller_bootstrap_servers": self.controller_bootstrap_servers,
+            "nodes": [{**dataclasses.asdict(n), "argv": list(n.argv)} for n in self.nodes],
+        }
+
+    def save(self) -> None:
+        temporary = self.path.with_suffix(".json.tmp")
+        temporary.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        os.replace(temporary, self.path)
+
+    @classmethod
+    def load(cls, data_dir: Path) -> KraftCluster:
+        """The cluster a launcher started in ``data_dir``, from its kraft.json."""
+        path = data_dir.absolute() / CLUSTER_FILE
+        try:
+            document = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path} not found: no KRaft cluster was started in {data_dir}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON ({exc}): refusing to act on a damaged cluster file") from exc
+        try:
+            nodes = [KraftNode(**{**n, "argv": tuple(n["argv"])}) for n in document["nodes"]]
+            return cls(document["cluster_id"], Path(document["data_dir"]), nodes)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{path} does not describe a KRaft cluster ({type(exc).__name__}: {exc})") from exc
+
+    def node(self, node_id: int) -> KraftNode:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"node {node_id} is not in this cluster (nodes {[n.node_id for n in self.nodes]})")
+
+    def _replace(self, node: KraftNode) -> None:
+        self.nodes = [node if n.node_id == node.node_id else n for n in self.nodes]
+        self.save()
+
+    # -- readiness ----------------------------------------------------------------------------
+
+    def wait_ready(self, node_ids: Iterable[int], *, caught_up_since_ms: int | None = None) -> None:
+        """Wait until each node is ready: the leader has seen a controller caught up since it
+        started (or since ``caught_up_since_ms``, e.g. when it was resumed), a broker sees itself
+        and every other running broker unfenced. Raises :class:`KraftNodeError` when one of
+        them exits or the timeout passes."""
+        waiting = {node_id: self.node(node_id) for node_id in node_ids}
+        if caught_up_since_ms is not None:
+            waiting = {i: dataclasses.replace(n, started_at_ms=caught_up_since_ms) for i, n in waiting.items()}
+        deadline = time.monotonic() + self.ready_timeout_s
+        last_seen: dict[int, str] = {}
+        while waiting:
+            for node_id, node in list(waiting.items()):
+                if not alive(node.pid):
+                    raise KraftNodeError(self._failure(node, "exited before it was ready"))
+                ready, seen = self._is_ready(node)
+                last_seen[node_id] = seen
+                if ready:
+                    del waiting[node_id]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise KraftNodeError(
+                    "; ".join(
+                        self._failure(n, f"not ready within {self.ready_timeout_s:.0f} s ({last_seen.get(i)})")
+                        for i, n in waiting.items()
+                    )
+                )
+            time.sleep(POLL_INTERVAL_S)
+
+    def _is_ready(self, node: KraftNode) -> tuple[bool, str]:
+        if node.role == "controller":
+            view = self._leader_view()
+            if view is None:
+                return False, "no controller answers as the quorum's leader"
+            replica = view.voter(node.node_id)
+            if replica is None:
+                return False, f"not a voter of leader {view.leader_id}"
+            caught_up = replica.last_caught_up_timestamp >= node.started_at_ms
+            return caught_up, f"leader {view.leader_id}, last caught up at {replica.last_caught_up_timestamp}"
+        expected = {n.node_id for n in self.brokers if alive(n.pid)}
+        try:
+            seen = unfenced_brokers(node.address, PROBE_TIMEOUT_S)
+        except ProbeError as exc:
+            return False, str(exc)
+        return expected <= seen, f"unfenced brokers {sorted(seen)} of {sorted(expected)}"
+
+    def _leader_view(self) -> QuorumView | None:
+        """DescribeQuorum from the leader: each running controller is asked (only the leader
+        answers); a deposed leader paused in the past cannot answer, the newest epoch wins."""
+        views = []
+        for controller in self.controllers:
+            if alive(controller.pid):
+                with contextlib.suppress(ProbeError):
+                    views.append(describe_quorum(controller.address, PROBE_TIMEOUT_S))
+        return max(views, key=lambda v: v.leader_epoch, default=None)
+
+    def _failure(self, node: KraftNode, what: str) -> str:
+        return (
+            f"{node.role} {node.node_id} (pid {node.pid}, {node.address}) {what}; "
+            f"tail of {node.log}:\n{tail(node.log)}\ntail of {node.console_log}:\n{tail(node.console_log)}"
+        )
+
+    # -- acting on nodes ----------------------------------------------------------------------
+
+    def active_controller(self) -> int:
+        """The quorum's leader: the controller that answers DescribeQuorum (KraftNodeError while
+        none does, e.g. during an election)."""
+        view = self._leader_view()
+        if view is None:
+            raise KraftNodeError("no running controller answers as the quorum's leader")
+        return view.leader_id
+
+    def wait_for_leader(self, *, other_than: int | None = None) -> int:
+        """Wait until a controller answers as the leader (one other than ``other_than``, e.g.
+        the one just killed or paused), within the ready timeout; its node id."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            view = self._leader_view()
+            if view is not None and view.leader_id != other_than:
+                return view.leader_id
+            if time.monotonic() > deadline:
+                seen = "none" if view is None else str(view.leader_id)
+                raise KraftNodeError(
+                    f"no new leader within {self.ready_timeout_s:.0f} s (the leader answering: {seen})"
+                )
+            time.sleep(POLL_INTERVAL_S)
+
+    def log_dirs(self) -> dict[int, Path]:
+        """Each node's KRaft metadata log directory (``__cluster_metadata-0`` in its log.dirs)."""
+        return {n.node_id: Path(n.node_dir) / "data" / METADATA_PARTITION for n in self.nodes}
+
+    def kill(self, node_id: int) -> int:
+        """SIGKILL the node (a crash) and wait until it is gone; its pid."""
+        node = self._running(node_id)
+        os.kill(node.pid, signal.SIGKILL)
+        _wait(lambda: not alive(node.pid))
+        return node.pid
+
+    def pause(self, node_id: int) -> int:
+        """SIGSTOP the node: it stops answering, as in a long GC pause."""
+        node = self._running(node_id)
+        os.kill(node.pid, signal.SIGSTOP)
+        return node.pid
+
+    def resume(self, node_id: int) -> int:
+        """SIGCONT a paused node."""
+        node = self._running(node_id)
+        os.kill(node.pid, signal.SIGCONT)
+        return node.pid
+
+    def restart(self, node_id: int, *, stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> KraftNode:
+        """Start the node again with the same command line, config and storage (stopping it
+        first, SIGTERM then SIGKILL, if it runs); return once it is ready again."""
+        node = self.node(node_id)
+        terminate([node.pid], stop_timeout_s)
+        restarted = _spawn(node)
+        self._replace(restarted)
+        self.wait_ready([node_id])
+        return restarted
+
+    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> list[int]:
+        """Stop every node: brokers first (their controlled shutdown needs the controllers),
+        then the controllers; SIGTERM, and SIGKILL whatever is left after ``timeout_s`` each.
+        Returns the pids that were running."""
+        stopped = terminate([n.pid for n in self.brokers], timeout_s)
+        stopped += terminate([n.pid for n in self.controllers], timeout_s)
+        return stopped
+
+    def _running(self, node_id: int) -> KraftNode:
+        node = self.node(node_id)
+        if not alive(node.pid):
+            raise ProcessLookupError(f"{node.role} {node_id} (pid {node.pid}) is not running")
+        return node
+
+
+def check_shape(controllers: int, brokers: int, racks: int) -> None:
+    """The counts a launcher accepts, each error naming the argument and its rule."""
+    if not 1 <= controllers <= 9:
+        raise ValueError(f"controllers must be between 1 and 9, got {controllers}")
+    if not 1 <= brokers <= MAX_NODES:
+        raise ValueError(f"brokers must be between 1 and {MAX_NODES}, got {brokers}")
+    if not 1 <= racks <= brokers:
+        raise ValueError(f"racks must be between 1 and the number of brokers ({brokers}), got {racks}")
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no such file)"
+
+
+def _write_node(
+    node_id: int,
+    role: Role,
+    address: str,
+    rack: str | None,
+    node_dir: Path,
+    properties: Mapping[str, str],
+    settings: JvmSettings,
+) -> KraftNode:
+    """The node's folder with its server.properties and log4j2 config; the node, not started."""
+    node_dir.mkdir(parents=True)
+    (node_dir / "server.properties").write_text(render_properties(properties))
+    log4j = node_dir / "log4j2.properties"
+    log4j.write_text(log4j2_properties(node_dir / SERVER_LOG))
+    argv = jvm_argv(java_executable(), kafka_classpath(), settings, log4j, node_dir)
+    return KraftNode(node_id, role, 0, address, rack, str(node_dir), tuple(argv))
+
+
+def _spawn(node: KraftNode) -> KraftNode:
+    """Start the node's JVM (stdout and stderr to its console.log); the node with its new pid."""
+    started_at_ms = int(time.time() * 1000)
+    return dataclasses.replace(node, pid=spawn(list(node.argv), node.console_log), started_at_ms=started_at_ms)
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {timeout_s} s")
+        time.sleep(0.05)
