@@ -50,6 +50,7 @@ import click
 import grpc
 import grpc.aio
 
+from raftmeta.bench.compare import SIDES, TARGETS
 from raftmeta.bench.results import (
     machine,
     median,
@@ -197,6 +198,41 @@ async def measure(operation: Any, tasks: int, duration_s: float) -> Load:
 
     await asyncio.gather(*(worker() for _ in range(tasks)))
     return load
+
+
+def compare_command(
+    target: str,
+    nodes: int,
+    clients: int,
+    partitions: int,
+    duration: float,
+    brokers: int,
+    work_dir: Path | None,
+    rounds: int,
+    warmup: float,
+    result_file: Path | None,
+    output: str,
+) -> None:
+    """``--target kraft|both``: the Kafka-protocol load against each side, and its report."""
+    from raftmeta.bench.kafka_commit import run_comparison
+
+    targets = SIDES if target == "both" else (target,)
+    with scratch_dir(work_dir, "commit") as scratch:
+        document = run_comparison(targets, clients, partitions, duration, rounds, scratch, nodes, brokers, warmup)
+    write_result(document, result_file)
+    if output == "json":
+        emit_json(document)
+        return
+    for name in SIDES:
+        if name in document:
+            side, lat = document[name], document[name]["latency_ms"]
+            click.echo(
+                f"{name}: {side['ops_per_s']} creates/s, {side['records_per_s']} records/s, p50 {lat['p50']} ms, "
+                f"p99 {lat['p99']} ms, voters' CPU {side['node_cpu_ms_per_op']} ms/create, "
+                f"client CPU {side['client_cpu_percent']} %"
+            )
+    if "ratio" in document:
+        click.echo(f"raftmeta/kraft (median of {rounds} rounds' ratios): {document['ratio']}")
 
 
 # -- the quorum ----------------------------------------------------------------------------------------
@@ -573,6 +609,21 @@ def round_ratios(result: dict[str, Any], floor: dict[str, Any], *, raft_floor: b
     show_default=True,
     help="Rounds of the bare-Raft floor and the node, in alternating order; figures are their medians.",
 )
+@click.option(
+    "--target",
+    type=click.Choice(TARGETS),
+    default="raftmeta",
+    show_default=True,
+    help="raftmeta: this benchmark over gRPC, with the floors; kraft or both: over the Kafka protocol "
+    "against a real KRaft cluster, raftmeta, or both interleaved (raftmeta/bench/kafka_commit.py).",
+)
+@click.option(
+    "--warmup",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="With --target kraft|both: seconds of the same load before the measured window, on each side.",
+)
 @result_file_option
 @output_option
 def command(
@@ -586,10 +637,18 @@ def command(
     node_args: tuple[str, ...],
     raft_floor: bool,
     rounds: int,
+    target: str,
+    warmup: float,
     result_file: Path | None,
     output: str,
 ) -> None:
-    """Committed creates/s, records/s and latency of a local quorum, next to the machine's floors."""
+    """Committed creates/s, records/s and latency of a local quorum, next to the machine's floors
+    (or beside a real KRaft cluster: --target)."""
+    if target != "raftmeta":
+        compare_command(
+            target, nodes, clients, partitions, duration, brokers, work_dir, rounds, warmup, result_file, output
+        )
+        return
     with scratch_dir(work_dir, "commit") as scratch:
         document = run_benchmark(
             nodes, clients, partitions, duration, brokers, scratch, fetch_rpc, node_args, raft_floor, rounds

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 import click
 
+from raftmeta.bench.compare import SIDES, TARGETS
 from raftmeta.bench.results import (
     machine,
     median,
@@ -268,16 +269,16 @@ async def rounds(target: Target, fault: Fault, count: int, clients: int, retry: 
     return samples, acks.errors
 
 
-async def measure_round(acks: Acks, broken: float, clients: int) -> Sample:
-    """Wait until every client has had a create sent after the fault acknowledged."""
-    deadline = broken + ROUND_TIMEOUT_S
+async def measure_round(acks: Acks, broken: float, clients: int, timeout_s: float = ROUND_TIMEOUT_S) -> Sample:
+    """Wait (up to ``timeout_s``) until every client has had a create sent after the fault acknowledged."""
+    deadline = broken + timeout_s
     first: dict[int, float] = {}  # client -> its first acknowledgement of a create sent after the fault
     seen = 0
     while len(first) < clients:
         if time.monotonic() > deadline:
             raise CheckFailed(
                 f"{clients - len(first)} of {clients} clients had no create acknowledged within "
-                f"{ROUND_TIMEOUT_S} s of the fault"
+                f"{timeout_s} s of the fault"
             )
         for index, sent, acknowledged in acks.times[seen:]:
             if sent >= broken and index not in first:
@@ -435,6 +436,14 @@ def run_benchmark(
     help="The load clients' RetryPolicy.probe_after_s (0: no watch, the per-attempt deadline "
     "alone); default: the client's.",
 )
+@click.option(
+    "--target",
+    type=click.Choice(TARGETS),
+    default="raftmeta",
+    show_default=True,
+    help="raftmeta: this benchmark over gRPC; kraft or both: over the Kafka protocol against a real "
+    "KRaft cluster, raftmeta, or both with their rounds alternating (raftmeta/bench/kafka_failover.py).",
+)
 @work_dir_option
 @result_file_option
 @output_option
@@ -444,11 +453,15 @@ def command(
     clients: int,
     faults: tuple[Fault, ...],
     probe_after_s: float | None,
+    target: str,
     work_dir: Path | None,
     result_file: Path | None,
     output: str,
 ) -> None:
     """Time from breaking the leader to the first create acknowledged by the new leader."""
+    if target != "raftmeta":
+        compare_command(target, nodes, count, clients, faults, work_dir, result_file, output)
+        return
     if nodes not in (3, 5) and "partition" in faults:
         raise click.UsageError("--fault partition runs 3 or 5 nodes (the chaos cluster's sizes)")
     ordered = tuple(dict.fromkeys(faults))
@@ -465,3 +478,37 @@ def command(
             f"{fig['max']} ms max; every client {everyone['median']} / {everyone['p99']} ms; "
             f"floor {result['floor_ms']} ms (samples {result['samples_ms']})"
         )
+
+
+def compare_command(
+    target: str,
+    nodes: int,
+    count: int,
+    clients: int,
+    faults: tuple[Fault, ...],
+    work_dir: Path | None,
+    result_file: Path | None,
+    output: str,
+) -> None:
+    """``--target kraft|both``: the Kafka-protocol rounds on each side, and their report."""
+    from raftmeta.bench.kafka_failover import run_comparison
+
+    if "partition" in faults:
+        raise click.UsageError("--fault partition runs with --target raftmeta only (its proxies carry gRPC links)")
+    kinds: tuple[Literal["kill", "pause"], ...] = tuple(f for f in dict.fromkeys(faults) if f != "partition")
+    targets = SIDES if target == "both" else (target,)
+    with scratch_dir(work_dir, "failover") as scratch:
+        document = run_comparison(targets, count, clients, kinds, scratch, nodes)
+    write_result(document, result_file)
+    if output == "json":
+        emit_json(document)
+        return
+    for name in SIDES:
+        for fault, result in document.get(name, {}).get("faults", {}).items():
+            fig = result["failover_ms"]
+            click.echo(
+                f"{name}, {fault}, {count} rounds: first create {fig['median']} ms median, {fig['p99']} ms p99 "
+                f"(samples {result['samples_ms']})"
+            )
+    if "ratio" in document:
+        click.echo(f"raftmeta/kraft: {document['ratio']}")

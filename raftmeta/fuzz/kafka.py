@@ -16,7 +16,6 @@ node that exits or logs an error, or a log that does not replay cleanly is a fai
 
 from __future__ import annotations
 
-import io
 import socket
 import time
 import uuid
@@ -26,16 +25,16 @@ from typing import Any, Final
 
 from hypothesis import given
 from hypothesis import strategies as st
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.index import load_response_schema
+from kio.serial import entity_reader
 
 from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.fuzz.report import TargetReport
 from raftmeta.fuzz.rounds import fuzz_round
-from raftmeta.kafka.build import build
 from raftmeta.kafka.framing import FrameError, UnsupportedVersion, decode_request
 from raftmeta.kafka.listener import split_host_port
+from raftmeta.kafka.requests import encode_request
 from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
 
 ANSWER_TIMEOUT_S: Final = 30.0  # generous: a loaded 2-core CI machine is slow, a hang is forever
@@ -77,13 +76,7 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
 
 def request_frame(api_key: int, version: int, values: dict[str, Any], correlation_id: int = 7) -> bytes:
     """A request without its size prefix: the version's header and the body built from ``values``."""
-    body_type = load_request_schema(api_key, version)
-    header_type = body_type.__header_schema__
-    buffer = io.BytesIO()
-    header = {"request_api_key": api_key, "request_api_version": version, "correlation_id": correlation_id}
-    entity_writer(header_type)(buffer, build(header_type, {**header, "client_id": "raftmeta-fuzz"}))
-    entity_writer(body_type)(buffer, build(body_type, values))
-    return buffer.getvalue()
+    return encode_request(api_key, version, values, correlation_id, "raftmeta-fuzz")
 
 
 @dataclass(frozen=True)
