@@ -3,9 +3,10 @@
 A Kafka broker lists the alive brokers of its metadata image: every registered broker that is not
 fenced (KRaftMetadataCache.getAliveBrokerNodes; one in controlled shutdown is still listed), and
 reports a random one of them as the controller (getRandomAliveBrokerId: KRaft clients never talk
-to the controller, any broker forwards). raftmeta answers the same from the controller's image
-(DescribeCluster through the admin path), with two differences a client cannot tell apart from a
-real cluster:
+to the controller, any broker forwards). raftmeta answers the same from the node's own committed
+image (a STALE DescribeCluster through the admin path: no leader round trip, as a broker answers
+from its metadata cache, and an answer even without a leader), with two differences a client
+cannot tell apart from a real cluster:
 
 * the simulated brokers have no Kafka listener, so each is advertised at a raftmeta node's: broker
   ``b`` at the ``b mod N``-th of the N nodes in node-id order. Every node answers admin calls and
@@ -14,8 +15,8 @@ real cluster:
 * the controller reported is not random: it is the lowest alive broker advertised at the node
   asked, so the client keeps talking to that node (the lowest alive broker when none is).
 
-Where no broker is alive -- a quorum without a fleet, every broker fenced, or no leader to read
-the image from -- the nodes are listed as the brokers (broker id = node id) with the node asked as
+Where no broker is alive -- a quorum without a fleet, every broker fenced, or the read refused --
+the nodes are listed as the brokers (broker id = node id) with the node asked as
 the controller: an empty list would leave a Kafka client nowhere to send its next request.
 """
 
@@ -89,11 +90,11 @@ def advertise(
 
 
 async def advertised_cluster(ctx: ApiContext, include_fenced: bool = False) -> AdvertisedCluster:
-    """The brokers to list, read from the controller's image (the same read as `raftmeta brokers
-    list`); a refused read lists the nodes, so the client can still reach one and retry."""
+    """The brokers to list, read from this node's committed image (DescribeCluster, STALE); a
+    refused read lists the nodes, so the client can still reach one and retry."""
     try:
         response: controller_pb2.DescribeClusterResponse = await call(
-            ctx, "DescribeCluster", controller_pb2.DescribeClusterRequest()
+            ctx, "DescribeCluster", controller_pb2.DescribeClusterRequest(consistency=controller_pb2.STALE)
         )
     except CallRefused:
         return nodes_as_brokers(ctx.node_id, ctx.nodes)
