@@ -1,11 +1,10 @@
 """Cluster APIs: ApiVersions, DescribeCluster and DescribeQuorum.
 
-ApiVersions and DescribeCluster are answered by the node called, from what it was configured
-with (the Kafka listeners of the nodes it knows): Kafka clients use them to find brokers they
-can connect to, and raftmeta's simulated brokers have no Kafka listener. DescribeCluster
-therefore lists the raftmeta nodes, as Metadata does, not the simulated brokers (`raftmeta brokers
-list` shows those). DescribeQuorum goes to the leader like the gRPC call and maps raftmeta's
-"milliseconds ago" to Kafka's wall-clock timestamps.
+ApiVersions is answered by the node called. DescribeCluster lists what Metadata lists: the alive
+simulated brokers, each at a node's Kafka listener (:mod:`raftmeta.kafka.brokers`); asked for
+controllers (endpoint type 2, KIP-919's --bootstrap-controller), it lists the raftmeta nodes,
+which are the controllers, without reading anything. DescribeQuorum goes to the leader like the
+gRPC call and maps raftmeta's "milliseconds ago" to Kafka's wall-clock timestamps.
 """
 
 from __future__ import annotations
@@ -15,15 +14,17 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
+from raftmeta.kafka.brokers import advertised_cluster, nodes_as_brokers
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
-from raftmeta.kafka.topics import broker_values
 from raftmeta.kafka.versions import SUPPORTED
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 METADATA_TOPIC: Final = "__cluster_metadata"
 LISTENER_NAME: Final = "PLAINTEXT"
 UNSUPPORTED_VERSION: Final = 35
+# DescribeCluster's endpoint types (KIP-919): 1 asks for brokers, 2 for controllers.
+BROKER_ENDPOINT: Final = 1
 NULL_UUID = uuid.UUID(int=0)
 
 
@@ -43,15 +44,19 @@ async def api_versions(ctx: ApiContext, request: Request) -> dict[str, Any]:
 
 
 async def describe_cluster(ctx: ApiContext, request: Request) -> dict[str, Any]:
-    endpoint_type = getattr(request.body, "endpoint_type", 1)
+    endpoint_type = getattr(request.body, "endpoint_type", BROKER_ENDPOINT)
+    if endpoint_type == BROKER_ENDPOINT:
+        cluster = await advertised_cluster(ctx, bool(getattr(request.body, "include_fenced_brokers", False)))
+    else:
+        cluster = nodes_as_brokers(ctx.node_id, ctx.nodes)
     return {
         "throttle_time": 0,
         "error_code": 0,
         "error_message": None,
         "endpoint_type": endpoint_type,
         "cluster_id": ctx.cluster_id,
-        "controller_id": ctx.node_id,
-        "brokers": broker_values(ctx),
+        "controller_id": cluster.controller_id,
+        "brokers": cluster.values(),
         "cluster_authorized_operations": -(2**31),
     }
 

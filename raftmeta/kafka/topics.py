@@ -4,18 +4,20 @@ Each handler turns a kio request into raftmeta's controller protobufs, sends the
 admin path (the gRPC ControllerService's own: limits, forwarding, commit before answer) and turns
 the answer back into the response's values; :mod:`raftmeta.kafka.build` makes them the version's
 types. Partition leaders, replicas and ISRs are those of raftmeta's *simulated* brokers (the
-placement the controller recorded); the brokers Metadata lists are the raftmeta nodes' Kafka
-listeners, the only addresses that speak Kafka (docs/kafka-protocol.md).
+placement the controller recorded), and so are the brokers Metadata lists: the alive ones, each
+advertised at a raftmeta node's Kafka listener (:mod:`raftmeta.kafka.brokers`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from raftmeta.controller.configs import TOPIC_CONFIGS
+from raftmeta.kafka.brokers import advertised_cluster
 from raftmeta.kafka.configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from raftmeta.kafka.context import ApiContext, CallRefused, call, timeout_s
 from raftmeta.kafka.framing import Request
@@ -45,13 +47,6 @@ def _duplicates(names: list[str]) -> set[str]:
 def _duplicate_message(name: str) -> str:
     # Kafka's ControllerApis wording for a topic named twice in one request.
     return f"Duplicate topic name {name!r} in the request."
-
-
-def broker_values(ctx: ApiContext) -> list[dict[str, Any]]:
-    return [
-        {"node_id": n.node_id, "broker_id": n.node_id, "host": n.host, "port": n.port, "rack": None, "is_fenced": False}
-        for n in sorted(ctx.nodes, key=lambda n: n.node_id)
-    ]
 
 
 def _partition_values(partition: controller_pb2.PartitionDescription) -> dict[str, Any]:
@@ -92,31 +87,45 @@ async def _describe(ctx: ApiContext, names: list[str]) -> list[controller_pb2.To
     return list(response.topics)
 
 
+async def _describe_or_refusal(
+    ctx: ApiContext, names: list[str]
+) -> list[controller_pb2.TopicDescription] | CallRefused:
+    try:
+        return await _describe(ctx, names)
+    except CallRefused as exc:
+        return exc
+
+
+async def _nothing() -> list[controller_pb2.TopicDescription]:
+    return []
+
+
 async def metadata(ctx: ApiContext, request: Request) -> dict[str, Any]:
-    """Metadata: the nodes as brokers, this node as the controller (it accepts admin calls and
-    forwards them), and the topics asked for (None = all; v0's empty list also means all).
+    """Metadata: the alive brokers and the one reported as controller (:mod:`raftmeta.kafka.brokers`),
+    and the topics asked for (None = all; v0's empty list also means all), read concurrently.
     Topics are never created by a Metadata request (allow_auto_topic_creation is ignored)."""
     body = request.body
     asked = body.topics
     every = asked is None or (request.api_version == 0 and not asked)
+    names = [] if every else [t.name for t in asked or () if t.name is not None]
+    by_id = [] if every else [t.topic_id for t in asked or () if t.name is None and t.topic_id is not None]
+    wants_topics = every or bool(names or by_id)
+    cluster, described = await asyncio.gather(
+        advertised_cluster(ctx),
+        _describe_or_refusal(ctx, [] if by_id else names) if wants_topics else _nothing(),
+    )
     values: dict[str, Any] = {
         "throttle_time": 0,
-        "brokers": broker_values(ctx),
+        "brokers": cluster.values(),
         "cluster_id": ctx.cluster_id,
-        "controller_id": ctx.node_id,
+        "controller_id": cluster.controller_id,
         "cluster_authorized_operations": -(2**31),
     }
-    if not every and not asked:
+    if not wants_topics:
         values["topics"] = []
         return values
-    names = [] if every else [t.name for t in asked if t.name is not None]
-    by_id = [] if every else [t.topic_id for t in asked if t.name is None and t.topic_id is not None]
-    if not every and not names and not by_id:
-        values["topics"] = []
-        return values
-    try:
-        described = await _describe(ctx, [] if by_id else names)
-    except CallRefused as exc:
+    if isinstance(described, CallRefused):
+        exc = described
         values["topics"] = [
             {"error_code": exc.error_code, "name": name, "topic_id": NULL_UUID, "partitions": []} for name in names
         ]

@@ -15,10 +15,19 @@ def orders(partitions: int = 3) -> controller_pb2.TopicDescription:
     return topic
 
 
+def fleet(fenced: tuple[int, ...] = (4,)) -> controller_pb2.DescribeClusterResponse:
+    """Six simulated brokers 0..5 on racks r0..r2; those in ``fenced`` are fenced (not alive)."""
+    response = controller_pb2.DescribeClusterResponse(cluster_id="test-cluster-id-000000", controller_id=1)
+    for b in range(6):
+        response.brokers.add(broker_id=b, rack=f"r{b % 3}", fenced=b in fenced, broker_epoch=10 + b)
+    return response
+
+
 def full_admin() -> FakeAdmin:
     """A fake admin path that answers every method the Kafka handlers use, successfully."""
     admin = FakeAdmin()
     admin.answers = {
+        "DescribeCluster": lambda r: fleet(),
         "DescribeTopics": lambda r: controller_pb2.DescribeTopicsResponse(
             topics=[orders()]
             if not r.topics or "orders" in r.topics

@@ -34,3 +34,14 @@ def placement(client: SyncControllerClient, topic: str) -> list[tuple[int, list[
     """(leader, replicas, ISR) of each partition of ``topic``, as the gRPC client reads them."""
     (described,) = client.describe_topics([topic]).topics
     return [(p.leader, list(p.replicas), list(p.isr)) for p in described.partitions]
+
+
+def advertised_brokers(quorum: local_quorum.LocalQuorum, client: SyncControllerClient) -> dict[int, str]:
+    """What a Kafka client must be told: each alive (unfenced) simulated broker, read through gRPC,
+    at the Kafka listener of the (id mod N)-th node in node-id order."""
+    nodes = sorted(quorum.nodes, key=lambda n: n.id)
+    alive = sorted(b.broker_id for b in client.describe_cluster().brokers if not b.fenced)
+    assert alive, "the quorum's fleet registered"
+    addresses = [n.kafka_address for n in nodes]
+    assert None not in addresses, "every node has a Kafka listener"
+    return {b: str(addresses[b % len(addresses)]) for b in alive}

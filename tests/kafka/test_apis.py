@@ -19,7 +19,7 @@ from raftmeta.kafka.versions import SUPPORTED
 from raftmeta.rpc_errors import error_metadata
 from raftmeta.server.services import AdminCallError
 from raftmeta.v1 import controller_pb2, errors_pb2
-from tests.kafka.fakes import full_admin, orders
+from tests.kafka.fakes import fleet, full_admin, orders
 from tests.kafka.helpers import CLUSTER_ID, FakeAdmin, context, decode_response, request_bytes
 from tests.kafka.samples import REQUESTS, TOPIC_ID
 from tests.kafka.test_framing import EVERY_VERSION
@@ -53,16 +53,25 @@ def test_api_versions_lists_what_is_served() -> None:
 # -- Metadata ---------------------------------------------------------------------------------------
 
 
-def test_metadata_lists_the_nodes_as_brokers_and_this_node_as_controller() -> None:
+def test_metadata_lists_the_alive_brokers_at_the_nodes_listeners() -> None:
     admin = full_admin()
     response = ask(admin, 3, top(3), {**REQUESTS[3], "topics": None})
-    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [
-        (1, "127.0.0.1", 9101),
-        (2, "127.0.0.1", 9102),
-        (3, "127.0.0.1", 9103),
+    # Broker b at the (b mod 3)-th node (ids 1, 2, 3 -> ports 9101..9103); fenced broker 4 is not
+    # listed, as a Kafka broker lists only the unfenced registrations.
+    assert [(b.node_id, b.host, b.port, b.rack) for b in response.brokers] == [
+        (0, "127.0.0.1", 9101, "r0"),
+        (1, "127.0.0.1", 9102, "r1"),
+        (2, "127.0.0.1", 9103, "r2"),
+        (3, "127.0.0.1", 9101, "r0"),
+        (5, "127.0.0.1", 9103, "r2"),
     ]
-    assert response.controller_id == 2 and response.cluster_id == CLUSTER_ID
-    assert admin.calls == [("DescribeTopics", controller_pb2.DescribeTopicsRequest())]  # None = every topic
+    # The controller reported is a broker advertised at the node asked (node 2): the lowest, 1.
+    assert response.controller_id == 1 and response.cluster_id == CLUSTER_ID
+    assert admin.calls == [
+        # The node's own image, as a Kafka broker answers from its metadata cache: no leader round trip.
+        ("DescribeCluster", controller_pb2.DescribeClusterRequest(consistency=controller_pb2.STALE)),
+        ("DescribeTopics", controller_pb2.DescribeTopicsRequest()),  # None = every topic
+    ]
     (topic,) = response.topics
     assert (topic.name, topic.topic_id, topic.error_code) == ("orders", TOPIC_ID, ErrorCode.none)
     assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) for p in topic.partitions] == [
@@ -72,10 +81,10 @@ def test_metadata_lists_the_nodes_as_brokers_and_this_node_as_controller() -> No
     ]
 
 
-def test_metadata_of_an_empty_topic_list_asks_nothing_and_v0_empty_means_all() -> None:
+def test_metadata_of_an_empty_topic_list_asks_only_the_brokers_and_v0_empty_means_all() -> None:
     admin = full_admin()
     assert ask(admin, 3, top(3), {**REQUESTS[3], "topics": []}).topics == ()
-    assert admin.calls == []
+    assert admin.methods() == ["DescribeCluster"]
     assert [t.name for t in ask(admin, 3, 0, {"topics": []}).topics] == ["orders"]
 
 
@@ -91,15 +100,14 @@ def test_metadata_unknown_topic_and_leaderless_partition() -> None:
 
 
 def test_metadata_when_no_controller_answers_names_the_error_per_topic() -> None:
-    admin = FakeAdmin(
-        answers={
-            "DescribeTopics": lambda r: AdminCallError(
-                grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER: ...", error_metadata("NOT_CONTROLLER")
-            )
-        }
-    )
+    def refuse(request: Any) -> AdminCallError:
+        return AdminCallError(grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER: ...", error_metadata("NOT_CONTROLLER"))
+
+    admin = FakeAdmin(answers={"DescribeTopics": refuse, "DescribeCluster": refuse})
     response = ask(admin, 3, top(3), REQUESTS[3])
     assert [(t.name, t.error_code) for t in response.topics] == [("orders", ErrorCode.not_controller)]
+    # The brokers could not be read either: the nodes are listed, so the client can retry at one.
+    assert [b.node_id for b in response.brokers] == [1, 2, 3]
 
 
 # -- CreateTopics -----------------------------------------------------------------------------------
@@ -551,15 +559,68 @@ def test_legacy_alter_configs_null_configs_refuse_the_request_and_reach_no_contr
 # -- Cluster ----------------------------------------------------------------------------------------
 
 
-def test_describe_cluster_lists_the_nodes_and_reads_nothing() -> None:
-    admin = FakeAdmin()
+def test_describe_cluster_lists_the_alive_brokers_as_metadata_does() -> None:
+    admin = full_admin()
     response = ask(admin, 60, 2, REQUESTS[60])
-    assert (response.cluster_id, response.controller_id) == (CLUSTER_ID, 2)
-    assert [(b.broker_id, b.port, b.is_fenced) for b in response.brokers] == [
-        (1, 9101, False),
-        (2, 9102, False),
-        (3, 9103, False),
+    assert (response.cluster_id, response.controller_id) == (CLUSTER_ID, 1)
+    assert [(b.broker_id, b.port, b.rack, b.is_fenced) for b in response.brokers] == [
+        (0, 9101, "r0", False),
+        (1, 9102, "r1", False),
+        (2, 9103, "r2", False),
+        (3, 9101, "r0", False),
+        (5, 9103, "r2", False),
     ]
+    assert admin.methods() == ["DescribeCluster"]
+
+
+def test_describe_cluster_v2_lists_fenced_brokers_when_asked() -> None:
+    response = ask(full_admin(), 60, 2, {**REQUESTS[60], "include_fenced_brokers": True})
+    assert [(b.broker_id, b.port, b.is_fenced) for b in response.brokers] == [
+        (0, 9101, False),
+        (1, 9102, False),
+        (2, 9103, False),
+        (3, 9101, False),
+        (4, 9102, True),
+        (5, 9103, False),
+    ]
+    assert response.controller_id == 1
+
+
+def test_controller_id_is_a_broker_at_the_node_asked_else_the_lowest_alive() -> None:
+    admin = full_admin()
+    admin.answers["DescribeCluster"] = lambda r: fleet(fenced=(1,))
+    assert ask(admin, 60, 2, REQUESTS[60]).controller_id == 4  # 1 is fenced; 4 is also at node 2
+    admin.answers["DescribeCluster"] = lambda r: fleet(fenced=(0, 1, 3, 4))
+    response = ask(admin, 3, top(3), {**REQUESTS[3], "topics": []})
+    assert [b.node_id for b in response.brokers] == [2, 5]
+    assert response.controller_id == 2  # no alive broker is at node 2: the lowest alive one
+
+
+@pytest.mark.parametrize("registered", [(), tuple(range(6))], ids=["no-fleet", "all-fenced"])
+def test_without_an_alive_broker_the_nodes_are_listed(registered: tuple[int, ...]) -> None:
+    admin = full_admin()
+    answer = fleet(fenced=registered)
+    if not registered:
+        del answer.brokers[:]
+    admin.answers["DescribeCluster"] = lambda r: answer
+    for response in (ask(admin, 60, 2, REQUESTS[60]), ask(admin, 3, top(3), {**REQUESTS[3], "topics": []})):
+        assert [(b.port, b.rack) for b in response.brokers] == [(9101, None), (9102, None), (9103, None)]
+        assert response.controller_id == 2
+
+
+def test_a_refused_broker_read_lists_the_nodes_and_still_answers_the_topics() -> None:
+    admin = full_admin()
+    admin.answers["DescribeCluster"] = lambda r: AdminCallError(grpc.StatusCode.RESOURCE_EXHAUSTED, "over", ())
+    response = ask(admin, 3, top(3), {**REQUESTS[3], "topics": None})
+    assert [b.node_id for b in response.brokers] == [1, 2, 3] and response.controller_id == 2
+    assert [t.name for t in response.topics] == ["orders"]
+
+
+def test_describe_cluster_for_controllers_lists_the_nodes_and_reads_nothing() -> None:
+    admin = FakeAdmin()
+    response = ask(admin, 60, 2, {**REQUESTS[60], "endpoint_type": 2})
+    assert (response.endpoint_type, response.controller_id) == (2, 2)
+    assert [(b.broker_id, b.port) for b in response.brokers] == [(1, 9101), (2, 9102), (3, 9103)]
     assert admin.calls == []
 
 
@@ -707,7 +768,8 @@ def test_metadata_reads_every_page_and_joins_a_topic_cut_between_two() -> None:
 
     admin.answers["DescribeTopics"] = paged
     response = ask(admin, 3, top(3), REQUESTS[3])
-    assert [admin.sent(i).cursor.partition_index for i in range(3)] == [0, 2, 4]
+    pages = [request for method, request in admin.calls if method == "DescribeTopics"]
+    assert [page.cursor.partition_index for page in pages] == [0, 2, 4]  # type: ignore[attr-defined]
     (topic,) = response.topics
     assert [p.partition_index for p in topic.partitions] == [0, 1, 2, 3, 4]
 
@@ -719,7 +781,7 @@ def test_mutating_requests_carry_a_request_id_and_reads_do_not() -> None:
     admin = full_admin()
     _create(admin, [{"name": "a", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}])
     ask(admin, 3, top(3), REQUESTS[3])
-    assert admin.methods() == ["CreateTopics", "DescribeTopics"]
+    assert admin.methods() == ["CreateTopics", "DescribeCluster", "DescribeTopics"]
     (request_id,) = admin.request_ids
     assert request_id.startswith("kafka-") and len(request_id) <= 64
 

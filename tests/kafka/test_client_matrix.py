@@ -23,7 +23,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  #
 from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.v1 import controller_pb2, errors_pb2
-from tests.kafka.live import kafka_quorum, placement
+from tests.kafka.live import advertised_brokers, kafka_quorum, placement
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 T = TypeVar("T")
@@ -231,9 +231,10 @@ def test_kafkajs_creates_lists_describes_and_deletes(
     assert stored_configs(grpc_client, "js-auto") == {"retention.ms": "60000"}
     described = ok(cluster)
     assert described["clusterId"] == quorum.cluster_id
-    assert {b["nodeId"]: f"{b['host']}:{b['port']}" for b in described["brokers"]} == {
-        n.id: n.kafka_address for n in quorum.nodes
-    }
+    assert {b["nodeId"]: f"{b['host']}:{b['port']}" for b in described["brokers"]} == advertised_brokers(
+        quorum, grpc_client
+    )
+    assert described["controller"] in {b["nodeId"] for b in described["brokers"]}
     assert ok(deleted) is None and not exists(grpc_client, "js-manual")
     assert (missing["error"]["type"], missing["error"]["code"]) == ("UNKNOWN_TOPIC_OR_PARTITION", UNKNOWN_TOPIC)
 
@@ -313,9 +314,9 @@ def test_kcat_lists_brokers_topics_and_partitions(
     assert [t.error_code for t in created.topics] == [errors_pb2.NONE, errors_pb2.NONE]
 
     listing = json.loads(kcat(bootstrap, "-J"))
-    nodes = {n.id: n.kafka_address for n in quorum.nodes}
-    assert {b["id"]: b["name"] for b in listing["brokers"]} == nodes
-    assert listing["controllerid"] in nodes
+    brokers = advertised_brokers(quorum, grpc_client)
+    assert {b["id"]: b["name"] for b in listing["brokers"]} == brokers
+    assert listing["controllerid"] in brokers
     topics = {t["topic"]: t for t in listing["topics"]}
     assert {"kc-auto", "kc-gone"} <= set(topics)
     for name in ("kc-auto", "kc-gone"):
@@ -331,7 +332,7 @@ def test_kcat_lists_brokers_topics_and_partitions(
     (unknown,) = json.loads(kcat(bootstrap, "-J", "-t", "kc-never"))["topics"]
     assert unknown["error"] == "Broker: Unknown topic or partition"
     text = kcat(bootstrap)
-    assert f" {len(nodes)} brokers:" in text and 'topic "kc-auto" with 3 partitions:' in text
+    assert f" {len(brokers)} brokers:" in text and 'topic "kc-auto" with 3 partitions:' in text
 
     # A topic deleted beside kcat is no longer listed.
     grpc_client.delete_topics(controller_pb2.DeleteTopicsRequest(topic_names=["kc-gone"]))

@@ -26,12 +26,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from raftmeta import local_quorum
+from raftmeta.cli.brokers import _fleet_call
 from raftmeta.cli.main import cli
 from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.kafka.listener import split_host_port
 from raftmeta.v1 import errors_pb2
+from tests.integration.test_node import wait_until
 from tests.kafka.helpers import framed, request_bytes
-from tests.kafka.live import kafka_quorum, placement
+from tests.kafka.live import advertised_brokers, kafka_quorum, placement
 from tests.kafka.samples import REQUESTS
 
 with warnings.catch_warnings():
@@ -132,15 +134,14 @@ def eventually(check: Callable[[], T | None], what: str) -> T:
 # -- confluent-kafka --------------------------------------------------------------------------------
 
 
-def test_confluent_metadata_lists_the_nodes_and_the_cluster(
+def test_confluent_metadata_lists_the_fleet_at_the_nodes_and_the_cluster(
     quorum: local_quorum.LocalQuorum, confluent: AdminClient, grpc_client: SyncControllerClient
 ) -> None:
     metadata = confluent.list_topics(timeout=TIMEOUT_S)
-    assert {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()} == {
-        n.id: n.kafka_address for n in quorum.nodes
-    }
+    brokers = advertised_brokers(quorum, grpc_client)
+    assert {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()} == brokers
     assert str(metadata.cluster_id) == quorum.cluster_id == grpc_client.describe_cluster().cluster_id
-    assert metadata.controller_id in {n.id for n in quorum.nodes}
+    assert metadata.controller_id in brokers
 
 
 def test_confluent_creates_auto_and_manual_topics_as_grpc_and_the_log_see_them(
@@ -334,3 +335,28 @@ def test_hostile_frames_close_the_connection_and_write_nothing(
     assert grpc_client.describe_quorum().high_watermark == before
     assert all(local_quorum.alive(n.pid) for n in quorum.nodes)
     assert str(confluent.list_topics(timeout=TIMEOUT_S).cluster_id) == quorum.cluster_id  # still serving
+
+
+def test_a_failed_broker_leaves_metadata_and_a_recovered_one_comes_back(
+    quorum: local_quorum.LocalQuorum, confluent: AdminClient, grpc_client: SyncControllerClient
+) -> None:
+    """As a dead Kafka broker does: fenced after its session timeout, it is no longer listed (by
+    every node once its image has the fencing: each answers from its own, as Kafka's brokers do)."""
+
+    def listed() -> set[int]:
+        return {b.id for b in confluent.list_topics(timeout=TIMEOUT_S).brokers.values()}
+
+    def fenced() -> set[int]:
+        return {b.broker_id for b in grpc_client.describe_cluster().brokers if b.fenced}
+
+    wait_until(lambda: fenced() == set(), what="every broker unfenced")
+    assert set(advertised_brokers(quorum, grpc_client)) == set(range(6))
+    wait_until(lambda: listed() == set(range(6)), what="every broker listed")
+    _fleet_call(quorum.bootstrap_server, TIMEOUT_S, "FailBrokers", (1,))
+    try:
+        wait_until(lambda: fenced() == {1}, timeout_s=60, what="broker 1 fenced")
+        wait_until(lambda: listed() == {0, 2, 3, 4, 5}, what="broker 1 no longer listed")
+    finally:
+        _fleet_call(quorum.bootstrap_server, TIMEOUT_S, "RecoverBrokers", (1,))
+    wait_until(lambda: fenced() == set(), timeout_s=60, what="broker 1 unfenced")
+    wait_until(lambda: listed() == set(range(6)), what="broker 1 listed again")

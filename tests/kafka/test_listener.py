@@ -78,7 +78,7 @@ async def test_api_versions_then_metadata_on_one_connection(served: tuple[KafkaL
     await client.send(framed(request_bytes(3, 12, {**REQUESTS[3], "topics": None}, correlation_id=2)))
     correlation_id, metadata = await client.answer(3, 12)
     assert correlation_id == 2 and [t.name for t in metadata.topics] == ["orders"]
-    assert admin.methods() == ["DescribeTopics"]
+    assert admin.methods() == ["DescribeCluster", "DescribeTopics"]
     await client.close()
 
 
@@ -107,7 +107,7 @@ async def test_answers_come_in_request_order_even_when_the_first_is_slower(
     await client.send(framed(request_bytes(19, 7, REQUESTS[19], correlation_id=1)))
     await client.send(framed(request_bytes(3, 12, {**REQUESTS[3], "topics": None}, correlation_id=2)))
     await described.wait()  # the second request started while the first waits: it is not held back
-    assert admin.methods() == ["CreateTopics", "DescribeTopics"]
+    assert admin.methods() == ["CreateTopics", "DescribeCluster", "DescribeTopics"]
     release.set()
     assert (await client.answer(19, 7))[0] == 1
     assert (await client.answer(3, 12))[0] == 2

@@ -184,7 +184,19 @@ def admin_view(line: Mapping[str, Any], side: Side) -> dict[str, Any]:
             view[path] = _normalize_value(path, value, side)
     if "message" in view and isinstance(view["message"], str):
         view["message"] = view["message"].replace(side.cluster_id, "<cluster-id>")
+    _normalize_cluster_controller(line, view)
     return view
+
+
+def _normalize_cluster_controller(line: Mapping[str, Any], view: dict[str, Any]) -> None:
+    """describeCluster's controller as ``<a listed broker>`` when it is one of the brokers listed: a
+    KRaft broker names a random alive broker (getRandomAliveBroker), raftmeta one at the node asked."""
+    result = line.get("result")
+    if not isinstance(result, Mapping) or "controller" not in result or "nodes" not in result:
+        return
+    listed = {node.get("id") for node in result["nodes"] if isinstance(node, Mapping)}
+    if result["controller"] in listed:
+        view["result.controller"] = "<a listed broker>"
 
 
 def compare(

@@ -65,6 +65,17 @@ def test_admin_answers_are_flattened_with_config_entries_kept_whole() -> None:
     assert admin_view(line, KRAFT) == {"ok": True, "result.cleanup.policy": entry, "result.topicId": "<id>"}
 
 
+def test_describe_clusters_controller_is_any_listed_broker_and_nothing_else() -> None:
+    def line(controller: int) -> dict[str, object]:
+        nodes = [{"id": b, "host": "h", "port": 9092 + b, "rack": f"rack-{b}"} for b in range(3)]
+        return {"call": "describeCluster", "ok": True, "result": {"controller": controller, "nodes": nodes}}
+
+    # KRaft names a random alive broker, raftmeta the one at the node asked: both are listed.
+    kraft, raftmeta = admin_view(line(2), KRAFT), admin_view(line(0), RAFTMETA)
+    assert kraft == raftmeta and kraft["result.controller"] == "<a listed broker>"
+    assert admin_view(line(7), RAFTMETA)["result.controller"] == 7  # a broker not listed still differs
+
+
 def test_judge_holds_the_known_list_both_ways() -> None:
     known = KnownDifference("wording", "why", "Admin *", ("message",), when=lambda d: "partition" in str(d.raftmeta))
     explained = Difference("Admin createPartitions", "message", "broker 7", "partition 3: broker 7")

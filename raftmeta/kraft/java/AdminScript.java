@@ -82,7 +82,7 @@ public class AdminScript {
         step("describeTopics", () -> until(() -> described(admin, A), topic -> partitionCount(topic) == 2));
         step("describeCluster", () -> cluster(admin.describeCluster()));
         step("describeConfigs(topic)", () -> configs(admin, topicA, false));
-        // Broker 1: a KRaft broker, and a raftmeta node (whose broker configs are an empty list).
+        // Broker 1: a KRaft broker, and a raftmeta simulated broker (which has no configs: an empty list).
         step("describeConfigs(broker 1)", () -> configs(admin, new ConfigResource(ConfigResource.Type.BROKER, "1"), true));
         step("incrementalAlterConfigs(set)", () -> altered(admin, topicA, List.of(
                 new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SET),
