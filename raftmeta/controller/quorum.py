@@ -205,7 +205,7 @@ class QuorumController:
         self._confirmed: deque[tuple[int, int, str, Message]] = deque()  # (index, key, method, request)
         # Client writes answered from the image alone (a refusal, a retry's stored answer): driver
         # key -> the answer, given once a read-index round confirms it, as a read's is.
-        self._decided: dict[int, Message] = {}
+        self._decided: dict[int, Message | None] = {}
         self._now_ms = 0
         self._events: list[tuple[str, dict[str, Any]]] = []
         self._records_since_snapshot = 0
@@ -724,9 +724,8 @@ class QuorumController:
         confirmed = self._confirmed
         while confirmed and confirmed[0][0] <= self.controller.committed_offset + 1:
             _index, key, method, request = confirmed.popleft()
-            decided = self._decided.pop(key, None)
-            if decided is not None:
-                self._answers.append(Answer(key, decided))
+            if key in self._decided:
+                self._answers.append(Answer(key, self._decided.pop(key)))
             else:
                 self._handle_read(key, method, request)
 
