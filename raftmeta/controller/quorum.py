@@ -203,6 +203,9 @@ class QuorumController:
         # Linearizable reads: started (read id -> request), then confirmed, waiting for the image.
         self._reads: dict[int, tuple[int, str, Message]] = {}
         self._confirmed: deque[tuple[int, int, str, Message]] = deque()  # (index, key, method, request)
+        # Client writes answered from the image alone (a refusal, a retry's stored answer): driver
+        # key -> the answer, given once a read-index round confirms it, as a read's is.
+        self._decided: dict[int, Message | None] = {}
         self._now_ms = 0
         self._events: list[tuple[str, dict[str, Any]]] = []
         self._records_since_snapshot = 0
@@ -566,6 +569,16 @@ class QuorumController:
             self._answers.append(Answer(key, error=error))
             return
         if handled.done:
+            if getattr(request, "request_id", ""):
+                # A client's write answered with no records is a read of this node's image: a
+                # leader deposed without knowing it would refuse from a stale image (a CreatePartitions
+                # refused UNKNOWN_TOPIC after the topic was created elsewhere: the plane's
+                # linearizability check, seed 5542). Like a read, it waits for a read-index round.
+                # Broker heartbeats and registrations (no request id) are answered at once, as
+                # Kafka's controller answers a write event with no records.
+                self._decided[key] = handled.response
+                self._reads[self.core.read_index(now_ms)] = (key, method, request)
+                return
             self._answers.append(Answer(key, handled.response))
             return
         early = self._uncommitted_answer(method, request) if self.config.unsafe_ack_before_commit else None
@@ -711,7 +724,10 @@ class QuorumController:
         confirmed = self._confirmed
         while confirmed and confirmed[0][0] <= self.controller.committed_offset + 1:
             _index, key, method, request = confirmed.popleft()
-            self._handle_read(key, method, request)
+            if key in self._decided:
+                self._answers.append(Answer(key, self._decided.pop(key)))
+            else:
+                self._handle_read(key, method, request)
 
     def _handle_read(self, key: int, method: str, request: Message) -> None:
         try:
@@ -765,6 +781,7 @@ class QuorumController:
         self._held.clear()
         self._reads.clear()
         self._confirmed.clear()
+        self._decided.clear()
         self._voter_changes.clear()
         self._own.clear()
         self._open_keys, self._open_records, self._open_bytes = [], [], 0

@@ -198,6 +198,34 @@ def test_a_linearizable_read_waits_for_its_read_index_round_then_sees_every_comm
     assert "a" in [t.name for t in response.topics], "a write acknowledged before the read is visible"
 
 
+def refused_create_of_an_existing_topic(qc: QuorumController) -> None:
+    qc.submit(ELECTED_MS, 1, "CreateTopics", create("a", "r-a"))
+    drive(qc, ELECTED_MS)
+    assert [a.key for a in qc.take_answers()] == [1]
+    qc.submit(ELECTED_MS, 2, "CreateTopics", create("a", "r-a-again"))  # refused: no records
+
+
+def test_a_write_refused_from_the_image_waits_for_a_read_index_round() -> None:
+    """A refusal is a read of the leader's image: answered at once, a leader deposed without
+    knowing it refuses from a stale image (the plane's linearizability check, seed 5542)."""
+    qc = active()
+    refused_create_of_an_existing_topic(qc)
+    assert qc.take_answers() == [], "a refusal is answered after its round, not at once"
+    drive(qc, ELECTED_MS)
+    [answer] = qc.take_answers()
+    assert answer.key == 2 and isinstance(answer.response, controller_pb2.CreateTopicsResponse)
+    assert [t.error_code for t in answer.response.topics] == [errors_pb2.TOPIC_ALREADY_EXISTS]
+
+
+def test_a_leader_deposed_before_its_round_answers_a_refusal_not_controller() -> None:
+    qc = active()
+    refused_create_of_an_existing_topic(qc)
+    qc.core.resign(ELECTED_MS)
+    drive(qc, ELECTED_MS)
+    [answer] = qc.take_answers()
+    assert answer.key == 2 and isinstance(answer.error, NotControllerError)
+
+
 def test_off_the_leader_a_linearizable_read_is_not_controller_and_a_stale_one_is_answered() -> None:
     qc = quorum(voters=(1, 2, 3), state=QuorumStateData(4, leader_id=2, voted_id=2))
     qc.submit(5, 1, "DescribeTopics", describe())
