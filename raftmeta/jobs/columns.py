@@ -23,12 +23,12 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import google_crc32c
 import numpy as np
 import pyarrow as pa
 
 from raftmeta.ids import uuid_to_str
 from raftmeta.records import codec
+from raftmeta.records.walk import Damage, walk_batches
 from raftmeta.v1 import records_pb2
 
 ROWS_PER_ARROW_BATCH = 65_536
@@ -157,31 +157,25 @@ class RawBatch:
 
 
 def scan_batches(data: bytes, origin: str, start: int = 0, end: int | None = None) -> Iterator[RawBatch]:
-    """Every batch of a segment's bytes, CRC-checked, tolerating damage (see module docstring).
+    """Every batch of a segment's bytes, CRC-checked, tolerating damage (see module docstring):
+    the records' one walk (:func:`raftmeta.records.walk.walk_batches`), its damage named after
+    ``origin``.
 
     Only batches that start in ``[start, end)`` are yielded; the ones before are walked by their
     length headers alone (no CRC), which is how a split of a segment finds its first batch.
     """
-    pos = 0
-    size = len(data)
-    stop = size if end is None else min(end, size)
-    while pos < stop:
-        try:
-            header = codec.decode_header(data, pos)
-        except codec.CorruptBatchError as exc:
-            # Length or framing unreadable: nothing after this point can be located.
-            if pos >= start:
-                yield RawBatch(pos, None, b"", False, f"{origin}: {exc}")
-            return
-        batch_end = pos + header.size_bytes
-        if pos < start:
-            pos = batch_end
-            continue
-        chunk = data[pos:batch_end]
-        crc_ok = google_crc32c.value(chunk[codec.CRC_START :]) == header.crc
-        error = None if crc_ok else f"{origin}: CRC32C mismatch at byte {pos} (base offset {header.base_offset})"
-        yield RawBatch(pos, header, chunk, crc_ok, error)
-        pos = batch_end
+    for found in walk_batches(data, start=start, end=end):
+        if isinstance(found, Damage):
+            if found.kind == "unreadable":  # length or framing unreadable: the walk ends here
+                yield RawBatch(found.position, None, b"", False, f"{origin}: {found.message()}")
+            continue  # a CRC mismatch: its batch comes next, with crc_ok false
+        header = found.header
+        error = (
+            None
+            if found.crc_ok
+            else f"{origin}: CRC32C mismatch at byte {found.position} (base offset {header.base_offset})"
+        )
+        yield RawBatch(found.position, header, found.data, found.crc_ok, error)
 
 
 def batch_hash(data: bytes) -> int:
