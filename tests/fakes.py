@@ -59,6 +59,12 @@ class ScriptedController(controller_pb2_grpc.ControllerServiceServicer):
     async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         return await self._answer("DescribeQuorum", request, context)
 
+    async def AddRaftVoter(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        return await self._answer("AddRaftVoter", request, context)
+
+    async def RemoveRaftVoter(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        return await self._answer("RemoveRaftVoter", request, context)
+
 
 class ServerThread:
     """Runs a grpc.aio server with a ControllerService (a ScriptedController unless given) on its

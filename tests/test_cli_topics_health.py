@@ -98,8 +98,8 @@ def test_a_filtered_line_is_kafkas_partition_line(server: ServerThread) -> None:
     code, out, _ = describe(server, "--unavailable-partitions", "--topic", "orders")
     assert code == 0
     assert out.splitlines() == [
-        "\tTopic: orders\tPartition: 2\tLeader: 3\tReplicas: 3,1,2\tIsr: 3,1,2",
-        "\tTopic: orders\tPartition: 3\tLeader: none\tReplicas: 3\tIsr: 3",
+        "\tTopic: orders\tPartition: 2\tLeader: 3\tReplicas: 3,1,2\tIsr: 3,1,2\tElr: N/A\tLastKnownElr: N/A",
+        "\tTopic: orders\tPartition: 3\tLeader: none\tReplicas: 3\tIsr: 3\tElr: N/A\tLastKnownElr: N/A",
     ]
 
 

@@ -259,7 +259,8 @@ def test_fleet_catches_up_after_its_delay_and_a_throttled_execute_finishes(tmp_p
         )  # fmt: skip
         elapsed = time.monotonic() - started
         assert result.exit_code == 0, result.output
-        assert [line.split(":")[0] for line in result.stdout.splitlines()] == ["Wave 1/3", "Wave 2/3", "Wave 3/3"]
+        waves = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith("Wave")]
+        assert waves == ["Wave 1/3", "Wave 2/3", "Wave 3/3"]
         assert elapsed >= 3 * 0.15, "each wave waits for the brokers' catch-up delay"
         topic = server.servicer.controller.committed_image.topic_by_name("orders")
         assert topic is not None

@@ -18,6 +18,7 @@ PURE_PATHS = [
     ROOT / "raftmeta" / "controller",
     ROOT / "placement",
     ROOT / "raftmeta" / "records",
+    ROOT / "raftmeta" / "lincheck",
 ]
 FORBIDDEN_MODULES = {
     "asyncio",

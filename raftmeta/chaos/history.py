@@ -5,8 +5,9 @@ One line per operation, written when it completes: ``op_id``, ``request_id``, ``
 (``create_topic``, ``delete_topic``, ``create_partitions``, ``reassign_partition`` or
 ``cancel_reassignment``), ``topic``, ``topic_id`` (base64url, for ok creates and deletes),
 ``invoke_ms`` / ``complete_ms`` (wall clock), ``outcome`` (``ok``, ``fail`` or ``unknown``) and
-``error``. The rest is ours and Spark ignores it: ``worker`` (which client), and for the two
-reassignment kinds ``partition`` and ``replicas`` (the requested target; empty for a cancel).
+``error``. The rest is ours and Spark ignores it: ``worker`` (which client), for the two
+reassignment kinds ``partition`` and ``replicas`` (the requested target; empty for a cancel), and
+``count`` (``create_topic``: the partitions asked for; ``create_partitions``: the new total).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Op:
     worker: int = 0
     partition: int = -1  # reassignment ops: the partition moved or cancelled
     replicas: tuple[int, ...] = ()  # reassign_partition: the requested target replicas
+    count: int = 0  # create_topic: partitions asked for; create_partitions: the new total
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -46,6 +46,10 @@ def write_report(result: ChaosResult) -> dict[str, Path]:
     paths["json"].write_text(json.dumps(document, indent=2) + "\n")
     _timeline_png(result, paths["timeline_png"])
     paths["html"].write_text(_html(document, paths["timeline_png"].name))
+    # Written by the checks (raftmeta.chaos.linearizable) when the history is not linearizable.
+    timeline = result.figures.get("linearizability", {}).get("timeline")
+    if timeline:
+        paths["linearizability_timeline"] = out / timeline
     return paths
 
 

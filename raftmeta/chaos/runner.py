@@ -21,6 +21,7 @@ from raftmeta.chaos.cluster import ChaosCluster, ClusterConfig
 from raftmeta.chaos.committed import read_committed
 from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.history import HistoryWriter, Op, write_history
+from raftmeta.chaos.linearizable import TIMELINE, check_linearizable
 from raftmeta.chaos.metrics import MetricsRecorder
 from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.moves import COUNTS, check_reassignments
@@ -315,6 +316,16 @@ async def _check_files(
     log = await asyncio.to_thread(read_committed, str(data_dir), tape)
     verdict = check_history(ops, log, final_topics)
     checks.extend(verdict.checks)
+    linearizability = check_linearizable(ops)
+    checks.append(linearizability.check)
+    page = linearizability.timeline(config.reproduce())
+    if page is not None:
+        (config.report_dir / TIMELINE).write_text(page, encoding="utf-8")
+    figures["linearizability"] = {
+        "operations": len(linearizability.operations),
+        "verdict": None if linearizability.result is None else linearizability.result.verdict,
+        "timeline": TIMELINE if page is not None else None,
+    }
     moves = await asyncio.to_thread(check_reassignments, ops, tape.batches, tape.snapshots, log.requests)
     checks.extend(moves.checks)
     figures["reassignments"] = {"counts": moves.counts, **moves.figures}

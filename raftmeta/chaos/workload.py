@@ -163,7 +163,10 @@ class Workload:
                 return "ok", uuid_to_str(result.topic_id), ""
             return "fail", "", _error(result.error_code, result.error_message)
 
-        await self._call(worker, "create_topic", topic.name, request, lambda: client.create_topics(request), judge)
+        count = topic.num_partitions or len(topic.assignments)
+        await self._call(
+            worker, "create_topic", topic.name, request, lambda: client.create_topics(request), judge, count=count
+        )
 
     async def _read(self, client: ControllerClient, worker: int, rng: random.Random) -> None:
         """Describe one kept topic (never deleted, so what a read may see only grows)."""
@@ -193,7 +196,9 @@ class Workload:
                 return "ok", "", ""
             return "fail", "", _error(result.error_code, result.error_message)
 
-        await self._call(worker, "create_partitions", name, request, lambda: client.create_partitions(request), judge)
+        await self._call(
+            worker, "create_partitions", name, request, lambda: client.create_partitions(request), judge, count=count
+        )
 
     async def _delete(self, client: ControllerClient, worker: int, name: str) -> None:
         request = controller_pb2.DeleteTopicsRequest(topic_names=[name], request_id=str(uuid.uuid4()))
@@ -280,6 +285,7 @@ class Workload:
         *,
         partition: int = -1,
         replicas: tuple[int, ...] = (),
+        count: int = 0,
     ) -> None:
         op_id = self.view.new_op_id()
         invoke_ms = wall_ms()
@@ -307,6 +313,7 @@ class Workload:
                 worker,
                 partition,
                 replicas,
+                count,
             )
         )
 

@@ -138,3 +138,5 @@ def _print_summary(document: dict[str, object], paths: dict[str, Path]) -> None:
     for violation in violations:
         click.echo(f"  VIOLATION {violation}")
     click.echo(f"  report: {paths['html']}")
+    if "linearizability_timeline" in paths:
+        click.echo(f"  timeline of the failing window: {paths['linearizability_timeline']}")

@@ -81,7 +81,9 @@ def _listener(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _answer(kind: str, voter_id: int, response: Any, output: str) -> None:
+def _answer(kind: str, voter_id: int, response: Any, output: str, done: str | None = None) -> None:
+    """Refusals fail with the code; success is ``done`` (Kafka's line where its tool has one) or
+    a line of ours, committed on a majority of the new voter set either way."""
     code = errors_pb2.ErrorCode.Name(response.error_code)
     document = {"controller_id": voter_id, "error_code": code, "error_message": response.error_message}
     if response.error_code != errors_pb2.NONE:
@@ -90,7 +92,7 @@ def _answer(kind: str, voter_id: int, response: Any, output: str) -> None:
     if output == "json":
         emit_json(document)
     else:
-        click.echo(f"{kind} {voter_id}: done (committed on a majority of the new voter set)")
+        click.echo(done or f"{kind} {voter_id}: done (committed on a majority of the new voter set)")
 
 
 @click.command("add-controller")
@@ -155,9 +157,14 @@ def add_controller(
     )
     with connect(bootstrap, timeout, tls) as client:
         response = client.add_raft_voter(request)
-    if output != "json" and directory_id:
-        click.echo(f"directory id {format_directory_id(directory_id)}", err=True)
-    _answer("add-controller", controller_id, response, output)
+    # kafka-metadata-quorum add-controller's line (an IPv6 host in brackets, as Kafka writes it).
+    bare = host.strip("[]")
+    endpoint = f"{CONTROLLER_LISTENER}://{f'[{bare}]' if ':' in bare else bare}:{port}"
+    done = (
+        f"Added controller {controller_id} with directory id {format_directory_id(directory_id)} "
+        f"and endpoints: {endpoint}"
+    )
+    _answer("add-controller", controller_id, response, output, done)
 
 
 @click.command("remove-controller")
@@ -184,7 +191,12 @@ def remove_controller(
     )
     with connect(bootstrap, timeout, tls) as client:
         response = client.remove_raft_voter(request)
-    _answer("remove-controller", controller_id, response, output)
+    # kafka-metadata-quorum remove-controller's line (which always names a directory id: ours may be
+    # left out, matching any).
+    directory = f" with directory id {controller_directory_id}" if controller_directory_id else ""
+    _answer(
+        "remove-controller", controller_id, response, output, f"Removed KRaft controller {controller_id}{directory}"
+    )
 
 
 @click.command("update-controller")

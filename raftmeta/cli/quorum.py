@@ -366,7 +366,26 @@ def _replica_row(replica: controller_pb2.QuorumReplicaState, now_ms: int, status
         "last_fetch_timestamp": now_ms - fetch_ago if fetch_ago >= 0 else -1,
         "last_caught_up_timestamp": now_ms - caught_up_ago if caught_up_ago >= 0 else -1,
         "status": status,
+        "endpoints": [_endpoint(e) for e in replica.endpoints],
     }
+
+
+def _endpoint(listener: controller_pb2.RaftVoterListener) -> str:
+    """``NAME://host:port``, an IPv6 host in brackets (Kafka's RaftVoterEndpoint.toString)."""
+    host = f"[{listener.host}]" if ":" in listener.host else listener.host
+    return f"{listener.name}://{host}:{listener.port}"
+
+
+def kafka_node(replica: dict[str, Any]) -> str:
+    """One voter or observer as kafka-metadata-quorum describe --status prints it since Kafka 3.9
+    (MetadataQuorumCommand's Node): ``{"id": 1, "directoryId": "...", "endpoints": ["..."]}``,
+    leaving out an unknown directory id and an empty endpoint list, as it does."""
+    text = f'{{"id": {replica["id"]}'
+    if replica["directory_id"]:
+        text += f', "directoryId": "{replica["directory_id"]}"'
+    if replica["endpoints"]:
+        text += ', "endpoints": [' + ", ".join(f'"{e}"' for e in replica["endpoints"]) + "]"
+    return text + "}"
 
 
 def _print_status(document: dict[str, Any]) -> None:
@@ -377,8 +396,8 @@ def _print_status(document: dict[str, Any]) -> None:
         ("HighWatermark", document["high_watermark"]),
         ("MaxFollowerLag", document["max_follower_lag"]),
         ("MaxFollowerLagTimeMs", document["max_follower_lag_time_ms"]),
-        ("CurrentVoters", f"[{','.join(str(v['id']) for v in document['voters'])}]"),
-        ("CurrentObservers", f"[{','.join(str(o['id']) for o in document['observers'])}]"),
+        ("CurrentVoters", f"[{','.join(kafka_node(v) for v in document['voters'])}]"),
+        ("CurrentObservers", f"[{','.join(kafka_node(o) for o in document['observers'])}]"),
     ]
     for name, value in rows:
         click.echo(f"{name + ':':<24}{value}")

@@ -50,18 +50,27 @@ def reassign() -> None:
 
 
 # ---- reading the cluster -------------------------------------------------------------------------
-def _cluster(client: SyncControllerClient, topics: list[str]) -> tuple[dict[str, list[list[int]]], list[UsableBroker]]:
-    """(topic -> replica lists as the controller counts them: without replicas still being added,
-    the registered brokers)."""
+def _assignment(client: SyncControllerClient, topics: list[str], strict: bool = True) -> dict[str, list[list[int]]]:
+    """topic -> replica lists as the controller counts them (without replicas still being added).
+    A topic the controller answers with an error fails the command, or with ``strict=False`` is
+    left out (execute: the reassignment request answers for it, per partition)."""
     described = client.describe_topics(topics)
     current: dict[str, list[list[int]]] = {}
     for topic in described.topics:
         if topic.error_code != errors_pb2.NONE:
+            if not strict:
+                continue
             raise CheckFailed(f"topic {topic.name}: {error_name(topic.error_code)}: {topic.error_message}")
         current[topic.name] = [
             [b for b in p.replicas if b not in set(p.adding_replicas)]
             for p in sorted(topic.partitions, key=lambda p: p.partition)
         ]
+    return current
+
+
+def _cluster(client: SyncControllerClient, topics: list[str]) -> tuple[dict[str, list[list[int]]], list[UsableBroker]]:
+    """(topic -> replica lists as :func:`_assignment` gives them, the registered brokers)."""
+    current = _assignment(client, topics)
     cluster = client.describe_cluster()
     brokers = [
         UsableBroker(
@@ -363,20 +372,23 @@ def execute(
                 f"Cannot execute because there is an existing partition assignment ({len(running)} partitions "
                 "moving). Use --additional to start this one as well (REASSIGNMENT_IN_PROGRESS)."
             )
-        if throttle_moves is None:
-            waves = [entries]
-        else:
-            current, _ = _cluster(client, sorted({t for t, _, _ in entries}))
-            waves = _waves(entries, current, throttle_moves)
+        current = _assignment(client, sorted({t for t, _, _ in entries}), strict=throttle_moves is not None)
+        rollback = rollback_json(entries, current)
+        if output != "json":
+            click.echo(rollback_text(rollback))
+        waves = [entries] if throttle_moves is None else _waves(entries, current, throttle_moves)
         for number, wave in enumerate(waves, start=1):
             response = client.alter_partition_reassignments(_alter_request(wave), deadline_s=timeout)
             wave_results = _results(response)
             results.extend(wave_results)
             if output != "json":
-                started = [f"{r['topic']}-{r['partition']}" for r in wave_results if r["error_code"] == "NONE"]
+                # Kafka's line: sorted by topic and partition, "reassignment" for one.
+                ok = sorted((r["topic"], r["partition"]) for r in wave_results if r["error_code"] == "NONE")
+                started = [f"{topic}-{partition}" for topic, partition in ok]
                 prefix = f"Wave {number}/{len(waves)}: s" if len(waves) > 1 else "S"
                 if started:
-                    click.echo(f"{prefix}uccessfully started partition reassignments for {','.join(started)}")
+                    plural = "" if len(started) == 1 else "s"
+                    click.echo(f"{prefix}uccessfully started partition reassignment{plural} for {','.join(started)}")
                 for r in wave_results:
                     if r["error_code"] != "NONE":
                         click.echo(
@@ -387,9 +399,34 @@ def execute(
                 _wait_for(client, wave, wait_timeout)
     failed = [r for r in results if r["error_code"] != "NONE"]
     if output == "json":
-        emit_json({"partitions": results, "waves": len(waves)})
+        emit_json({"partitions": results, "waves": len(waves), "rollback": rollback})
     if failed:
         raise SystemExit(1)
+
+
+def rollback_json(entries: list[PlanEntry], current: dict[str, list[list[int]]]) -> dict[str, Any]:
+    """The current assignment of the plan's partitions in Kafka's reassignment JSON, sorted by
+    topic and partition, as kafka-reassign-partitions --execute prints it to roll back with
+    (``log_dirs`` "any" per replica, as Kafka writes it). A partition the cluster does not have is
+    left out: the reassignment answers for it."""
+    partitions = []
+    for topic, partition, _ in sorted(entries, key=lambda e: (e[0], e[1])):
+        replicas = current.get(topic, [])
+        if partition < len(replicas):
+            assigned = replicas[partition]
+            partitions.append(
+                {"topic": topic, "partition": partition, "replicas": assigned, "log_dirs": ["any"] * len(assigned)}
+            )
+    return {"version": 1, "partitions": partitions}
+
+
+def rollback_text(rollback: dict[str, Any]) -> str:
+    """kafka-reassign-partitions --execute's first lines, byte for byte (compact JSON)."""
+    return (
+        "Current partition replica assignment\n\n"
+        f"{json.dumps(rollback, separators=(',', ':'))}\n\n"
+        "Save this to use as the --reassignment-json-file option during rollback"
+    )
 
 
 def _wait_for(client: SyncControllerClient, wave: list[PlanEntry], wait_timeout: float) -> None:

@@ -7,13 +7,14 @@ replays it with a trace.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from raftmeta.cli.common import EXIT_FAILED, INT64_MAX, emit_json, int_range, output_option, usage_error
 from raftmeta.sim.cluster import RunResult
 from raftmeta.sim.params import FAULT_KINDS
-from raftmeta.sim.runner import BUGS, NEEDS_PLANE, parse_faults, run_seeds
+from raftmeta.sim.runner import BUGS, NEEDS_PLANE, parse_faults, run_seeds, timeline_name, timeline_page
 
 # ``--soak``: far more seeds than CI's budget, none of them CI's (docs/consensus.md, "Budgets").
 SOAK_SEEDS = 10_000
@@ -45,6 +46,13 @@ SOAK_FIRST_SEED = 100_000
     is_flag=True,
     help=f"The long run: {SOAK_SEEDS} seeds from {SOAK_FIRST_SEED} (unless --seeds/--seed say otherwise).",
 )
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Where a seed whose client history is not linearizable gets its HTML timeline (with --plane).",
+)
 @output_option
 def sim(
     seed_count: int | None,
@@ -56,6 +64,7 @@ def sim(
     bug: str | None,
     plane: bool,
     soak: bool,
+    report_dir: Path,
     output: str,
 ) -> None:
     """Simulate quorums under seeded faults and check the consensus invariants.
@@ -83,6 +92,12 @@ def sim(
         trace_out.write(line + "\n")
 
     def report(result: RunResult, command: str) -> None:
+        page = timeline_page(result, command)
+        if page is not None:
+            report_dir.mkdir(parents=True, exist_ok=True)
+            path = report_dir / timeline_name(result.seed)
+            path.write_text(page, encoding="utf-8")
+            click.echo(f"  seed {result.seed}: timeline of the failing window: {path}", err=as_json)
         if as_json:
             return
         p = result.params

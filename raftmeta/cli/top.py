@@ -44,6 +44,19 @@ def _int(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
+def unscraped_role(node_id: int, leader_id: int, voter: bool, fetching: bool, metrics: str) -> str:
+    """A node's role from the leader's DescribeQuorum alone (no metrics scrape): a voter is only
+    called a follower while it fetches; one whose metrics endpoint does not answer is ``down``,
+    one the leader has no fetch from in this epoch ``not fetching``."""
+    if node_id == leader_id:
+        return "leader"
+    if metrics == "down":
+        return "down"
+    if not fetching:
+        return "not fetching"
+    return "follower" if voter else "observer"
+
+
 def top_document(
     quorum: controller_pb2.DescribeQuorumResponse,
     cluster: controller_pb2.DescribeClusterResponse | None,
@@ -83,7 +96,7 @@ def top_document(
                 entry["commit_latency_p50_ms"] = _ms(latency.histogram_quantile(COMMIT_LATENCY, 0.5))
                 entry["commit_latency_p99_ms"] = _ms(latency.histogram_quantile(COMMIT_LATENCY, 0.99))
         elif replica is not None:
-            entry["role"] = "leader" if node_id == quorum.leader_id else ("follower" if voter else "observer")
+            entry["role"] = unscraped_role(node_id, quorum.leader_id, voter, known, entry["metrics"])
             entry["epoch"] = quorum.leader_epoch if known else None
         return entry
 
@@ -144,7 +157,10 @@ def render(document: dict[str, Any]) -> Any:
     for i, name in enumerate(columns):
         nodes.add_column(name, justify="left" if i in (1, 9) else "right")
     for entry in (*document["voters"], *document["observers"]):
-        role = cell(entry["role"]) + ("" if entry["voter"] else " (observer)")
+        # A non-voter in another state than observer says so once (never "observer (observer)").
+        role = cell(entry["role"])
+        if not entry["voter"] and entry["role"] not in ("observer", "down", "not fetching"):
+            role += " (observer)"
         style = "green" if entry["role"] == "leader" else ("red" if entry["metrics"] == "down" else None)
         nodes.add_row(
             str(entry["id"]),
@@ -164,8 +180,10 @@ def render(document: dict[str, Any]) -> Any:
         health.add_column(name, justify="right")
     brokers = document["brokers"] or {}
     partitions = document["partitions"] or {}
+    active, fenced = brokers.get("active"), brokers.get("fenced")
     health.add_row(
-        cell(brokers.get("active")),
+        # Every registered broker, fenced ones included (8 active + 1 fenced is BROKERS 9, FENCED 1).
+        cell(None if active is None else active + (fenced or 0)),
         Text(cell(brokers.get("fenced")), style="red" if brokers.get("fenced") else ""),
         cell(partitions.get("topics")),
         cell(partitions.get("partitions")),

@@ -1,9 +1,9 @@
 """``raftmeta topics create|list|describe|alter|delete``, mirroring kafka-topics.sh.
 
-Flags and the describe layout are Kafka's (``Topic: t Partition: 0 Leader: 1 Replicas: 1,2,3
-Isr: 1,2,3``), so what a Kafka user types and reads works here; so do kafka-topics.sh's action
-flags (``raftmeta topics --list`` is ``raftmeta topics list``). JSON shapes are the contract of
-DESIGN.md §8.
+Flags and the describe layout are Kafka 4.4's (``Topic: t Partition: 0 Leader: 1 Replicas: 1,2,3
+Isr: 1,2,3 Elr: N/A LastKnownElr: N/A``), so what a Kafka user types and reads works here; so do
+kafka-topics.sh's action flags (``raftmeta topics --list`` is ``raftmeta topics list``) and its
+``Created topic orders.`` line. JSON shapes are the contract of DESIGN.md §8.
 """
 
 from __future__ import annotations
@@ -202,10 +202,10 @@ def create(
     if output == "json":
         emit_json({"topics": results, "validate_only": validate_only})
     else:
-        verb = "would be created" if validate_only else "created"
         for r in results:
             if r["error_code"] == "NONE":
-                click.echo(f"Topic {r['name']} {verb} (TopicId: {r['topic_id'] or '-'}).")
+                # kafka-topics.sh's own line (scripts grep it); the topic id is in --output json.
+                click.echo(f"Topic {r['name']} would be created." if validate_only else f"Created topic {r['name']}.")
             elif r["error_code"] not in ignored:
                 click.echo(f"Error while creating topic {r['name']}: {r['error_code']}: {r['error_message']}", err=True)
     if failed:
@@ -309,7 +309,9 @@ def format_describe(topics_doc: list[dict[str, Any]], *, topic_lines: bool = Tru
                 line += f"\tAdding Replicas: {_ids(p['adding_replicas'])}"
             if p["removing_replicas"]:
                 line += f"\tRemoving Replicas: {_ids(p['removing_replicas'])}"
-            lines.append(line)
+            # Kafka 4's columns for eligible leader replicas (KIP-966), which raftmeta does not keep:
+            # N/A, as kafka-topics.sh prints them for a partition that reports none.
+            lines.append(line + "\tElr: N/A\tLastKnownElr: N/A")
     return "\n".join(lines)
 
 

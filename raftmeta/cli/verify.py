@@ -74,7 +74,14 @@ def verify(
 
         spark = build_session(master, log_level=spark_log_level)
         try:
-            result = run_verify(spark, data_dir, progress=status.update, history=history, digest_store=digest_store)
+            result = run_verify(
+                spark,
+                data_dir,
+                progress=status.update,
+                history=history,
+                digest_store=digest_store,
+                topic_view=report_dir is not None,
+            )
         finally:
             spark.stop()
     paths = write_outputs(result, data_dir, report_dir) if report_dir is not None else {}
@@ -92,10 +99,12 @@ def _print_summary(result: object, paths: dict[str, Path]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from raftmeta.jobs.checks import EXAMPLES_MAX
+    from raftmeta.jobs.unhealthy import REASONS
     from raftmeta.jobs.verify import VerifyResult
 
     assert isinstance(result, VerifyResult)
-    table = Table(title=f"raftmeta verify: {'PASSED' if result.passed else 'FAILED'}")
+    table = Table(title=f"raftmeta verify: consistency {'PASSED' if result.passed else 'FAILED'}")
     table.add_column("", width=2)
     table.add_column("check")
     table.add_column("detail", overflow="fold")
@@ -108,5 +117,17 @@ def _print_summary(result: object, paths: dict[str, Path]) -> None:
         f"records {f['records']}  nodes {f['nodes']}  topics {f['topics']}  partitions {f['partitions']}  "
         f"brokers {f['brokers']}  replica skew {f['replica_skew']}  leader skew {f['leader_skew']}"
     )
+    health = result.health
+    color = {"HEALTHY": "green", "WARN": "yellow"}.get(health["verdict"], "red")
+    console.print(f"health [{color}]{health['verdict']}[/]" + "".join(f"; {r}" for r in health["reasons"]))
+    for p in health["unhealthy_partitions"]["listed"][:EXAMPLES_MAX]:
+        console.print(
+            f"  {p['topic']}-{p['partition']}  leader {p['leader']}  replicas {p['replicas']}  isr {p['isr']}  "
+            f"{', '.join(REASONS[w] for w in p['why'])}",
+            highlight=False,
+        )
+    shown = min(EXAMPLES_MAX, len(health["unhealthy_partitions"]["listed"]))
+    if health["unhealthy_partitions"]["total"] > shown:
+        console.print(f"  and {health['unhealthy_partitions']['total'] - shown:,} more")
     if "html" in paths:
         console.print(f"report: {paths['html']}")

@@ -393,6 +393,11 @@ class QuorumController:
         ) -> controller_pb2.QuorumReplicaState:
             answer = _row(replica_id, replica)
             answer.directory_id = directory_id
+            node = voter_set.node(replica_id)
+            if node is not None:
+                answer.endpoints.extend(
+                    controller_pb2.RaftVoterListener(name=e.name, host=e.host, port=e.port) for e in node.endpoints
+                )
             return answer
 
         def voter_directory(voter_id: int) -> bytes:

@@ -426,6 +426,17 @@ def create_partitions(
     return ControllerResult(LazyRecords(records) if records else (), response)
 
 
+NOT_AN_INCREASE = "would not be an increase"
+
+
+def is_not_an_increase(message: str) -> bool:
+    """Whether an INVALID_PARTITIONS answer of CreatePartitions says the count is not an increase
+    (the two answers above, Kafka's wording) -- the only ones that depend on the topic's state;
+    a count over the limit, or a placement that fails, is refused whatever the state. History
+    checkers (raftmeta.sim.client_history, raftmeta.chaos.linearizable) tell them apart with it."""
+    return "already has" in message or NOT_AN_INCREASE in message
+
+
 def _grow_one(
     image: MetadataImage, request: controller_pb2.CreatePartitionsTopic, random: RandomSource, config: ControllerConfig
 ) -> list[bytes] | ApiError:
@@ -438,7 +449,7 @@ def _grow_one(
     if request.count < current:
         return ApiError(
             errors_pb2.INVALID_PARTITIONS,
-            f"The topic {request.name} currently has {current} partition(s); {request.count} would not be an increase.",
+            f"The topic {request.name} currently has {current} partition(s); {request.count} {NOT_AN_INCREASE}.",
         )
     if request.count > config.max_partitions_per_topic:
         return _too_many_for_topic(request.count, config)

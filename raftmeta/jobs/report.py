@@ -1,20 +1,26 @@
 """The verify report: ``report.json`` for scripts and ``report.html`` with PNG plots for people.
 
 Plots: replicas and leaders per broker (placement's preferred leaders and the current ones),
-replicas and leaders per rack (with more than one rack), the ISR size of every partition
+the brokers grouped by rack on tinted bands, replicas and leaders per rack (with more than one
+rack), the ISR size of every partition
 (under-replicated ones in red), partition health at the end of the log (under-replicated, also
 with every replica live, under min ISR, offline, leader away from the preferred replica), and the
-committed and end offsets of every node when they differ.
+committed and end offsets of every node when they differ. The page itself (verdicts, the
+unhealthy partitions, brokers by rack, the topic x broker view): ``raftmeta.jobs.report_html``.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
 
+from raftmeta.jobs.racks import by_rack, rack_colors, rack_of
+from raftmeta.jobs.report_html import render_html
+
 PLOT_DPI = 110
+# Greys for the per-broker series: the colour of that plot is the racks' (its bands).
+BROKER_SERIES_COLORS = ("#57606a", "#afb8c1", "#24292f")
 # The health figures (raftmeta.jobs.health) drawn as bars, with their labels.
 HEALTH_BARS = {
     "under_replicated_partitions": "under-replicated",
@@ -34,7 +40,9 @@ def write_report(
     paths["json"].write_text(json.dumps(document, indent=2) + "\n")
     figures = document["figures"]
     paths.update(_plots(report_dir, figures, brokers))
-    paths["html"].write_text(_html(document, {k: v.name for k, v in paths.items() if v.suffix == ".png"}))
+    images = {k: v.name for k, v in paths.items() if v.suffix == ".png"}
+    ids = by_rack(set(brokers) | {int(b) for b in figures.get("replicas_per_broker", {})}, brokers)
+    paths["html"].write_text(render_html(document, images, brokers, ids, rack_colors(ids, brokers)))
     return paths
 
 
@@ -51,9 +59,9 @@ def _plots(
     replicas = {int(k): v for k, v in figures.get("replicas_per_broker", {}).items()}
     preferred = {int(k): v for k, v in figures.get("preferred_leaders_per_broker", {}).items()}
     current = {int(k): v for k, v in figures.get("leaders_per_broker", {}).items()}
-    ids = sorted(set(replicas) | set(current) | set(brokers))
+    ids = by_rack(set(replicas) | set(current) | set(brokers), brokers)
     if ids:
-        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(ids) + 2), 3.6))
+        fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(ids) + 2), 3.8))
         _grouped_bars(
             ax,
             [f"{i}{'*' if brokers.get(i, (None, None, False))[2] else ''}" for i in ids],
@@ -62,9 +70,11 @@ def _plots(
                 "preferred leaders": [preferred.get(i, 0) for i in ids],
                 "current leaders": [current.get(i, 0) for i in ids],
             },
+            colors=BROKER_SERIES_COLORS,
         )
-        ax.set_xlabel("broker (* = fenced)")
-        ax.set_title("Replicas and leaders per broker")
+        _rack_bands(ax, ids, brokers)
+        ax.set_xlabel("broker, grouped by rack (* = fenced)")
+        ax.set_title("Replicas and leaders per broker", pad=16)
         out["per_broker_png"] = _save(fig, report_dir / "per-broker.png")
 
     per_rack = figures.get("replicas_per_rack", {})
@@ -97,7 +107,7 @@ def _plots(
     if health:
         fig, ax = plt.subplots(figsize=(7, 3.4))
         _grouped_bars(ax, list(health), {"partitions at the end of the log": list(health.values())})
-        ax.set_title(f"Partition health ({figures.get('partitions', 0)} partitions)")
+        ax.set_title(f"Partition health ({figures.get('partitions', 0):,} partitions)")
         ax.tick_params(axis="x", labelsize=8)
         out["health_png"] = _save(fig, report_dir / "partition-health.png")
 
@@ -117,7 +127,23 @@ def _plots(
     return out
 
 
-def _grouped_bars(ax: Any, labels: list[str], series: dict[str, list[int]]) -> None:
+def _rack_bands(ax: Any, ids: list[int], brokers: dict[int, tuple[str | None, str | None, bool]]) -> None:
+    """A tinted band behind each rack's brokers, named above the bars."""
+    colors = rack_colors(ids, brokers)
+    start = 0
+    for i in range(1, len(ids) + 1):
+        if i == len(ids) or rack_of(ids[i], brokers) != rack_of(ids[start], brokers):
+            rack = rack_of(ids[start], brokers)
+            ax.axvspan(start - 0.5, i - 0.5, color=colors[rack], alpha=0.18, linewidth=0, zorder=0)
+            ax.text((start + i - 1) / 2, 1.01, rack, transform=ax.get_xaxis_transform(), ha="center", va="bottom",
+                    fontsize=8, color=colors[rack], fontweight="bold")  # fmt: skip
+            start = i
+    ax.set_xlim(-0.5, len(ids) - 0.5)
+
+
+def _grouped_bars(
+    ax: Any, labels: list[str], series: dict[str, list[int]], colors: tuple[str, ...] | None = None
+) -> None:
     """One group of bars per label, one bar per series side by side, integer counts, the legend
     below the plot."""
     from matplotlib.ticker import MaxNLocator
@@ -126,7 +152,7 @@ def _grouped_bars(ax: Any, labels: list[str], series: dict[str, list[int]]) -> N
     xs = range(len(labels))
     for k, (name, values) in enumerate(series.items()):
         offset = (k - (len(series) - 1) / 2) * width
-        ax.bar([x + offset for x in xs], values, width, label=name)
+        ax.bar([x + offset for x in xs], values, width, label=name, color=None if colors is None else colors[k])
     ax.set_xticks(list(xs), labels)
     ax.set_ylabel("count")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -144,41 +170,3 @@ def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=PLOT_DPI)
     plt.close(fig)
     return path
-
-
-def _html(document: dict[str, Any], images: dict[str, str]) -> str:
-    verdict = "PASSED" if document["passed"] else "FAILED"
-    color = "#1a7f37" if document["passed"] else "#cf222e"
-    rows = "\n".join(
-        f"<tr><td>{'&#10004;' if c['passed'] else '&#10008;'}</td><td>{html.escape(c['name'])}</td>"
-        f"<td>{html.escape(c['detail'])}</td></tr>"
-        for c in document["checks"]
-    )
-    figures = document["figures"]
-    scalar = "\n".join(
-        f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
-        for k, v in figures.items()
-        if not isinstance(v, dict | list)
-    )
-    pictures = "\n".join(
-        f'<p><img src="{html.escape(name)}" alt="{html.escape(key)}"></p>' for key, name in images.items()
-    )
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>raftmeta verify: {verdict}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 70em; }}
-table {{ border-collapse: collapse; margin: 1em 0; }}
-td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; vertical-align: top; text-align: left; }}
-h1 span {{ color: {color}; }}
-</style></head><body>
-<h1>raftmeta verify: <span>{verdict}</span></h1>
-<p>Data: {html.escape(str(document.get("data_dir", "")))}</p>
-<h2>Checks</h2>
-<table><tr><th></th><th>check</th><th>detail</th></tr>
-{rows}
-</table>
-<h2>Figures</h2>
-<table>{scalar}</table>
-{pictures}
-</body></html>
-"""

@@ -42,7 +42,7 @@ from raftmeta.jobs.health import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -205,7 +205,7 @@ def _brokers(light: DataFrame) -> Brokers:
     )
 
 
-def _literal_map(mapping: dict[int, Any], value_type: str) -> Column:
+def _literal_map(mapping: Mapping[int, Any], value_type: str) -> Column:
     from pyspark.sql import functions as F
 
     if not mapping:
@@ -401,17 +401,14 @@ def _counts(states: DataFrame, brokers: Brokers, min_isr: DataFrame) -> DataFram
             n.cast("long").alias("n"),
         )  # fmt: skip
 
-    rack_of = _literal_map({b: rack for b, (rack, _, _) in brokers.live.items()}, "string")
-    racks = len({rack for rack, _, _ in brokers.live.values()})
     replicas, leader, n = F.col("replicas"), F.col("leader"), F.col("n")
-    spanned = F.size(F.array_distinct(F.transform(replicas, lambda b: rack_of[b])))
     flags = F.array(
         entry(ORPHAN, F.col("orphans")),
         entry(BROKEN, F.col("broken")),
         entry(TOPIC, F.col("topics")),
         F.when(live, entry(PARTITION, n)),
         F.when(live & (leader < 0), entry(LEADERLESS, n)),
-        F.when(live & (spanned < F.least(F.size(replicas), F.lit(racks))), entry(RACK_SPREAD, n)),
+        F.when(live & rack_spread_short(replicas, brokers.live), entry(RACK_SPREAD, n)),
         F.when(live & (F.size(replicas) > 0), entry(PREFERRED, n, replicas[0])),
         F.when(live & (leader >= 0), entry(LEADER, n, leader)),
         F.when(live, entry(ISR_SIZE, n, F.col("isr_size"), F.size(replicas))),
@@ -426,6 +423,18 @@ def _counts(states: DataFrame, brokers: Brokers, min_isr: DataFrame) -> DataFram
         .groupBy("e.kind", "e.broker", "e.extra")
         .agg(F.sum("e.n").alias("count"))
     )
+
+
+def rack_spread_short(replicas: Column, live: Mapping[int, tuple[str | None, str | None, bool]]) -> Column:
+    """True when ``replicas`` span fewer racks than they could: fewer distinct racks than
+    min(replicas, racks of the registered brokers) (``live``: broker -> (rack, pool, fenced)).
+    Brokers without a rack count as one rack, as ``partition_rules.rack_view`` counts them."""
+    from pyspark.sql import functions as F
+
+    rack_of = _literal_map({b: rack for b, (rack, _, _) in live.items()}, "string")
+    racks = len({rack for rack, _, _ in live.values()})
+    spanned = F.size(F.array_distinct(F.transform(replicas, lambda b: rack_of[b])))
+    return spanned < F.least(F.size(replicas), F.lit(racks))
 
 
 def state_checks(replay: NodeReplay, store_at: Path | None = None) -> tuple[list[Check], ClusterState]:
@@ -444,14 +453,14 @@ def state_checks(replay: NodeReplay, store_at: Path | None = None) -> tuple[list
     min_isr = topic_min_isr(newest_topics(light), light)
     observed = Observation("replayed records")
     records = replay.records(columns=STATE_COLUMNS).where("crc_ok").observe(observed, F.count(F.lit(1)).alias("n"))
-    min_isr_by_name: dict[str, int] = {}
+    # Small (the topics that set it), and the report names each unhealthy partition's minimum.
+    min_isr_by_name = {r["topic_name"]: int(r["min_isr"]) for r in min_isr.collect()}
     if store_at is None:
         counts: dict[tuple[int, int, int], int] = {
             (r["kind"], r["broker"], r["extra"]): r["count"]
             for r in _counts(_states(records, brokers), brokers, min_isr).collect()
         }
     else:
-        min_isr_by_name = {r["topic_name"]: int(r["min_isr"]) for r in min_isr.collect()}
         _write_light(light, store_at)
         counts = _write_final(_states(records, brokers), brokers, min_isr, store_at)
     total = observed.get["n"]

@@ -24,7 +24,7 @@ why; the reports are the same.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from raftmeta.jobs import layout
 from raftmeta.jobs.checks import Check
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.datasource import SOURCE_NAME
+from raftmeta.jobs.racks import rack_of
 from raftmeta.jobs.state import (
     HISTORY_COLUMNS,
     HISTORY_TYPES,
@@ -65,11 +66,15 @@ class VerifyResult:
     checks: list[Check]
     figures: dict[str, Any]
     state: ClusterState
+    # The cluster's health at the end of the log, beside the checks' verdict: {"verdict",
+    # "reasons", "unhealthy_partitions": {"total", "listed", "listed_max"}} (raftmeta.jobs.unhealthy).
+    health: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self, data_dir: str) -> dict[str, Any]:
         return {
             "passed": self.passed,
             "data_dir": str(Path(data_dir).resolve()),
+            "health": self.health,
             "checks": [c.to_json() for c in self.checks],
             "figures": self.figures,
         }
@@ -101,6 +106,9 @@ def balance_figures(state: ClusterState, isr_sizes: dict[tuple[int, int], int] |
         "topics": balance.topics,
         "partitions": balance.partitions,
         "brokers": len(ids),
+        "fenced_brokers": sum(1 for _, _, fenced in state.brokers.values() if fenced),
+        # rack -> its registered brokers (racks.NO_RACK: brokers without a rack)
+        "brokers_per_rack": _brokers_per_rack(state.brokers),
         "replica_skew": round(Spread.of(replicas).skew, 6),
         "leader_skew": round(Spread.of(preferred).skew, 6),
         "current_leader_skew": round(Spread.of(current).skew, 6),
@@ -131,10 +139,17 @@ def isr_size_counts(state: ClusterState) -> dict[tuple[int, int], int]:
     return {(int(r["isr"]), int(r["rf"])): int(r["count"]) for r in rows}
 
 
+def _brokers_per_rack(brokers: dict[int, tuple[str | None, str | None, bool]]) -> dict[str, list[int]]:
+    racks: dict[str, list[int]] = {}
+    for broker in sorted(brokers):
+        racks.setdefault(rack_of(broker, brokers), []).append(broker)
+    return dict(sorted(racks.items()))
+
+
 def _per_rack(per_broker: dict[int, int], brokers: dict[int, tuple[str | None, str | None, bool]]) -> dict[str, int]:
     racks: dict[str, int] = {}
     for broker, n in per_broker.items():
-        rack = brokers.get(broker, (None, None, False))[0] or "(none)"
+        rack = rack_of(broker, brokers)
         racks[rack] = racks.get(rack, 0) + n
     return dict(sorted(racks.items()))
 
@@ -155,12 +170,14 @@ def run_verify(
     *,
     history: str | None = None,
     digest_store: Path | None = None,
+    topic_view: bool = False,
 ) -> VerifyResult:
     """Every check of DESIGN.md §9 on the logs under ``data_dir``. With ``digest_store``
     (``verify --incremental``), the segments verified by an earlier run are not read again (see
     :mod:`raftmeta.jobs.digests`), the state checks fold only the records after the stored state's
     point into it (:mod:`raftmeta.jobs.delta`), and the store is updated when the logs agree (the
-    state: when every check passed)."""
+    state: when every check passed). ``topic_view`` adds the report's topic x broker figure
+    (``raftmeta.jobs.topic_brokers``: one more query over the final state)."""
     nodes = layout.discover(data_dir)
     all_bytes = sum(s.size_bytes for n in nodes for s in n.segments)
     incremental: list[Check] = []
@@ -222,7 +239,23 @@ def run_verify(
     }
     if digest_store is not None:
         figures["incremental"] = incremental_figures
-    return VerifyResult(passed, checks, figures, state)
+    if topic_view:
+        from raftmeta.jobs.topic_brokers import topic_broker_view
+
+        progress("counting replicas and leaders per topic and broker")
+        figures["topic_broker"] = topic_broker_view(state.final, state.brokers, figures["topics"])
+    return VerifyResult(passed, checks, figures, state, _health(state, figures, progress))
+
+
+def _health(state: ClusterState, figures: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """The health verdict of the final state and its unhealthy partitions, named."""
+    from raftmeta.jobs.unhealthy import Unhealthy, health_verdict, needs_listing, unhealthy_partitions
+
+    unhealthy = Unhealthy(0, [])
+    if needs_listing(figures):
+        progress("naming the unhealthy partitions")
+        unhealthy = unhealthy_partitions(state.final, state.brokers, state.min_isr, state.live_brokers)
+    return {**health_verdict(figures), "unhealthy_partitions": unhealthy.to_json()}
 
 
 @dataclass

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
+from raftmeta.controller.configs import TOPIC_CONFIGS
+from raftmeta.kafka.configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from raftmeta.kafka.context import ApiContext, CallRefused, call, timeout_s
 from raftmeta.kafka.framing import Request
 from raftmeta.topic_pages import describe_every_page
@@ -24,7 +27,7 @@ from raftmeta.v1 import controller_pb2, errors_pb2
 PLACER_CONFIG = "raftmeta.placer"
 POOL_CONFIG = "raftmeta.broker.pool"
 # ConfigSource.DYNAMIC_TOPIC_CONFIG: a config set on the topic.
-TOPIC_CONFIG_SOURCE = 1
+TOPIC_CONFIG_SOURCE = DYNAMIC_TOPIC_CONFIG
 UNKNOWN_TOPIC = errors_pb2.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_REQUEST = errors_pb2.INVALID_REQUEST
 LEADER_NOT_AVAILABLE = errors_pb2.LEADER_NOT_AVAILABLE
@@ -60,8 +63,10 @@ def _partition_values(partition: controller_pb2.PartitionDescription) -> dict[st
         "replica_nodes": list(partition.replicas),
         "isr_nodes": list(partition.isr),
         "offline_replicas": [],
-        "eligible_leader_replicas": None,
-        "last_known_elr": None,
+        # KIP-966: raftmeta has no eligible leader replicas; Kafka's brokers answer empty lists
+        # (kafka-topics --describe fails on null).
+        "eligible_leader_replicas": [],
+        "last_known_elr": [],
     }
 
 
@@ -161,13 +166,19 @@ def _created_values(result: controller_pb2.CreatableTopicResult) -> dict[str, An
         "topic_config_error_code": 0,
         "num_partitions": result.num_partitions if ok else -1,
         "replication_factor": result.replication_factor if ok else -1,
-        "configs": [
-            {"name": k, "value": v, "read_only": False, "config_source": TOPIC_CONFIG_SOURCE, "is_sensitive": False}
-            for k, v in sorted(result.configs.items())
-        ]
-        if ok
-        else [],
+        "configs": _created_configs(result.configs) if ok else [],
     }
+
+
+def _created_configs(configs: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every topic config, as Kafka's brokers answer CreateTopics (v5+): those the topic was
+    created with, and the others at their defaults (Kafka's AdminClient reads them as isDefault)."""
+    every = {name: (key.default, DEFAULT_CONFIG) for name, key in TOPIC_CONFIGS.items()}
+    every.update({name: (value, TOPIC_CONFIG_SOURCE) for name, value in configs.items()})
+    return [
+        {"name": name, "value": value, "read_only": False, "config_source": source, "is_sensitive": False}
+        for name, (value, source) in sorted(every.items())
+    ]
 
 
 def _error_values(name: str, code: int, message: str) -> dict[str, Any]:

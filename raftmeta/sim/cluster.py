@@ -33,6 +33,7 @@ from raftmeta.raft import (
 from raftmeta.raft.core import VoterChangeError
 from raftmeta.raft.voters import VoterNode, voters_in_batch
 from raftmeta.sim.checker import Checker, InvariantViolation
+from raftmeta.sim.client_history import HistoryFailure
 from raftmeta.sim.disk import SimDisk
 from raftmeta.sim.params import PARTITION_KINDS, SimParams
 from raftmeta.sim.rng import SeededRandom
@@ -135,6 +136,8 @@ class RunResult:
     snapshots_taken: int = 0
     snapshots_installed: int = 0
     checks: dict[str, int] = field(default_factory=dict)
+    # The whole plane: the client history the linearizability checker refused, if it did.
+    history_failure: HistoryFailure | None = None
 
 
 class Simulation:

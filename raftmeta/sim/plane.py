@@ -12,16 +12,22 @@ simulated clients, under the same seeded faults as :class:`~raftmeta.sim.cluster
   been up for ``CATCH_UP_MS`` joins the ISR, one down for longer than ``REPLICA_LAG_TIME_MAX_MS``
   leaves it. The controller elects preferred leaders every ``LEADER_IMBALANCE_CHECK_MS``.
 - **Clients** create topics (CreateTopics with a request id, retried with the same id until an
-  answer comes) and read them (DescribeTopics, linearizable by default).
+  answer comes) and read them (DescribeTopics, linearizable by default). Some of their work
+  contends on a few names (:data:`CONTENDED`): creates, deletes, partition additions and reads of
+  one name, so the same topic is made, grown and removed under concurrent clients.
 
 Checked, besides every consensus invariant of the base simulation:
 
 - invariant 7 on every partition state: every node's controller replays every committed batch,
   and replay refuses a state that breaks it (``7-partition-states``);
-- invariant 6 from the clients' history: every acknowledged create is in every running voter's
-  committed image at the end, every refused one in none; a retry gets the first answer;
-- invariant 9, linearizable reads: a read reflects every create acknowledged before it was
-  invoked, and never shows a create that was refused;
+- invariant 6 from the clients' history: every acknowledged create of a fresh name is in every
+  running voter's committed image at the end, every refused one in none; a retry gets the first
+  answer;
+- invariant 9, linearizable reads: a read reflects every create of a fresh name acknowledged
+  before it was invoked, and never shows a create that was refused;
+- invariant 10, the whole client history is linearizable (:mod:`raftmeta.lincheck`, recorded by
+  :mod:`raftmeta.sim.client_history`): checked at the end of every run, also one that already
+  failed (then the history up to the failure), so a failure carries its timeline;
 - liveness after the faults heal (L1, L2): a create acknowledged on every running voter, every
   client request answered, every broker unfenced, every partition's ISR its full replica set, and
   every partition led by its preferred replica.
@@ -48,6 +54,7 @@ from raftmeta.raft import CommittedTruncationError, Entry, Envelope, Faults, Raf
 from raftmeta.records.codec import iter_batches
 from raftmeta.records.decode import decode_records
 from raftmeta.sim.checker import InvariantViolation
+from raftmeta.sim.client_history import ClientHistory, HistoryFailure
 from raftmeta.sim.cluster import CUSTOM, PROPOSE, RunResult, SimNode, Simulation
 from raftmeta.sim.params import SimParams
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -85,6 +92,11 @@ PARTITION_CHANGES_PER_BATCH = 3
 # BROKER_DOWN_MAX_MS (often past the session timeout, so it is fenced and its leaderships move).
 BROKER_FAIL_RATE = 0.003
 BROKER_DOWN_MAX_MS = 12_000
+# Names the clients contend on (created, grown, deleted and read again and again), beside the
+# fresh ``t<n>`` names each create of the main mix takes. Only the linearizability check
+# (invariant 10) judges them: rules 6 and 9 assume topics are never deleted.
+CONTENDED = ("c0", "c1", "c2")
+CONTENDED_SHARE = 0.25  # of the clients' operations
 
 
 @dataclass(slots=True)
@@ -151,7 +163,9 @@ class PlaneSimulation(Simulation):
         self.by_key: dict[int, Call] = {}
         self.brokers = [Broker(b) for b in range(BROKERS)]
         self.history = History()
+        self.client_history = ClientHistory()
         self._next_key = 1
+        self._next_request = 0  # request ids of the contended operations
         self._next_topic = 0
         self._next_topic_id = 1
         self.heal_at = -1
@@ -339,18 +353,38 @@ class PlaneSimulation(Simulation):
         history = self.history
         if isinstance(response, controller_pb2.CreateTopicsResponse):
             [result] = response.topics
-            if result.error_code == errors_pb2.NONE:
+            request = call.request
+            assert isinstance(request, controller_pb2.CreateTopicsRequest)
+            self.client_history.create_answered(
+                call.owner, request.topics[0], call.invoked_ms, self.now, result.error_code
+            )
+            if call.topic in CONTENDED:
+                self._trace(f"{call.owner} create {call.topic}: {errors_pb2.ErrorCode.Name(result.error_code)}")
+            elif result.error_code == errors_pb2.NONE:
                 history.acknowledged.setdefault(call.topic, self.now)
                 self.result.acknowledged += 1
             else:
                 history.refused.add(call.topic)
             self._trace(f"{call.owner} create {call.topic}: {errors_pb2.ErrorCode.Name(result.error_code)}")
+        elif isinstance(response, controller_pb2.DeleteTopicsResponse):
+            [deleted] = response.responses
+            self.client_history.delete_answered(call.owner, call.topic, call.invoked_ms, self.now, deleted.error_code)
+            self._trace(f"{call.owner} delete {call.topic}: {errors_pb2.ErrorCode.Name(deleted.error_code)}")
+        elif isinstance(response, controller_pb2.CreatePartitionsResponse):
+            [grown] = response.results
+            request = call.request
+            assert isinstance(request, controller_pb2.CreatePartitionsRequest)
+            self.client_history.partitions_answered(call.owner, request.topics[0], call.invoked_ms, self.now, grown)
+            self._trace(f"{call.owner} grow {call.topic}: {errors_pb2.ErrorCode.Name(grown.error_code)}")
         elif isinstance(response, controller_pb2.DescribeTopicsResponse):
+            request = call.request
+            assert isinstance(request, controller_pb2.DescribeTopicsRequest)
+            self.client_history.read_answered(call.owner, request, response, call.invoked_ms, self.now)
+            if request.topics:
+                return  # a read of a contended name: invariant 10 alone judges it
             seen = {t.name for t in response.topics if t.error_code == errors_pb2.NONE}
             self._checked("9-linearizable-reads")
             # A page covers the names from its cursor up to its next cursor's.
-            request = call.request
-            assert isinstance(request, controller_pb2.DescribeTopicsRequest)
             low = request.cursor.topic_name
             high = response.next_cursor.topic_name if response.HasField("next_cursor") else None
             missing = sorted(
@@ -459,7 +493,9 @@ class PlaneSimulation(Simulation):
             owner = f"client-{client}"
             if owner in self.calls or self.quiet or rng.random() < 0.5:
                 continue
-            if rng.random() < 0.7:
+            if rng.random() < CONTENDED_SHARE:
+                self.calls[owner] = self._contended_call(owner, now)
+            elif rng.random() < 0.7:
                 self._next_topic += 1
                 name = f"t{self._next_topic}"
                 topic = controller_pb2.CreatableTopic(
@@ -467,6 +503,7 @@ class PlaneSimulation(Simulation):
                 )
                 create = controller_pb2.CreateTopicsRequest(topics=[topic], request_id=f"{owner}-{name}")
                 self.calls[owner] = Call(owner, "CreateTopics", create, now, topic=name)
+                self.client_history.create_invoked(name, now)
             else:
                 self.calls[owner] = Call(owner, "DescribeTopics", self._read_request(), now)
         for call in list(self.calls.values()):
@@ -481,6 +518,29 @@ class PlaneSimulation(Simulation):
                 self._send_call(call)
         interval = self.params.proposal_interval_ms if not self.healed else max(self.params.proposal_interval_ms, 100)
         self._push(now + 1 + rng.next_int(2 * interval), PROPOSE, None)
+
+    def _contended_call(self, owner: str, now: int) -> Call:
+        """One operation on a contended name: create, delete, grow to a random total, or read it."""
+        rng = self.rng
+        name = CONTENDED[rng.next_int(len(CONTENDED))]
+        self._next_request += 1
+        request_id = f"{owner}-{self._next_request}"
+        roll = rng.next_int(4)
+        if roll == 0:
+            topic = controller_pb2.CreatableTopic(
+                name=name, num_partitions=1 + rng.next_int(3), replication_factor=1 + rng.next_int(3)
+            )
+            create = controller_pb2.CreateTopicsRequest(topics=[topic], request_id=request_id)
+            self.client_history.create_invoked(name, now)
+            return Call(owner, "CreateTopics", create, now, topic=name)
+        if roll == 1:
+            delete = controller_pb2.DeleteTopicsRequest(topic_names=[name], request_id=request_id)
+            return Call(owner, "DeleteTopics", delete, now, topic=name)
+        if roll == 2:
+            grow = controller_pb2.CreatePartitionsTopic(name=name, count=1 + rng.next_int(5))
+            request = controller_pb2.CreatePartitionsRequest(topics=[grow], request_id=request_id)
+            return Call(owner, "CreatePartitions", request, now, topic=name)
+        return Call(owner, "DescribeTopics", controller_pb2.DescribeTopicsRequest(topics=[name]), now, topic=name)
 
     def _tick_controllers(self) -> None:
         """The node driver's timer: each running node's controller fences brokers whose session
@@ -708,7 +768,26 @@ class PlaneSimulation(Simulation):
                 result.violation = violation
             except (CommittedTruncationError, AssertionError) as error:
                 result.violation = InvariantViolation(type(error).__name__, str(error) or repr(error))
+        self._check_history(result)
         return result
+
+    def _check_history(self, result: RunResult) -> None:
+        """Invariant 10: the client history is linearizable. Writes still waiting for an answer
+        are open-ended. A run that already failed keeps its first violation and gains the
+        timeline, when the history shows the failure too."""
+        history = self.client_history
+        for call in self.calls.values():
+            if call.owner.startswith("client-"):
+                history.unanswered(call.owner, call.request, call.invoked_ms)
+        checked = history.check()
+        self._checked("10-linearizable-history", len(history.ops))
+        if checked.verdict == "ok":
+            return
+        detail = f"the client history of {len(history.ops)} operations is {checked.describe()}"
+        if checked.failures:
+            result.history_failure = HistoryFailure(history.ops, checked.failures[0], detail)
+        if result.violation is None:
+            result.violation = InvariantViolation("10-linearizable-history", detail)
 
 
 def _attempt_timeout_ms(owner: str) -> int:

@@ -130,6 +130,21 @@ class Summary:
         }
 
 
+def timeline_page(result: RunResult, command: str) -> str | None:
+    """The HTML timeline of a run whose client history is not linearizable (None otherwise)."""
+    failed = result.history_failure
+    if failed is None:
+        return None
+    from raftmeta.lincheck.timeline import render_failure
+
+    title = f"raftmeta sim seed {result.seed}: {failed.summary}"
+    return render_failure(failed.ops, failed.failure, title=title, replay=command)
+
+
+def timeline_name(seed: int) -> str:
+    return f"sim-seed-{seed}-timeline.html"
+
+
 def run_one(
     seed: int,
     *,

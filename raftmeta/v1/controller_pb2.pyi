@@ -1363,6 +1363,7 @@ class QuorumReplicaState(_message.Message):
     LAST_FETCH_MS_AGO_FIELD_NUMBER: _builtins.int
     LAST_CAUGHT_UP_MS_AGO_FIELD_NUMBER: _builtins.int
     DIRECTORY_ID_FIELD_NUMBER: _builtins.int
+    ENDPOINTS_FIELD_NUMBER: _builtins.int
     replica_id: _builtins.int
     log_end_offset: _builtins.int
     lag: _builtins.int
@@ -1375,6 +1376,12 @@ class QuorumReplicaState(_message.Message):
     """Its directory id (KIP-853): a voter's from the voter set, an observer's from its Fetches;
     empty when unknown (a bootstrap voter configured without one).
     """
+    @_builtins.property
+    def endpoints(self) -> _containers.RepeatedCompositeFieldContainer[Global___RaftVoterListener]:
+        """A voter's endpoints from the voter set (KIP-853; name "CONTROLLER"), as kafka-metadata-quorum
+        describe --status prints them; empty for observers and for a voter configured without them.
+        """
+
     def __init__(
         self,
         *,
@@ -1384,10 +1391,11 @@ class QuorumReplicaState(_message.Message):
         last_fetch_ms_ago: _builtins.int = ...,
         last_caught_up_ms_ago: _builtins.int = ...,
         directory_id: _builtins.bytes = ...,
+        endpoints: _abc.Iterable[Global___RaftVoterListener] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["directory_id", b"directory_id", "lag", b"lag", "last_caught_up_ms_ago", b"last_caught_up_ms_ago", "last_fetch_ms_ago", b"last_fetch_ms_ago", "log_end_offset", b"log_end_offset", "replica_id", b"replica_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["directory_id", b"directory_id", "endpoints", b"endpoints", "lag", b"lag", "last_caught_up_ms_ago", b"last_caught_up_ms_ago", "last_fetch_ms_ago", b"last_fetch_ms_ago", "log_end_offset", b"log_end_offset", "replica_id", b"replica_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

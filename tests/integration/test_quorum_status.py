@@ -57,6 +57,10 @@ def test_status_and_replication_views_with_a_voter_that_is_down(
         "ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag", "MaxFollowerLagTimeMs",
         "CurrentVoters", "CurrentObservers",
     ]  # fmt: skip
+    # Kafka 3.9+'s form: every voter with its directory id and its endpoint from the voter set.
+    for node in quorum.nodes:
+        assert f'{{"id": {node.id}, "directoryId": "' in lines[6]
+        assert f'"endpoints": ["CONTROLLER://{node.address}"]}}' in lines[6], lines[6]
     table = status(quorum, "--replication").stdout.splitlines()
     assert table[0].split() == [
         "NodeId",

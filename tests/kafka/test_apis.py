@@ -139,7 +139,19 @@ def test_create_topics_translates_counts_configs_placer_and_pool() -> None:
     )
     (result,) = response.topics
     assert (result.name, result.error_code, result.num_partitions, result.replication_factor) == ("a", 0, 3, 2)
-    assert [(c.name, c.value, c.config_source) for c in result.configs] == [("retention.ms", "1000", 1)]
+    assert ("retention.ms", "1000", 1) in [(c.name, c.value, c.config_source) for c in result.configs]
+
+
+def test_create_topics_answers_every_topic_config_defaults_included() -> None:
+    # As a Kafka broker does (CreateTopics v5+): each config with its value and source, DEFAULT_CONFIG
+    # (5) for those left at their default, DYNAMIC_TOPIC_CONFIG (1) for those the request set.
+    admin = full_admin()
+    configs = [{"name": "retention.ms", "value": "1000"}]
+    topic = {"name": "a", "num_partitions": 3, "replication_factor": 2, "assignments": [], "configs": configs}
+    (result,) = _create(admin, [topic], validate_only=True).topics
+    expected = {name: (key.default, 5) for name, key in TOPIC_CONFIGS.items()} | {"retention.ms": ("1000", 1)}
+    assert {c.name: (c.value, c.config_source) for c in result.configs} == expected
+    assert [c.name for c in result.configs] == sorted(expected)
 
 
 def test_create_topics_defaults_and_manual_assignment() -> None:
@@ -769,3 +781,12 @@ def test_add_and_remove_raft_voter_reach_the_quorum_with_the_voters_key() -> Non
     calls = len(admin.calls)
     foreign = ask(admin, 81, 0, {**REQUESTS[81], "cluster_id": "someone-else"})
     assert foreign.error_code == errors_pb2.INCONSISTENT_CLUSTER_ID and len(admin.calls) == calls
+
+
+def test_describe_topic_partitions_gives_empty_elr_lists_not_null() -> None:
+    # Kafka's brokers answer the KIP-966 lists as empty lists when a partition has no ELR; Kafka's
+    # kafka-topics --describe streams them and fails on null.
+    admin = full_admin()
+    response = ask(admin, 75, 0, {"topics": [{"name": "orders"}], "response_partition_limit": 2000, "cursor": None})
+    for partition in response.topics[0].partitions:
+        assert (partition.eligible_leader_replicas, partition.last_known_elr) == ((), ())

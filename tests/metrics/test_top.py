@@ -68,7 +68,7 @@ def test_the_document_joins_describe_quorum_cluster_and_metrics() -> None:
     assert leader["commit_latency_p99_ms"] > 100
     assert (follower["role"], follower["lag"], follower["last_fetch_ms_ago"]) == ("follower", 0, 3)
     assert follower["commit_latency_p50_ms"] is None
-    assert (down["metrics"], down["lag"], down["role"]) == ("down", None, "follower")
+    assert (down["metrics"], down["lag"], down["role"]) == ("down", None, "down"), "not a follower: it is dead"
     assert document["brokers"] == {"active": 2, "fenced": 1}
     assert document["partitions"] == {
         "topics": 2,
@@ -81,6 +81,9 @@ def test_the_document_joins_describe_quorum_cluster_and_metrics() -> None:
     console.print(render(document))
     text = console.export_text()
     assert "COMMIT p50 ms" in text and "UNDER-REPLICATED" in text and "down" in text
+    header, values = text.splitlines()[-2:]
+    assert dict(zip(header.split(), values.split(), strict=True))["BROKERS"] == "3", "2 active + 1 fenced"
+    assert dict(zip(header.split(), values.split(), strict=True))["FENCED"] == "1"
 
 
 def test_without_metrics_the_document_still_has_the_quorum() -> None:
@@ -88,9 +91,25 @@ def test_without_metrics_the_document_still_has_the_quorum() -> None:
     assert [(v["id"], v["role"], v["metrics"]) for v in document["voters"]] == [
         (1, "leader", "none"),
         (2, "follower", "none"),
-        (3, "follower", "none"),
+        (3, "not fetching", "none"),
     ]
     assert document["partitions"] is None and document["brokers"] is None
+
+
+def test_an_observer_is_labelled_once() -> None:
+    quorum = describe_quorum()
+    quorum.observers.append(pb.QuorumReplicaState(replica_id=4, log_end_offset=50, lag=0, last_fetch_ms_ago=2))
+    scrapes = {1: node_scrape("leader", 1, active=True), 2: None, 3: None, 4: node_scrape("observer", 1, active=False)}
+    document = top_document(quorum, None, scrapes)
+    assert [(o["id"], o["role"]) for o in document["observers"]] == [(4, "observer")]
+    console = Console(width=140, record=True)
+    console.print(render(document))
+    lines = [line.split() for line in console.export_text().splitlines()]
+    nodes = lines[lines.index(["NODE", "ROLE", "EPOCH", "HW", "LEO", "LAG", "FETCH", "AGO", "ms", "COMMIT", "p50", "ms",
+                               "p99", "ms", "METRICS"]) + 1 :][:4]  # fmt: skip
+    rows = {cells[0]: cells[1:3] for cells in nodes}
+    assert rows["4"][0] == "observer" and rows["4"][1] != "(observer)", rows["4"]
+    assert rows["2"][0] == "down"
 
 
 def test_window_takes_the_interval_between_scrapes() -> None:

@@ -88,7 +88,7 @@ def test_move_a_topic_into_a_pool(server: ControllerServer, tmp_path: Path) -> N
 
     code, out, _ = invoke("reassign", "execute", *b, "--plan", str(plan_file))
     assert code == 0
-    assert out.startswith("Successfully started partition reassignments for orders-0,orders-1,orders-2")
+    assert out.splitlines()[5] == "Successfully started partition reassignments for orders-0,orders-1,orders-2"
     code, out, _ = invoke("reassign", "list", *b)
     assert code == 0 and out.splitlines()[0] == "Current partition reassignments:"
     assert out.splitlines()[1].startswith("orders-0: replicas: ")
@@ -149,6 +149,40 @@ def test_cancel_restores_the_original_replicas(server: ControllerServer, tmp_pat
     assert (part.replicas, part.adding_replicas) == ((0, 1, 2), ())
     code, out, _ = invoke("reassign", "cancel", *b, "--plan", str(plan_file))
     assert code == 0 and "None in progress for: orders-0" in out
+
+
+def test_execute_prints_kafkas_rollback_json_first(server: ControllerServer, tmp_path: Path) -> None:
+    """kafka-reassign-partitions --execute's lines, byte for byte (its ReassignPartitionsCommandTest's
+    golden text): the plan's partitions as they are now, sorted, compact, log_dirs "any"; then
+    the started ones, sorted. A partition the cluster does not have is the reassignment's to refuse."""
+    plan = {"version": 1, "partitions": [
+        {"topic": "orders", "partition": 2, "replicas": [5, 3, 4]},
+        {"topic": "orders", "partition": 0, "replicas": [3, 4, 5]},
+        {"topic": "nosuch", "partition": 0, "replicas": [3, 4, 5]},
+    ]}  # fmt: skip
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    b = ("--bootstrap-server", server.address)
+    code, out, err = invoke("reassign", "execute", *b, "--plan", str(plan_file))
+    assert code == 1 and "Error reassigning nosuch-0: UNKNOWN_TOPIC_OR_PARTITION" in err
+    rollback = (
+        '{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[0,1,2],"log_dirs":["any","any","any"]},'
+        '{"topic":"orders","partition":2,"replicas":[2,0,1],"log_dirs":["any","any","any"]}]}'
+    )
+    assert out.splitlines() == [
+        "Current partition replica assignment",
+        "",
+        rollback,
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        "Successfully started partition reassignments for orders-0,orders-2",
+    ]
+    # The rollback file is a plan execute takes (once the moves are cancelled).
+    assert invoke("reassign", "cancel", *b, "--all")[0] == 0
+    (tmp_path / "rollback.json").write_text(rollback)
+    assert invoke("reassign", "execute", *b, "--plan", str(tmp_path / "rollback.json"))[0] == 0
+    code, out, _ = invoke("reassign", "execute", *b, "--plan", str(plan_file), "--additional", "--output", "json")
+    assert json.loads(out)["rollback"] == json.loads(rollback)
 
 
 def test_rejected_partitions_exit_1_with_the_rule(server: ControllerServer, tmp_path: Path) -> None:

@@ -3,6 +3,9 @@ and clients under the seeded faults, with the client history, partition states a
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -30,7 +33,7 @@ def test_plane_seed_budget_finds_no_violation(voters: int) -> None:
     assert summary.violations == [], summary.violations[:3]
     # Real work: creates acknowledged, partition states replayed, reads checked, on every seed.
     assert summary.acknowledged > 20 * PLANE_SEEDS
-    for check in ("6-client-history", "7-partition-states", "9-linearizable-reads"):
+    for check in ("6-client-history", "7-partition-states", "9-linearizable-reads", "10-linearizable-history"):
         assert summary.checks.get(check, 0) > PLANE_SEEDS, (check, summary.checks)
     # Brokers leave and return in several turns (the simulator's small turn budget), under faults.
     assert summary.checks.get("controller-work-finished", 0) > PLANE_SEEDS, summary.checks
@@ -96,10 +99,31 @@ def test_a_read_served_without_the_read_index_round_is_caught() -> None:
     """Faults.stale_reads: a leader answers a read from its image without asking a majority. A
     leader whose machine was suspended wakes with its clock behind (its check quorum has not run
     out) and answers a read that waited in its inbox, missing the writes the next leader
-    acknowledged meanwhile. In the all-faults mix suspend is one kind of eleven (the first seed
-    caught there is 89), so the budget runs the fault the rule is about."""
+    acknowledged meanwhile. In the all-faults mix suspend is one kind of eleven (no seed of the
+    first 100 catches it there), so the budget runs the fault the rule is about."""
     summary = planted("stale_reads", kinds=frozenset({"suspend"}))
     assert summary.violations, "a read served without the read-index round went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20
     assert violation["invariant"] == "9-linearizable-reads"
+
+
+@pytest.mark.sim
+def test_a_stale_read_fails_the_history_check_with_its_timeline(tmp_path: Path) -> None:
+    """Invariant 10: the linearizability checker refuses the same run's client history, and the
+    command writes the failing window's timeline with the command that replays it."""
+    summary = planted("stale_reads", kinds=frozenset({"suspend"}))
+    seed = summary.violations[0]["seed"]
+    args = ["--seed", str(seed), "--steps", str(STEPS), "--plane", "--voters", "3", "--faults", "suspend"]
+    outcome = CliRunner().invoke(cli, ["sim", *args, "--bug", "stale_reads", "--report-dir", str(tmp_path)])
+    assert outcome.exit_code == 1, outcome.output
+    page = (tmp_path / f"sim-seed-{seed}-timeline.html").read_text()
+    assert f"timeline of the failing window: {tmp_path}" in outcome.output
+    assert "is not linearizable" in page
+    assert 'class="unplaceable blocked"' in page
+    assert re.search(r'<tr class="unplaceable"><td>\d+</td><td>\d+</td><td>describe -&gt; ', page)  # the stale read
+    assert f"raftmeta sim --seed {seed} --steps {STEPS} --plane --voters 3 --faults suspend --bug stale_reads" in page
+    # Without the bug the same seed passes, and writes nothing.
+    clean = CliRunner().invoke(cli, ["sim", *args, "--report-dir", str(tmp_path / "clean")])
+    assert clean.exit_code == 0, clean.output
+    assert not (tmp_path / "clean").exists()
