@@ -36,6 +36,7 @@ import click
 from raftmeta.bench.results import machine, median, rss_bytes, write_result
 from raftmeta.cli.common import emit_json, output_option
 from raftmeta.records import codec
+from raftmeta.records.decode import parse_records
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, read_high_watermark, render_high_watermark
 from raftmeta.v1 import records_pb2
 
@@ -199,12 +200,11 @@ def baseline(data_dir: Path, nodes: int) -> float:
     assert all(c.passed for c in checks), checks
     node = discover(str(data_dir))[0]
     builder = ImageBuilder(MetadataImage.empty())
-    parse = records_pb2.MetadataRecord.FromString
     for segment in node.segments:
         data = Path(segment.uri).read_bytes()
         for batch in codec.iter_batches(data):
-            for raw in batch.records():
-                builder.replay(parse(raw))
+            for record in parse_records(batch.records()):
+                builder.replay(record)
     builder.build()
     return time.perf_counter() - started
 

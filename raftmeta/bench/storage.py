@@ -43,10 +43,10 @@ from raftmeta.bench.results import (
     write_result,
 )
 from raftmeta.cli.common import emit_json, output_option
-from raftmeta.records.codec import LOG_OVERHEAD
+from raftmeta.records.walk import next_offset_after
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.log import DEFAULT_SEGMENT_BYTES, SegmentLog
-from raftmeta.storage.segment import INDEX_SUFFIX, PEEK
+from raftmeta.storage.segment import INDEX_SUFFIX
 from raftmeta.storage.snapshot import SnapshotId
 from raftmeta.v1 import records_pb2 as r
 
@@ -184,17 +184,6 @@ def build_log(data_dir: Path, pool: list[bytes], records: int) -> int:
     finally:
         node.close()
     return sum(p.stat().st_size for p in log_dir(data_dir).glob("*.log"))
-
-
-def next_offset_after(data: bytes) -> int:
-    """The offset after the last batch in ``data`` (walks the length prefixes only)."""
-    pos = 0
-    next_offset = -1
-    while pos < len(data):
-        header = PEEK.unpack_from(data, pos)
-        next_offset = header[0] + header[6]
-        pos += LOG_OVERHEAD + header[1]
-    return next_offset
 
 
 def read_all(data_dir: Path) -> tuple[float, int]:

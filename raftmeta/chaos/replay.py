@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from google.protobuf.message import DecodeError
-
 from raftmeta.controller.errors import ReplayError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.snapshot import image_from_records
 from raftmeta.records import codec
+from raftmeta.records.decode import NotARecordError, decode_records, parse_record
 from raftmeta.storage.errors import SnapshotError
 from raftmeta.storage.snapshot import SnapshotId, decode_snapshot
 from raftmeta.v1 import records_pb2
@@ -117,8 +116,7 @@ def replay_tape(
 def _walk_batch(base: int, data: bytes, report: ReplayReport, observer: Observer) -> int | None:
     """Replay one batch's records onto ``report.image``; the next batch's offset, or None (and the
     error noted) when the replay refused a record."""
-    header = codec.decode_header(data)
-    records = [records_pb2.MetadataRecord.FromString(r) for r in codec.split_records(data, header)]
+    records = decode_records(data)
     # A batch may hold several requests (the leader combines queued ones); each request's records
     # end with its RequestRecord, so a record belongs to the first RequestRecord at or after it.
     owners: list[records_pb2.RequestRecord | None] = []
@@ -141,7 +139,7 @@ def _walk_batch(base: int, data: bytes, report: ReplayReport, observer: Observer
         observer.on_step(Step(base + index, base, record, image, after, owners[index]))
         image = after
     report.image = image
-    return header.next_offset
+    return base + len(records)
 
 
 def _resume(
@@ -155,8 +153,8 @@ def _resume(
             continue
         try:
             snapshot = decode_snapshot(Path(snapshot_id.file_name), snapshots[snapshot_id], snapshot_id)
-            image = image_from_records(records_pb2.MetadataRecord.FromString(r) for r in snapshot.records)
-        except (SnapshotError, ReplayError, DecodeError):
+            image = image_from_records(parse_record(r) for r in snapshot.records)
+        except (SnapshotError, ReplayError, NotARecordError):
             continue  # damaged (the consistency checks report it): try the next one
         return snapshot_id.offset, image
     return None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raftmeta.records import codec
+from raftmeta.records.walk import Damage, walk_batches
 from raftmeta.storage.errors import StorageError
 from raftmeta.storage.high_watermark import read_high_watermark
 from raftmeta.storage.snapshot import SNAPSHOT_SUFFIX, SnapshotId, parse_snapshot_name
@@ -91,20 +92,18 @@ class CommittedTape:
         except OSError:
             return  # deleted under us (a snapshot was taken): its committed part was read before
         position = 0
-        while position < len(data):
-            try:
-                header = codec.check_batch(data, position)
-            except codec.CorruptBatchError:
+        for found in walk_batches(data, first_offset=cursor.next_offset):
+            if isinstance(found, Damage):
+                if found.kind == "offset":
+                    # The file was replaced under the same name (a snapshot install): start it over.
+                    self._cursors.pop(key, None)
+                    return
                 break  # a batch still being written (or a torn tail): not committed
-            if header.base_offset != cursor.next_offset:
-                # The file was replaced under the same name (a snapshot install): start it over.
-                self._cursors.pop(key, None)
-                return
+            header = found.header
             if header.next_offset > hw:
                 break
-            end = position + header.size_bytes
-            self._keep(node_id, header.base_offset, data[position:end])
-            position = end
+            self._keep(node_id, header.base_offset, found.data)
+            position = found.position + header.size_bytes
             cursor.next_offset = header.next_offset
         cursor.position += position
         self._cursors[key] = cursor

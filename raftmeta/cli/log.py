@@ -24,6 +24,7 @@ import click
 from google.protobuf.message import Message
 
 from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_option, usage_error
+from raftmeta.records.decode import NotARecordError, parse_record
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError, StorageError
 from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
@@ -33,7 +34,6 @@ from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
 from raftmeta.storage.segment import parse_log_file_name
 from raftmeta.storage.snapshot import SnapshotStore, parse_snapshot_name, read_snapshot
-from raftmeta.v1 import records_pb2
 
 UUID_FIELDS = {"topic_id", "incarnation_id"}
 
@@ -45,11 +45,10 @@ def log() -> None:
 
 def decode_record(raw: bytes) -> dict[str, Any]:
     """One MetadataRecord as ``{type, fields}``; undecodable bytes give ``{type: null, error}``."""
-    record = records_pb2.MetadataRecord()
     try:
-        record.ParseFromString(raw)
-    except Exception as exc:  # protobuf's DecodeError
-        return {"type": None, "error": f"not a MetadataRecord: {exc}", "hex": raw.hex()}
+        record = parse_record(raw)
+    except NotARecordError as exc:
+        return {"type": None, "error": str(exc), "hex": raw.hex()}
     kind = record.WhichOneof("record")
     if kind is None:
         return {"type": None, "error": "no record type set", "hex": raw.hex()}

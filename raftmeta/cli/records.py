@@ -10,6 +10,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
 from raftmeta.cli.common import emit_json, output_option, usage_error
+from raftmeta.records.decode import NotARecordError, parse_record
 from raftmeta.v1 import records_pb2
 
 
@@ -70,11 +71,10 @@ def decode_command(data: str, encoding: str, output: str) -> None:
         raw = bytes.fromhex(data) if encoding == "hex" else base64.b64decode(data, validate=True)
     except (ValueError, binascii.Error) as exc:
         raise usage_error(f"not valid {encoding}: {exc}", "DATA") from exc
-    record = records_pb2.MetadataRecord()
     try:
-        record.ParseFromString(raw)
-    except Exception as exc:  # protobuf raises its own DecodeError
-        raise usage_error(f"not a MetadataRecord: {exc}", "DATA") from exc
+        record = parse_record(raw)
+    except NotARecordError as exc:
+        raise usage_error(str(exc), "DATA") from exc
     kind = record.WhichOneof("record")
     if kind is None:
         raise usage_error("the record sets no record type (empty oneof)", "DATA")

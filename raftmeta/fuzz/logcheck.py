@@ -24,12 +24,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from google.protobuf.message import DecodeError
-
 from raftmeta.controller import ImageBuilder, MetadataImage, ReplayError
 from raftmeta.controller.image import NO_LEADER
 from raftmeta.controller.snapshot import image_from_records
 from raftmeta.records import codec
+from raftmeta.records.decode import NotARecordError, parse_record
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError
 from raftmeta.storage.high_watermark import read_high_watermark
@@ -65,12 +64,6 @@ class LogReport:
             self.problems.append(f"{self.label}: {text}")
 
 
-def _parse(raw: bytes) -> records_pb2.MetadataRecord:
-    record = records_pb2.MetadataRecord()
-    record.ParseFromString(raw)
-    return record
-
-
 def _newest_snapshot(log_dir: Path, report: LogReport) -> Snapshot | None:
     ids = SnapshotStore(log_dir).ids() if log_dir.is_dir() else []
     if not ids:
@@ -85,8 +78,8 @@ def _newest_snapshot(log_dir: Path, report: LogReport) -> Snapshot | None:
 
 def _snapshot_image(snapshot: Snapshot, report: LogReport) -> MetadataImage | None:
     try:
-        return image_from_records([_parse(r) for r in snapshot.records])
-    except (DecodeError, ReplayError) as exc:
+        return image_from_records([parse_record(r) for r in snapshot.records])
+    except (NotARecordError, ReplayError) as exc:
         report.problem(f"snapshot {snapshot.path.name} does not replay: {exc}")
         return None
 
@@ -178,9 +171,9 @@ class Replayer:
         records: list[records_pb2.MetadataRecord] = []
         for i, raw in enumerate(raws):
             try:
-                records.append(_parse(raw))
-            except DecodeError as exc:
-                report.problem(f"offset {header.base_offset + i}: not a MetadataRecord: {exc}")
+                records.append(parse_record(raw))
+            except NotARecordError as exc:
+                report.problem(f"offset {header.base_offset + i}: {exc}")
                 return False
         report.records += len(records)
         for record in records:

@@ -70,7 +70,7 @@ from raftmeta.jobs.state_store import (
 )
 from raftmeta.jobs.voters import COLUMNS as VOTER_COLUMNS
 from raftmeta.jobs.voters import KINDS as VOTER_KINDS
-from raftmeta.records import codec
+from raftmeta.records.walk import position_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -97,20 +97,6 @@ def refusal(stored: StoredState, node: layout.NodeFiles, nodes: list[layout.Node
     return None
 
 
-def _position_of(data: bytes, offset: int) -> int:
-    """The byte position of the first batch at or after ``offset`` (walking length headers only)."""
-    pos = 0
-    while pos < len(data):
-        try:
-            header = codec.decode_header(data, pos)
-        except codec.CorruptBatchError:
-            return pos  # the decoder reports the damage from here
-        if header.base_offset >= offset:
-            return pos
-        pos += header.size_bytes
-    return pos
-
-
 def decode(node: layout.NodeFiles, point: int) -> pa.Table:
     """``node``'s committed records from ``point`` on (COLUMNS), as the data source decodes them."""
     import pyarrow as pa
@@ -124,7 +110,7 @@ def decode(node: layout.NodeFiles, point: int) -> pa.Table:
         if segment.base_offset >= node.high_watermark:
             break
         data = layout.read_bytes(segment.uri)
-        start = _position_of(data, point) if segment.base_offset < point else 0
+        start = position_of(data, point) if segment.base_offset < point else 0
         name = segment.uri.rsplit("/", 1)[-1]
         batches.extend(record_rows(node.node_id, name, data, columns=COLUMNS, start=start, below=node.high_watermark))
     return pa.Table.from_batches(batches, schema=projected_schema(COLUMNS))

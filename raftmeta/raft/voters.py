@@ -20,6 +20,7 @@ import bisect
 from dataclasses import dataclass
 
 from raftmeta.records.codec import ATTR_CONTROL, decode_header, iter_batches, split_records
+from raftmeta.records.decode import parse_record
 from raftmeta.v1 import records_pb2
 
 # kraft.version: 1 supports reconfiguration (KIP-853); raftmeta's voters all support 0..1.
@@ -139,7 +140,7 @@ def voters_in_batch(data: bytes) -> VoterSet | None:
         return None
     found: VoterSet | None = None
     for raw in split_records(data, decode_header(data)):
-        record = records_pb2.MetadataRecord.FromString(raw)
+        record = parse_record(raw)
         if record.WhichOneof("record") == "voters":
             found = VoterSet.from_record(record.voters)
     return found

@@ -1,7 +1,9 @@
 """The one record codec, pure: the batch format (``codec``: framing, CRC32C, the batch -> record
-bytes loop; docs/log-format.md), the decoding of record bytes into ``MetadataRecord`` messages
-(``decode``), and partition records built and read in protobuf's wire format without protobuf's
-per-field Python (``wire``: the encoder of creates and snapshots, replay's fast path). Every
-writer and reader uses it: the consensus core, the node, the storage, the simulator,
-``log dump``, the chaos tape and the Spark jobs' reader. No IO.
+bytes loop; docs/log-format.md), the one walk over a file's batches (``walk``: each batch with its
+CRC verdict, each piece of damage by byte position, offset and reason, recovery's intact-batch
+check), the decoding of record bytes into ``MetadataRecord`` messages (``decode``), and
+partition records built and read in protobuf's wire format without protobuf's per-field Python
+(``wire``: the encoder of creates and snapshots, replay's fast path). Every writer and reader
+uses it: the consensus core, the node, the storage, the simulator, ``log dump``, the chaos tape
+and the Spark jobs' reader. No IO.
 """

@@ -273,15 +273,21 @@ def decode_header(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
 def check_batch(buf: bytes | memoryview, position: int = 0) -> BatchHeader:
     """Decode the header at ``position`` and verify the CRC; raise CorruptBatchError if bad."""
     header = decode_header(buf, position)
-    end = position + header.size_bytes
-    actual = google_crc32c.value(bytes(buf[position + CRC_START : end]))
-    if actual != header.crc:
-        raise CorruptBatchError(
-            f"CRC32C mismatch (stored {header.crc:#010x}, computed {actual:#010x})",
-            position=position,
-            base_offset=header.base_offset,
-        )
+    problem = crc_mismatch(buf, header, position)
+    if problem is not None:
+        raise CorruptBatchError(problem, position=position, base_offset=header.base_offset)
     return header
+
+
+def crc_mismatch(buf: bytes | memoryview, header: BatchHeader, position: int = 0) -> str | None:
+    """Why the batch at ``position`` (whose ``header`` is read) fails its CRC32C, or None if it
+    passes: the CRC rule of every reader (:func:`check_batch`, raftmeta/records/walk.py)."""
+    end = position + header.size_bytes
+    covered = buf[position + CRC_START : end]
+    actual = google_crc32c.value(covered if isinstance(covered, bytes) else bytes(covered))
+    if actual == header.crc:
+        return None
+    return f"CRC32C mismatch (stored {header.crc:#010x}, computed {actual:#010x})"
 
 
 def _framing_error(header: BatchHeader, position: int, reason: str) -> CorruptBatchError:

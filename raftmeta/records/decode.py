@@ -16,6 +16,24 @@ class UnreadableRecordError(RuntimeError):
     """A batch passed its CRC check but holds bytes that are not a MetadataRecord."""
 
 
+class NotARecordError(ValueError):
+    """Bytes that are not a serialized MetadataRecord; ``detail`` is the parser's reason."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"not a MetadataRecord: {detail}")
+        self.detail = detail
+
+
+def parse_record(raw: bytes) -> records_pb2.MetadataRecord:
+    """One serialized record: the one rule of what a record is, for every reader that takes a
+    record at a time (``log dump``, ``records decode``, the fuzz log check). Raises
+    :class:`NotARecordError` (the caller names the offset) instead of protobuf's DecodeError."""
+    try:
+        return records_pb2.MetadataRecord.FromString(raw)
+    except DecodeError as exc:
+        raise NotARecordError(str(exc)) from exc
+
+
 def decode_records(batch: bytes | memoryview) -> list[records_pb2.MetadataRecord]:
     """The records of one whole batch. A CRC-valid batch whose record does not parse was
     written that way -- by a bug, or by another program writing into the data directory -- so no
@@ -25,12 +43,12 @@ def decode_records(batch: bytes | memoryview) -> list[records_pb2.MetadataRecord
     records = []
     for index, raw in enumerate(split_records(batch, header)):
         try:
-            records.append(records_pb2.MetadataRecord.FromString(raw))
-        except DecodeError as exc:
+            records.append(parse_record(raw))
+        except NotARecordError as exc:
             raise UnreadableRecordError(
                 f"the log batch at offset {header.base_offset} (epoch {header.epoch}, {header.record_count} records) "
                 f"passed its CRC check, but its record at offset {header.base_offset + index} is not a "
-                f"MetadataRecord ({exc}); refusing to apply it: see `raftmeta log dump`"
+                f"MetadataRecord ({exc.detail}); refusing to apply it: see `raftmeta log dump`"
             ) from exc
     return records
 

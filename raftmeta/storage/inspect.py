@@ -4,6 +4,8 @@ offline tools (the Spark jobs can use them too).
 Unlike recovery, nothing here changes a file: damage is reported (file, byte position, offset,
 reason) and the walk goes on where it safely can -- past a batch whose CRC fails but whose
 length is plausible, and on to the next segment file when a batch's length cannot be trusted.
+The walk over a file's bytes is the records' one (:func:`raftmeta.records.walk.walk_batches`);
+this module opens the files and names them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raftmeta.records import codec
-from raftmeta.records.codec import BatchHeader, CorruptBatchError, TruncatedBatchError
+from raftmeta.records.codec import BatchHeader
+from raftmeta.records.walk import Damage, walk_batches
 from raftmeta.storage.segment import parse_log_file_name
 
 
@@ -57,34 +60,17 @@ def walk_file(
 ) -> Iterator[BatchEntry | Corruption]:
     """Every batch of one file (a segment or a snapshot), and every piece of damage found.
 
-    ``first_offset`` is the offset the file should start at (-1: do not check contiguity).
+    ``first_offset`` is the offset the file should start at (-1: unknown; later batches are still
+    checked to follow on).
     Batches wholly below ``from_offset`` are skipped (but still checked for damage).
     ``last_segment`` marks a file ending inside a batch as a torn tail rather than damage.
     """
-    data = path.read_bytes()
-    pos = 0
-    expected = first_offset
-    while pos < len(data):
-        try:
-            header = codec.decode_header(data, pos)
-        except CorruptBatchError as exc:
-            torn = last_segment and isinstance(exc, TruncatedBatchError)
-            yield Corruption(path, pos, expected, exc.reason, torn_tail=torn)
-            return  # the length cannot be trusted: nothing after this point can be found reliably
-        end = pos + header.size_bytes
-        batch = data[pos:end]
-        crc_ok = True
-        try:
-            codec.check_batch(batch)
-        except CorruptBatchError as exc:
-            crc_ok = False
-            yield Corruption(path, pos, header.base_offset, exc.reason)
-        if expected >= 0 and header.base_offset != expected:
-            yield Corruption(path, pos, expected, f"batch starts at offset {header.base_offset}, expected {expected}")
-        if header.next_offset > from_offset:
-            yield BatchEntry(path, pos, header, crc_ok, batch)
-        expected = header.next_offset
-        pos = end
+    for found in walk_batches(path.read_bytes(), first_offset=first_offset, from_offset=from_offset):
+        if isinstance(found, Damage):
+            torn = last_segment and found.truncated
+            yield Corruption(path, found.position, found.offset, found.reason, torn_tail=torn)
+        else:
+            yield BatchEntry(path, found.position, found.header, found.crc_ok, found.data)
 
 
 def walk_log_dir(log_dir: Path, *, from_offset: int = 0) -> Iterator[BatchEntry | Corruption]:

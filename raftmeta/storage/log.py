@@ -47,6 +47,7 @@ from pathlib import Path
 from raftmeta.logs import get_logger
 from raftmeta.records import codec
 from raftmeta.records.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
+from raftmeta.records.walk import PEEK, PEEK_SIZE, IntactBatches
 from raftmeta.storage.epoch_index import EpochIndex
 from raftmeta.storage.errors import (
     HighWatermarkAboveLogError,
@@ -59,7 +60,7 @@ from raftmeta.storage.errors import (
     StorageError,
 )
 from raftmeta.storage.fileio import fsync_dir
-from raftmeta.storage.segment import PEEK, PEEK_SIZE, IntactBatches, ScanError, Segment, parse_log_file_name
+from raftmeta.storage.segment import ScanError, Segment, parse_log_file_name
 from raftmeta.storage.snapshot import SnapshotId
 
 DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024

@@ -13,8 +13,8 @@ The offset index is sparse: one entry (first offset of a batch, byte position) p
 after a binary search, never the segment from its start.
 
 When recovery meets a bad batch it must tell a torn tail from damage in the middle of the log:
-:func:`find_intact_batches` looks past the bad bytes for batches that are still intact
-(docs/storage.md, "Damaged disk").
+:func:`raftmeta.records.walk.find_intact_batches` looks past the bad bytes for batches that are
+still intact (docs/storage.md, "Damaged disk").
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from raftmeta.records import codec
 from raftmeta.records.codec import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError
+from raftmeta.records.walk import PEEK, PEEK_SIZE, IntactBatches, find_intact_batches, peek_intact
 from raftmeta.storage.errors import InvalidFileError
 from raftmeta.storage.fileio import atomic_write, pread_exact, pwrite_all
 
@@ -40,13 +41,7 @@ INDEX_HEADER = struct.Struct(">4sB3xqqqii")
 OFFSET_ENTRY = struct.Struct(">qq")  # first offset of a batch, byte position in the .log
 EPOCH_ENTRY = struct.Struct(">iq")  # epoch, offset its first batch in this segment starts at
 INDEX_CRC = struct.Struct(">I")
-# Enough bytes to see the base offset, length, epoch, magic, CRC, attributes and record count.
-PEEK = struct.Struct(">qiibIhi")
-PEEK_SIZE = PEEK.size  # 27
 WALK_BLOCK_BYTES = 16 * 1024
-MAGIC_POSITION = 16  # byte of the magic within a batch
-MAGIC_BYTE = bytes([codec.MAGIC])
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
 def log_file_name(base_offset: int) -> str:
@@ -73,110 +68,6 @@ class ScanError:
     offset: int
     reason: str
     truncated: bool  # the file ends inside a batch (a torn write) rather than holding bad bytes
-
-
-@dataclass(frozen=True, slots=True)
-class IntactBatches:
-    """Intact batches found past damage: how many, and the offsets they cover (-1: none)."""
-
-    count: int = 0
-    first_offset: int = -1  # lowest base offset among them
-    last_offset: int = -1  # highest last offset among them
-
-    def plus(self, other: IntactBatches) -> IntactBatches:
-        if other.count == 0:
-            return self
-        if self.count == 0:
-            return other
-        return IntactBatches(
-            self.count + other.count,
-            min(self.first_offset, other.first_offset),
-            max(self.last_offset, other.last_offset),
-        )
-
-
-def intact_batch_size(buf: bytes, position: int, min_offset: int) -> int:
-    """Size of the batch at ``position`` of ``buf`` if it is intact, else 0.
-
-    Intact: the whole batch is in ``buf``, its header is plausible (magic, length within
-    bounds, at least one record, epoch >= 0, base offset >= ``min_offset``) and its CRC32C
-    matches. The same checks as :meth:`Segment.scan` makes of one batch, minus the ones that
-    need the batches before it (contiguity, epoch order).
-    """
-    end = len(buf)
-    if position < 0 or position + PEEK_SIZE > end:
-        return 0
-    base, length, epoch, magic, crc, _attrs, count = PEEK.unpack_from(buf, position)
-    size: int = LOG_OVERHEAD + length
-    if (
-        magic != codec.MAGIC
-        or length < MIN_BATCH_LENGTH
-        or size > codec.BATCH_BYTES_MAX
-        or position + size > end
-        or count < 1
-        or epoch < 0
-        or base < min_offset
-    ):
-        return 0
-    if codec.crc32c(buf[position + codec.CRC_START : position + size]) != crc:
-        return 0
-    return size
-
-
-def _next_candidate(buf: bytes, start: int, marker: bytes) -> int:
-    """The first position >= ``start`` where a batch whose base offset's upper 4 bytes are
-    ``marker`` could begin (the magic byte 16 bytes further on), or -1.
-
-    Two ``bytes.find`` calls leapfrog each other, so a run of zeros (no magic byte) or of
-    magic bytes (no marker) is skipped at the speed of ``find``, not position by position.
-    """
-    position = start
-    while True:
-        magic_at = buf.find(MAGIC_BYTE, position + MAGIC_POSITION)
-        if magic_at < 0:
-            return -1
-        candidate = magic_at - MAGIC_POSITION
-        marker_at = buf.find(marker, candidate)
-        if marker_at < 0:
-            return -1
-        if marker_at == candidate:
-            return candidate
-        position = marker_at  # no candidate in [candidate, marker_at): no marker there
-
-
-def find_intact_batches(buf: bytes, start: int, min_offset: int) -> IntactBatches:
-    """Every intact batch (see :func:`intact_batch_size`) in ``buf`` from byte ``start`` on.
-
-    After damage the next batch boundary is unknown, so the search resynchronises: it tries
-    each position where a batch header could start, and from an intact batch follows the
-    chain of batches after it. A candidate must have the magic byte and a base offset at or
-    above ``min_offset`` whose upper 4 bytes are those of an offset the buffer can reach (a
-    record takes at least 4 bytes, so the base offsets in ``buf`` stay below
-    ``min_offset + len(buf)``): that marker is what ``bytes.find`` looks for, and only the
-    rare position that has both gets its CRC checked. A 16 MiB segment takes a fraction of a
-    second, and about a second at worst for contrived fills of markers and magic bytes.
-    """
-    end = len(buf)
-    markers = [
-        high.to_bytes(4, "big") for high in range(min_offset >> 32, ((min_offset + end) >> 32) + 1) if high < 1 << 31
-    ]
-    found, first, last = 0, -1, -1
-    peek = PEEK.unpack_from
-    position = start
-    while position < end:
-        size = intact_batch_size(buf, position, min_offset)
-        if size:
-            base, _length, _epoch, _magic, _crc, _attrs, count = peek(buf, position)
-            first = base if found == 0 else min(first, base)
-            last = max(last, base + count - 1)
-            found += 1
-            position += size
-            continue
-        candidates = [c for c in (_next_candidate(buf, position + 1, m) for m in markers) if c >= 0]
-        if not candidates:
-            break
-        position = min(candidates)
-    return IntactBatches(found, first, last)
 
 
 class Segment:
@@ -251,32 +142,18 @@ class Segment:
         last_epoch = min_epoch
         end = len(buf)
         epoch_positions: list[int] = []  # byte position of each entry of self.epochs
-        crc32c = codec.crc32c
-        peek = PEEK.unpack_from
-        min_length = HEADER_SIZE - LOG_OVERHEAD
         while pos < end:
-            # Fast path: the same checks as codec.check_batch without building a BatchHeader
-            # (recovery time of a segment of small batches is mostly per-batch overhead).
-            ok = False
-            if pos + PEEK_SIZE <= end:
-                base, length, epoch, magic, crc, _attrs, count = peek(buf, pos)
-                size = LOG_OVERHEAD + length
-                ok = (
-                    min_length <= length
-                    and size <= codec.BATCH_BYTES_MAX
-                    and pos + size <= end
-                    and magic == codec.MAGIC
-                    and count >= 1
-                    and base >= 0
-                    and epoch >= 0
-                    and crc32c(buf[pos + codec.CRC_START : pos + size]) == crc
-                )
-            if not ok:
+            # The checks of codec.check_batch without building a BatchHeader (walk.peek_intact);
+            # check_batch itself only for the precise reason of a batch that fails them.
+            fields = peek_intact(buf, pos, 0)
+            if fields is None:
                 try:
-                    codec.check_batch(buf, pos)  # for the precise reason
+                    codec.check_batch(buf, pos)
                 except CorruptBatchError as exc:
                     return ScanError(pos, expected, exc.reason, isinstance(exc, codec.TruncatedBatchError))
-                raise AssertionError(f"fast batch check and codec.check_batch disagree at byte {pos}")
+                raise AssertionError(f"walk.peek_intact and codec.check_batch disagree at byte {pos}")
+            base, length, epoch, _magic, _crc, _attrs, count = fields
+            size = LOG_OVERHEAD + length
             if base != expected:
                 return ScanError(pos, expected, f"base offset {base}, expected {expected}", False)
             if epoch < last_epoch:

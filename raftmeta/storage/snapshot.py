@@ -31,6 +31,7 @@ from typing import NamedTuple
 from raftmeta.logs import get_logger
 from raftmeta.records import codec
 from raftmeta.records.codec import CorruptBatchError, FramedRecords
+from raftmeta.records.decode import NotARecordError, parse_record
 from raftmeta.storage.errors import SnapshotError
 from raftmeta.storage.fileio import fsync_dir, pread_exact, pwrite_all, write_all
 from raftmeta.v1 import records_pb2
@@ -216,11 +217,10 @@ def _single_control(path: Path, batch: codec.Batch, kind: str) -> records_pb2.Me
     where = f"batch at offset {batch.base_offset}"
     if not batch.header.is_control or batch.header.record_count != 1:
         raise SnapshotError(path, f"{where} should be a control batch holding one {kind}")
-    message = records_pb2.MetadataRecord()
     try:
-        message.ParseFromString(batch.records()[0])
-    except Exception as exc:  # protobuf's DecodeError
-        raise SnapshotError(path, f"{where}: not a MetadataRecord: {exc}") from None
+        message = parse_record(batch.records()[0])
+    except NotARecordError as exc:
+        raise SnapshotError(path, f"{where}: {exc}") from None
     if message.WhichOneof("record") != kind:
         raise SnapshotError(path, f"{where} holds {message.WhichOneof('record')}, expected {kind}")
     return message

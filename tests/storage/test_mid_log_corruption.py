@@ -23,11 +23,11 @@ from click.testing import CliRunner
 from raftmeta.cli import log as log_cli
 from raftmeta.cli.main import cli
 from raftmeta.records import codec
+from raftmeta.records.walk import find_intact_batches
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import LogCorruptionError, MidLogCorruptionError
 from raftmeta.storage.high_watermark import read_high_watermark
 from raftmeta.storage.log import SegmentLog, plan_truncation
-from raftmeta.storage.segment import find_intact_batches
 from raftmeta.storage.snapshot import SnapshotId
 from tests.storage.conftest import records_for, simulate_crash
 
