@@ -54,6 +54,7 @@ class Harness:
         self.peers = peers
         self.end = 0  # voter 2's log end: everything below it is "durable" there
         self.last_epoch = 0
+        self.read_barrier = 0  # the leader's read barrier in its last Fetch answer, echoed back
         self.batches: list[codec.Batch] = []
 
     async def until(self, predicate: Any, what: str) -> None:
@@ -100,6 +101,7 @@ class Harness:
             last_fetched_epoch=self.last_epoch,
             max_wait_ms=max_wait_ms,
             max_bytes=1 << 20,
+            read_barrier=self.read_barrier,
         )
         return self.node.submit_raft(2, request)
 
@@ -123,6 +125,7 @@ class Harness:
     def take(self, response: raft_pb2.FetchResponse) -> list[codec.Batch]:
         """Store what a Fetch answer carried (voter 2's log grows by it)."""
         assert response.error_code == errors_pb2.NONE
+        self.read_barrier = response.read_barrier
         got = list(codec.iter_batches(response.records))
         for batch in got:
             assert batch.base_offset == self.end
@@ -142,9 +145,18 @@ class Harness:
         await asyncio.wait_for(caught_up(), WAIT_S)
 
     async def call(self, method: str, request: Any) -> Any:
+        """Submit, then fetch as voter 2 until answered: a write with records is answered once
+        its batch commits; one answered from the image alone (a retry's stored answer, a refusal)
+        once a Fetch echoes the read barrier of its read-index round."""
         future = self.node.submit_admin(method, request)
         await self.commit()
-        return await asyncio.wait_for(future, WAIT_S)
+
+        async def answered() -> None:
+            while not future.done():
+                self.take(await self.fetch())
+
+        await asyncio.wait_for(answered(), WAIT_S)
+        return future.result()
 
 
 @pytest_asyncio.fixture
