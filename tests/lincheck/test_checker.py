@@ -97,6 +97,16 @@ def test_double_create_and_lost_create_are_illegal() -> None:
     assert verdict(op(1, "create", 0, 1, arg=2), op(2, "describe", 2, 3, observed=0)) == "illegal"
 
 
+def test_a_create_refused_because_the_topic_exists_needs_no_count() -> None:
+    """The chaos workload's invalid-on-purpose create of 0 partitions, on a name that exists, is
+    answered TOPIC_ALREADY_EXISTS: still a fact about the state (the topic exists)."""
+    refused = Operation(2, 2, "a", "create", 2, 3, "topic_already_exists", arg=0)
+    assert verdict(op(1, "create", 0, 1), refused) == "ok"
+    assert verdict(refused) == "illegal"  # nothing had created "a"
+    with pytest.raises(HistoryError, match="must be >= 1 for create"):
+        Operation(3, 3, "a", "create", 0, 1, "ok", arg=0)
+
+
 def test_create_partitions_follows_kafka() -> None:
     created = op(1, "create", 0, 1, arg=3)
     assert verdict(created, op(2, "create_partitions", 2, 3, "invalid_partitions", arg=3)) == "ok"
