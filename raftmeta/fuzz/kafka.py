@@ -57,6 +57,7 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
     33: {"resources": [{"resource_type": 2, "resource_name": "orders",
                         "configs": [{"name": "retention.ms", "value": "5000"}]}],
          "validate_only": False},
+    35: {"topics": [{"topic": "orders", "partitions": [0, 1]}]},
     37: {"topics": [{"name": "orders", "count": 5, "assignments": None}], "timeout": 5000, "validate_only": False},
     43: {"election_type": 0, "topic_partitions": [{"topic": "orders", "partitions": [0, 1]}], "timeout": 5000},
     44: {"resources": [{"resource_type": 2, "resource_name": "orders",
