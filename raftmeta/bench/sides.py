@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Literal
 
@@ -97,16 +98,18 @@ async def _describe(address: str) -> QuorumState:
 
 
 class RaftmetaSide(Side):
-    """A local quorum of ``nodes`` node processes with Kafka listeners, and 3 simulated brokers."""
+    """A local quorum of ``nodes`` node processes with Kafka listeners, and 3 simulated brokers;
+    ``node_args`` are given to every node (``raftmeta node`` arguments, for A/B runs)."""
 
     name = "raftmeta"
 
-    def __init__(self, work_dir: Path, nodes: int = 3, brokers: int = 3) -> None:
+    def __init__(self, work_dir: Path, nodes: int = 3, brokers: int = 3, node_args: Sequence[str] = ()) -> None:
         from raftmeta.local_quorum import LocalQuorum
 
         self.work_dir = work_dir
         self.nodes = nodes
         self.brokers = brokers
+        self.node_args = list(node_args)
         self.quorum: LocalQuorum | None = None
 
     def start(self) -> None:
@@ -119,6 +122,7 @@ class RaftmetaSide(Side):
             racks=min(3, self.brokers),
             kafka=True,
             metrics=False,
+            node_args=self.node_args,
             fleet_args=["--isr-check-interval-ms", str(FLEET_ISR_CHECK_INTERVAL_MS)],
         )
 
@@ -233,11 +237,16 @@ class KraftSide(Side):
             self.cluster.stop()
 
 
-def make_side(name: str, work_dir: Path, voters: int = 3, brokers: int = 3) -> Side:
+def make_side(
+    name: str, work_dir: Path, voters: int = 3, brokers: int = 3, raftmeta_node_args: Sequence[str] = ()
+) -> Side:
     """A side by its results key, to be started in ``work_dir``: ``voters`` raftmeta nodes or
-    KRaft controllers, ``brokers`` simulated or real brokers."""
+    KRaft controllers, ``brokers`` simulated or real brokers; ``raftmeta_node_args`` go to
+    raftmeta's nodes only (a KRaft side refuses them: they are no Kafka settings)."""
     if name == "raftmeta":
-        return RaftmetaSide(work_dir, voters, brokers)
+        return RaftmetaSide(work_dir, voters, brokers, raftmeta_node_args)
     if name == "kraft":
+        if raftmeta_node_args:
+            raise ValueError(f"raftmeta node arguments do not apply to KRaft: {list(raftmeta_node_args)}")
         return KraftSide(work_dir, voters, brokers)
     raise ValueError(f"side must be raftmeta or kraft, got {name!r}")
