@@ -19,14 +19,10 @@ from typing import Final, Literal
 
 from raftmeta.bench.kafka_ops import KafkaError, QuorumState, describe_quorum
 from raftmeta.kafka.connection import KafkaConnection
-from raftmeta.logs import get_logger
 
 Fault = Literal["kill", "pause"]
 PROBE_TIMEOUT_S: Final = 2.0
 CLIENT_ID: Final = "raftmeta-bench"
-START_ATTEMPTS: Final = 3
-PORT_TAKEN: Final = "Address already in use"  # the JVM's BindException, quoted from its log
-log = get_logger("bench.sides")
 # The simulated brokers' ISR check, pushed past the run (raftmeta/bench/commit.py says why).
 FLEET_ISR_CHECK_INTERVAL_MS: Final = 3_600_000
 
@@ -180,25 +176,12 @@ class KraftSide(Side):
         self.cluster: KraftCluster | None = None
 
     def start(self) -> None:
-        """Start the cluster; again in a fresh folder (at most ``START_ATTEMPTS`` times) when a
-        JVM could not bind its port: the launcher picks free ports before the JVMs bind them, and
-        on a machine where other processes open ports all the time one may be taken meanwhile.
-        Any other failure is raised at once."""
-        from raftmeta.kraft.cluster import KraftCluster, KraftNodeError
+        """Start the cluster (the launcher starts a node whose port was taken again on a new one)."""
+        from raftmeta.kraft.cluster import KraftCluster
 
-        for attempt in range(1, START_ATTEMPTS + 1):
-            try:
-                self.cluster = KraftCluster.start(
-                    self.work_dir / f"attempt-{attempt}",
-                    controllers=self.controllers,
-                    brokers=self.brokers,
-                    racks=min(3, self.brokers),
-                )
-                return
-            except KraftNodeError as exc:
-                if PORT_TAKEN not in str(exc) or attempt == START_ATTEMPTS:
-                    raise
-                log.warning("a KRaft node's port was taken before it bound it; starting again", attempt=attempt)
+        self.cluster = KraftCluster.start(
+            self.work_dir, controllers=self.controllers, brokers=self.brokers, racks=min(3, self.brokers)
+        )
 
     def admin_addresses(self, leader: int) -> list[str]:
         assert self.cluster is not None, "not started"
