@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import grpc
 import grpc.aio
 
+from raftmeta.addresses import join_host_port, parse_host_port
 from raftmeta.client import ClientError, ControllerClient
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
@@ -264,8 +265,8 @@ class BrokerFleet:
         if state.spec.pool is not None:
             request.pool = state.spec.pool
         if self.control_address:
-            host, _, port = self.control_address.rpartition(":")
-            request.endpoints.append(controller_pb2.BrokerEndpointInfo(name=FLEET_ENDPOINT, host=host, port=int(port)))
+            host, port = parse_host_port(self.control_address, "the fleet's control address")
+            request.endpoints.append(controller_pb2.BrokerEndpointInfo(name=FLEET_ENDPOINT, host=host, port=port))
         return request
 
     async def _run_broker(self, state: BrokerState) -> None:
@@ -472,8 +473,8 @@ async def start_control_server(listen: str) -> tuple[grpc.aio.Server, str]:
     Plaintext even when the fleet reaches the quorum over TLS: it is the simulation's own control
     port (``brokers fail|recover``), bound to loopback by default, not part of a deployment."""
     server = grpc.aio.server(options=grpc_channel_options())
-    host, _, _ = listen.rpartition(":")
+    host, _ = parse_host_port(listen, "the fleet's --listen", any_port=True)
     port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
-    return server, f"{host}:{port}"
+    return server, join_host_port(host, port)

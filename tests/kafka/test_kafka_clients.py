@@ -26,10 +26,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from raftmeta import local_quorum
+from raftmeta.addresses import parse_host_port
 from raftmeta.cli.brokers import _fleet_call
 from raftmeta.cli.main import cli
 from raftmeta.client import RetryPolicy, SyncControllerClient
-from raftmeta.kafka.listener import split_host_port
 from raftmeta.v1 import errors_pb2
 from tests.integration.test_node import wait_until
 from tests.kafka.helpers import framed, request_bytes
@@ -327,7 +327,9 @@ def test_hostile_frames_close_the_connection_and_write_nothing(
     for node in quorum.nodes:
         assert node.kafka_address is not None
         for payload in HOSTILE:
-            with socket.create_connection(split_host_port(node.kafka_address), timeout=TIMEOUT_S) as sock:
+            with socket.create_connection(
+                parse_host_port(node.kafka_address, "Kafka address"), timeout=TIMEOUT_S
+            ) as sock:
                 sock.sendall(payload)
                 if payload is HOSTILE[-1]:
                     continue
