@@ -40,6 +40,7 @@ import grpc.aio
 
 from raftmeta.addresses import join_host_port, parse_host_port
 from raftmeta.client import ClientError, ControllerClient
+from raftmeta.ids import id_text
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
 from raftmeta.partition_leader import (
@@ -387,7 +388,7 @@ class BrokerFleet:
             log.info(
                 "partition leader asks for an ISR change",
                 broker_id=change.state.leader,
-                topic=names.get(change.state.topic_id, change.state.topic_id.hex()),
+                topic=names.get(change.state.topic_id, id_text(change.state.topic_id)),
                 partition=change.state.partition,
                 leader_epoch=change.state.leader_epoch,
                 partition_epoch=change.state.partition_epoch,
@@ -412,7 +413,7 @@ class BrokerFleet:
                 continue
             ok = sum(1 for t in answer.topics for p in t.partitions if p.error_code == errors_pb2.NONE)
             refused = [
-                f"{names.get(bytes(t.topic_id), bytes(t.topic_id).hex())}-{p.partition_index}: "
+                f"{names.get(bytes(t.topic_id), id_text(bytes(t.topic_id)))}-{p.partition_index}: "
                 f"{errors_pb2.ErrorCode.Name(p.error_code)}"
                 for t in answer.topics
                 for p in t.partitions

@@ -37,6 +37,7 @@ from raftmeta.controller.image import (
     TopicImage,
 )
 from raftmeta.controller.pmap import DELETED
+from raftmeta.ids import id_text
 from raftmeta.limits import REQUEST_ID_CHARS_MAX
 from raftmeta.records.decode import LazyRecords
 from raftmeta.records.wire import read_partition_state
@@ -49,10 +50,6 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # a few microseconds, more than the loop over a small topic.
 _TALLY_MIN = 16
 _TALLY_SAMPLE = 64  # partitions looked at to choose how to count a topic's partitions (_tally)
-
-
-def _hex(topic_id: bytes) -> str:
-    return topic_id.hex()
 
 
 class _TopicDraft:
@@ -345,13 +342,13 @@ class ImageBuilder:
         if draft is None:
             topic: TopicImage | None = self._image.topics.get(topic_id)
             if topic is None:
-                raise ReplayError(f"{what}: no topic with id {_hex(topic_id)} (unknown or removed)")
+                raise ReplayError(f"{what}: no topic with id {id_text(topic_id)} (unknown or removed)")
             draft = _TopicDraft(
                 topic.name, topic.topic_id, list(topic.partitions), dict(topic.configs), pool=topic.pool
             )
             self._topics[topic_id] = draft
         elif draft is DELETED:
-            raise ReplayError(f"{what}: topic id {_hex(topic_id)} was removed")
+            raise ReplayError(f"{what}: topic id {id_text(topic_id)} was removed")
         return draft
 
     def _brokers_mut(self) -> dict[int, BrokerRegistration]:
@@ -390,14 +387,14 @@ class ImageBuilder:
     def _new_draft(self, name: str, topic_id: bytes, pool: str | None) -> _TopicDraft:
         """What a TopicRecord does: checks, then a fresh draft, the name and the collision index."""
         if len(topic_id) != 16 or topic_id == bytes(16):
-            raise ReplayError(f"TopicRecord {name!r}: topic_id must be 16 non-zero bytes, got {_hex(topic_id)!r}")
+            raise ReplayError(f"TopicRecord {name!r}: topic_id must be 16 non-zero bytes, got {id_text(topic_id)!r}")
         if _LEGAL_NAME.fullmatch(name) is None or name in (".", ".."):
             raise ReplayError(f"TopicRecord: illegal topic name {name!r}")
         existing = self._topics.get(topic_id)
         if existing is None:
             existing = self._image.topics.get(topic_id)
         if existing is not None and existing is not DELETED:
-            raise ReplayError(f"TopicRecord {name!r}: duplicate topic id {_hex(topic_id)}")
+            raise ReplayError(f"TopicRecord {name!r}: duplicate topic id {id_text(topic_id)}")
         if self._topic_id_for(name) is not None:
             raise ReplayError(f"TopicRecord: a topic named {name!r} already exists")
         draft = _TopicDraft(name, topic_id, [], {}, fresh=True, pool=pool)
