@@ -55,6 +55,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from placement.rng import RandomSource
 from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
 from raftmeta.controller.changes import AUTO_LEADER_REBALANCE, BROKER_SESSION_EXPIRED, LEADERLESS_ELECTED
 from raftmeta.controller.delta import ImageBuilder, NewTopic
@@ -73,7 +74,6 @@ from raftmeta.controller.result import (
     DEFAULT_CONFIG,
     ControllerConfig,
     ControllerResult,
-    RandomSource,
     TopicIdSource,
     Work,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeAlias, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
@@ -19,12 +19,6 @@ Records = list[records_pb2.MetadataRecord]
 
 # Returns a fresh 16-byte topic id per call: the driver wraps uuid4().bytes, tests a counter.
 TopicIdSource = Callable[[], bytes]
-
-
-class RandomSource(Protocol):
-    """``placement.RandomSource``: java.util.Random.nextInt(bound)'s contract."""
-
-    def next_int(self, bound: int) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

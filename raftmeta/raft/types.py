@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import TypeAlias
 
 from raftmeta.v1 import raft_pb2
 
@@ -41,14 +41,6 @@ class Role(enum.Enum):
     FOLLOWER = "follower"
     RESIGNED = "resigned"
     OBSERVER = "observer"
-
-
-class RandomSource(Protocol):
-    """The injected randomness (election jitter, backoff, observer bootstrap choice)."""
-
-    def next_int(self, bound: int) -> int:
-        """A uniformly distributed int in [0, bound); bound >= 1."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
