@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
 from raftmeta.ids import uuid_to_str
+from raftmeta.raft import QuorumStateData
 from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage, log_dir
-from raftmeta.storage.quorum_state import QuorumStateData
 from raftmeta.storage.snapshot import SnapshotId
 from raftmeta.v1 import records_pb2 as r
 
