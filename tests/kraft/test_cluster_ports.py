@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.kraft import cluster as launcher
 from raftmeta.kraft.cluster import CLUSTER_FILE, PORT_TAKEN, KraftCluster
 from raftmeta.local_quorum import free_ports as pick_free_ports
@@ -34,7 +35,7 @@ def held_ports() -> Iterator[list[int]]:
 
 
 def _port(address: str) -> int:
-    return int(address.rsplit(":", 1)[1])
+    return parse_host_port(address, "node address")[1]
 
 
 def _logged(*paths: Path) -> str:
