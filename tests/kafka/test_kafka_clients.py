@@ -8,7 +8,6 @@ import functools
 import json
 import socket
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -30,6 +29,7 @@ from raftmeta.addresses import parse_host_port
 from raftmeta.cli.brokers import _fleet_call
 from raftmeta.cli.main import cli
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.ids import uuid_to_str
 from raftmeta.v1 import errors_pb2
 from tests.integration.test_node import wait_until
 from tests.kafka.helpers import framed, request_bytes
@@ -169,7 +169,7 @@ def test_confluent_creates_auto_and_manual_topics_as_grpc_and_the_log_see_them(
         assert seen == placement(grpc_client, name)
 
     # And every node's log holds the same records: one topic id, the placement, the stored configs.
-    expected = (str(uuid.UUID(bytes=described.topic_id)), [r for _, r, _ in auto], {"retention.ms": "60000"})
+    expected = (uuid_to_str(described.topic_id), [r for _, r, _ in auto], {"retention.ms": "60000"})
     for node in quorum.nodes:
         node_dir = node.data_dir
         assert eventually(functools.partial(logged_topic, node_dir, "cf-auto"), f"the log of {node_dir}") == expected
