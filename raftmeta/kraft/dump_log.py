@@ -79,8 +79,6 @@ def differences(ours: Sequence[BatchView], kafkas: Sequence[BatchView], *, where
     for mine, theirs in zip(ours, kafkas, strict=False):
         at = f"{where} batch at offset {theirs.fields.get('baseOffset')}"
         for name in sorted(set(mine.fields) | set(theirs.fields)):
-            if name == "deleteHorizonMs":  # Kafka's Optional, printed as Java shows it
-                continue
             if mine.fields.get(name) != theirs.fields.get(name):
                 found.append(f"{at}: {name} {mine.fields.get(name)!r}, Kafka {theirs.fields.get(name)!r}")
         if len(mine.records) != len(theirs.records):

@@ -51,6 +51,7 @@ MAGIC_POSITION: Final = 16
 COMPRESSION_MASK: Final = 0x07
 ATTR_TRANSACTIONAL: Final = 0x10
 ATTR_CONTROL: Final = 0x20
+ATTR_DELETE_HORIZON: Final = 0x40
 COMPRESSION_NAMES: Final = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 

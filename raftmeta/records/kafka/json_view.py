@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from raftmeta.records.kafka.batch import (
+    ATTR_DELETE_HORIZON,
     ATTR_TRANSACTIONAL,
     COMPRESSION_MASK,
     COMPRESSION_NAMES,
@@ -164,6 +165,11 @@ def batch_view(position: int, batch: RecordBatch, size: int, crc: int) -> BatchV
         "partitionLeaderEpoch": str(batch.partition_leader_epoch),
         "isTransactional": _bool(bool(batch.attributes & ATTR_TRANSACTIONAL)),
         "isControl": _bool(batch.is_control),
+        # With the delete-horizon attribute the base timestamp is the horizon (a compacted
+        # partition's batch); Kafka prints its OptionalLong as Java shows one.
+        "deleteHorizonMs": (
+            f"OptionalLong[{batch.base_timestamp}]" if batch.attributes & ATTR_DELETE_HORIZON else "OptionalLong.empty"
+        ),
         "position": str(position),
         "CreateTime": str(batch.max_timestamp),
         "size": str(size),
