@@ -10,50 +10,27 @@ walk (raftmeta/records/kafka/walk.py) and reported as every other dump reports i
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
 from raftmeta.records.kafka.json_view import batch_view
-from raftmeta.records.kafka.walk import FoundKafkaBatch, walk_kafka_batches
-from raftmeta.records.log_format import SNIFF_BYTES, LogFormat, UnknownLogFormatError, sniff
-from raftmeta.records.walk import Damage
+from raftmeta.storage import kafka_inspect
 from raftmeta.storage.inspect import Corruption
+from raftmeta.storage.kafka_inspect import KafkaBatchEntry, KafkaDamage, files_format
+
+__all__ = [
+    "KafkaBatchEntry",
+    "files_format",
+    "kafka_batch_document",
+    "kafka_quorum_state",
+    "print_kafka_batch",
+    "walk_kafka_file",
+]
 
 KAFKA_FORMAT = "kafka"
 QUORUM_STATE_FILE = "quorum-state"  # Kafka keeps it in the metadata log directory
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaBatchEntry:
-    """One batch of a Kafka-format file, found by the walk."""
-
-    path: Path
-    found: FoundKafkaBatch
-
-    @property
-    def next_offset(self) -> int:
-        return self.found.batch.next_offset
-
-
-def file_format(path: Path) -> LogFormat | None:
-    """The format of ``path`` by its first batch (None: empty); UnknownLogFormatError names the file."""
-    with path.open("rb") as handle:
-        head = handle.read(SNIFF_BYTES)
-    return sniff(head, what=str(path))
-
-
-def files_format(paths: list[Path]) -> LogFormat | None:
-    """The one format of ``paths`` (None if all are empty); UnknownLogFormatError for a file in
-    neither format, or for files of both."""
-    found = {path: file_format(path) for path in paths}
-    formats = {fmt for fmt in found.values() if fmt is not None}
-    if len(formats) > 1:
-        named = ", ".join(f"{p.name}: {f.value}" for p, f in found.items() if f is not None)
-        raise UnknownLogFormatError(f"the files mix raftmeta's and Kafka's log formats ({named})")
-    return formats.pop() if formats else None
 
 
 def walk_kafka_file(
@@ -62,11 +39,11 @@ def walk_kafka_file(
     """Every batch of a Kafka-format file from ``from_offset`` and every piece of damage found
     (a file ending inside a batch is a torn tail when it is the last segment)."""
     out: list[KafkaBatchEntry | Corruption] = []
-    for found in walk_kafka_batches(path.read_bytes(), first_offset=first_offset):
-        if isinstance(found, Damage):
-            out.append(Corruption(path, found.position, found.offset, found.reason, last_segment and found.truncated))
-        elif found.batch.next_offset > from_offset:
-            out.append(KafkaBatchEntry(path, found))
+    for entry in kafka_inspect.walk_kafka_file(path, first_offset=first_offset):
+        if isinstance(entry, KafkaDamage):
+            out.append(entry.corruption(last_segment=last_segment))
+        elif entry.next_offset > from_offset:
+            out.append(entry)
     return out
 
 

@@ -5,23 +5,18 @@ config change, a broker restart, a reassignment and a topic deletion decode to w
 encode back to their bytes; and segments and snapshots written by raftmeta's writer are read by
 that tool without an error, showing the same fields.
 
-The cluster is this module's own (it restarts a broker and reassigns), with snapshots every few
-seconds so that every controller holds some.
+The cluster is ``worked_kraft_cluster`` (conftest.py): its own, stopped after the operations.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.kraft.dump_log import DumpedFile, differences, dump_log_segments, parse_dump
-from raftmeta.kraft.tools import TOPIC_COMMAND, run_tool
 from raftmeta.records.kafka.batch import batch_size, encode_batch, iter_batches
 from raftmeta.records.kafka.frames import ControlRecord, LogRecord, batch_records, metadata_record, new_batch
 from raftmeta.records.kafka.json_view import file_view
@@ -31,67 +26,14 @@ from raftmeta.records.kafka.schemas import SNAPSHOT_FOOTER, SNAPSHOT_HEADER
 
 pytestmark = pytest.mark.kraft
 
-CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"
-REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-SNAPSHOT_EVERY = {"metadata.log.max.snapshot.interval.ms": "3000"}
-
-
-def _wait_for(what: str, condition: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.5)
-
 
 def _metadata_files(log_dir: Path) -> list[Path]:
     """A node's segments and snapshots (not the .deleted ones an async delete leaves behind)."""
     return sorted(log_dir.glob("*.log")) + sorted(log_dir.glob("*.checkpoint"))
 
 
-@pytest.fixture(scope="module")
-def worked_cluster(tmp_path_factory: pytest.TempPathFactory) -> KraftCluster:
-    """A 3-controller, 3-broker quorum after the operations whose records the test compares,
-    stopped (so no segment is being written while the files are read)."""
-    cluster = KraftCluster.start(
-        tmp_path_factory.mktemp("kraft-golden"), controllers=3, brokers=3, racks=3, controller_config=SNAPSHOT_EVERY
-    )
-    try:
-        bootstrap = ["--bootstrap-server", cluster.bootstrap_servers]
-        run_tool(TOPIC_COMMAND, *bootstrap, "--create", "--topic", "golden-a", "--partitions", "3",
-                 "--replication-factor", "3")  # fmt: skip
-        # Partition 0 on brokers 0 and 1, so that moving it to 2 and 1 adds and removes a replica.
-        run_tool(TOPIC_COMMAND, *bootstrap, "--create", "--topic", "golden-b", "--replica-assignment", "0:1,1:2",
-                 "--config", "retention.ms=60000")  # fmt: skip
-        run_tool(CONFIG_COMMAND, *bootstrap, "--alter", "--entity-type", "topics", "--entity-name", "golden-a",
-                 "--add-config", "cleanup.policy=compact")  # fmt: skip
-        cluster.restart(1)
-        plan = cluster.data_dir / "reassignment.json"
-        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "golden-b", "partition": 0,
-                                                                   "replicas": [2, 1]}]}))  # fmt: skip
-        run_tool(REASSIGN_COMMAND, *bootstrap, "--execute", "--reassignment-json-file", str(plan))
-        verify = [REASSIGN_COMMAND, *bootstrap, "--verify", "--reassignment-json-file", str(plan)]
-        _wait_for(
-            "the reassignment of golden-b-0 completes",
-            lambda: "is completed" in run_tool(*verify).stdout,
-            cluster.ready_timeout_s,
-        )
-        run_tool(TOPIC_COMMAND, *bootstrap, "--delete", "--topic", "golden-b")
-        controllers = [cluster.log_dirs()[n.node_id] for n in cluster.controllers]
-        # Each controller snapshots what it has applied every few seconds: wait for one past the
-        # bootstrap snapshot on each, so the comparison covers snapshots of a worked cluster.
-        _wait_for(
-            "every controller writes a snapshot",
-            lambda: all(len(list(d.glob("*.checkpoint"))) >= 2 for d in controllers),
-            cluster.ready_timeout_s,
-        )
-    finally:
-        cluster.stop()
-    return cluster
-
-
-def test_every_record_of_every_node_decodes_as_kafka_dump_log_shows_it(worked_cluster: KraftCluster) -> None:
-    files = [path for log_dir in worked_cluster.log_dirs().values() for path in _metadata_files(log_dir)]
+def test_every_record_of_every_node_decodes_as_kafka_dump_log_shows_it(worked_kraft_cluster: KraftCluster) -> None:
+    files = [path for log_dir in worked_kraft_cluster.log_dirs().values() for path in _metadata_files(log_dir)]
     assert sum(p.suffix == ".checkpoint" for p in files) >= 6, files
     dumped = {Path(f.path): f for f in parse_dump(dump_log_segments(files))}
     assert sorted(dumped) == sorted(files)
@@ -161,9 +103,9 @@ def _written_by_raftmeta(directory: Path, source: Path) -> list[Path]:
     return [segment, snapshot]
 
 
-def test_kafka_dump_log_reads_what_raftmeta_writes(worked_cluster: KraftCluster, tmp_path: Path) -> None:
-    controller = worked_cluster.controllers[0].node_id
-    source = _metadata_files(worked_cluster.log_dirs()[controller])[0]
+def test_kafka_dump_log_reads_what_raftmeta_writes(worked_kraft_cluster: KraftCluster, tmp_path: Path) -> None:
+    controller = worked_kraft_cluster.controllers[0].node_id
+    source = _metadata_files(worked_kraft_cluster.log_dirs()[controller])[0]
     files = _written_by_raftmeta(tmp_path, source)
     dumped: dict[Path, DumpedFile] = {Path(f.path): f for f in parse_dump(dump_log_segments(files))}
     for path in files:

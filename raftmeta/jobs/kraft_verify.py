@@ -1,0 +1,353 @@
+"""``raftmeta verify`` of a real KRaft quorum's metadata logs, in Kafka's format and unchanged.
+
+Every ``__cluster_metadata-0`` directory under the data dir is one node's log (its node id from
+``meta.properties`` beside it; the controllers are the voters its ``VotersRecord`` names). The
+checks are DESIGN.md §9's, with the rules the Spark job uses where there is one:
+
+- ``batch-integrity``: every batch passes CRC32C and its records decode;
+- ``offsets-contiguous``: each node's batches follow each other without gap or overlap, across
+  segment files too, and its log starts at 0 or at one of its snapshots;
+- ``epochs-non-decreasing``: the partition leader epoch along every node's log;
+- ``logs-agree``: at every offset two nodes both hold, they hold the same batch, byte for byte
+  (followers and observers store the leader's batches as they are); a node whose log covers an
+  offset where the others have a batch but holds none there has lost it;
+- ``partition-states-valid``: every partition state along the longest log, replayed as Kafka
+  replays it (a PartitionChangeRecord raises the partition epoch by one, and the leader epoch by
+  one when it names a leader), passes :func:`raftmeta.jobs.partition_rules.broken_rules`
+  (invariant 7) -- but for an empty ISR while the partition's eligible leader replicas are not
+  empty: Kafka's ELR (KIP-966, on in the pinned release) empties the ISR when its last member
+  shuts down and keeps in the ELR the replicas that may lead again.
+
+This runs in the driver without Spark: a KRaft quorum's log is small (Kafka snapshots and
+deletes its segments), and the batch-for-batch comparison reads every node's bytes anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raftmeta.jobs.checks import Check, listed
+from raftmeta.jobs.partition_rules import ISR_EMPTY, PartitionState, advance, broken_rules
+from raftmeta.jobs.state import Brokers
+from raftmeta.records.kafka.frames import ControlRecord, LogRecord, MetadataRecord
+from raftmeta.records.kafka.message import Struct
+from raftmeta.records.kafka.schemas import KRAFT_VOTERS
+from raftmeta.records.log_format import LogFormat, UnknownLogFormatError
+from raftmeta.storage.datadir import LOG_DIR_NAME
+from raftmeta.storage.errors import StorageError
+from raftmeta.storage.kafka_inspect import KafkaBatchEntry, KafkaDamage, file_format, walk_kafka_file
+from raftmeta.storage.meta_properties import read_meta_properties
+from raftmeta.storage.segment import parse_log_file_name
+from raftmeta.storage.snapshot import parse_snapshot_name
+
+SEARCH_DEPTH = 4  # a cluster dir / node dir / log.dirs dir / __cluster_metadata-0
+NO_LEADER_CHANGE = -2  # PartitionChangeRecord.Leader's default: the leader did not change
+
+
+@dataclass
+class NodeLog:
+    """One node's metadata log, walked: its batches in offset order and the damage found."""
+
+    node_id: int | None
+    log_dir: Path
+    batches: list[KafkaBatchEntry] = field(default_factory=list)
+    damage: list[KafkaDamage] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)  # between segment files, or at the log start
+    name: str = ""
+
+    @property
+    def first_offset(self) -> int:
+        return self.batches[0].found.batch.base_offset if self.batches else -1
+
+    @property
+    def next_offset(self) -> int:
+        return self.batches[-1].next_offset if self.batches else -1
+
+
+@dataclass(frozen=True, slots=True)
+class KraftVerifyResult:
+    checks: list[Check]
+    figures: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def to_json(self, data_dir: str) -> dict[str, Any]:
+        return {
+            "data_dir": data_dir,
+            "format": LogFormat.KAFKA.value,
+            "passed": self.passed,
+            "checks": [c.to_json() for c in self.checks],
+            "figures": self.figures,
+        }
+
+
+def _log_dirs(root: Path, depth: int = SEARCH_DEPTH) -> Iterator[Path]:
+    if root.name == LOG_DIR_NAME:
+        yield root
+        return
+    if depth == 0:
+        return
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and not child.is_symlink():
+            yield from _log_dirs(child, depth - 1)
+
+
+def find_kraft_logs(data_dir: Path) -> list[Path]:
+    """The metadata log directories under ``data_dir`` whose files are in Kafka's format (empty
+    when there is none: the data dir is raftmeta's, or no quorum's)."""
+    if not data_dir.is_dir():
+        return []
+    return [log_dir for log_dir in _log_dirs(data_dir) if _holds_kafka_format(log_dir)]
+
+
+def _holds_kafka_format(log_dir: Path) -> bool:
+    """Whether any segment or snapshot of ``log_dir`` is in Kafka's format (a damaged file in
+    neither does not decide: the walk reports its damage)."""
+    for path in sorted(log_dir.glob("*.log")) + sorted(log_dir.glob("*.checkpoint")):
+        try:
+            if file_format(path) is LogFormat.KAFKA:
+                return True
+        except UnknownLogFormatError:
+            continue
+    return False
+
+
+def _node_id(log_dir: Path) -> int | None:
+    try:
+        meta = read_meta_properties(log_dir.parent)
+    except StorageError:
+        return None
+    return None if meta is None else meta.node_id
+
+
+def read_node_log(log_dir: Path) -> NodeLog:
+    """One node's segments walked in offset order, each from the offset its file name says."""
+    node = NodeLog(_node_id(log_dir), log_dir)
+    segments = sorted((base, p) for p in log_dir.glob("*.log") if (base := parse_log_file_name(p.name)) is not None)
+    snapshot_offsets = {sid.offset for p in log_dir.glob("*.checkpoint") if (sid := parse_snapshot_name(p.name))}
+    if segments and segments[0][0] != 0 and segments[0][0] not in snapshot_offsets:
+        node.gaps.append(
+            f"the log starts at offset {segments[0][0]} ({segments[0][1].name}) and no snapshot ends there"
+        )
+    previous_end = -1
+    for base, path in segments:
+        if previous_end >= 0 and base != previous_end:
+            node.gaps.append(f"{path.name} starts at offset {base}, the segment before it ends at {previous_end}")
+        for entry in walk_kafka_file(path, first_offset=base):
+            if isinstance(entry, KafkaDamage):
+                node.damage.append(entry)
+            else:
+                node.batches.append(entry)
+        previous_end = node.next_offset
+    return node
+
+
+def _voters(nodes: Sequence[NodeLog]) -> set[int]:
+    """The voter ids of the newest VotersRecord in any node's log."""
+    newest: tuple[int, set[int]] = (-1, set())
+    for node in nodes:
+        for entry in node.batches:
+            for offset, record in entry.found.records or ():
+                if (
+                    isinstance(record, ControlRecord)
+                    and record.type == KRAFT_VOTERS
+                    and isinstance(record.data, Struct)
+                ):
+                    voters = record.data["Voters"]
+                    assert isinstance(voters, tuple)
+                    if offset > newest[0]:
+                        newest = (offset, {int(v["VoterId"]) for v in voters})
+    return newest[1]
+
+
+def _name(node: NodeLog, voters: set[int]) -> str:
+    if node.node_id is None:
+        return str(node.log_dir)
+    return f"{'controller' if node.node_id in voters else 'broker'} {node.node_id}"
+
+
+def _batch_integrity(nodes: Sequence[NodeLog]) -> Check:
+    problems = [
+        f"{n.name}: {d.path.name} at byte {d.damage.position} (offset {d.damage.offset}): {d.damage.reason}"
+        for n in nodes
+        for d in n.damage
+        if d.damage.kind != "offset"
+    ]
+    total = sum(len(n.batches) for n in nodes)
+    return Check("batch-integrity", not problems, listed(problems) if problems else f"{total} batches intact")
+
+
+def _offsets_contiguous(nodes: Sequence[NodeLog]) -> Check:
+    problems = [f"{n.name}: {gap}" for n in nodes for gap in n.gaps]
+    problems += [
+        f"{n.name}: {d.path.name} at byte {d.damage.position}: {d.damage.reason}"
+        for n in nodes
+        for d in n.damage
+        if d.damage.kind == "offset"
+    ]
+    ranges = ", ".join(f"{n.name} {n.first_offset}..{n.next_offset - 1}" for n in nodes)
+    return Check("offsets-contiguous", not problems, listed(problems) if problems else ranges)
+
+
+def _epochs_non_decreasing(nodes: Sequence[NodeLog]) -> Check:
+    problems = []
+    for n in nodes:
+        previous = -1
+        for entry in n.batches:
+            epoch = entry.found.batch.partition_leader_epoch
+            if epoch < previous:
+                problems.append(
+                    f"{n.name}: offset {entry.found.batch.base_offset} has epoch {epoch} after epoch {previous}"
+                )
+            previous = max(previous, epoch)
+    return Check("epochs-non-decreasing", not problems, listed(problems) if problems else "every node")
+
+
+def _logs_agree(nodes: Sequence[NodeLog]) -> Check:
+    held: dict[int, dict[str, str]] = defaultdict(dict)  # base offset -> node name -> digest
+    for n in nodes:
+        for entry in n.batches:
+            found = entry.found
+            data = entry.path.read_bytes()[found.position : found.position + found.size] if not found.crc_ok else b""
+            # An intact batch is known by its stored CRC and its length and offsets; a damaged one
+            # by its bytes, so that it never agrees with the others.
+            digest = (
+                f"{found.batch.base_offset}:{found.size}:{found.crc}"
+                if found.crc_ok
+                else "damaged:" + hashlib.blake2b(data, digest_size=8).hexdigest()
+            )
+            held[found.batch.base_offset][n.name] = digest
+    problems = []
+    compared = 0
+    for offset in sorted(held):
+        holders = held[offset]
+        missing = [n.name for n in nodes if n.name not in holders and n.first_offset <= offset < n.next_offset]
+        if missing:
+            problems.append(f"offset {offset}: {', '.join(missing)} hold no batch there, {', '.join(holders)} do")
+        if len(holders) < 2:
+            continue
+        compared += 1
+        groups: dict[str, list[str]] = defaultdict(list)
+        for name, digest in holders.items():
+            groups[digest].append(name)
+        if len(groups) > 1:
+            ranked = sorted(groups.values(), key=len, reverse=True)
+            odd = [name for group in ranked[1:] for name in group]
+            problems.append(f"offset {offset}: {', '.join(odd)} hold another batch than {', '.join(ranked[0])}")
+    detail = listed(problems) if problems else f"{compared} batches held by two or more nodes, all identical"
+    return Check("logs-agree", not problems, detail)
+
+
+def _record_row(record: MetadataRecord, previous: PartitionState | None) -> dict[str, Any] | None:
+    """A PartitionRecord or PartitionChangeRecord as the rules' ``advance`` takes it: the fields
+    it sets (None: carried over) and the epochs Kafka's replay gives the partition after it."""
+    data = record.data
+    if not isinstance(data, Struct):
+        return None
+    row: dict[str, Any] = {"topic_id": str(data["TopicId"]), "partition_id": data["PartitionId"]}
+    if record.name == "PartitionRecord":
+        row.update(
+            replicas=list(data["Replicas"]),  # type: ignore[call-overload]
+            isr=list(data["Isr"]),  # type: ignore[call-overload]
+            adding_replicas=list(data["AddingReplicas"]),  # type: ignore[call-overload]
+            leader=data["Leader"],
+            leader_epoch=data["LeaderEpoch"],
+            partition_epoch=data["PartitionEpoch"],
+        )
+        return row
+    if previous is None:
+        return None  # a change of a partition the log does not hold: the caller reports it
+    for name, key in (("Replicas", "replicas"), ("Isr", "isr"), ("AddingReplicas", "adding_replicas")):
+        value = data[name]
+        row[key] = None if value is None else list(value)  # type: ignore[call-overload]
+    leader = data["Leader"]
+    new_leader = leader != NO_LEADER_CHANGE
+    row["leader"] = leader if new_leader else None
+    row["leader_epoch"] = None if previous.leader_epoch is None else previous.leader_epoch + int(new_leader)
+    row["partition_epoch"] = None if previous.partition_epoch is None else previous.partition_epoch + 1
+    return row
+
+
+def replay_partition_states(records: Sequence[tuple[int, LogRecord]]) -> tuple[list[str], dict[str, int]]:
+    """Every partition state along ``records`` (offset, record) checked with the rules; the
+    violations (naming topic, partition and offset) and counts of what was replayed."""
+    brokers = Brokers(registered_at={}, pool_of={}, live={})
+    names: dict[str, str] = {}
+    states: dict[tuple[str, int], PartitionState] = {}
+    elr: dict[tuple[str, int], tuple[int, ...]] = {}  # eligible leader replicas, carried forward
+    problems: list[str] = []
+    counts = {"states": 0, "topics": 0, "brokers": 0}
+    for offset, record in records:
+        if not isinstance(record, MetadataRecord) or not isinstance(record.data, Struct):
+            continue
+        data = record.data
+        if record.name == "RegisterBrokerRecord":
+            broker = int(data["BrokerId"])  # type: ignore[call-overload]
+            brokers.registered_at.setdefault(broker, offset)
+            brokers.live[broker] = (data["Rack"], None, bool(data["Fenced"]))  # type: ignore[assignment]
+        elif record.name == "UnregisterBrokerRecord":
+            brokers.live.pop(int(data["BrokerId"]), None)  # type: ignore[call-overload]
+        elif record.name == "TopicRecord":
+            names[str(data["TopicId"])] = str(data["Name"])
+        elif record.name == "RemoveTopicRecord":
+            removed = str(data["TopicId"])
+            states = {key: state for key, state in states.items() if key[0] != removed}
+            elr = {key: replicas for key, replicas in elr.items() if key[0] != removed}
+        elif record.name in ("PartitionRecord", "PartitionChangeRecord"):
+            key = (str(data["TopicId"]), int(data["PartitionId"]))  # type: ignore[call-overload]
+            previous = states.get(key)
+            row = _record_row(record, previous)
+            where = f"{names.get(key[0], key[0])}-{key[1]} at offset {offset}"
+            if row is None:
+                problems.append(f"{where}: a PartitionChangeRecord of a partition the log never created")
+                continue
+            state = advance(previous if record.name == "PartitionChangeRecord" else None, row)
+            if data["EligibleLeaderReplicas"] is not None or record.name == "PartitionRecord":
+                elr[key] = tuple(data["EligibleLeaderReplicas"] or ())  # type: ignore[arg-type]
+            rules = broken_rules(state, previous, offset, None, brokers)
+            problems += [f"{where}: {rule}" for rule in rules if not (rule == ISR_EMPTY and elr.get(key))]
+            states[key] = state
+            counts["states"] += 1
+    counts["topics"] = len({topic for topic, _ in states})
+    counts["partitions"] = len(states)
+    counts["brokers"] = len(brokers.live)
+    return problems, counts
+
+
+def verify_kraft(data_dir: Path) -> KraftVerifyResult:
+    """Every check on the KRaft metadata logs under ``data_dir`` (:func:`find_kraft_logs`)."""
+    nodes = [read_node_log(log_dir) for log_dir in find_kraft_logs(data_dir)]
+    if not nodes:
+        raise ValueError(f"{data_dir} holds no metadata log directory ({LOG_DIR_NAME}) in Kafka's format")
+    voters = _voters(nodes)
+    for node in nodes:
+        node.name = _name(node, voters)
+    checks = [_batch_integrity(nodes), _offsets_contiguous(nodes), _epochs_non_decreasing(nodes), _logs_agree(nodes)]
+    # The partition states along the log that starts at 0 and reaches furthest (a controller's:
+    # Kafka keeps the whole log until it snapshots and cleans it).
+    complete = [n for n in nodes if n.first_offset == 0] or nodes
+    longest = max(complete, key=lambda n: n.next_offset)
+    records = [pair for entry in longest.batches if entry.found.crc_ok for pair in entry.found.records or ()]
+    problems, counts = replay_partition_states(records)
+    detail = (
+        listed(problems)
+        if problems
+        else f"{counts['states']} partition states along {longest.name}'s log, offsets "
+        f"{longest.first_offset}..{longest.next_offset - 1}"
+    )
+    checks.append(Check("partition-states-valid", not problems, detail))
+    figures = {
+        "nodes": len(nodes),
+        "controllers": sorted(voters),
+        "batches": sum(len(n.batches) for n in nodes),
+        "records": len(records),
+        **counts,
+    }
+    return KraftVerifyResult(checks, figures)
