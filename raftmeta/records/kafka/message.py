@@ -59,6 +59,40 @@ class MalformedMessageError(ValueError):
         self.position = position
         self.reason = reason
 
+    def under(self, prefix: str) -> MalformedMessageError:
+        """The same error, its field named from ``prefix`` (the path is built only on an error:
+        formatting it for every field read cost a third of the decoding)."""
+        return MalformedMessageError(prefix + self.field, self.position, self.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A struct's fields at one version, with what each needs decided once: (name, field,
+    tagged, nullable) in schema order, and the tagged ones by tag."""
+
+    fields: tuple[tuple[str, Field, bool, bool], ...]
+    tagged: dict[int, tuple[Field, bool]]
+    source: tuple[Field, ...]  # keeps the table alive, so the id it is cached under stays its own
+
+
+_PLANS: dict[tuple[int, int], _Plan] = {}
+
+
+def _plan(fields: tuple[Field, ...], version: int) -> _Plan:
+    key = (id(fields), version)
+    plan = _PLANS.get(key)
+    if plan is None:
+        present = [
+            (spec.name, spec, version in spec.tagged, version in spec.nullable)
+            for spec in fields
+            if version in spec.versions
+        ]
+        tagged = {
+            spec.tag: (spec, nullable) for _, spec, is_tagged, nullable in present if is_tagged and spec.tag is not None
+        }
+        plan = _PLANS[key] = _Plan(tuple(present), tagged, fields)
+    return plan
+
 
 # -- decode ------------------------------------------------------------------------------------
 
@@ -71,14 +105,14 @@ class _Reader:
         self.pos = start
         self.end = end
 
-    def take(self, size: int, where: str) -> bytes:
+    def take(self, size: int, where: str = "") -> bytes:
         if size < 0 or self.pos + size > self.end:
             raise MalformedMessageError(where, self.pos, f"needs {size} bytes, {self.end - self.pos} left")
         chunk = self.data[self.pos : self.pos + size]
         self.pos += size
         return chunk
 
-    def uvarint(self, where: str) -> int:
+    def uvarint(self, where: str = "") -> int:
         if self.pos >= self.end:
             raise MalformedMessageError(where, self.pos, "the bytes end inside a varint")
         try:
@@ -90,7 +124,7 @@ class _Reader:
         self.pos += size
         return int(value)
 
-    def length(self, where: str) -> int:
+    def length(self, where: str = "") -> int:
         """A compact length: -1 for null."""
         return self.uvarint(where) - 1
 
@@ -101,88 +135,103 @@ def decode(schema: MessageSchema, version: int, data: bytes, start: int = 0, end
     if version not in schema.valid:
         raise MalformedMessageError(schema.name, start, f"version {version} is not one of {schema.valid}")
     reader = _Reader(data, start, len(data) if end is None else end)
-    value = _read_struct(reader, schema.fields, version, schema.name)
+    try:
+        value = _read_struct(reader, _plan(schema.fields, version), version)
+    except MalformedMessageError as exc:
+        raise exc.under(schema.name) from None
     if reader.pos != reader.end:
         raise MalformedMessageError(schema.name, reader.pos, f"{reader.end - reader.pos} bytes left after the message")
     return value
 
 
-def _read_struct(reader: _Reader, fields: tuple[Field, ...], version: int, path: str) -> Struct:
+def _read_struct(reader: _Reader, plan: _Plan, version: int) -> Struct:
+    """A struct; an error names its field relative to the struct (``.Name``, ``.Voters[2]``)."""
     values: dict[str, object] = {}
-    tagged: dict[int, Field] = {}
-    for spec in fields:
-        if version not in spec.versions:
+    for name, spec, tagged, nullable in plan.fields:
+        if tagged:
+            values[name] = spec.default
             continue
-        if version in spec.tagged:
-            assert spec.tag is not None
-            tagged[spec.tag] = spec
-            values[spec.name] = spec.default
-            continue
-        values[spec.name] = _read_value(reader, spec, version, f"{path}.{spec.name}")
+        try:
+            values[name] = _read_value(reader, spec, version, nullable)
+        except MalformedMessageError as exc:
+            raise exc.under("." + name) from None
     unknown: list[tuple[int, bytes]] = []
-    count = reader.uvarint(f"{path} (tagged field count)")
+    count = reader.uvarint(" (tagged field count)")
     previous = -1
     for _ in range(count):
-        tag = reader.uvarint(f"{path} (tag)")
+        tag = reader.uvarint(" (tag)")
         if tag <= previous:
-            raise MalformedMessageError(path, reader.pos, f"tag {tag} after tag {previous}: tags must ascend")
+            raise MalformedMessageError("", reader.pos, f"tag {tag} after tag {previous}: tags must ascend")
         previous = tag
-        size = reader.uvarint(f"{path} (size of tag {tag})")
-        known = tagged.get(tag)
+        size = reader.uvarint(f" (size of tag {tag})")
+        known = plan.tagged.get(tag)
         if known is None:
-            unknown.append((tag, reader.take(size, f"{path} (tag {tag})")))
+            unknown.append((tag, reader.take(size, f" (tag {tag})")))
             continue
-        where = f"{path}.{known.name}"
+        spec, nullable = known
         inner = _Reader(reader.data, reader.pos, reader.pos + size)
+        where = "." + spec.name
         if inner.end > reader.end:
             raise MalformedMessageError(where, reader.pos, f"tagged field of {size} bytes runs past the message")
-        values[known.name] = _read_value(inner, known, version, where)
+        try:
+            values[spec.name] = _read_value(inner, spec, version, nullable)
+        except MalformedMessageError as exc:
+            raise exc.under(where) from None
         if inner.pos != inner.end:
             raise MalformedMessageError(where, inner.pos, f"{inner.end - inner.pos} bytes left in the tagged field")
         reader.pos = inner.end
     return Struct(values, tuple(unknown))
 
 
-def _read_value(reader: _Reader, spec: Field, version: int, path: str) -> object:
-    nullable = version in spec.nullable
+def _read_value(reader: _Reader, spec: Field, version: int, nullable: bool) -> object:
     if spec.is_array:
-        count = reader.length(path)
+        count = reader.length()
         if count < 0:
             if not nullable:
-                raise MalformedMessageError(path, reader.pos, "null, but the field is not nullable")
+                raise MalformedMessageError("", reader.pos, "null, but the field is not nullable")
             return None
-        if spec.is_struct:
-            return tuple(_read_struct(reader, spec.fields, version, f"{path}[{i}]") for i in range(count))
-        return tuple(_read_scalar(reader, spec.element, nullable=False, path=f"{path}[{i}]") for i in range(count))
+        items: list[object] = []
+        try:
+            if spec.is_struct:
+                plan = _plan(spec.fields, version)
+                for _ in range(count):
+                    items.append(_read_struct(reader, plan, version))
+            else:
+                element = spec.element
+                for _ in range(count):
+                    items.append(_read_scalar(reader, element, nullable=False))
+        except MalformedMessageError as exc:
+            raise exc.under(f"[{len(items)}]") from None  # the element being read
+        return tuple(items)
     if spec.is_struct:  # a nested struct, inline (none of these tables makes one nullable)
-        return _read_struct(reader, spec.fields, version, path)
-    return _read_scalar(reader, spec.type, nullable=nullable, path=path)
+        return _read_struct(reader, _plan(spec.fields, version), version)
+    return _read_scalar(reader, spec.type, nullable=nullable)
 
 
-def _read_scalar(reader: _Reader, type_: str, *, nullable: bool, path: str) -> object:
+def _read_scalar(reader: _Reader, type_: str, *, nullable: bool) -> object:
     fixed = _FIXED.get(type_)
     if fixed is not None:
-        return fixed.unpack(reader.take(fixed.size, path))[0]
-    if type_ == "bool":
-        byte = reader.take(1, path)[0]
-        if byte > 1:
-            raise MalformedMessageError(path, reader.pos - 1, f"bool byte {byte}, not 0 or 1")
-        return byte == 1
+        return fixed.unpack(reader.take(fixed.size))[0]
     if type_ == "uuid":
-        return Uuid(reader.take(UUID_SIZE, path))
+        return Uuid(reader.take(UUID_SIZE))
+    if type_ == "bool":
+        byte = reader.take(1)[0]
+        if byte > 1:
+            raise MalformedMessageError("", reader.pos - 1, f"bool byte {byte}, not 0 or 1")
+        return byte == 1
     # string or bytes: compact
-    size = reader.length(path)
+    size = reader.length()
     if size < 0:
         if not nullable:
-            raise MalformedMessageError(path, reader.pos, "null, but the field is not nullable")
+            raise MalformedMessageError("", reader.pos, "null, but the field is not nullable")
         return None
-    raw = reader.take(size, path)
+    raw = reader.take(size)
     if type_ == "bytes":
         return raw
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise MalformedMessageError(path, reader.pos - size, f"not UTF-8 ({exc.reason})") from exc
+        raise MalformedMessageError("", reader.pos - size, f"not UTF-8 ({exc.reason})") from exc
 
 
 # -- encode ------------------------------------------------------------------------------------
@@ -193,28 +242,27 @@ def encode(schema: MessageSchema, version: int, value: Struct) -> bytes:
     if version not in schema.valid:
         raise ValueError(f"{schema.name}: version {version} is not one of {schema.valid}")
     out = bytearray()
-    _write_struct(out, schema.fields, version, value, schema.name)
+    _write_struct(out, _plan(schema.fields, version), version, value, schema.name)
     return bytes(out)
 
 
-def _write_struct(out: bytearray, fields: tuple[Field, ...], version: int, value: Struct, path: str) -> None:
+def _write_struct(out: bytearray, plan: _Plan, version: int, value: Struct, path: str) -> None:
     tagged: list[tuple[int, bytes]] = list(value.unknown_tagged)
-    for spec in fields:
-        if version not in spec.versions:
-            continue
-        where = f"{path}.{spec.name}"
-        if spec.name not in value.values:
-            raise ValueError(f"{where}: missing (it exists in version {version})")
-        item = value.values[spec.name]
-        if version in spec.tagged:
-            assert spec.tag is not None
+    values = value.values
+    for name, spec, is_tagged, nullable in plan.fields:
+        if name not in values:
+            raise ValueError(f"{path}.{name}: missing (it exists in version {version})")
+        item = values[name]
+        if is_tagged:
             if item != spec.default:
                 body = bytearray()
-                _write_value(body, spec, version, item, where)
+                _write_value(body, spec, version, item, nullable, path, name)
+                assert spec.tag is not None
                 tagged.append((spec.tag, bytes(body)))
             continue
-        _write_value(out, spec, version, item, where)
-    tagged.sort(key=lambda pair: pair[0])
+        _write_value(out, spec, version, item, nullable, path, name)
+    if tagged:
+        tagged.sort(key=lambda pair: pair[0])
     out += unsigned_varint(len(tagged))
     for tag, tagged_body in tagged:
         out += unsigned_varint(tag)
@@ -222,67 +270,72 @@ def _write_struct(out: bytearray, fields: tuple[Field, ...], version: int, value
         out += tagged_body
 
 
-def _write_value(out: bytearray, spec: Field, version: int, item: object, path: str) -> None:
-    nullable = version in spec.nullable
+def _write_value(
+    out: bytearray, spec: Field, version: int, item: object, nullable: bool, parent: str, name: str
+) -> None:
+    """One field's value; ``parent`` and ``name`` make its path for an error (built only then)."""
     if spec.is_array:
         if item is None:
             if not nullable:
-                raise ValueError(f"{path}: null, but the field is not nullable in version {version}")
+                raise ValueError(f"{parent}.{name}: null, but the field is not nullable in version {version}")
             out += b"\x00"
             return
         if not isinstance(item, tuple | list):
-            raise ValueError(f"{path}: an array, not {type(item).__name__}")
+            raise ValueError(f"{parent}.{name}: an array, not {type(item).__name__}")
         out += unsigned_varint(len(item) + 1)
-        for index, element in enumerate(item):
-            if spec.is_struct:
+        if spec.is_struct:
+            plan = _plan(spec.fields, version)
+            for index, element in enumerate(item):
                 if not isinstance(element, Struct):
-                    raise ValueError(f"{path}[{index}]: a struct, not {type(element).__name__}")
-                _write_struct(out, spec.fields, version, element, f"{path}[{index}]")
-            else:
-                _write_scalar(out, spec.element, element, nullable=False, path=f"{path}[{index}]")
+                    raise ValueError(f"{parent}.{name}[{index}]: a struct, not {type(element).__name__}")
+                _write_struct(out, plan, version, element, f"{parent}.{name}[{index}]")
+        else:
+            element_type = spec.element
+            for element in item:
+                _write_scalar(out, element_type, element, nullable=False, parent=parent, name=name)
         return
     if spec.is_struct:
         if not isinstance(item, Struct):
-            raise ValueError(f"{path}: a struct, not {type(item).__name__}")
-        _write_struct(out, spec.fields, version, item, path)
+            raise ValueError(f"{parent}.{name}: a struct, not {type(item).__name__}")
+        _write_struct(out, _plan(spec.fields, version), version, item, f"{parent}.{name}")
         return
-    _write_scalar(out, spec.type, item, nullable=nullable, path=path)
+    _write_scalar(out, spec.type, item, nullable=nullable, parent=parent, name=name)
 
 
-def _write_scalar(out: bytearray, type_: str, item: object, *, nullable: bool, path: str) -> None:
+def _write_scalar(out: bytearray, type_: str, item: object, *, nullable: bool, parent: str, name: str) -> None:
     fixed = _FIXED.get(type_)
     if fixed is not None:
         if type_ == "float64" and not isinstance(item, float):
-            raise ValueError(f"{path}: a float, not {type(item).__name__}")
+            raise ValueError(f"{parent}.{name}: a float, not {type(item).__name__}")
         if type_ != "float64" and (not isinstance(item, int) or isinstance(item, bool)):
-            raise ValueError(f"{path}: an int, not {type(item).__name__}")
+            raise ValueError(f"{parent}.{name}: an int, not {type(item).__name__}")
         try:
             out += fixed.pack(item)
         except struct.error as exc:
-            raise ValueError(f"{path}: {item} does not fit {type_}") from exc
+            raise ValueError(f"{parent}.{name}: {item} does not fit {type_}") from exc
         return
     if type_ == "bool":
         if not isinstance(item, bool):
-            raise ValueError(f"{path}: a bool, not {type(item).__name__}")
+            raise ValueError(f"{parent}.{name}: a bool, not {type(item).__name__}")
         out.append(1 if item else 0)
         return
     if type_ == "uuid":
         if not isinstance(item, Uuid):
-            raise ValueError(f"{path}: a Uuid, not {type(item).__name__}")
+            raise ValueError(f"{parent}.{name}: a Uuid, not {type(item).__name__}")
         out += item.raw
         return
     if item is None:
         if not nullable:
-            raise ValueError(f"{path}: null, but the field is not nullable")
+            raise ValueError(f"{parent}.{name}: null, but the field is not nullable")
         out += b"\x00"
         return
     if type_ == "string":
         if not isinstance(item, str):
-            raise ValueError(f"{path}: a str, not {type(item).__name__}")
+            raise ValueError(f"{parent}.{name}: a str, not {type(item).__name__}")
         raw = item.encode("utf-8")
     else:
         if not isinstance(item, bytes):
-            raise ValueError(f"{path}: bytes, not {type(item).__name__}")
+            raise ValueError(f"{parent}.{name}: bytes, not {type(item).__name__}")
         raw = item
     out += unsigned_varint(len(raw) + 1)
     out += raw

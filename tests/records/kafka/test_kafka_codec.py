@@ -28,7 +28,7 @@ from raftmeta.records.kafka.frames import (
 )
 from raftmeta.records.kafka.message import MalformedMessageError, Struct
 from raftmeta.records.kafka.schema import Field, MessageSchema, Uuid, Versions
-from raftmeta.records.kafka.schemas import CONTROL_RECORDS, METADATA_RECORDS, SNAPSHOT_HEADER
+from raftmeta.records.kafka.schemas import CONTROL_RECORDS, KRAFT_VOTERS, METADATA_RECORDS, SNAPSHOT_HEADER
 
 _INTS = {
     "int8": st.integers(-(2**7), 2**7 - 1),
@@ -237,3 +237,20 @@ def test_version_ranges_read_as_kafkas_schemas_write_them() -> None:
     assert str(Uuid.parse("YM5a_I75RvmiOO7ZHB5iEQ")) == "YM5a_I75RvmiOO7ZHB5iEQ"
     with pytest.raises(MalformedMessageError, match="version 3 is not one of 0-2"):
         message.decode(METADATA_RECORDS[3], 3, b"")
+
+
+def test_an_error_deep_in_a_message_names_the_whole_path_to_its_field() -> None:
+    schema = CONTROL_RECORDS[KRAFT_VOTERS]
+    endpoint = Struct({"Name": "CONTROLLER", "Host": "127.0.0.1", "Port": 9093})
+    feature = Struct({"MinSupportedVersion": 0, "MaxSupportedVersion": 1})
+    voters = tuple(
+        Struct(
+            {"VoterId": i, "VoterDirectoryId": _topic_id(), "Endpoints": (endpoint,), "KRaftVersionFeature": feature}
+        )
+        for i in (1, 2)
+    )
+    encoded = message.encode(schema, 0, Struct({"Version": 0, "Voters": voters}))
+    host = encoded.rindex(b"127.0.0.1")
+    damaged = encoded[: host - 1] + b"\x7f" + encoded[host:]  # the second voter's host claims 126 bytes
+    with pytest.raises(MalformedMessageError, match=r"field VotersRecord.Voters\[1\].Endpoints\[0\].Host at byte"):
+        message.decode(schema, 0, damaged)
