@@ -16,7 +16,9 @@ checks are DESIGN.md §9's, with the rules the Spark job uses where there is one
   one when it names a leader), passes :func:`raftmeta.jobs.partition_rules.broken_rules`
   (invariant 7) -- but for an empty ISR while the partition's eligible leader replicas are not
   empty: Kafka's ELR (KIP-966, on in the pinned release) empties the ISR when its last member
-  shuts down and keeps in the ELR the replicas that may lead again.
+  shuts down and keeps in the ELR the replicas that may lead again;
+- ``snapshots-match-log``: each node's newest ``.checkpoint`` holds the partitions that log gives
+  at its end offset, their epochs included (a check of the replay's epochs against Kafka's).
 
 This runs in the driver without Spark: a KRaft quorum's log is small (Kafka snapshots and
 deletes its segments), and the batch-for-batch comparison reads every node's bytes anyway.
@@ -275,50 +277,117 @@ def _record_row(record: MetadataRecord, previous: PartitionState | None) -> dict
     return row
 
 
-def replay_partition_states(records: Sequence[tuple[int, LogRecord]]) -> tuple[list[str], dict[str, int]]:
-    """Every partition state along ``records`` (offset, record) checked with the rules; the
-    violations (naming topic, partition and offset) and counts of what was replayed."""
-    brokers = Brokers(registered_at={}, pool_of={}, live={})
-    names: dict[str, str] = {}
-    states: dict[tuple[str, int], PartitionState] = {}
-    elr: dict[tuple[str, int], tuple[int, ...]] = {}  # eligible leader replicas, carried forward
-    problems: list[str] = []
-    counts = {"states": 0, "topics": 0, "brokers": 0}
-    for offset, record in records:
+class KafkaReplay:
+    """Kafka's metadata records applied in offset order: each partition's state after each of
+    its records (checked with the rules as it is made), the topics' names, the brokers."""
+
+    def __init__(self) -> None:
+        self.brokers = Brokers(registered_at={}, pool_of={}, live={})
+        self.names: dict[str, str] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.elr: dict[tuple[str, int], tuple[int, ...]] = {}  # eligible leader replicas, carried forward
+        self.replayed = 0
+
+    def apply(self, offset: int, record: LogRecord) -> list[str]:
+        """Apply one record; the rules its partition state breaks, each naming the partition."""
         if not isinstance(record, MetadataRecord) or not isinstance(record.data, Struct):
-            continue
+            return []
         data = record.data
         if record.name == "RegisterBrokerRecord":
             broker = int(data["BrokerId"])  # type: ignore[call-overload]
-            brokers.registered_at.setdefault(broker, offset)
-            brokers.live[broker] = (data["Rack"], None, bool(data["Fenced"]))  # type: ignore[assignment]
+            self.brokers.registered_at.setdefault(broker, offset)
+            self.brokers.live[broker] = (data["Rack"], None, bool(data["Fenced"]))  # type: ignore[assignment]
         elif record.name == "UnregisterBrokerRecord":
-            brokers.live.pop(int(data["BrokerId"]), None)  # type: ignore[call-overload]
+            self.brokers.live.pop(int(data["BrokerId"]), None)  # type: ignore[call-overload]
         elif record.name == "TopicRecord":
-            names[str(data["TopicId"])] = str(data["Name"])
+            self.names[str(data["TopicId"])] = str(data["Name"])
         elif record.name == "RemoveTopicRecord":
             removed = str(data["TopicId"])
-            states = {key: state for key, state in states.items() if key[0] != removed}
-            elr = {key: replicas for key, replicas in elr.items() if key[0] != removed}
+            self.states = {key: state for key, state in self.states.items() if key[0] != removed}
+            self.elr = {key: replicas for key, replicas in self.elr.items() if key[0] != removed}
         elif record.name in ("PartitionRecord", "PartitionChangeRecord"):
-            key = (str(data["TopicId"]), int(data["PartitionId"]))  # type: ignore[call-overload]
-            previous = states.get(key)
-            row = _record_row(record, previous)
-            where = f"{names.get(key[0], key[0])}-{key[1]} at offset {offset}"
-            if row is None:
-                problems.append(f"{where}: a PartitionChangeRecord of a partition the log never created")
-                continue
-            state = advance(previous if record.name == "PartitionChangeRecord" else None, row)
-            if data["EligibleLeaderReplicas"] is not None or record.name == "PartitionRecord":
-                elr[key] = tuple(data["EligibleLeaderReplicas"] or ())  # type: ignore[arg-type]
-            rules = broken_rules(state, previous, offset, None, brokers)
-            problems += [f"{where}: {rule}" for rule in rules if not (rule == ISR_EMPTY and elr.get(key))]
-            states[key] = state
-            counts["states"] += 1
-    counts["topics"] = len({topic for topic, _ in states})
-    counts["partitions"] = len(states)
-    counts["brokers"] = len(brokers.live)
+            return self._partition(offset, record, data)
+        return []
+
+    def where(self, key: tuple[str, int]) -> str:
+        return f"{self.names.get(key[0], key[0])}-{key[1]}"
+
+    def _partition(self, offset: int, record: MetadataRecord, data: Struct) -> list[str]:
+        key = (str(data["TopicId"]), int(data["PartitionId"]))  # type: ignore[call-overload]
+        previous = self.states.get(key)
+        row = _record_row(record, previous)
+        where = f"{self.where(key)} at offset {offset}"
+        if row is None:
+            return [f"{where}: a PartitionChangeRecord of a partition the log never created"]
+        state = advance(previous if record.name == "PartitionChangeRecord" else None, row)
+        if data["EligibleLeaderReplicas"] is not None or record.name == "PartitionRecord":
+            self.elr[key] = tuple(data["EligibleLeaderReplicas"] or ())  # type: ignore[arg-type]
+        rules = broken_rules(state, previous, offset, None, self.brokers)
+        self.states[key] = state
+        self.replayed += 1
+        return [f"{where}: {rule}" for rule in rules if not (rule == ISR_EMPTY and self.elr.get(key))]
+
+
+def replay_partition_states(records: Sequence[tuple[int, LogRecord]]) -> tuple[list[str], dict[str, int]]:
+    """Every partition state along ``records`` (offset, record) checked with the rules; the
+    violations (naming topic, partition and offset) and counts of what was replayed."""
+    replay = KafkaReplay()
+    problems = [problem for offset, record in records for problem in replay.apply(offset, record)]
+    counts = {
+        "states": replay.replayed,
+        "topics": len({topic for topic, _ in replay.states}),
+        "partitions": len(replay.states),
+        "brokers": len(replay.brokers.live),
+    }
     return problems, counts
+
+
+# What a snapshot's partition must equal the log's partition in (its creation's replication
+# factor is the log's knowledge, not the snapshot's).
+_COMPARED = ("replicas", "isr", "adding_replicas", "leader", "leader_epoch", "partition_epoch")
+
+
+def _snapshots_match_log(nodes: Sequence[NodeLog], log: NodeLog, records: Sequence[tuple[int, LogRecord]]) -> Check:
+    """Each node's newest snapshot holds the partitions the log gives at its end offset --
+    including the epochs the replay computes as Kafka does, which a snapshot's records state."""
+    problems: list[str] = []
+    compared = 0
+    for node in nodes:
+        snapshots = sorted(
+            (sid.offset, path) for path in node.log_dir.glob("*.checkpoint") if (sid := parse_snapshot_name(path.name))
+        )
+        if not snapshots:
+            continue
+        end, path = snapshots[-1]
+        if end > log.next_offset:
+            problems.append(f"{node.name}: {path.name} ends at offset {end}, past {log.name}'s log ({log.next_offset})")
+            continue
+        in_snapshot = KafkaReplay()
+        for entry in walk_kafka_file(path, first_offset=0):
+            if isinstance(entry, KafkaDamage):
+                d = entry.damage
+                problems.append(f"{node.name}: {path.name} at byte {d.position} (offset {d.offset}): {d.reason}")
+                continue
+            for offset, record in entry.found.records or ():
+                in_snapshot.apply(offset, record)
+        in_log = KafkaReplay()
+        for offset, record in records:
+            if offset >= end:
+                break
+            in_log.apply(offset, record)
+        compared += 1
+        for key in sorted(set(in_snapshot.states) | set(in_log.states)):
+            mine, logs = in_snapshot.states.get(key), in_log.states.get(key)
+            at = f"{node.name}: {path.name}: {in_log.where(key)}"
+            if mine is None or logs is None:
+                problems.append(f"{at} is {'missing from the snapshot' if mine is None else 'not in the log'}")
+                continue
+            differ = [f"{name} {getattr(mine, name)} (log {getattr(logs, name)})" for name in _COMPARED
+                      if getattr(mine, name) != getattr(logs, name)]  # fmt: skip
+            if differ:
+                problems.append(f"{at}: {', '.join(differ)}")
+    detail = listed(problems) if problems else f"{compared} nodes' newest snapshots equal {log.name}'s log"
+    return Check("snapshots-match-log", not problems, detail)
 
 
 def verify_kraft(data_dir: Path) -> KraftVerifyResult:
@@ -343,6 +412,7 @@ def verify_kraft(data_dir: Path) -> KraftVerifyResult:
         f"{longest.first_offset}..{longest.next_offset - 1}"
     )
     checks.append(Check("partition-states-valid", not problems, detail))
+    checks.append(_snapshots_match_log(nodes, longest, records))
     figures = {
         "nodes": len(nodes),
         "controllers": sorted(voters),

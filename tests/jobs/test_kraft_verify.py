@@ -14,11 +14,13 @@ from click.testing import CliRunner
 from raftmeta.cli.main import cli
 from raftmeta.jobs.kraft_verify import verify_kraft
 from raftmeta.records.kafka.batch import batch_size, encode_batch, iter_batches
-from raftmeta.records.kafka.frames import metadata_record, new_batch
+from raftmeta.records.kafka.frames import MetadataRecord, batch_records, metadata_record, new_batch
+from raftmeta.records.kafka.message import Struct
 from raftmeta.records.kafka.schema import Uuid
 
 DATA = Path(__file__).parent.parent / "records" / "kafka" / "data"
 SEGMENT = "00000000000000000000.log"
+SNAPSHOT = "00000000000000000157-0000000001.checkpoint"
 CONTROLLERS = (3001, 3002, 3003)
 TOPIC_T1 = Uuid.parse("YM5a_I75RvmiOO7ZHB5iEQ")  # t1 in the data: 3 partitions on brokers 0-2
 
@@ -123,3 +125,36 @@ def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) ->
     refused = runner.invoke(cli, ["verify", "--data-dir", str(quorum), "--report-dir", str(quorum / "out")])
     assert refused.exit_code == 2
     assert "holds KRaft metadata logs in Kafka's format, which --report-dir does not read" in refused.output
+
+
+def test_a_snapshot_that_differs_from_the_log_fails_naming_the_node_file_and_partition(quorum: Path) -> None:
+    assert (
+        "3 nodes' newest snapshots equal controller 3001's log"
+        in {c.name: c.detail for c in verify_kraft(quorum).checks}["snapshots-match-log"]
+    )
+    # Controller 3002's snapshot rewritten with t1-1's leader epoch one higher than the log gives.
+    snapshot = quorum / "controller-3002" / "data" / "__cluster_metadata-0" / SNAPSHOT
+    rewritten = []
+    for _, batch in iter_batches(snapshot.read_bytes()):
+        records = [record for _, record in batch_records(batch)]
+        for index, record in enumerate(records):
+            data = record.data
+            if (
+                isinstance(record, MetadataRecord)
+                and isinstance(data, Struct)
+                and record.name == "PartitionRecord"
+                and data["PartitionId"] == 1
+            ):
+                epoch = data["LeaderEpoch"]
+                assert isinstance(epoch, int)
+                changed = Struct({**data.values, "LeaderEpoch": epoch + 1}, data.unknown_tagged)
+                records[index] = MetadataRecord(record.api_key, record.version, changed)
+        rewritten.append(
+            encode_batch(new_batch(batch.base_offset, batch.partition_leader_epoch, records, batch.max_timestamp,
+                                   control=batch.is_control))
+        )  # fmt: skip
+    snapshot.chmod(0o644)
+    snapshot.write_bytes(b"".join(rewritten))
+    problems = failed(quorum)
+    assert set(problems) == {"snapshots-match-log"}
+    assert problems["snapshots-match-log"] == f"controller 3002: {SNAPSHOT}: t1-1: leader_epoch 2 (log 1)"
