@@ -142,3 +142,19 @@ def test_a_file_in_neither_format_is_refused_naming_what_it_holds(tmp_path: Path
     code, out = dump("--data-dir", str(kafka_node))
     assert code == 2
     assert "the files mix raftmeta's and Kafka's log formats" in out
+
+
+def test_from_offset_and_no_records_work_on_a_kraft_log_as_on_raftmetas(kafka_node: Path) -> None:
+    code, out = dump("--data-dir", str(kafka_node), "--from-offset", "150", "--output", "json")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["batches"][0]["base_offset"] <= 150 <= doc["batches"][0]["last_offset"]
+    assert all(b["last_offset"] >= 150 for b in doc["batches"])
+    code, out = dump("--data-dir", str(kafka_node), "--no-records")
+    assert code == 0
+    assert "| offset:" not in out
+    first = next(line for line in out.splitlines() if line.startswith("baseOffset: "))
+    assert first == (
+        "baseOffset: 0 lastOffset: 2 count: 3 partitionLeaderEpoch: 1 isControl: true position: 0 "
+        "CreateTime: 1795946224824 size: 292 crc: 150471233 isvalid: true"
+    )
