@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftmeta.health import DEFAULT_MIN_INSYNC_REPLICAS
 from raftmeta.jobs.checks import Check, listed
-from raftmeta.jobs.partition_rules import ISR_EMPTY, PartitionState, advance, broken_rules
-from raftmeta.jobs.state import Brokers
+from raftmeta.jobs.partition_rules import ISR_EMPTY, PartitionState, advance, broken_rules, entries, rack_view
+from raftmeta.jobs.state import Brokers, balance_of, isr_sizes_of
 from raftmeta.records.kafka.frames import ControlRecord, LogRecord, MetadataRecord
 from raftmeta.records.kafka.message import Struct
 from raftmeta.records.kafka.schemas import KRAFT_VOTERS
@@ -49,6 +50,10 @@ from raftmeta.storage.snapshot import parse_snapshot_name
 
 SEARCH_DEPTH = 4  # a cluster dir / node dir / log.dirs dir / __cluster_metadata-0
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.Leader's default: the leader did not change
+FENCING = {"FenceBrokerRecord": True, "UnfenceBrokerRecord": False, "BrokerRegistrationChangeRecord": None}
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+TOPIC_RESOURCE = 2  # ConfigRecord.ResourceType, as Kafka's ConfigResource.Type numbers them
+BROKER_RESOURCE = 4
 
 
 @dataclass
@@ -286,6 +291,8 @@ class KafkaReplay:
         self.names: dict[str, str] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.elr: dict[tuple[str, int], tuple[int, ...]] = {}  # eligible leader replicas, carried forward
+        self.topic_min_isr: dict[str, int] = {}
+        self.default_min_isr = DEFAULT_MIN_INSYNC_REPLICAS
         self.replayed = 0
 
     def apply(self, offset: int, record: LogRecord) -> list[str]:
@@ -299,6 +306,10 @@ class KafkaReplay:
             self.brokers.live[broker] = (data["Rack"], None, bool(data["Fenced"]))  # type: ignore[assignment]
         elif record.name == "UnregisterBrokerRecord":
             self.brokers.live.pop(int(data["BrokerId"]), None)  # type: ignore[call-overload]
+        elif record.name in FENCING:
+            self._fence(data, record.name)
+        elif record.name == "ConfigRecord" and data["Name"] == MIN_INSYNC_REPLICAS:
+            self._min_isr(data)
         elif record.name == "TopicRecord":
             self.names[str(data["TopicId"])] = str(data["Name"])
         elif record.name == "RemoveTopicRecord":
@@ -308,6 +319,66 @@ class KafkaReplay:
         elif record.name in ("PartitionRecord", "PartitionChangeRecord"):
             return self._partition(offset, record, data)
         return []
+
+    def _fence(self, data: Struct, kind: str) -> None:
+        """A broker fenced or unfenced: FenceBrokerRecord, UnfenceBrokerRecord, or a
+        BrokerRegistrationChangeRecord whose Fenced is 1 (fenced) or -1 (unfenced; 0: no change)."""
+        if kind == "BrokerRegistrationChangeRecord":
+            broker, fenced = data["BrokerId"], {1: True, -1: False}.get(data["Fenced"])  # type: ignore[call-overload]
+        else:
+            broker, fenced = data["Id"], FENCING[kind]
+        known = self.brokers.live.get(broker)  # type: ignore[call-overload]
+        if known is not None and fenced is not None:
+            self.brokers.live[broker] = (known[0], known[1], fenced)  # type: ignore[index]
+
+    def _min_isr(self, data: Struct) -> None:
+        """min.insync.replicas of a topic (resource type 2) or the cluster's default (type 4, no name)."""
+        value = data["Value"]
+        if data["ResourceType"] == TOPIC_RESOURCE:
+            if value is None:
+                self.topic_min_isr.pop(str(data["ResourceName"]), None)
+            else:
+                self.topic_min_isr[str(data["ResourceName"])] = int(str(value))
+        elif data["ResourceType"] == BROKER_RESOURCE and data["ResourceName"] == "":
+            self.default_min_isr = DEFAULT_MIN_INSYNC_REPLICAS if value is None else int(str(value))
+
+    def balance(self) -> dict[str, Any]:
+        """Placement balance and health counts of the live partitions at the end: the entries of
+        :func:`raftmeta.jobs.partition_rules.entries`, summed as the Spark job sums them, and their
+        spreads by placement's own ``Spread`` over every registered broker."""
+        from placement.metrics import Spread
+
+        counts: dict[tuple[int, int, int], int] = defaultdict(int)
+        min_isr = {name: self.topic_min_isr.get(name, self.default_min_isr) for name in self.names.values()}
+        racks = rack_view(self.brokers)
+        unfenced = self.brokers.unfenced()
+        for (topic, _), state in self.states.items():
+            for entry in entries(state, self.names.get(topic), self.brokers, min_isr, unfenced, racks):
+                counts[entry] += 1
+        balance = balance_of(counts)
+        isr_sizes = isr_sizes_of(counts)
+
+        def per_broker(found: dict[int, int]) -> dict[int, int]:
+            return {b: found.get(b, 0) for b in sorted(set(self.brokers.live) | set(found))}
+
+        replicas, preferred, leaders = (
+            per_broker(balance.replicas),
+            per_broker(balance.preferred_leaders),
+            per_broker(balance.leaders),
+        )
+        return {
+            "replica_skew": round(Spread.of(replicas).skew, 6) if replicas else 0.0,
+            "leader_skew": round(Spread.of(preferred).skew, 6) if preferred else 0.0,
+            "current_leader_skew": round(Spread.of(leaders).skew, 6) if leaders else 0.0,
+            "leaderless_partitions": balance.leaderless,
+            "rack_spread_violations": balance.rack_spread_violations,
+            "replicas_per_broker": {str(b): n for b, n in replicas.items()},
+            "preferred_leaders_per_broker": {str(b): n for b, n in preferred.items()},
+            "leaders_per_broker": {str(b): n for b, n in leaders.items()},
+            "isr_size_counts": {f"{isr}/{rf}": n for (isr, rf), n in sorted(isr_sizes.items())},
+            "under_replicated_partitions": sum(n for (isr, rf), n in isr_sizes.items() if isr < rf),
+            "fenced_brokers": sum(1 for _, _, fenced in self.brokers.live.values() if fenced),
+        }
 
     def where(self, key: tuple[str, int]) -> str:
         return f"{self.names.get(key[0], key[0])}-{key[1]}"
@@ -328,18 +399,20 @@ class KafkaReplay:
         return [f"{where}: {rule}" for rule in rules if not (rule == ISR_EMPTY and self.elr.get(key))]
 
 
-def replay_partition_states(records: Sequence[tuple[int, LogRecord]]) -> tuple[list[str], dict[str, int]]:
+def replay_partition_states(records: Sequence[tuple[int, LogRecord]]) -> tuple[list[str], dict[str, Any]]:
     """Every partition state along ``records`` (offset, record) checked with the rules; the
-    violations (naming topic, partition and offset) and counts of what was replayed."""
+    violations (naming topic, partition and offset) and the figures of what was replayed: counts,
+    and the balance of the live partitions at the end (:meth:`KafkaReplay.balance`)."""
     replay = KafkaReplay()
     problems = [problem for offset, record in records for problem in replay.apply(offset, record)]
-    counts = {
+    figures: dict[str, Any] = {
         "states": replay.replayed,
         "topics": len({topic for topic, _ in replay.states}),
         "partitions": len(replay.states),
         "brokers": len(replay.brokers.live),
+        **replay.balance(),
     }
-    return problems, counts
+    return problems, figures
 
 
 # What a snapshot's partition must equal the log's partition in (its creation's replication

@@ -52,6 +52,14 @@ def test_the_real_quorums_logs_pass(quorum: Path) -> None:
     assert result.passed, result.checks
     assert result.figures["controllers"] == list(CONTROLLERS)
     assert (result.figures["nodes"], result.figures["records"], result.figures["partitions"]) == (3, 157, 3)
+    # Balance and health of t1 at the end of the log: RF 3 over brokers 0-2 in three racks, all
+    # three brokers fenced by their shutdown, so no leader and an empty ISR.
+    figures = result.figures
+    assert figures["replicas_per_broker"] == {"0": 3, "1": 3, "2": 3}
+    assert figures["preferred_leaders_per_broker"] == {"0": 1, "1": 1, "2": 1}
+    assert (figures["replica_skew"], figures["leader_skew"], figures["rack_spread_violations"]) == (1.0, 1.0, 0)
+    assert (figures["leaderless_partitions"], figures["fenced_brokers"]) == (3, 3)
+    assert figures["isr_size_counts"] == {"0/3": 3}
     details = {c.name: c.detail for c in result.checks}
     assert details["logs-agree"] == "110 batches held by two or more nodes, all identical"
     # The log ends with t1's ISR emptied by the brokers' shutdown and its ELR holding broker 2
