@@ -124,9 +124,16 @@ def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) ->
     document = json.loads(passed.stdout)
     assert (document["format"], document["passed"]) == ("kafka", True)
     segment = segment_of(quorum, 3001)
-    batches = list(iter_batches(segment.read_bytes()))
-    assert batches[-1][1].base_offset == 156
-    segment.write_bytes(segment.read_bytes()[: batches[-1][0]] + bytes(5))  # a torn last batch
+    data = segment.read_bytes()
+    last = list(iter_batches(data))[-1][0]
+    segment.write_bytes(data[: last + 30])  # the last batch torn: a write in progress, not damage
+    torn = runner.invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    assert torn.exit_code == 0, torn.output
+    integrity = json.loads(torn.stdout)["checks"][0]
+    assert integrity["detail"].endswith(f"controller 3001: {SEGMENT} ends inside the batch at byte {last} (torn tail)")
+    doctored = bytearray(data)
+    doctored[last + 40] ^= 0x01
+    segment.write_bytes(bytes(doctored))
     failed_run = runner.invoke(cli, ["verify", "--data-dir", str(quorum)])
     assert failed_run.exit_code == 1
     assert "controller 3001" in failed_run.output
