@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 
 from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_option, usage_error
 from raftmeta.cli.log_kafka import (
+    KAFKA_FORMAT,
     KafkaBatchEntry,
     files_format,
     kafka_batch_document,
@@ -405,7 +406,7 @@ def _print_text(document: dict[str, Any], items: list[tuple[str, dict[str, Any]]
             current = doc["file"]
             if "snapshot" not in document:
                 click.echo(f"Dumping {current}")
-        if kind == "batch" and doc.get("format") == "kafka":
+        if kind == "batch" and doc.get("format") == KAFKA_FORMAT:
             print_kafka_batch(doc)
         elif kind == "batch":
             print_batch(doc)

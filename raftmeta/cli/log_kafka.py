@@ -16,11 +16,13 @@ from typing import Any
 import click
 
 from raftmeta.records.kafka.json_view import batch_view
+from raftmeta.records.log_format import LogFormat
 from raftmeta.storage import kafka_inspect
 from raftmeta.storage.inspect import Corruption
 from raftmeta.storage.kafka_inspect import KafkaBatchEntry, KafkaDamage, files_format
 
 __all__ = [
+    "KAFKA_FORMAT",
     "KafkaBatchEntry",
     "files_format",
     "kafka_batch_document",
@@ -29,7 +31,7 @@ __all__ = [
     "walk_kafka_file",
 ]
 
-KAFKA_FORMAT = "kafka"
+KAFKA_FORMAT = LogFormat.KAFKA.value  # a batch document's "format"
 QUORUM_STATE_FILE = "quorum-state"  # Kafka keeps it in the metadata log directory
 
 
