@@ -10,7 +10,8 @@ checks are DESIGN.md §9's, with the rules the Spark job uses where there is one
   segment files too, and its log starts at 0 or at one of its snapshots;
 - ``epochs-non-decreasing``: the partition leader epoch along every node's log;
 - ``logs-agree``: at every offset two nodes both hold, they hold the same batch, byte for byte
-  (followers and observers store the leader's batches as they are); a node whose log covers an
+  (followers and observers store the leader's batches as they are: compared by a hash of the
+  whole batch, leader epoch included, which its CRC leaves out); a node whose log covers an
   offset where the others have a batch but holds none there has lost it;
 - ``partition-states-valid``: every partition state along the longest log, replayed as Kafka
   replays it (a PartitionChangeRecord raises the partition epoch by one, and the leader epoch by
@@ -231,19 +232,18 @@ def _epochs_non_decreasing(nodes: Sequence[NodeLog]) -> Check:
 
 
 def _logs_agree(nodes: Sequence[NodeLog]) -> Check:
-    held: dict[int, dict[str, str]] = defaultdict(dict)  # base offset -> node name -> digest
+    held: dict[int, dict[str, bytes]] = defaultdict(dict)  # base offset -> node name -> digest
     for n in nodes:
+        files: dict[Path, bytes] = {}
         for entry in n.batches:
             found = entry.found
-            data = entry.path.read_bytes()[found.position : found.position + found.size] if not found.crc_ok else b""
-            # An intact batch is known by its stored CRC and its length and offsets; a damaged one
-            # by its bytes, so that it never agrees with the others.
-            digest = (
-                f"{found.batch.base_offset}:{found.size}:{found.crc}"
-                if found.crc_ok
-                else "damaged:" + hashlib.blake2b(data, digest_size=8).hexdigest()
-            )
-            held[found.batch.base_offset][n.name] = digest
+            data = files.get(entry.path)
+            if data is None:
+                data = files[entry.path] = entry.path.read_bytes()
+            # The whole batch's bytes: its CRC leaves out the leader epoch, the one field in which
+            # a deposed leader's batch at the same offset may differ.
+            batch = data[found.position : found.position + found.size]
+            held[found.batch.base_offset][n.name] = hashlib.blake2b(batch, digest_size=16).digest()
     problems = []
     compared = 0
     for offset in sorted(held):
@@ -254,7 +254,7 @@ def _logs_agree(nodes: Sequence[NodeLog]) -> Check:
         if len(holders) < 2:
             continue
         compared += 1
-        groups: dict[str, list[str]] = defaultdict(list)
+        groups: dict[bytes, list[str]] = defaultdict(list)
         for name, digest in holders.items():
             groups[digest].append(name)
         if len(groups) > 1:
