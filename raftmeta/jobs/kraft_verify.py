@@ -41,7 +41,7 @@ from raftmeta.jobs.partition_rules import ISR_EMPTY, PartitionState, advance, br
 from raftmeta.jobs.state import Brokers, balance_of, isr_sizes_of
 from raftmeta.records.kafka.frames import ControlRecord, LogRecord, MetadataRecord
 from raftmeta.records.kafka.message import Struct
-from raftmeta.records.kafka.schemas import KRAFT_VOTERS
+from raftmeta.records.kafka.schemas import KRAFT_VOTERS, LEADER_CHANGE
 from raftmeta.records.log_format import LogFormat, UnknownLogFormatError
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import StorageError
@@ -161,22 +161,20 @@ def read_node_log(log_dir: Path) -> NodeLog:
     return node
 
 
-def _voters(nodes: Sequence[NodeLog]) -> set[int]:
-    """The voter ids of the newest VotersRecord in any node's log."""
-    newest: tuple[int, set[int]] = (-1, set())
+def controller_ids(nodes: Sequence[NodeLog]) -> set[int]:
+    """The voter ids of the newest VotersRecord in any node's log (KIP-853's dynamic quorum);
+    of the newest LeaderChange's voters when the log holds none (a static quorum, kraft.version 0)."""
+    newest: dict[int, tuple[int, set[int]]] = {KRAFT_VOTERS: (-1, set()), LEADER_CHANGE: (-1, set())}
     for node in nodes:
         for entry in node.batches:
             for offset, record in entry.found.records or ():
-                if (
-                    isinstance(record, ControlRecord)
-                    and record.type == KRAFT_VOTERS
-                    and isinstance(record.data, Struct)
-                ):
+                if not isinstance(record, ControlRecord) or record.type not in newest:
+                    continue
+                if isinstance(record.data, Struct) and offset > newest[record.type][0]:
                     voters = record.data["Voters"]
                     assert isinstance(voters, tuple)
-                    if offset > newest[0]:
-                        newest = (offset, {int(v["VoterId"]) for v in voters})
-    return newest[1]
+                    newest[record.type] = (offset, {int(v["VoterId"]) for v in voters})
+    return newest[KRAFT_VOTERS][1] or newest[LEADER_CHANGE][1]
 
 
 def _name(node: NodeLog, voters: set[int]) -> str:
@@ -481,7 +479,7 @@ def verify_kraft(data_dir: Path) -> KraftVerifyResult:
     nodes = [read_node_log(log_dir) for log_dir in find_kraft_logs(data_dir)]
     if not nodes:
         raise ValueError(f"{data_dir} holds no metadata log directory ({LOG_DIR_NAME}) in Kafka's format")
-    voters = _voters(nodes)
+    voters = controller_ids(nodes)
     for node in nodes:
         node.name = _name(node, voters)
     checks = [_batch_integrity(nodes), _offsets_contiguous(nodes), _epochs_non_decreasing(nodes), _logs_agree(nodes)]

@@ -12,11 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
-from raftmeta.jobs.kraft_verify import verify_kraft
-from raftmeta.records.kafka.batch import batch_size, encode_batch, iter_batches
-from raftmeta.records.kafka.frames import MetadataRecord, batch_records, metadata_record, new_batch
+from raftmeta.jobs.kraft_verify import NodeLog, controller_ids, verify_kraft
+from raftmeta.records.kafka.batch import RecordBatch, batch_size, encode_batch, iter_batches
+from raftmeta.records.kafka.frames import ControlRecord, MetadataRecord, batch_records, metadata_record, new_batch
 from raftmeta.records.kafka.message import Struct
 from raftmeta.records.kafka.schema import Uuid
+from raftmeta.records.kafka.schemas import LEADER_CHANGE
+from raftmeta.records.kafka.walk import FoundKafkaBatch
+from raftmeta.storage.kafka_inspect import KafkaBatchEntry
 
 DATA = Path(__file__).parent.parent / "records" / "kafka" / "data"
 SEGMENT = "00000000000000000000.log"
@@ -188,3 +191,17 @@ def test_a_batch_that_differs_only_in_its_leader_epoch_is_another_batch(quorum: 
         problems["logs-agree"] == "offset 156: controller 3003 hold another batch than controller 3001, controller 3002"
     )
     assert set(problems) == {"logs-agree", "epochs-non-decreasing"}
+
+
+def test_a_static_quorums_controllers_are_the_leader_changes_voters() -> None:
+    leader_change = ControlRecord(
+        LEADER_CHANGE,
+        Struct({"Version": 0, "LeaderId": 1, "Voters": (Struct({"VoterId": 1}), Struct({"VoterId": 2})),
+                "GrantingVoters": (Struct({"VoterId": 1}),)}),
+    )  # fmt: skip
+    entry = KafkaBatchEntry(Path(SEGMENT), _found(new_batch(0, 1, [leader_change], 5, control=True)))
+    assert controller_ids([NodeLog(1, Path("."), batches=[entry])]) == {1, 2}
+
+
+def _found(batch: RecordBatch) -> FoundKafkaBatch:
+    return FoundKafkaBatch(0, 0, 0, True, batch, tuple(batch_records(batch)))
