@@ -184,28 +184,47 @@ def _read_struct(reader: _Reader, plan: _Plan, version: int) -> Struct:
 
 
 def _read_value(reader: _Reader, spec: Field, version: int, nullable: bool) -> object:
-    if spec.is_array:
-        count = reader.length()
-        if count < 0:
-            if not nullable:
-                raise MalformedMessageError("", reader.pos, "null, but the field is not nullable")
-            return None
-        items: list[object] = []
-        try:
-            if spec.is_struct:
-                plan = _plan(spec.fields, version)
-                for _ in range(count):
-                    items.append(_read_struct(reader, plan, version))
-            else:
-                element = spec.element
-                for _ in range(count):
-                    items.append(_read_scalar(reader, element, nullable=False))
-        except MalformedMessageError as exc:
-            raise exc.under(f"[{len(items)}]") from None  # the element being read
-        return tuple(items)
-    if spec.is_struct:  # a nested struct, inline (none of these tables makes one nullable)
+    shape = _SHAPES.get(spec.type)
+    if shape is None:
+        shape = _SHAPES[spec.type] = _shape(spec)
+    kind, element = shape
+    if kind == _SCALAR:
+        return _read_scalar(reader, element, nullable=nullable)
+    if kind == _STRUCT:  # a nested struct, inline (none of these tables makes one nullable)
         return _read_struct(reader, _plan(spec.fields, version), version)
-    return _read_scalar(reader, spec.type, nullable=nullable)
+    count = reader.length()
+    if count < 0:
+        if not nullable:
+            raise MalformedMessageError("", reader.pos, "null, but the field is not nullable")
+        return None
+    fixed = _FIXED_ARRAYS.get(element) if kind == _SCALARS_ARRAY else None
+    if fixed is not None:  # integers: the whole array in one unpack
+        return struct.unpack(f">{count}{fixed}", reader.take(count * struct.calcsize(fixed)))
+    items: list[object] = []
+    try:
+        if kind == _STRUCTS_ARRAY:
+            plan = _plan(spec.fields, version)
+            for _ in range(count):
+                items.append(_read_struct(reader, plan, version))
+        else:
+            for _ in range(count):
+                items.append(_read_scalar(reader, element, nullable=False))
+    except MalformedMessageError as exc:
+        raise exc.under(f"[{len(items)}]") from None  # the element being read
+    return tuple(items)
+
+
+# A field's shape by its type (decided once per type: ``Field``'s properties are computed on each
+# call): a scalar, a nested struct, an array of scalars or of structs, with the scalar type.
+_SCALAR, _STRUCT, _SCALARS_ARRAY, _STRUCTS_ARRAY = range(4)
+_SHAPES: dict[str, tuple[int, str]] = {}
+_FIXED_ARRAYS = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q"}
+
+
+def _shape(spec: Field) -> tuple[int, str]:
+    if spec.is_array:
+        return (_STRUCTS_ARRAY if spec.is_struct else _SCALARS_ARRAY), spec.element
+    return (_STRUCT if spec.is_struct else _SCALAR), spec.type
 
 
 def _read_scalar(reader: _Reader, type_: str, *, nullable: bool) -> object:
