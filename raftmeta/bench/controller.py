@@ -67,9 +67,7 @@ class _Leader:
         if handled.records:
             self.offset += len(handled.records)
             self.log.extend(serialized(handled.records))
-            self.controller.appended(handled.key, self.offset)
-            (done,) = self.controller.on_commit(self.offset)
-            return done.response
+            self.controller.commit(1, self.offset)
         return handled.response
 
     def add_brokers(self) -> None:

@@ -12,7 +12,7 @@ For readers of the log (``raftmeta log dump``, the simulator, the Spark job)::
     builder.replay(record); image = builder.build()
 """
 
-from raftmeta.controller.controller import METHODS, Completion, Controller, Handled, not_controller_response
+from raftmeta.controller.controller import METHODS, Controller, Handled
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.errors import ApiError, ReplayError, RequestError
 from raftmeta.controller.image import (
@@ -36,7 +36,6 @@ __all__ = [
     "REQUEST_TABLE_CAPACITY",
     "ApiError",
     "BrokerRegistration",
-    "Completion",
     "Controller",
     "ControllerConfig",
     "ControllerResult",
@@ -55,5 +54,4 @@ __all__ = [
     "TopicImage",
     "image_from_records",
     "image_to_records",
-    "not_controller_response",
 ]

@@ -117,8 +117,7 @@ def test_a_controller_applying_new_topics_matches_a_follower_replaying_the_log(d
         handled = leader.handle("CreateTopics", request, 0)
         if handled.records:
             offset += len(handled.records)
-            leader.appended(handled.key, offset)
-            leader.on_commit(offset)
+            leader.commit(1, offset)
             follower.apply_committed(
                 [records_pb2.MetadataRecord.FromString(r.SerializeToString()) for r in handled.records], offset
             )
