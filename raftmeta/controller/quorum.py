@@ -862,12 +862,16 @@ class QuorumController:
         if pending is not None:
             pending.move(Event.STAGE)
         if records[-1].WhichOneof("record") != "request":
-            self._propose_open_batch(now_ms)
-            self._propose(now_ms, 1, data, [pending] if pending is not None else [], lines)
+            if self._propose_open_batch_first(now_ms, pending):
+                self._propose(now_ms, 1, data, [pending] if pending is not None else [], lines)
             return
         size = sum(map(len, data))
-        if self._open_batches and self._open_bytes + size > COMBINED_BATCH_BYTES:
-            self._propose_open_batch(now_ms)
+        if (
+            self._open_batches
+            and self._open_bytes + size > COMBINED_BATCH_BYTES
+            and not self._propose_open_batch_first(now_ms, pending)
+        ):
+            return
         if not self._open_batches:
             self._open_since = now_ms
         self._open_batches += 1
@@ -877,6 +881,19 @@ class QuorumController:
         self._open_bytes += size
         if lines:
             self._open_lines.extend(lines)
+
+    def _propose_open_batch_first(self, now_ms: int, pending: Pending | None) -> bool:
+        """Propose the open batch before a batch that cannot join it. False if the log refused
+        it: this controller renounced, and the pending batch just handled (``pending``'s) went
+        with the rest, so ``pending`` fails as theirs did."""
+        before = self.controller.pending_count
+        self._propose_open_batch(now_ms)
+        if self.controller.pending_count >= before:
+            return True
+        if pending is not None:
+            pending.move(Event.RENOUNCE)
+            self._answers.append(Answer(pending.key, error=NotControllerError(self.core.leader_id)))
+        return False
 
     def _maybe_propose_open_batch(self, now_ms: int) -> None:
         """Propose the open batch if waiting longer gains nothing: a follower's Fetch is parked

@@ -16,10 +16,12 @@ from raftmeta.controller.lifecycle import (
     PendingTable,
     State,
 )
-from raftmeta.raft import Role
+from raftmeta.controller.quorum import QuorumController
+from raftmeta.raft import RaftConfig, RaftCore, Role
 from raftmeta.v1 import controller_pb2
 
-from .test_quorum_controller import ELECTED_MS, active, create, drive
+from ..raft.harness import SeededSource
+from .test_quorum_controller import ELECTED_MS, active, create, drive, make_controller, register
 
 
 def pending(key: int = 1) -> Pending:
@@ -94,3 +96,37 @@ def test_renounce_fails_each_waiting_request_once_with_one_not_controller() -> N
     assert qc.waiting_count == 0
     drive(qc, ELECTED_MS)
     assert qc.take_answers() == [], "no second answer"
+
+
+def test_a_request_whose_open_batch_the_log_refused_fails_with_it() -> None:
+    """A full open batch is proposed before the next request joins; if the log refuses it (too
+    many uncommitted batches), the QuorumController renounces its pending state -- including the
+    pending batch the joining request's records just made -- so that request fails too, rather
+    than being proposed later without a batch in the Controller behind it."""
+    core = RaftCore(RaftConfig(node_id=1, voters=(1,), cluster_id="t", max_uncommitted_batches=1), SeededSource(1), 0)
+    qc = QuorumController(core, make_controller([], -1), make_controller)
+    drive(qc, ELECTED_MS)
+    qc.submit(ELECTED_MS, 100, "RegisterBroker", register(1))
+    drive(qc, ELECTED_MS)
+    epoch = qc.controller.image.brokers[1].epoch
+    beat = controller_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=epoch)
+    qc.submit(ELECTED_MS, 101, "BrokerHeartbeat", beat)
+    drive(qc, ELECTED_MS)
+    assert [a.error for a in qc.take_answers()] == [None, None]
+    big = 10_000  # partitions (the most one request may create): two such creates pass 512 KiB
+    for key, name in ((1, "a"), (2, "b")):
+        topic = controller_pb2.CreatableTopic(name=name, num_partitions=big, replication_factor=1)
+        qc.submit(ELECTED_MS, key, "CreateTopics", controller_pb2.CreateTopicsRequest(topics=[topic], request_id=name))
+        if key == 1:
+            drive(qc, ELECTED_MS, flush=False)  # appended, not committed: the log is at its limit
+    qc.submit(ELECTED_MS, 3, "CreateTopics", create("c", "r-c"))  # in the open batch with b
+    topic = controller_pb2.CreatableTopic(name="d", num_partitions=big, replication_factor=1)
+    qc.submit(ELECTED_MS, 4, "CreateTopics", controller_pb2.CreateTopicsRequest(topics=[topic], request_id="d"))
+    answers = {a.key: a for a in qc.take_answers()}
+    assert sorted(answers) == [1, 2, 3, 4], "every request waiting or refused with the open batch is answered"
+    assert all(isinstance(a.error, NotControllerError) for a in answers.values())
+    assert qc.waiting_count == 0 and qc.controller.pending_count == 0
+    qc.on_log_flushed(ELECTED_MS, qc.core.log_end_offset, 1 << 40)
+    drive(qc, ELECTED_MS)  # a's batch commits: replayed as a foreign batch, and nothing breaks
+    assert qc.controller.committed_image.topic_by_name("a") is not None
+    assert qc.take_answers() == []
