@@ -32,12 +32,14 @@ are data as in h11's state machine, so an illegal move is a loud error, not a lo
 from __future__ import annotations
 
 import heapq
-from enum import Enum
+from enum import StrEnum
 
 from google.protobuf.message import Message
 
 
-class State(Enum):
+# StrEnum: its members hash as their strings (in C), where Enum's hash is a Python call -- a move
+# looks up a (state, event) pair once per step of every request.
+class State(StrEnum):
     HELD = "held"
     READING = "reading"
     STAGED = "staged"
@@ -48,7 +50,7 @@ class State(Enum):
     FAILED = "failed"
 
 
-class Event(Enum):
+class Event(StrEnum):
     HOLD = "hold"
     READ_INDEX = "read_index"
     STAGE = "stage"
