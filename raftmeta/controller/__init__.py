@@ -13,7 +13,7 @@ For readers of the log (``raftmeta log dump``, the simulator, the Spark job)::
 """
 
 from placement.rng import RandomSource
-from raftmeta.controller.controller import METHODS, Completion, Controller, Handled, not_controller_response
+from raftmeta.controller.controller import METHODS, Controller, Handled
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.errors import ApiError, ReplayError, RequestError
 from raftmeta.controller.image import (
@@ -37,7 +37,6 @@ __all__ = [
     "REQUEST_TABLE_CAPACITY",
     "ApiError",
     "BrokerRegistration",
-    "Completion",
     "Controller",
     "ControllerConfig",
     "ControllerResult",
@@ -56,5 +55,4 @@ __all__ = [
     "TopicImage",
     "image_from_records",
     "image_to_records",
-    "not_controller_response",
 ]

@@ -30,11 +30,11 @@ class ControllerResult(Generic[R]):
     # CreatePartitions: the leader never parses its new partitions' records).
     records: Sequence[records_pb2.MetadataRecord]
     response: R
-    # When not None, ``records`` are exactly these topics' creation records, in order, and the
-    # controller applies the values (``ImageBuilder.add_topics``) instead of replaying its own
-    # records (CreateTopics: decoding and re-checking them was a third of the leader's work per
-    # partition). Replay of ``records`` must give the same image; tests/controller/test_new_topics.py
-    # checks it.
+    # When not None, ``records`` are exactly these topics' creation records, in order: the
+    # controller replays them with these values as the memo (``ImageBuilder.replay_all``) instead
+    # of reading its own records back (CreateTopics: decoding and re-checking them was a third of
+    # the leader's work per partition). Replay with and without the memo gives the same image;
+    # tests/controller/test_new_topics.py checks it.
     new_topics: tuple[NewTopic, ...] | None = None
     # When not None, ``records`` are only the first batch of work that runs over several turns
     # (raftmeta.controller.work): send ``more`` the working image after them for the next batch;
