@@ -839,6 +839,9 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
               "real KRaft quorum, raftmeta or both in one run (raftmeta/bench/kafka_scale.py).")  # fmt: skip
 @click.option("--kraft-heap-mb", type=click.IntRange(min=256), default=4096, show_default=True,
               help="-Xmx of KRaft's controllers and broker (--target kraft|both).")  # fmt: skip
+@click.option("--kraft-snapshot-interval-ms", type=click.IntRange(min=1000), default=60_000, show_default=True,
+              help="KRaft's metadata.log.max.snapshot.interval.ms for the run (--target kraft|both): how soon "
+              "after the creation its controllers snapshot the rest of the image.")  # fmt: skip
 @work_dir_option
 @result_file_option
 @output_option
@@ -856,6 +859,7 @@ def command(
     leave_deadline_s: float,
     target: str,
     kraft_heap_mb: int,
+    kraft_snapshot_interval_ms: int,
     work_dir: Path | None,
     result_file: Path | None,
     output: str,
@@ -877,6 +881,7 @@ def command(
                 max_node_rss_mib,
                 create_budget_s,
                 kraft_heap_mb,
+                kraft_snapshot_interval_ms,
                 growth,
                 snapshots,
                 target,
@@ -918,6 +923,7 @@ def kafka_scale_params(
     max_node_rss_mib: int,
     create_budget_s: float | None,
     kraft_heap_mb: int,
+    kraft_snapshot_interval_ms: int,
     growth: float | None,
     snapshots: str,
     target: str,
@@ -931,7 +937,7 @@ def kafka_scale_params(
     if racks > brokers:
         raise click.UsageError(f"--racks ({racks}) must be at most --brokers ({brokers})")
     return KafkaScaleParams(partitions, topic_partitions, brokers, racks, pipeline, samples, max_node_rss_mib,
-                            create_budget_s, kraft_heap_mb)  # fmt: skip
+                            create_budget_s, kraft_heap_mb, kraft_snapshot_interval_ms)  # fmt: skip
 
 
 def run_kafka_target(target: str, params: Any, work_dir: Path | None, result_file: Path | None, output: str) -> None:
