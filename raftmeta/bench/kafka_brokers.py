@@ -101,7 +101,8 @@ class BrokerFleet:
     connection: KafkaConnection | None = None
     epochs: dict[int, int] = field(default_factory=dict)
     fenced: set[int] = field(default_factory=set)
-    _task: asyncio.Task[None] | None = None
+    metadata_offset: int = 0
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     async def start(self, controller: str) -> None:
         """Register every broker, start heartbeating, and return once each is unfenced."""
@@ -118,47 +119,62 @@ class BrokerFleet:
                 )
             self.epochs[broker.broker_id] = int(answer.broker_epoch)
         self.fenced = {b.broker_id for b in self.brokers}
+        self.metadata_offset = (await describe_quorum(self.connection, CALL_TIMEOUT_S)).high_watermark
+        # Each broker heartbeats on its own connection, on its own clock, as real brokers do: one
+        # slow answer delays that broker's next heartbeat only.
+        self._tasks = [asyncio.create_task(self._offsets(controller))]
+        self._tasks += [asyncio.create_task(self._heartbeats(controller, b.broker_id)) for b in self.brokers]
         while self.fenced:
-            await self.heartbeat_all()
-            if self.fenced:
-                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)
+            for task in self._tasks:
+                if task.done():
+                    task.result()  # a heartbeat loop that failed at start raises here
         log.info("simulated brokers unfenced", brokers=len(self.brokers), controller=controller)
-        self._task = asyncio.create_task(self._beat())
 
-    async def heartbeat_all(self) -> None:
-        """One heartbeat per broker, pipelined on the one connection."""
+    async def _offsets(self, controller: str) -> None:
+        """The quorum's high watermark every heartbeat interval: the offset the brokers report."""
         assert self.connection is not None, "not started"
-        connection = self.connection
-        api_key, version = BROKER_HEARTBEAT
-        metadata_offset = (await describe_quorum(connection, CALL_TIMEOUT_S)).high_watermark
-
-        async def beat(broker_id: int) -> None:
-            values = {"broker_id": broker_id, "broker_epoch": self.epochs[broker_id],
-                      "current_metadata_offset": metadata_offset, "want_fence": False,
-                      "want_shut_down": False, "offline_log_dirs": []}  # fmt: skip
-            answer = await connection.call(api_key, version, values, CALL_TIMEOUT_S)
-            if answer.error_code.value != 0:
-                raise KafkaError(answer.error_code.value, answer.error_code.name, f"heartbeat of broker {broker_id}")
-            if answer.is_fenced:
-                self.fenced.add(broker_id)
-            else:
-                self.fenced.discard(broker_id)
-
-        await asyncio.gather(*(beat(broker_id) for broker_id in self.epochs))
-
-    async def _beat(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
             try:
-                await self.heartbeat_all()
+                self.metadata_offset = (await describe_quorum(self.connection, CALL_TIMEOUT_S)).high_watermark
             except (KafkaError, OSError, TimeoutError) as exc:
-                # The bench notices a fenced fleet in its results (placement fails); log, go on.
-                log.warning("simulated brokers' heartbeat failed", error=str(exc))
+                log.warning("simulated brokers' offset refresh failed", error=str(exc))
+                if self.connection.broken:
+                    with contextlib.suppress(OSError, TimeoutError):
+                        self.connection = await KafkaConnection.open(controller, CLIENT_ID, CALL_TIMEOUT_S)
+
+    async def _heartbeats(self, controller: str, broker_id: int) -> None:
+        api_key, version = BROKER_HEARTBEAT
+        connection: KafkaConnection | None = None
+        try:
+            while True:
+                try:
+                    if connection is None or connection.broken:
+                        connection = await KafkaConnection.open(controller, CLIENT_ID, CALL_TIMEOUT_S)
+                    values = {"broker_id": broker_id, "broker_epoch": self.epochs[broker_id],
+                              "current_metadata_offset": self.metadata_offset, "want_fence": False,
+                              "want_shut_down": False, "offline_log_dirs": []}  # fmt: skip
+                    answer = await connection.call(api_key, version, values, CALL_TIMEOUT_S)
+                    if answer.error_code.value != 0:
+                        raise KafkaError(answer.error_code.value, answer.error_code.name, f"broker {broker_id}")
+                    if answer.is_fenced:
+                        self.fenced.add(broker_id)
+                    else:
+                        self.fenced.discard(broker_id)
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    # A fenced fleet shows in the run (placement fails, the creation stops); go on.
+                    log.warning("simulated broker's heartbeat failed", broker_id=broker_id, error=str(exc))
+                await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+        finally:
+            if connection is not None:
+                await connection.close()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, KafkaError, OSError, TimeoutError):
+                await task
         if self.connection is not None:
             await self.connection.close()

@@ -75,6 +75,7 @@ PROBE_TOPIC: Final = "scale-probe"
 # image the byte policy has not snapshotted yet is snapshotted this long after the last one.
 KRAFT_SNAPSHOT_INTERVAL_MS: Final = 60_000
 KRAFT_DEFAULT_HEAP_MB: Final = 4096
+KRAFT_BROKER_SESSION_TIMEOUT_MS: Final = 60_000
 # The real broker: its one log directory cordoned (KIP-1066), no replica is placed on it.
 KRAFT_BROKER_CONFIG: Final = {"cordoned.log.dirs": "*"}
 SNAPSHOT_CREATED = re.compile(r"^\[([0-9-]+ [0-9:,]+)\] .*Creating new KRaft snapshot file (?:snapshot )?(\S+) because")
@@ -317,9 +318,19 @@ class KraftScale(ScaleSide):
             brokers=1,
             racks=1,
             broker_config=KRAFT_BROKER_CONFIG,
-            controller_config={"metadata.log.max.snapshot.interval.ms": str(self.params.kraft_snapshot_interval_ms)},
+            controller_config=self.controller_config(),
             jvm=jvm,
         )
+
+    def controller_config(self) -> dict[str, str]:
+        return {
+            "metadata.log.max.snapshot.interval.ms": str(self.params.kraft_snapshot_interval_ms),
+            # Kafka's default is 9 s: on this shared 2-core machine the active controller's event
+            # queue held the simulated brokers' heartbeats longer than that during 1000-partition
+            # creates and fenced the whole fleet (then placement fails); the run measures the
+            # image, not fencing.
+            "broker.session.timeout.ms": str(KRAFT_BROKER_SESSION_TIMEOUT_MS),
+        }
 
     async def ready(self) -> None:
         from raftmeta.bench.kafka_brokers import BrokerFleet, SimulatedBroker
@@ -363,7 +374,7 @@ class KraftScale(ScaleSide):
             "controller_heap": f"-Xms64m -Xmx{self.params.kraft_heap_mb}m, G1",
             "brokers": f"{self.params.brokers} simulated (racks {self.params.racks}), registered and heartbeating "
             "over the Kafka protocol; 1 real broker (cordoned.log.dirs=*: no replica placed on it) for Metadata",
-            "controller_config": {"metadata.log.max.snapshot.interval.ms": self.params.kraft_snapshot_interval_ms},
+            "controller_config": self.controller_config(),
             "creates_to": "the active controller's listener",
             "describes_to": "the real broker",
             "broker_rss": rss_bytes(self.cluster.brokers[0].pid),
@@ -519,6 +530,54 @@ async def caught_up_since(
 
 
 # -- the steps ------------------------------------------------------------------------------------
+# Errors after which a create is sent again (to the leader of now): the request may not have been
+# applied (a timeout, a leader that lost its leadership). Kafka's AdminClient retries these too.
+RETRIABLE: Final = frozenset({7, 41})  # REQUEST_TIMED_OUT, NOT_CONTROLLER
+TOPIC_ALREADY_EXISTS: Final = 36
+CREATE_ATTEMPTS: Final = 5
+
+
+class Creator:
+    """Creates over one connection to where the leader takes them, sent again after a retriable
+    error or a broken connection (to the leader found then); TOPIC_ALREADY_EXISTS on a retry means
+    the first attempt was applied. ``retries`` counts the attempts sent again."""
+
+    def __init__(self, side: ScaleSide) -> None:
+        self.side = side
+        self.connection: KafkaConnection | None = None
+        self.retries = 0
+
+    async def create(self, name: str, partitions: int) -> None:
+        for attempt in range(1, CREATE_ATTEMPTS + 1):
+            try:
+                if self.connection is None or self.connection.broken:
+                    leader = (await leader_state(self.side.quorum_addresses())).leader_id
+                    self.connection = await KafkaConnection.open(self.side.admin_address(leader), CLIENT_ID, 10.0)
+                await create_topic(self.connection, name, partitions, REPLICATION_FACTOR, CALL_TIMEOUT_S)
+                return
+            except KafkaError as exc:
+                if attempt > 1 and exc.code == TOPIC_ALREADY_EXISTS:
+                    return
+                if exc.code not in RETRIABLE or attempt == CREATE_ATTEMPTS:
+                    raise
+                await self._reconnect()
+            except (OSError, TimeoutError):
+                if attempt == CREATE_ATTEMPTS:
+                    raise
+                await self._reconnect()
+            self.retries += 1
+            log.warning("create sent again", side=self.side.name, topic=name, attempt=attempt + 1)
+
+    async def _reconnect(self) -> None:
+        await self.close()
+        await asyncio.sleep(0.5)
+
+    async def close(self) -> None:
+        if self.connection is not None:
+            await self.connection.close()
+            self.connection = None
+
+
 @dataclass
 class Creation:
     partitions: int = 0
@@ -542,7 +601,9 @@ def memory_figures(side: ScaleSide) -> dict[str, Any]:
     }
 
 
-async def create_all(side: ScaleSide, connection: KafkaConnection, params: KafkaScaleParams) -> Creation:
+async def create_all(side: ScaleSide, params: KafkaScaleParams) -> Creation:
+    """``params.topics`` topics, ``params.pipeline`` workers each with its own connection to where
+    the leader takes creates, one create in flight each; until done or stopped (a stop reason)."""
     from raftmeta.local_quorum import alive
 
     outcome = Creation()
@@ -552,18 +613,21 @@ async def create_all(side: ScaleSide, connection: KafkaConnection, params: Kafka
     started = time.perf_counter()
 
     async def worker() -> None:
-        for index in names:
-            if stop.is_set():
-                return
-            try:
-                await create_topic(connection, f"scale-{index}", params.topic_partitions, REPLICATION_FACTOR,
-                                   CALL_TIMEOUT_S)  # fmt: skip
-            except (KafkaError, OSError, TimeoutError) as exc:
-                outcome.stopped = outcome.stopped or f"a create failed: {exc}"
-                stop.set()
-                return
-            outcome.topics += 1
-            outcome.partitions += params.topic_partitions
+        creator = Creator(side)
+        try:
+            for index in names:
+                if stop.is_set():
+                    return
+                try:
+                    await creator.create(f"scale-{index}", params.topic_partitions)
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    outcome.stopped = outcome.stopped or f"a create failed: {exc}"
+                    stop.set()
+                    return
+                outcome.topics += 1
+                outcome.partitions += params.topic_partitions
+        finally:
+            await creator.close()
 
     async def watch() -> None:
         last = time.perf_counter()
@@ -714,7 +778,7 @@ async def measure_side(side: ScaleSide, params: KafkaScaleParams) -> dict[str, A
             await create_topic(connection, PROBE_TOPIC, params.topic_partitions, REPLICATION_FACTOR, CALL_TIMEOUT_S)
             document["empty_memory"] = memory_figures(side)
             progress(side.name, "creating", partitions=params.partitions, leader=leader)
-            creation = await create_all(side, connection, params)
+            creation = await create_all(side, params)
             document["creation"] = {
                 "partitions": creation.partitions,
                 "topics": creation.topics,
