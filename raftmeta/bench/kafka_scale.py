@@ -810,6 +810,10 @@ async def measure_side(side: ScaleSide, params: KafkaScaleParams) -> dict[str, A
             progress(
                 side.name, "snapshot", seconds=document["snapshot"]["max_s"], bytes=document["snapshot"]["max_bytes"]
             )
+            # Again once the image is in a snapshot (raftmeta freezes its heap then): a diagnostic.
+            document["describe_after_snapshot_p50_ms"] = await describe_p50_ms(
+                side.describe_address(state.leader_id), PROBE_TOPIC, params.topic_partitions, params.samples
+            )
         finally:
             await connection.close()
         await all_caught_up(side.quorum_addresses())
