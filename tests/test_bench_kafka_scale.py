@@ -82,11 +82,14 @@ def test_one_side_has_no_ratio() -> None:
     assert "kraft" in document and "raftmeta" not in document and "ratio" not in document
 
 
-def test_a_side_that_stopped_early_has_no_ratio_for_the_rows_it_missed() -> None:
+def test_a_side_that_stopped_early_gets_no_ratio_at_all() -> None:
+    # Its image is smaller: even its memory is not comparable with the other side's.
     stopped = {"memory": {"max_rss_bytes": 400, "max_hwm_bytes": 500}, "stopped": "voter(s) [3001] exited"}
     document = assemble("both", {"raftmeta": side(100, 1.0, 2.0, 1.0), "kraft": stopped}, PARAMS)
-    assert document["ratio"]["memory.max_rss_bytes"] == 0.25
-    assert document["ratio"]["restart.seconds"] is None and document["meets_target"]["restart.seconds"] is None
+    assert set(document["ratio"]) == set(SCALE_BETTER)
+    assert all(value is None for value in document["ratio"].values())
+    assert all(verdict is None for verdict in document["meets_target"].values())
+    assert "voter(s) [3001] exited" in document["ratio_withheld"]
 
 
 def test_snapshot_end_offset_reads_kafkas_file_name() -> None:

@@ -879,6 +879,11 @@ def assemble(target: str, per_side: dict[str, dict[str, Any]], params: KafkaScal
             document[name] = per_side[name]
     if all(name in per_side for name in SIDES):
         ratio = ratios(per_side["raftmeta"], per_side["kraft"], SCALE_BETTER)
+        stopped = {name: per_side[name]["stopped"] for name in SIDES if "stopped" in per_side[name]}
+        if stopped:
+            # The two images differ in size: no row compares like with like.
+            ratio = dict.fromkeys(ratio)
+            document["ratio_withheld"] = f"a side stopped before its image was whole: {stopped}"
         document["ratio"] = ratio
         document["ratio_better"] = dict(SCALE_BETTER)
         document["meets_target"] = meets_target(ratio, SCALE_BETTER)
