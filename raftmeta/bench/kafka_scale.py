@@ -11,7 +11,8 @@ on it: it costs the run a JVM, not a million replica logs. Each side, one after 
 first, while the machine is freshest for the slower side to start), from one client:
 
 1. **creation**: a probe topic, then ``--partitions`` as topics of ``--topic-partitions`` (RF 3),
-   one CreateTopics each, ``--pipeline`` in flight on one connection to where the metadata log's
+   one CreateTopics each, ``--pipeline`` workers with a connection each (one create in flight on
+   each, sent again after a retriable error: :class:`Creator`) to where the metadata log's
    leader takes them (raftmeta: the leader's listener; KRaft: the active controller's listener,
    which ControllerApis serves for CREATE_TOPICS); a progress line on stderr every 10 s; stopped,
    and reported as far as it got, past ``--max-node-rss-mib``, ``--create-budget-s`` or when a
