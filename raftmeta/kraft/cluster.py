@@ -439,12 +439,24 @@ class KraftCluster:
     def restart(self, node_id: int, *, stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> KraftNode:
         """Start the node again with the same command line, config and storage (stopping it
         first, SIGTERM then SIGKILL, if it runs); return once it is ready again."""
-        node = self.node(node_id)
-        terminate([node.pid], stop_timeout_s)
-        restarted = _spawn(node)
-        self._replace(restarted)
+        self.stop_node(node_id, stop_timeout_s)
+        restarted = self.start_node(node_id)
         self.wait_ready([node_id])
         return restarted
+
+    def stop_node(self, node_id: int, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
+        """Stop one node (SIGTERM, then SIGKILL after ``timeout_s``), as an operator stops it."""
+        terminate([self.node(node_id).pid], timeout_s)
+
+    def start_node(self, node_id: int) -> KraftNode:
+        """Start a stopped node with its command line, config and storage; return at once (the
+        caller waits for what it needs, e.g. times its catch-up)."""
+        node = self.node(node_id)
+        if alive(node.pid):
+            raise RuntimeError(f"{node.role} {node_id} (pid {node.pid}) is still running: stop it first")
+        started = _spawn(node)
+        self._replace(started)
+        return started
 
     def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> list[int]:
         """Stop every node: brokers first (their controlled shutdown needs the controllers),
