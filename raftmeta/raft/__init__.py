@@ -60,6 +60,7 @@ from raftmeta.raft.types import (
     Role,
     SnapshotImage,
     SoftState,
+    UnrepairableEntryError,
 )
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "Role",
     "SnapshotImage",
     "SoftState",
+    "UnrepairableEntryError",
     "Validation",
     "ValidationResult",
 ]

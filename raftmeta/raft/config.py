@@ -45,6 +45,12 @@ class Faults:
     # Count the high watermark with the committed voter set instead of the latest one in the log
     # (an added voter is not waited for: a change commits on a majority of the old set only).
     hw_from_committed_voters: bool = False
+    # Trust a peer's copy of a batch: serve a batch this node found damaged, and store a fetched or
+    # repair copy without checking its CRC and its header against the slot it fills.
+    repair_unchecked: bool = False
+    # Count a damaged batch toward the high watermark: the leader counts its own log past its first
+    # damaged batch, and a follower fetches from its log end instead of its first damaged batch.
+    count_damaged_toward_hw: bool = False
 
     @property
     def any(self) -> bool:

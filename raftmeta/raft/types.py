@@ -106,6 +106,23 @@ class CommittedTruncationError(Exception):
         self.high_watermark = high_watermark
 
 
+class UnrepairableEntryError(Exception):
+    """A batch of this node's log is damaged and no other voter holds an intact copy of it
+    (docs/storage.md, "Repair from the quorum"): the node stops rather than drop or serve it."""
+
+    def __init__(
+        self, node_id: int, base_offset: int, epoch: int, high_watermark: int, answers: dict[int, str]
+    ) -> None:
+        told = ", ".join(f"node {peer}: {answer}" for peer, answer in sorted(answers.items()))
+        super().__init__(
+            f"node {node_id} holds a damaged batch at offset {base_offset} (epoch {epoch}, high watermark "
+            f"{high_watermark}) and no other voter holds an intact copy ({told}): stopping, the log is left as it is"
+        )
+        self.node_id = node_id
+        self.base_offset = base_offset
+        self.epoch = epoch
+
+
 class NotLeaderError(Exception):
     """A proposal reached a node that is not the leader (or a leader that is resigning)."""
 
