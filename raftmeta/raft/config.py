@@ -34,6 +34,9 @@ class Faults:
     # After losing the quorum-state file, start in the log's epoch with no vote (Kafka's rule)
     # instead of VOTE_UNKNOWN, so a vote granted before the loss can be granted again.
     lost_vote_granted_again: bool = False
+    # After losing the quorum-state file, vote again from the log's epoch + 1 at once, without first
+    # learning from every voter an epoch at or above any vote this node may have granted.
+    vote_without_fence: bool = False
     # Serve linearizable reads without the read-index round (a deposed leader answers stale).
     stale_reads: bool = False
     # Accept a Fetch from an older epoch (Kafka fences it: FENCED_LEADER_EPOCH). Its read-barrier

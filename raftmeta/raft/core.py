@@ -102,6 +102,7 @@ class RaftCore:
         high_watermark: int = 0,
         first_correlation_id: int = 1,
         damaged: Iterable[int] = (),
+        election_state_lost: bool = False,
     ) -> None:
         """Start from what the driver recovered from disk: the quorum state file, the log's
         batches, the latest snapshot and the high-watermark checkpoint. Batches below the
@@ -110,7 +111,8 @@ class RaftCore:
         ``damaged``: base offsets of batches whose bytes failed their check on start (their slot
         -- offset, epoch, end -- is known, their bytes are not): the core repairs them from its
         peers and vouches for nothing from the first of them on (docs/storage.md, "Repair from
-        the quorum")."""
+        the quorum"). ``election_state_lost``: the quorum-state file exists but is damaged (set
+        aside): unlike a missing file next to an empty log, this is not a new node."""
         self.config = config
         self.node_id = config.node_id
         self._random = random
@@ -153,7 +155,19 @@ class RaftCore:
         self._unflushed_truncations: list[tuple[int, int]] = []
         # What is on disk now; the first Ready rewrites it if recovery had to lift it.
         self._persisted = quorum_state or QuorumStateData(0)
-        recovered, self.start_note = self._recover_election_state(quorum_state)
+        recovered, self.start_note = self._recover_election_state(quorum_state, election_state_lost)
+        # The vote fence (docs/consensus.md, "Lost election state"): with its election state lost,
+        # this node may have granted a vote in any epoch from its log's on. It grants none and
+        # stands in no election until every other voter has told it its epoch: each candidate it
+        # could have voted for persisted that epoch first, so their maximum bounds every vote it
+        # may have cast. voter -> epoch it answered; None: no fence.
+        # A stored VOTE_UNKNOWN may be a fence that never closed (a crash meanwhile): fence again.
+        self._fence: dict[int, int] | None = None
+        lost = self.start_note is not None or recovered.voted_id == VOTE_UNKNOWN
+        if lost and not (self._faults.vote_without_fence or self._faults.lost_vote_granted_again):
+            self._fence = {}
+        self._fence_probes: dict[int, int] = {}  # correlation id -> voter asked
+        self._fence_retry_ms = 0
         self.state: EpochState = self._initial_state(recovered, now_ms)
         self._persist()
         self._soft = SoftState(self.state.role, self.state.epoch, self.state.leader_id)
@@ -172,7 +186,9 @@ class RaftCore:
             raft_pb2.FetchSnapshotResponse: self._handle_fetch_snapshot_response,
         }
 
-    def _recover_election_state(self, stored: QuorumStateData | None) -> tuple[QuorumStateData, str | None]:
+    def _recover_election_state(
+        self, stored: QuorumStateData | None, lost: bool = False
+    ) -> tuple[QuorumStateData, str | None]:
         """The election state to start from, and a note for the driver's log when it is not the
         stored one. The epoch is never below the log's last epoch (or the snapshot's): a batch of
         epoch E means this node took part in epoch E. When the stored state is missing, or older
@@ -183,9 +199,12 @@ class RaftCore:
         log_epoch = self.log.last_epoch  # the snapshot's epoch when the log above it is empty
         has_history = self.log.end_offset > 0
         if stored is None:
-            if not has_history:
+            if not has_history and not lost:
                 return QuorumStateData(0), None
-            note = f"no election state, but the log reaches offset {self.log.end_offset} in epoch {log_epoch}"
+            if has_history:
+                note = f"no election state, but the log reaches offset {self.log.end_offset} in epoch {log_epoch}"
+            else:
+                note = "the election state is damaged and the log is empty"
         elif stored.epoch < log_epoch:
             note = f"the election state's epoch {stored.epoch} is older than the log's last epoch {log_epoch}"
         else:
@@ -340,6 +359,11 @@ class RaftCore:
 
     def poll(self, now_ms: int) -> int:
         """Fire the timers that are due; return the absolute time the core next needs a poll."""
+        if self._fence is not None:
+            return min(self._probe_fence(now_ms), self._poll_role(now_ms))
+        return self._poll_role(now_ms)
+
+    def _poll_role(self, now_ms: int) -> int:
         state = self.state
         role = state.role
         if role is Role.LEADER:
@@ -766,6 +790,18 @@ class RaftCore:
     def _become_prospective(self, now_ms: int) -> None:
         """Start a pre-vote round (KIP-996): no epoch bump, nothing persisted."""
         old = self.state
+        if self._fence is not None:
+            # Behind the vote fence: a candidacy is a vote for itself, in an epoch it may have
+            # voted in already. Stay, and look again after another timeout.
+            later = now_ms + self._election_timeout()
+            if isinstance(old, FollowerState):
+                old.fetch_deadline_ms = later
+                old.leader_alive = False  # its pre-vote goes to whoever stands instead
+            elif isinstance(old, ResignedState):
+                old.election_deadline_ms = later
+            elif isinstance(old, (UnattachedState, ElectionState)):
+                old.deadline_ms = later
+            return
         tally = VoteTally(self.voters)
         tally.record(self.node_id, True)
         new = ElectionState(
@@ -982,6 +1018,8 @@ class RaftCore:
     def _maybe_grant_vote(self, now_ms: int, request: raft_pb2.VoteRequest) -> bool:
         state = self.state
         candidate = request.candidate_id
+        if self._fence is not None:
+            return False  # it cannot prove it did not vote in this epoch already
         if request.candidate_epoch != state.epoch:
             return False
         if state.role is Role.FOLLOWER:
@@ -1336,6 +1374,9 @@ class RaftCore:
         state.in_flight_deadline_ms = now_ms + config.fetch_max_wait_ms + config.request_timeout_ms
 
     def _handle_fetch_response(self, now_ms: int, envelope: Envelope, response: raft_pb2.FetchResponse) -> None:
+        voter = self._fence_probes.pop(envelope.correlation_id, None)
+        if voter is not None and self._fence is not None:
+            self._fence[voter] = response.leader_epoch  # its epoch now, asked after our restart
         if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id):
             return
         state = self.state
@@ -1431,6 +1472,37 @@ class RaftCore:
             return False
         self._append(now_ms, entry)
         return True
+
+    # -- the vote fence (a lost election state) ----------------------------------------------------
+    def _probe_fence(self, now_ms: int) -> int:
+        """Ask every voter that has not answered for its epoch (a Fetch: every node answers one with
+        its epoch); close the fence once all have. Returns when to ask again."""
+        fence = self._fence
+        assert fence is not None
+        missing = [v for v in self.voters if v != self.node_id and v not in fence]
+        if not missing:
+            self._close_fence(now_ms, max(fence.values(), default=0))
+            return NEVER
+        if now_ms >= self._fence_retry_ms:
+            self._fence_probes.clear()
+            for voter in missing:
+                self._fence_probes[self._send(voter, self._fetch_request(0))] = voter
+            self._fence_retry_ms = now_ms + self.config.request_timeout_ms
+        return self._fence_retry_ms
+
+    def _close_fence(self, now_ms: int, bound: int) -> None:
+        """Every vote this node may have granted is in an epoch <= ``bound``: it withholds its vote
+        up to there (VOTE_UNKNOWN in ``bound``; epochs only grow) and votes again above."""
+        self._fence = None
+        self._fence_probes.clear()
+        state = self.state
+        if bound > state.epoch:
+            self._become_unattached(now_ms, bound)
+            state = self.state
+        if state.epoch == bound and state.voted_id == NO_VOTE:
+            state.voted_id = VOTE_UNKNOWN
+            self._persist()
+        self.start_note = None
 
     # -- repair from the quorum (raft/repair.py) ------------------------------------------------------
     def _try_repair(self, now_ms: int, slot: Entry, copy: Entry) -> bool:
@@ -1549,6 +1621,12 @@ class RaftCore:
           those either: Log Matching) and resign, so that a leader serves only what it holds
           intact."""
         answers = round_.answers
+        if not answers:
+            # Nobody to ask yet (a single voter whose observers have not fetched since it started):
+            # wait for them rather than decide on no evidence.
+            round_.deadline_ms = now_ms + self.config.request_timeout_ms
+            round_.in_flight = -2
+            return
         if ANSWER_IN_SNAPSHOT in answers.values():
             self._become_resigned(now_ms, self._ranked_successors(state))
             return

@@ -18,7 +18,7 @@ from raftmeta.raft import (
     SnapshotImage,
 )
 from raftmeta.raft.types import NO_LEADER
-from raftmeta.v1 import raft_pb2
+from raftmeta.v1 import errors_pb2, raft_pb2
 
 from .harness import SeededSource, make_log
 
@@ -75,7 +75,55 @@ def test_a_lost_state_file_lifts_the_epoch_to_the_log_and_withholds_the_vote_the
     persisted = core.take_ready().quorum_state
     assert persisted == QuorumStateData(4, NO_LEADER, VOTE_UNKNOWN), "the fence survives a second crash"
     assert not vote_from(core, 3, epoch=4, last_epoch=4, last_offset=10)
-    # The next epoch is a new election: it votes there as usual.
+    # It may have voted in epoch 5 too (a candidate of 5 asked it just before the file was lost):
+    # behind the vote fence it grants nothing until every voter has told it its epoch.
+    assert not vote_from(core, 3, epoch=5, last_epoch=4, last_offset=10)
+    answer_fence(core, {2: 5, 3: 5})
+    assert (core.epoch, core.state.voted_id) == (5, VOTE_UNKNOWN)
+    assert not vote_from(core, 3, epoch=5, last_epoch=4, last_offset=10)
+    # Every vote it may have granted is in an epoch <= 5: the next one is a new election.
+    assert vote_from(core, 3, epoch=6, last_epoch=4, last_offset=10)
+
+
+def answer_fence(core: RaftCore, epochs: dict[int, int], now: int = 10) -> None:
+    """The node asks every other voter that has not answered for its epoch (a Fetch); those in
+    ``epochs`` answer with theirs, the others stay silent."""
+    core.poll(now)
+    probes = [e for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchRequest)]
+    assert set(epochs) <= {e.destination for e in probes}
+    for probe in probes:
+        if probe.destination in epochs:
+            answer = raft_pb2.FetchResponse(
+                error_code=errors_pb2.NOT_LEADER_OR_FOLLOWER, leader_id=-1, leader_epoch=epochs[probe.destination]
+            )
+            core.step(now, Envelope(probe.destination, core.node_id, probe.correlation_id, answer))
+    core.poll(now)
+    core.take_ready()
+
+
+def test_the_vote_fence_holds_until_every_voter_answered_and_rises_to_their_highest_epoch() -> None:
+    core = start(quorum_state=None, epochs=[1, 2, 4, 4])
+    core.take_ready()
+    answer_fence(core, {2: 4})  # node 3 does not answer (down): the fence stays
+    assert not vote_from(core, 2, epoch=5, last_epoch=4, last_offset=10)
+    core.poll(5_000)
+    assert core.role is Role.UNATTACHED, "and it stands in no election meanwhile"
+    answer_fence(core, {3: 7}, now=6_000)  # asked again; a candidate of epoch 7 may have had its vote
+    assert (core.epoch, core.state.voted_id) == (7, VOTE_UNKNOWN)
+    assert not vote_from(core, 2, epoch=7, last_epoch=4, last_offset=10)
+    assert vote_from(core, 2, epoch=8, last_epoch=4, last_offset=10)
+
+
+def test_without_the_fence_the_lost_vote_of_a_later_epoch_is_granted_again() -> None:
+    """The planted switch the simulator must catch: vote from the log's epoch + 1 at once."""
+    core = RaftCore(
+        RaftConfig(node_id=1, voters=VOTERS, cluster_id="t", faults=Faults(vote_without_fence=True)),
+        SeededSource(1),
+        0,
+        quorum_state=None,
+        entries=make_log([1, 2, 4, 4]),
+    )
+    core.take_ready()
     assert vote_from(core, 3, epoch=5, last_epoch=4, last_offset=10)
 
 

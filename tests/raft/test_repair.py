@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from raftmeta.raft import Entry, RaftCore, Role, UnrepairableEntryError
+from raftmeta.raft import Entry, QuorumStateData, RaftCore, Role, UnrepairableEntryError
 from raftmeta.raft.config import Faults
 from raftmeta.raft.repair import copy_fills, damage_of
 from raftmeta.v1 import raft_pb2
@@ -102,7 +102,7 @@ def leader_with_damage(*, peers: dict[int, list[Entry]], damage: dict[int, list[
     """Node 1 holds the only epoch-2 batch (at 3), so only it can win; its batch at 1 is damaged."""
     logs = {1: with_damage(make_log([1, 1, 1, 2]), *damage.get(1, []))}
     logs.update({n: with_damage(log, *damage.get(n, [])) for n, log in peers.items()})
-    net = Net([1, 2, 3], logs=logs, damaged=damage)
+    net = Net([1, 2, 3], logs=logs, damaged=damage, quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(2)))
     net.down |= set(down)
     return net
 
@@ -130,7 +130,13 @@ def test_a_leader_never_takes_a_damaged_copy_and_stops_when_every_copy_is_damage
 
 def test_the_planted_switch_repairs_from_a_damaged_copy() -> None:
     logs = {1: with_damage(make_log([1, 1, 1, 2]), 1), 2: with_damage(make_log([1, 1, 1]), 1)}
-    net = Net([1, 2, 3], logs=logs, damaged={1: [1], 2: [1]}, faults=Faults(repair_unchecked=True))
+    net = Net(
+        [1, 2, 3],
+        logs=logs,
+        damaged={1: [1], 2: [1]},
+        quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(2)),
+        faults=Faults(repair_unchecked=True),
+    )
     net.down.add(3)
     assert net.elect() == 1
     net.advance(1000)
@@ -153,8 +159,11 @@ def test_a_damaged_uncommitted_batch_only_the_leader_holds_is_dropped_and_the_le
         assert damage_of(net.cores[node].log.entries()[-1]) is None
 
 
-def test_a_single_voter_has_no_copy_to_repair_from_and_stops() -> None:
-    net = Net([1], logs={1: with_damage(make_log([1, 1, 1]), 1)}, damaged={1: [1]})
-    with pytest.raises(UnrepairableEntryError, match="no other voter holds an intact copy"):
-        net.elect()
+def test_a_single_voter_asks_its_observer_and_stops_when_that_copy_is_damaged_too() -> None:
+    logs = {1: with_damage(make_log([1, 1, 1]), 1), 2: with_damage(make_log([1, 1]), 1)}
+    net = Net([1], [2], logs=logs, damaged={1: [1], 2: [1]}, quorum_states=dict.fromkeys((1, 2), QuorumStateData(1)))
+    with pytest.raises(
+        UnrepairableEntryError, match=r"no other voter holds an intact copy \(node 2: holds it damaged\)"
+    ):
+        net.advance(5000)
     assert net.cores[1].role is Role.LEADER
