@@ -211,7 +211,8 @@ class RaftCore:
             return stored, None
         voted = NO_VOTE if self._faults.lost_vote_granted_again else VOTE_UNKNOWN
         return QuorumStateData(log_epoch, NO_LEADER, voted), (
-            f"{note}: starting unattached in epoch {log_epoch} and granting no vote in it"
+            f"{note}: starting unattached in epoch {log_epoch} and granting no vote in it, nor in any later "
+            "epoch until every other voter has told it its epoch (the vote fence)"
         )
 
     def _initial_state(self, persisted: QuorumStateData, now_ms: int) -> EpochState:
