@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from raftmeta.raft import Entry, QuorumStateData, RaftCore, Role, UnrepairableEntryError
+from raftmeta.raft import Entry, QuorumStateData, RaftCore, Role, SnapshotImage, UnrepairableEntryError
 from raftmeta.raft.config import Faults
 from raftmeta.raft.repair import copy_fills, damage_of
 from raftmeta.v1 import raft_pb2
@@ -167,3 +167,28 @@ def test_a_single_voter_asks_its_observer_and_stops_when_that_copy_is_damaged_to
     ):
         net.advance(5000)
     assert net.cores[1].role is Role.LEADER
+
+
+def test_a_damaged_batch_the_leader_holds_only_in_its_snapshot_installs_it_and_keeps_the_log_above() -> None:
+    net = Net([1, 2, 3])
+    leader = net.elect()
+    for i in range(6):
+        net.cores[leader].propose(net.now, [b"create-%d" % i])
+        net.drive(leader)
+        net.deliver_all()
+    net.advance(200)
+    core = net.cores[leader]
+    end = core.log.entries()[4].base_offset
+    before = core.log.entry_before(end)
+    assert before is not None and core.high_watermark > end
+    core.on_snapshot_created(net.now, SnapshotImage(end, before.epoch, b""))
+    assert core.log.start_offset == end
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    above = [e for e in net.cores[follower].log.entries() if e.base_offset >= end]
+    restarted = restart(net, follower, [1])
+    net.advance(500)
+    installs = [r for r in net.readies[follower] if r.install_snapshot is not None]
+    assert installs and installs[0].install_keeps_log
+    assert restarted.damaged == set()
+    assert restarted.log.start_offset == end
+    assert restarted.log.entries()[: len(above)] == above, "its intact copies above the snapshot stay"
