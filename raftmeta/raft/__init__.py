@@ -50,6 +50,7 @@ from raftmeta.raft.ready import Ready
 from raftmeta.raft.types import (
     NO_LEADER,
     NO_VOTE,
+    VOTE_FENCED,
     VOTE_UNKNOWN,
     CommittedTruncationError,
     Envelope,
@@ -66,6 +67,7 @@ from raftmeta.raft.types import (
 __all__ = [
     "NO_LEADER",
     "NO_VOTE",
+    "VOTE_FENCED",
     "VOTE_UNKNOWN",
     "CommittedTruncationError",
     "Entry",

@@ -38,6 +38,7 @@ from raftmeta.raft.state import (
 from raftmeta.raft.types import (
     NO_LEADER,
     NO_VOTE,
+    VOTE_FENCED,
     VOTE_UNKNOWN,
     CommittedTruncationError,
     Envelope,
@@ -161,9 +162,9 @@ class RaftCore:
         # stands in no election until every other voter has told it its epoch: each candidate it
         # could have voted for persisted that epoch first, so their maximum bounds every vote it
         # may have cast. voter -> epoch it answered; None: no fence.
-        # A stored VOTE_UNKNOWN may be a fence that never closed (a crash meanwhile): fence again.
+        # A stored VOTE_FENCED is a fence that never closed (a crash meanwhile): fence again.
         self._fence: dict[int, int] | None = None
-        lost = self.start_note is not None or recovered.voted_id == VOTE_UNKNOWN
+        lost = self.start_note is not None or recovered.voted_id == VOTE_FENCED
         if lost and not (self._faults.vote_without_fence or self._faults.lost_vote_granted_again):
             self._fence = {}
         self._fence_probes: dict[int, int] = {}  # correlation id -> voter asked
@@ -274,6 +275,11 @@ class RaftCore:
     @property
     def log_end_offset(self) -> int:
         return self.log.end_offset
+
+    @property
+    def vote_fenced(self) -> bool:
+        """Behind the vote fence (a lost election state): no vote, no candidacy yet."""
+        return self._fence is not None
 
     @property
     def vouched_end_offset(self) -> int:
@@ -614,7 +620,9 @@ class RaftCore:
 
     def _persist(self) -> None:
         state = self.state
-        current = QuorumStateData(state.epoch, state.leader_id, state.voted_id)
+        # While the fence is open every write says so: a restart before it closes fences again.
+        voted = VOTE_FENCED if self._fence is not None else state.voted_id
+        current = QuorumStateData(state.epoch, state.leader_id, voted)
         if self._faults.vote_not_persisted and (current.epoch, current.leader_id) == (
             self._persisted.epoch,
             self._persisted.leader_id,
@@ -1186,6 +1194,11 @@ class RaftCore:
         if request.replica_id < 0 or request.replica_id == self.node_id:
             self._reply(envelope, self._fetch_error(INVALID_REQUEST))
             return
+        if self._fence is not None:
+            # Behind the vote fence this node's epoch may be below one it persisted before: it is
+            # no witness for another fenced node, and no leader (it cannot stand).
+            self._reply(envelope, self._fetch_error(UNKNOWN_EPOCH))
+            return
         current = self.state
         if (
             isinstance(current, FollowerState)
@@ -1376,8 +1389,10 @@ class RaftCore:
 
     def _handle_fetch_response(self, now_ms: int, envelope: Envelope, response: raft_pb2.FetchResponse) -> None:
         voter = self._fence_probes.pop(envelope.correlation_id, None)
-        if voter is not None and self._fence is not None:
-            self._fence[voter] = response.leader_epoch  # its epoch now, asked after our restart
+        if voter is not None and self._fence is not None and response.error_code != UNKNOWN_EPOCH:
+            # Its epoch now, asked after our restart. A voter behind its own fence answers
+            # UNKNOWN_LEADER_EPOCH: its epoch is no witness (it lost what it persisted too).
+            self._fence[voter] = response.leader_epoch
         if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id):
             return
         state = self.state
@@ -1500,9 +1515,9 @@ class RaftCore:
         if bound > state.epoch:
             self._become_unattached(now_ms, bound)
             state = self.state
-        if state.epoch == bound and state.voted_id == NO_VOTE:
+        if state.epoch == bound and state.voted_id in (NO_VOTE, VOTE_FENCED):
             state.voted_id = VOTE_UNKNOWN
-            self._persist()
+        self._persist()  # the fence is closed on disk too
         self.start_note = None
 
     # -- repair from the quorum (raft/repair.py) ------------------------------------------------------

@@ -15,6 +15,9 @@ NO_VOTE = -1
 # log): this node may have voted in its epoch, for a candidate it no longer knows, so it grants
 # no vote in that epoch (docs/consensus.md, "Lost election state").
 VOTE_UNKNOWN = -2
+# Written while the vote fence is open (docs/consensus.md, "Lost election state"): a restart before
+# it closes fences again. Grants no vote, like VOTE_UNKNOWN.
+VOTE_FENCED = -3
 
 RaftMessage: TypeAlias = (
     raft_pb2.VoteRequest

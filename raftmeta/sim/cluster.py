@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raftmeta.raft import (
+    VOTE_FENCED,
     CommittedTruncationError,
     Entry,
     Envelope,
@@ -307,6 +308,7 @@ class Simulation:
             and state is not None
             and self.rng.random() < 0.3
             and state.epoch == disk.durable_last_epoch()
+            and not self._state_lost_elsewhere(node)
         ):
             disk.quorum_state = None
             self._storage_faulted = True
@@ -696,6 +698,8 @@ class Simulation:
             return "storage_skipped"  # one voter has no other copy to repair from
         if kind is None:
             kind = disk_faults.STORAGE_FAULTS[rng.next_int(len(disk_faults.STORAGE_FAULTS))]
+        if kind == "quorum_state" and self._state_lost_elsewhere(node):
+            return "storage_skipped"  # a minority at once: another fenced voter is no witness
         others = [n.disk for n in self.nodes.values() if n is not node]
         done = disk_faults.inject(node.disk, rng, kind, others, minority=max(1, (voters - 1) // 2))
         if done:
@@ -741,6 +745,22 @@ class Simulation:
             kind = "membership_refused"
         self._drive(node)
         return kind
+
+    def _state_lost_elsewhere(self, node: SimNode) -> bool:
+        """Whether another node is behind the vote fence, or will be when it restarts. A fenced
+        node is no witness for another (its epoch may be below one it persisted), so election
+        state is lost on one node at a time, as the fence needs every other voter."""
+        for other in self.nodes.values():
+            if other is node:
+                continue
+            if other.core is not None:
+                if other.core.vote_fenced:
+                    return True
+            elif other.disk.quorum_state is None and (other.disk.quorum_state_lost or other.disk.durable):
+                return True
+            elif other.disk.quorum_state is not None and other.disk.quorum_state.voted_id == VOTE_FENCED:
+                return True  # fences again at its restart
+        return False
 
     def _may_remove_voter(self) -> bool:
         """With storage faults, never down to one voter: a damaged copy needs another to repair from.

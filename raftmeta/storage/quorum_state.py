@@ -9,7 +9,8 @@ JSON, as Kafka's ``quorum-state`` file, with a version and a checksum::
 spaces (:mod:`raftmeta.storage.checksummed_json`, shared with the high-watermark checkpoint),
 so a flipped bit or a hand edit is detected rather than believed.
 ``voted_id`` and ``leader_id`` are -1 for "none"; ``voted_id`` -2 means "unknown": the state
-was lost once and this node grants no vote in this epoch (docs/storage.md, "Damaged disk").
+was lost once and this node grants no vote in this epoch (docs/storage.md, "Damaged disk"); -3
+means the vote fence is open (docs/consensus.md, "Lost election state").
 Version 0 files (no checksum, written by older releases) are still read.
 
 The file is replaced atomically (temp file, fsync, rename, fsync directory) and the driver must
@@ -33,6 +34,7 @@ DATA_VERSION = 1
 LEGACY_DATA_VERSION = 0
 NONE_ID = -1
 UNKNOWN_VOTE = -2
+FENCED_VOTE = -3  # the vote fence is open (raftmeta.raft.types.VOTE_FENCED)
 FIELDS = ("data_version", "epoch", "voted_id", "leader_id", "voters")
 
 
@@ -57,10 +59,13 @@ class QuorumStateData:
         # An empty voter list: the voter set is the log's (KIP-853; Kafka's quorum-state v1 leaves
         # it out too), and any node id may be voted for or lead.
         listed = bool(self.voters)
-        if self.voted_id not in (NONE_ID, UNKNOWN_VOTE) and (
+        if self.voted_id not in (NONE_ID, UNKNOWN_VOTE, FENCED_VOTE) and (
             self.voted_id < 0 or (listed and self.voted_id not in self.voters)
         ):
-            return f"voted_id {self.voted_id} is not one of the voters {list(self.voters)}, -1 (none) or -2 (unknown)"
+            return (
+                f"voted_id {self.voted_id} is not one of the voters {list(self.voters)}, "
+                "-1 (none), -2 (unknown) or -3 (fenced)"
+            )
         if self.leader_id != NONE_ID and (self.leader_id < 0 or (listed and self.leader_id not in self.voters)):
             return f"leader_id {self.leader_id} is not one of the voters {list(self.voters)} or -1 (none)"
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from raftmeta.raft import (
+    VOTE_FENCED,
     VOTE_UNKNOWN,
     CommittedTruncationError,
     Envelope,
@@ -73,7 +74,7 @@ def test_a_lost_state_file_lifts_the_epoch_to_the_log_and_withholds_the_vote_the
     assert (core.role, core.epoch) == (Role.UNATTACHED, 4)
     assert core.start_note is not None and "epoch 4" in core.start_note and "no vote" in core.start_note
     persisted = core.take_ready().quorum_state
-    assert persisted == QuorumStateData(4, NO_LEADER, VOTE_UNKNOWN), "the fence survives a second crash"
+    assert persisted == QuorumStateData(4, NO_LEADER, VOTE_FENCED), "the fence survives a second crash"
     assert not vote_from(core, 3, epoch=4, last_epoch=4, last_offset=10)
     # It may have voted in epoch 5 too (a candidate of 5 asked it just before the file was lost):
     # behind the vote fence it grants nothing until every voter has told it its epoch.
@@ -205,3 +206,29 @@ def test_a_diverging_answer_at_the_high_watermark_truncates() -> None:
     core.step(2, Envelope(2, 1, fetch.correlation_id, diverging_answer(2, 3, diverging_epoch=2, end_offset=2)))
     assert core.take_ready().truncate_to == 2
     assert core.log.end_offset == 2
+
+
+def test_a_fenced_voter_is_no_witness_and_answers_that_it_does_not_know_its_epoch() -> None:
+    """Two nodes lost their election state: one's epoch (its log's) may be below the one it voted
+    in, so it cannot bound the other's lost vote. Before: the other closed its fence on it and led
+    an epoch that had had a leader already (raftmeta sim --seed 100199 --faults storage)."""
+    fenced = start(node=3, quorum_state=None, epochs=[1, 2])
+    fenced.take_ready()
+    probe = raft_pb2.FetchRequest(cluster_id="t", replica_id=1, replica_epoch=4, fetch_offset=4, last_fetched_epoch=4)
+    fenced.step(5, Envelope(1, 3, 77, probe))
+    [reply] = [e.message for e in fenced.take_ready().messages if e.correlation_id == 77]
+    assert isinstance(reply, raft_pb2.FetchResponse) and reply.error_code == errors_pb2.UNKNOWN_LEADER_EPOCH
+    core = start(quorum_state=None, epochs=[1, 2, 4, 4])
+    core.take_ready()
+    core.poll(10)
+    probes = [e for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchRequest)]
+    for p in probes:
+        answer = (
+            reply
+            if p.destination == 3
+            else raft_pb2.FetchResponse(error_code=errors_pb2.NOT_LEADER_OR_FOLLOWER, leader_epoch=4)
+        )
+        core.step(20, Envelope(p.destination, 1, p.correlation_id, answer))
+    core.poll(30)
+    assert core.vote_fenced, "node 3's answer does not count"
+    assert not vote_from(core, 2, epoch=5, last_epoch=4, last_offset=10)
