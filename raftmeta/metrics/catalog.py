@@ -190,6 +190,22 @@ RAFT: tuple[MetricSpec, ...] = (
         (),
         "",
     ),
+    MetricSpec(
+        "raftmeta_raft_damaged_batches",
+        "gauge",
+        "batches",
+        "Batches of this node's log found damaged and not repaired yet; it vouches for nothing from the first on.",
+        (),
+        "",
+    ),
+    MetricSpec(
+        "raftmeta_raft_repairs_total",
+        "counter",
+        "batches",
+        "Damaged batches this node repaired in place from a peer's intact copy since it started.",
+        (),
+        "",
+    ),
 )
 
 CONTROLLER: tuple[MetricSpec, ...] = (

@@ -78,6 +78,9 @@ class RaftView:
     active_controller: bool
     applied_offset: int
     image: MetadataImage
+    # Storage faults (docs/storage.md, "Repair from the quorum").
+    damaged_batches: int = 0
+    repairs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +180,8 @@ def raft_view(qc: QuorumController) -> RaftView:
         active_controller=qc.is_leader and qc.active,
         applied_offset=controller.committed_offset,
         image=controller.committed_image,
+        damaged_batches=len(core.damaged),
+        repairs=core.repairs,
     )
 
 
@@ -232,6 +237,7 @@ class NodeCollector(Collector):
             _gauge("raftmeta_raft_has_leader", view.leader_id != NO_LEADER),
             _gauge("raftmeta_raft_is_leader", is_leader),
             _gauge("raftmeta_raft_proposals_pending", view.pending),
+            _gauge("raftmeta_raft_damaged_batches", view.damaged_batches),
             _gauge("raftmeta_controller_active_controller_count", view.active_controller),
             _gauge("raftmeta_controller_last_applied_record_offset", view.applied_offset),
             _gauge("raftmeta_controller_last_committed_record_offset", view.high_watermark - 1),
@@ -248,6 +254,8 @@ class NodeCollector(Collector):
             _gauge("raftmeta_controller_preferred_replica_imbalance_count", health.imbalanced),
             _gauge("raftmeta_controller_under_replicated_partitions", health.under_replicated),
         )
+        repairs = catalog.spec("raftmeta_raft_repairs_total")
+        yield CounterMetricFamily(repairs.family, repairs.help, value=view.repairs)
 
 
 def _gauge(name: str, value: float) -> GaugeMetricFamily:

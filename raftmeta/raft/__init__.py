@@ -52,6 +52,7 @@ from raftmeta.raft.state import ReplicaProgress
 from raftmeta.raft.types import (
     NO_LEADER,
     NO_VOTE,
+    VOTE_FENCED,
     VOTE_UNKNOWN,
     CommittedTruncationError,
     Envelope,
@@ -61,11 +62,13 @@ from raftmeta.raft.types import (
     Role,
     SnapshotImage,
     SoftState,
+    UnrepairableEntryError,
 )
 
 __all__ = [
     "NO_LEADER",
     "NO_VOTE",
+    "VOTE_FENCED",
     "VOTE_UNKNOWN",
     "CommittedTruncationError",
     "Entry",
@@ -83,6 +86,7 @@ __all__ = [
     "Role",
     "SnapshotImage",
     "SoftState",
+    "UnrepairableEntryError",
     "Validation",
     "ValidationResult",
 ]

@@ -34,6 +34,9 @@ class Faults:
     # After losing the quorum-state file, start in the log's epoch with no vote (Kafka's rule)
     # instead of VOTE_UNKNOWN, so a vote granted before the loss can be granted again.
     lost_vote_granted_again: bool = False
+    # After losing the quorum-state file, vote again from the log's epoch + 1 at once, without first
+    # learning from every voter an epoch at or above any vote this node may have granted.
+    vote_without_fence: bool = False
     # Serve linearizable reads without the read-index round (a deposed leader answers stale).
     stale_reads: bool = False
     # Accept a Fetch from an older epoch (Kafka fences it: FENCED_LEADER_EPOCH). Its read-barrier
@@ -45,6 +48,12 @@ class Faults:
     # Count the high watermark with the committed voter set instead of the latest one in the log
     # (an added voter is not waited for: a change commits on a majority of the old set only).
     hw_from_committed_voters: bool = False
+    # Trust a peer's copy of a batch: serve a batch this node found damaged, and store a fetched or
+    # repair copy without checking its CRC and its header against the slot it fills.
+    repair_unchecked: bool = False
+    # Count a damaged batch toward the high watermark: the leader counts its own log past its first
+    # damaged batch, and a follower fetches from its log end instead of its first damaged batch.
+    count_damaged_toward_hw: bool = False
 
     @property
     def any(self) -> bool:

@@ -22,6 +22,7 @@ from raftmeta.raft.config import RaftConfig
 from raftmeta.raft.log import Entry, LogView, Validation
 from raftmeta.raft.quorum import VoteResult, VoteTally, majority_offset, majority_time
 from raftmeta.raft.ready import Ready
+from raftmeta.raft.repair import ANSWER_ABSENT, ANSWER_DAMAGED, ANSWER_IN_SNAPSHOT, RepairRound, copy_fills
 from raftmeta.raft.state import (
     ElectionState,
     EpochState,
@@ -39,6 +40,7 @@ from raftmeta.raft.state import (
 from raftmeta.raft.types import (
     NO_LEADER,
     NO_VOTE,
+    VOTE_FENCED,
     VOTE_UNKNOWN,
     CommittedTruncationError,
     Envelope,
@@ -49,6 +51,7 @@ from raftmeta.raft.types import (
     Role,
     SnapshotImage,
     SoftState,
+    UnrepairableEntryError,
 )
 from raftmeta.raft.voters import (
     VoterHistory,
@@ -58,7 +61,7 @@ from raftmeta.raft.voters import (
     voters_in_batch,
     voters_in_data,
 )
-from raftmeta.records.codec import encode_batch, iter_batches
+from raftmeta.records.codec import CorruptBatchError, encode_batch, iter_batches
 from raftmeta.v1 import errors_pb2, raft_pb2, records_pb2
 
 NONE = errors_pb2.NONE
@@ -69,6 +72,9 @@ BAD_CLUSTER = errors_pb2.INCONSISTENT_CLUSTER_ID
 BAD_VOTER_SET = errors_pb2.INCONSISTENT_VOTER_SET
 INVALID_REQUEST = errors_pb2.INVALID_REQUEST
 REQUEST_TIMED_OUT = errors_pb2.REQUEST_TIMED_OUT
+# A repair request's answers: the asked node holds the slot damaged too, or does not hold it.
+CORRUPT = errors_pb2.CORRUPT_MESSAGE
+ABSENT = errors_pb2.OFFSET_OUT_OF_RANGE
 NEVER = 1 << 62
 
 
@@ -97,11 +103,18 @@ class RaftCore:
         snapshot: SnapshotImage | None = None,
         high_watermark: int = 0,
         first_correlation_id: int = 1,
+        damaged: Iterable[int] = (),
+        election_state_lost: bool = False,
     ) -> None:
         """Start from what the driver recovered from disk: the quorum state file, the log's
         batches, the latest snapshot and the high-watermark checkpoint. Batches below the
         snapshot are ignored; a log that ends below the snapshot (a lost tail) must be reset by
-        the driver to start at the snapshot's end (Kafka's truncateToLatestSnapshot)."""
+        the driver to start at the snapshot's end (Kafka's truncateToLatestSnapshot).
+        ``damaged``: base offsets of batches whose bytes failed their check on start (their slot
+        -- offset, epoch, end -- is known, their bytes are not): the core repairs them from its
+        peers and vouches for nothing from the first of them on (docs/storage.md, "Repair from
+        the quorum"). ``election_state_lost``: the quorum-state file exists but is damaged (set
+        aside): unlike a missing file next to an empty log, this is not a new node."""
         self.config = config
         self.node_id = config.node_id
         self._random = random
@@ -110,10 +123,15 @@ class RaftCore:
         # Batches below the snapshot may still be on disk (retention): the snapshot covers them.
         kept = [e for e in entries if e.base_offset >= start[0]]
         self.log = LogView(start[0], start[1], kept)
+        self.damaged: set[int] = {b for b in damaged if b >= start[0] and self.log.entry_at(b) is not None}
+        # Damaged batches repaired from a peer's copy since start (the repairs counter).
+        self.repairs = 0
         # The voter set in force is the latest VotersRecord in the log, committed or not, else the
         # snapshot's, else the bootstrap voters of the configuration (KIP-853).
         self.voter_history = VoterHistory(self._snapshot_voters(snapshot))
         for entry in kept:
+            if entry.base_offset in self.damaged:
+                continue  # its bytes are unknown: its voter change, if any, comes back with the repair
             found = voters_in_batch(entry.data)
             if found is not None:
                 self.voter_history.add(entry.base_offset, found)
@@ -139,7 +157,19 @@ class RaftCore:
         self._unflushed_truncations: list[tuple[int, int]] = []
         # What is on disk now; the first Ready rewrites it if recovery had to lift it.
         self._persisted = quorum_state or QuorumStateData(0)
-        recovered, self.start_note = self._recover_election_state(quorum_state)
+        recovered, self.start_note = self._recover_election_state(quorum_state, election_state_lost)
+        # The vote fence (docs/consensus.md, "Lost election state"): with its election state lost,
+        # this node may have granted a vote in any epoch from its log's on. It grants none and
+        # stands in no election until every other voter has told it its epoch: each candidate it
+        # could have voted for persisted that epoch first, so their maximum bounds every vote it
+        # may have cast. voter -> epoch it answered; None: no fence.
+        # A stored VOTE_FENCED is a fence that never closed (a crash meanwhile): fence again.
+        self._fence: dict[int, int] | None = None
+        lost = self.start_note is not None or recovered.voted_id == VOTE_FENCED
+        if lost and not (self._faults.vote_without_fence or self._faults.lost_vote_granted_again):
+            self._fence = {}
+        self._fence_probes: dict[int, int] = {}  # correlation id -> voter asked
+        self._fence_retry_ms = 0
         self.state: EpochState = self._initial_state(recovered, now_ms)
         self._persist()
         self._soft = SoftState(self.state.role, self.state.epoch, self.state.leader_id)
@@ -158,7 +188,9 @@ class RaftCore:
             raft_pb2.FetchSnapshotResponse: self._handle_fetch_snapshot_response,
         }
 
-    def _recover_election_state(self, stored: QuorumStateData | None) -> tuple[QuorumStateData, str | None]:
+    def _recover_election_state(
+        self, stored: QuorumStateData | None, lost: bool = False
+    ) -> tuple[QuorumStateData, str | None]:
         """The election state to start from, and a note for the driver's log when it is not the
         stored one. The epoch is never below the log's last epoch (or the snapshot's): a batch of
         epoch E means this node took part in epoch E. When the stored state is missing, or older
@@ -169,16 +201,20 @@ class RaftCore:
         log_epoch = self.log.last_epoch  # the snapshot's epoch when the log above it is empty
         has_history = self.log.end_offset > 0
         if stored is None:
-            if not has_history:
+            if not has_history and not lost:
                 return QuorumStateData(0), None
-            note = f"no election state, but the log reaches offset {self.log.end_offset} in epoch {log_epoch}"
+            if has_history:
+                note = f"no election state, but the log reaches offset {self.log.end_offset} in epoch {log_epoch}"
+            else:
+                note = "the election state is damaged and the log is empty"
         elif stored.epoch < log_epoch:
             note = f"the election state's epoch {stored.epoch} is older than the log's last epoch {log_epoch}"
         else:
             return stored, None
         voted = NO_VOTE if self._faults.lost_vote_granted_again else VOTE_UNKNOWN
         return QuorumStateData(log_epoch, NO_LEADER, voted), (
-            f"{note}: starting unattached in epoch {log_epoch} and granting no vote in it"
+            f"{note}: starting unattached in epoch {log_epoch} and granting no vote in it, nor in any later "
+            "epoch until every other voter has told it its epoch (the vote fence)"
         )
 
     def _initial_state(self, persisted: QuorumStateData, now_ms: int) -> EpochState:
@@ -274,6 +310,17 @@ class RaftCore:
         state = self.state
         return frozenset(state.unacknowledged) if isinstance(state, ResignedState) else frozenset()
 
+    @property
+    def vote_fenced(self) -> bool:
+        """Behind the vote fence (a lost election state): no vote, no candidacy yet."""
+        return self._fence is not None
+
+    @property
+    def vouched_end_offset(self) -> int:
+        """The end of the prefix of the log this node can vouch for: its first damaged batch, or
+        the log end. It reports no more toward the high watermark and applies no further."""
+        return min(self.damaged) if self.damaged else self.log.end_offset
+
     def replica_end_offsets(self) -> dict[int, int]:
         """Leader only: each fetcher's persisted end offset (``quorum status``)."""
         state = self.state
@@ -353,6 +400,11 @@ class RaftCore:
 
     def poll(self, now_ms: int) -> int:
         """Fire the timers that are due; return the absolute time the core next needs a poll."""
+        if self._fence is not None:
+            return min(self._probe_fence(now_ms), self._poll_role(now_ms))
+        return self._poll_role(now_ms)
+
+    def _poll_role(self, now_ms: int) -> int:
         state = self.state
         role = state.role
         if role is Role.LEADER:
@@ -602,7 +654,9 @@ class RaftCore:
 
     def _persist(self) -> None:
         state = self.state
-        current = QuorumStateData(state.epoch, state.leader_id, state.voted_id)
+        # While the fence is open every write says so: a restart before it closes fences again.
+        voted = VOTE_FENCED if self._fence is not None else state.voted_id
+        current = QuorumStateData(state.epoch, state.leader_id, voted)
         if self._faults.vote_not_persisted and (current.epoch, current.leader_id) == (
             self._persisted.epoch,
             self._persisted.leader_id,
@@ -628,6 +682,8 @@ class RaftCore:
             # obeying it could lose acknowledged records. Stop instead.
             raise CommittedTruncationError(self.node_id, offset, self.high_watermark, reason)
         end = self.log.truncate_to(offset)
+        if self.damaged:
+            self.damaged = {b for b in self.damaged if b < end}  # uncommitted: replaced by the leader's
         if self.voter_history.truncate_to(end):
             self._voters_changed(now_ms)  # the change was in the removed tail: the set before it is back
         ready = self._ready
@@ -641,7 +697,8 @@ class RaftCore:
         self._unflushed_truncations.append((self._next_seq, end))
 
     def _emit_committed(self) -> None:
-        end = min(self.high_watermark, self.log.end_offset)
+        # A damaged batch is not applied (its bytes are unknown) until it is repaired.
+        end = min(self.high_watermark, self.vouched_end_offset)
         if end > self.applied_offset:
             self._ready.committed.extend(self.log.slice(max(self.applied_offset, self.log.start_offset), end))
             self.applied_offset = end
@@ -705,7 +762,11 @@ class RaftCore:
         if silent:
             if now_ms >= state.begin_retry_ms:
                 self._send_begin_quorum_epoch(now_ms, state, silent)
-            return min(deadline, state.begin_retry_ms, quiet_at)
+            deadline = min(deadline, state.begin_retry_ms)
+        if self.damaged:
+            deadline = min(deadline, self._drive_repair(now_ms, state))
+            if self.state is not state:
+                return self.poll(now_ms)
         return min(deadline, quiet_at)
 
     def _poll_follower(self, now_ms: int, state: FollowerState) -> int:
@@ -772,6 +833,18 @@ class RaftCore:
     def _become_prospective(self, now_ms: int) -> None:
         """Start a pre-vote round (KIP-996): no epoch bump, nothing persisted."""
         old = self.state
+        if self._fence is not None:
+            # Behind the vote fence: a candidacy is a vote for itself, in an epoch it may have
+            # voted in already. Stay, and look again after another timeout.
+            later = now_ms + self._election_timeout()
+            if isinstance(old, FollowerState):
+                old.fetch_deadline_ms = later
+                old.leader_alive = False  # its pre-vote goes to whoever stands instead
+            elif isinstance(old, ResignedState):
+                old.election_deadline_ms = later
+            elif isinstance(old, (UnattachedState, ElectionState)):
+                old.deadline_ms = later
+            return
         tally = VoteTally(self.voters)
         tally.record(self.node_id, True)
         new = ElectionState(
@@ -988,6 +1061,8 @@ class RaftCore:
     def _maybe_grant_vote(self, now_ms: int, request: raft_pb2.VoteRequest) -> bool:
         state = self.state
         candidate = request.candidate_id
+        if self._fence is not None:
+            return False  # it cannot prove it did not vote in this epoch already
         if request.candidate_epoch != state.epoch:
             return False
         if state.role is Role.FOLLOWER:
@@ -1153,6 +1228,20 @@ class RaftCore:
         if request.replica_id < 0 or request.replica_id == self.node_id:
             self._reply(envelope, self._fetch_error(INVALID_REQUEST))
             return
+        if self._fence is not None:
+            # Behind the vote fence this node's epoch may be below one it persisted before: it is
+            # no witness for another fenced node, and no leader (it cannot stand).
+            self._reply(envelope, self._fetch_error(UNKNOWN_EPOCH))
+            return
+        current = self.state
+        if (
+            isinstance(current, FollowerState)
+            and request.replica_id == current.leader_id
+            and request.replica_epoch == current.epoch
+        ):
+            # Our own leader never fetches: it asks for a copy of a batch of its log it found damaged.
+            self._answer_repair_request(envelope, request)
+            return
         error = self._leader_only_error(request.replica_epoch)
         if error == FENCED and self._faults.accept_stale_fetch and isinstance(self.state, LeaderState):
             error = NONE  # planted bug
@@ -1194,8 +1283,9 @@ class RaftCore:
         if is_voter:
             self._maybe_advance_high_watermark(now_ms, state)
         linger = self.config.fetch_hw_linger_ms
+        servable = request.fetch_offset not in self.damaged or self._faults.repair_unchecked
         if (
-            request.fetch_offset < self.log.end_offset
+            (request.fetch_offset < self.log.end_offset and servable)
             or request.max_wait_ms <= 0
             or self.state is not state  # it resigned (its removal committed): park nothing
             or (is_voter and state.reads and replica.read_barrier < state.read_barrier)
@@ -1223,6 +1313,12 @@ class RaftCore:
         request = envelope.message
         assert isinstance(request, raft_pb2.FetchRequest)
         entries = self.log.read(request.fetch_offset, min(request.max_bytes, self.config.fetch_max_bytes))
+        if self.damaged and not self._faults.repair_unchecked:
+            # Never serve a damaged batch: answer up to it (empty if the fetcher needs it next).
+            for i, entry in enumerate(entries):
+                if entry.base_offset in self.damaged:
+                    del entries[i:]
+                    break
         response = self._fetch_error(NONE)
         if entries:
             response.records = entries[0].data if len(entries) == 1 else b"".join(e.data for e in entries)
@@ -1243,6 +1339,8 @@ class RaftCore:
 
     def _maybe_advance_high_watermark(self, now_ms: int, state: LeaderState) -> None:
         own = self.log.end_offset if self._faults.ack_unpersisted else self.durable_end_offset
+        if not self._faults.count_damaged_toward_hw:
+            own = min(own, self.vouched_end_offset)  # nothing past a batch it cannot serve
         offsets = [r.end_offset for r in state.replicas.values()]
         if self.is_voter:
             offsets.append(own)  # a leader removing itself counts only the new set (KIP-853)
@@ -1279,12 +1377,19 @@ class RaftCore:
     def _fetch_request(self, max_wait_ms: int) -> raft_pb2.FetchRequest:
         log = self.log
         state = self.state
+        # A follower with a damaged batch fetches from it: the leader counts that offset as its
+        # end (nothing past it toward the HW) and answers with the batches from there, whose
+        # copy of the damaged one repairs it (_append_fetched).
+        offset = log.end_offset if self._faults.count_damaged_toward_hw else self.vouched_end_offset
+        before = log.entry_before(offset) if offset < log.end_offset else None
         return raft_pb2.FetchRequest(
             cluster_id=self.config.cluster_id,
             replica_id=self.node_id,
             replica_epoch=self.state.epoch,
-            fetch_offset=log.end_offset,
-            last_fetched_epoch=log.last_epoch,
+            fetch_offset=offset,
+            last_fetched_epoch=log.last_epoch
+            if offset == log.end_offset
+            else (before.epoch if before else log.start_epoch),
             max_wait_ms=max_wait_ms,
             max_bytes=self.config.fetch_max_bytes,
             log_start_offset=log.start_offset,
@@ -1311,13 +1416,23 @@ class RaftCore:
             return
         if self.durable_end_offset < self.log.end_offset and not self._faults.ack_unpersisted:
             return  # the fetch offset claims durability: wait for on_log_flushed
-        state.in_flight = self._send(state.leader_id, self._fetch_request(config.fetch_max_wait_ms))
+        request = self._fetch_request(config.fetch_max_wait_ms)
+        state.in_flight = self._send(state.leader_id, request)
+        state.in_flight_offset = request.fetch_offset
         state.in_flight_deadline_ms = now_ms + config.fetch_max_wait_ms + config.request_timeout_ms
 
     def _handle_fetch_response(self, now_ms: int, envelope: Envelope, response: raft_pb2.FetchResponse) -> None:
+        voter = self._fence_probes.pop(envelope.correlation_id, None)
+        if voter is not None and self._fence is not None and response.error_code != UNKNOWN_EPOCH:
+            # Its epoch now, asked after our restart. A voter behind its own fence answers
+            # UNKNOWN_LEADER_EPOCH: its epoch is no witness (it lost what it persisted too).
+            self._fence[voter] = response.leader_epoch
         if self._observe_epoch(now_ms, response.leader_epoch, response.leader_id):
             return
         state = self.state
+        if isinstance(state, LeaderState):
+            self._on_repair_answer(now_ms, envelope, response)
+            return
         if not isinstance(state, FollowerState) or envelope.correlation_id != state.in_flight:
             return  # stale, duplicated or not ours any more
         state.in_flight = -1
@@ -1344,8 +1459,10 @@ class RaftCore:
         elif response.HasField("snapshot_id"):
             state.snapshot = SnapshotDownload(response.snapshot_id.end_offset, response.snapshot_id.epoch)
         else:
-            self._append_fetched(now_ms, response.records)
-            self._set_high_watermark(min(response.high_watermark, self.log.end_offset))
+            # Our log is the leader's up to the fetch offset and through the batches of the answer;
+            # past them (we fetched from a damaged batch) it is unchecked and takes no HW.
+            matched = self._append_fetched(now_ms, response.records, state.in_flight_offset)
+            self._set_high_watermark(min(response.high_watermark, matched))
         self._maybe_send_fetch(now_ms, state)
 
     def _divergence_point(self, diverging: raft_pb2.DivergingEpoch) -> int:
@@ -1359,14 +1476,226 @@ class RaftCore:
             return min(local.offset, diverging.end_offset)
         return local.offset
 
-    def _append_fetched(self, now_ms: int, records: bytes) -> None:
-        if not records:
-            return
+    def _append_fetched(self, now_ms: int, records: bytes, fetch_offset: int) -> int:
+        """Store the leader's batches; return the end of the prefix of our log now known to be
+        the leader's (``fetch_offset``, the leader validated it, or the end of the last batch of
+        the answer we hold)."""
         log = self.log
-        for batch in iter_batches(records):
-            if batch.base_offset != log.end_offset or batch.epoch < log.last_epoch:
-                break  # not contiguous with our log: a stale answer; the next fetch sorts it out
-            self._append(now_ms, Entry.from_batch(batch))
+        matched = min(fetch_offset, log.end_offset)
+        if not records:
+            return matched
+        try:
+            for batch in iter_batches(records, verify_crc=not self._faults.repair_unchecked):
+                entry = Entry.from_batch(batch)
+                if entry.base_offset != matched:
+                    break  # not where we fetched from: a stale answer; the next fetch sorts it out
+                if entry.base_offset < log.end_offset:
+                    # We fetched from a damaged batch of ours: the answer overlaps our log.
+                    if not self._overlap(now_ms, entry):
+                        break
+                elif entry.epoch < log.last_epoch:
+                    break
+                else:
+                    self._append(now_ms, entry)
+                matched = entry.next_offset
+        except CorruptBatchError:
+            pass  # a damaged copy is never stored: the next fetch asks again
+        return matched
+
+    def _overlap(self, now_ms: int, entry: Entry) -> bool:
+        """A leader's batch at an offset our log already holds (we fetched from our first damaged
+        batch): repair ours if it is that damaged batch, skip an identical one, truncate from a
+        diverging one (never below the high watermark: ``_truncate`` refuses). False: stop."""
+        mine = self.log.entry_at(entry.base_offset)
+        if mine is None:
+            return False  # not a batch boundary of ours: a stale answer
+        if (mine.epoch, mine.next_offset) == (entry.epoch, entry.next_offset):
+            if entry.base_offset in self.damaged:
+                return self._try_repair(now_ms, mine, entry)
+            return True  # the same batch (Log Matching)
+        self._truncate(
+            now_ms,
+            entry.base_offset,
+            f"the leader's batch at {entry.base_offset} is of epoch {entry.epoch}, ours of epoch {mine.epoch}",
+        )
+        if entry.base_offset != self.log.end_offset or entry.epoch < self.log.last_epoch:
+            return False
+        self._append(now_ms, entry)
+        return True
+
+    # -- the vote fence (a lost election state) ----------------------------------------------------
+    def _probe_fence(self, now_ms: int) -> int:
+        """Ask every voter that has not answered for its epoch (a Fetch: every node answers one with
+        its epoch); close the fence once all have. Returns when to ask again."""
+        fence = self._fence
+        assert fence is not None
+        missing = [v for v in self.voters if v != self.node_id and v not in fence]
+        if not missing:
+            self._close_fence(now_ms, max(fence.values(), default=0))
+            return NEVER
+        if now_ms >= self._fence_retry_ms:
+            self._fence_probes.clear()
+            for voter in missing:
+                self._fence_probes[self._send(voter, self._fetch_request(0))] = voter
+            self._fence_retry_ms = now_ms + self.config.request_timeout_ms
+        return self._fence_retry_ms
+
+    def _close_fence(self, now_ms: int, bound: int) -> None:
+        """Every vote this node may have granted is in an epoch <= ``bound``: it withholds its vote
+        up to there (VOTE_UNKNOWN in ``bound``; epochs only grow) and votes again above."""
+        self._fence = None
+        self._fence_probes.clear()
+        state = self.state
+        if bound > state.epoch:
+            self._become_unattached(now_ms, bound)
+            state = self.state
+        if state.epoch == bound and state.voted_id in (NO_VOTE, VOTE_FENCED):
+            state.voted_id = VOTE_UNKNOWN
+        self._persist()  # the fence is closed on disk too
+        self.start_note = None
+
+    # -- repair from the quorum (raft/repair.py) ------------------------------------------------------
+    def _try_repair(self, now_ms: int, slot: Entry, copy: Entry) -> bool:
+        """Put ``copy`` in place of the damaged ``slot`` if it is an intact copy of it."""
+        if not self._faults.repair_unchecked and copy_fills(slot, copy) is not None:
+            return False
+        self.log.replace(copy)
+        self.damaged.discard(copy.base_offset)
+        self._ready.repair.append(copy)
+        self.repairs += 1
+        if voters_in_batch(copy.data) is not None:
+            # A voter change comes back: re-read the changes from it on, in offset order.
+            self.voter_history.truncate_to(copy.base_offset)
+            for entry in self.log.slice(copy.base_offset, self.log.end_offset):
+                found = voters_in_batch(entry.data) if entry.base_offset not in self.damaged else None
+                if found is not None:
+                    self.voter_history.add(entry.base_offset, found)
+            self._voters_changed(now_ms)
+        self._emit_committed()
+        state = self.state
+        if isinstance(state, LeaderState):
+            state.repair = None
+            self._maybe_advance_high_watermark(now_ms, state)
+            self._release_parked(now_ms)
+        return True
+
+    def _answer_repair_request(self, envelope: Envelope, request: raft_pb2.FetchRequest) -> None:
+        """Our leader asks for our copy of the batch at ``fetch_offset`` of epoch
+        ``last_fetched_epoch``: send it if we hold it intact, else say why not."""
+        mine = self.log.entry_at(request.fetch_offset)
+        snapshot = self.snapshot
+        if request.fetch_offset < self.log.start_offset and snapshot is not None:
+            # Our snapshot covers it: the batch is gone here, but the leader can have the snapshot
+            # once it follows a leader whose log starts above the damage.
+            response = self._fetch_error(NONE)
+            response.snapshot_id.end_offset = snapshot.end_offset
+            response.snapshot_id.epoch = snapshot.epoch
+            self._reply(envelope, response)
+        elif mine is None or mine.epoch != request.last_fetched_epoch:
+            self._reply(envelope, self._fetch_error(ABSENT))
+        elif mine.base_offset in self.damaged and not self._faults.repair_unchecked:
+            self._reply(envelope, self._fetch_error(CORRUPT))
+        else:
+            response = self._fetch_error(NONE)
+            response.records = mine.data
+            self._reply(envelope, response)
+
+    def _drive_repair(self, now_ms: int, state: LeaderState) -> int:
+        """The leader asks the other voters and its observers, one at a time, for its first damaged
+        batch. Returns when it next needs a poll."""
+        base = min(self.damaged)
+        slot = self.log.entry_at(base)
+        assert slot is not None
+        round_ = state.repair
+        if round_ is None or round_.base_offset != base:
+            round_ = state.repair = RepairRound(base, slot.epoch)
+        if round_.in_flight != -1 and now_ms < round_.deadline_ms:
+            return round_.deadline_ms
+        # Observers hold copies too (after voter changes they may be the only other ones).
+        peers = [v for v in self.voters if v != self.node_id] + sorted(state.observers)
+        peer = round_.next_peer(peers)
+        if peer is None:
+            self._repair_impossible(now_ms, state, round_)
+            return round_.deadline_ms if self.state is state else now_ms
+        request = raft_pb2.FetchRequest(
+            cluster_id=self.config.cluster_id,
+            replica_id=self.node_id,
+            replica_epoch=state.epoch,
+            fetch_offset=base,
+            last_fetched_epoch=slot.epoch,
+            max_wait_ms=0,
+            max_bytes=self.config.fetch_max_bytes,
+            replica_directory_id=self.config.directory_id,
+        )
+        round_.in_flight = self._send(peer, request)
+        round_.deadline_ms = now_ms + self.config.request_timeout_ms
+        return round_.deadline_ms
+
+    def _on_repair_answer(self, now_ms: int, envelope: Envelope, response: raft_pb2.FetchResponse) -> None:
+        state = self.state
+        assert isinstance(state, LeaderState)
+        round_ = state.repair
+        if round_ is None or envelope.correlation_id != round_.in_flight:
+            return  # stale or duplicated
+        round_.in_flight = -1
+        if response.error_code == NONE and response.records:
+            slot = self.log.entry_at(round_.base_offset)
+            try:
+                batch = next(iter_batches(response.records, verify_crc=not self._faults.repair_unchecked))
+            except (CorruptBatchError, StopIteration):
+                batch = None
+            if slot is not None and batch is not None and self._try_repair(now_ms, slot, Entry.from_batch(batch)):
+                return
+            round_.answers[envelope.source] = ANSWER_DAMAGED  # it sent a copy that is not intact
+        elif response.error_code == NONE and response.HasField("snapshot_id"):
+            round_.answers[envelope.source] = ANSWER_IN_SNAPSHOT
+        elif response.error_code == CORRUPT:
+            round_.answers[envelope.source] = ANSWER_DAMAGED
+        elif response.error_code == ABSENT:
+            round_.answers[envelope.source] = ANSWER_ABSENT
+        # Any other answer (it no longer follows us) is no answer: it is asked again.
+        round_.deadline_ms = now_ms  # ask the next one now
+
+    def _repair_impossible(self, now_ms: int, state: LeaderState, round_: RepairRound) -> None:
+        """Every peer answered and none holds the slot intact.
+
+        * One holds it in a snapshot: resign; as a follower of a leader whose log starts above the
+          damage, this node gets that snapshot (it replaces the damaged log below its end).
+        * This node and the voters that hold it damaged are a majority: it may be committed on
+          those copies alone, and none is intact: stop, loudly, changing nothing.
+        * Fewer hold it, below the high watermark: it is committed, so a majority of some voter
+          set held it -- its other copies are on nodes that left the voters or are not heard from
+          yet. Ask again later; never drop a committed batch.
+        * Fewer hold it, above the high watermark: with the voters of a commit, a majority would
+          hold it; it is not committed. Drop it and everything after it (no other voter holds
+          those either: Log Matching) and resign, so that a leader serves only what it holds
+          intact."""
+        answers = round_.answers
+        if not answers:
+            # Nobody to ask yet (a single voter whose observers have not fetched since it started):
+            # wait for them rather than decide on no evidence.
+            round_.deadline_ms = now_ms + self.config.request_timeout_ms
+            round_.in_flight = -2
+            return
+        if ANSWER_IN_SNAPSHOT in answers.values():
+            self._become_resigned(now_ms, self._ranked_successors(state))
+            return
+        holders = 1 + sum(1 for peer, answer in answers.items() if peer in self.voters and answer == ANSWER_DAMAGED)
+        if holders > len(self.voters) // 2:
+            raise UnrepairableEntryError(
+                self.node_id, round_.base_offset, round_.epoch, self.high_watermark, dict(answers)
+            )
+        if round_.base_offset < self.high_watermark:
+            round_.answers = {}
+            round_.deadline_ms = now_ms + self.config.request_timeout_ms
+            round_.in_flight = -2  # a pause before the next round, not a request
+            return
+        self._become_resigned(now_ms, self._ranked_successors(state))
+        self._truncate(
+            now_ms,
+            round_.base_offset,
+            f"damaged batch at {round_.base_offset} (epoch {round_.epoch}) that no other voter holds",
+        )
 
     # -- FetchSnapshot ----------------------------------------------------------------------------------
     def _handle_fetch_snapshot_request(
@@ -1438,16 +1767,31 @@ class RaftCore:
         # A follower asks for a snapshot only when its fetch offset is below the leader's log
         # start, so the snapshot covers everything it had (and had committed).
         assert image.end_offset >= self.applied_offset, "a snapshot would roll back applied batches"
-        self.log.reset(image.end_offset, image.epoch)
+        end = image.end_offset
+        before = self.log.entry_before(end) if self.log.entry_at(end) is not None else None
+        ready = self._ready
+        if self.damaged and before is not None and before.epoch == image.epoch and not ready.append:
+            # We fetched from a damaged batch the leader holds only in its snapshot: our log goes
+            # on past the snapshot's end, in step with it (same epoch there: Log Matching), and
+            # those batches may be copies the quorum counts on. Keep them; only the rest goes.
+            self.log.trim_prefix(end, image.epoch)
+            self.damaged = {b for b in self.damaged if b >= end}
+            ready.install_keeps_log = True
+        else:
+            self.log.reset(end, image.epoch)
+            self.damaged.clear()  # the snapshot covers every batch this node had
+            ready.append = []
+            ready.truncate_to = None
+            self._unflushed_truncations.append((self._next_seq, end))
         self.voter_history.reset(self._snapshot_voters(image))
+        for entry in self.log.entries():
+            found = voters_in_batch(entry.data) if entry.base_offset not in self.damaged else None
+            if found is not None:
+                self.voter_history.add(entry.base_offset, found)
         self._voters_changed(now_ms)
         self.snapshots = [image]
-        ready = self._ready
         ready.install_snapshot = image
-        ready.append = []
-        ready.truncate_to = None
         ready.committed = []  # the snapshot covers everything this node had committed
-        self._unflushed_truncations.append((self._next_seq, image.end_offset))
-        self.durable_end_offset = image.end_offset
+        self.durable_end_offset = max(end, min(self.durable_end_offset, self.log.end_offset))
         self.high_watermark = max(self.high_watermark, image.end_offset)
         self.applied_offset = image.end_offset

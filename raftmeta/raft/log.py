@@ -119,6 +119,13 @@ class LogView:
         i = self.index_of(offset)
         return self._entries[i - 1] if i > 0 else None
 
+    def entry_at(self, base_offset: int) -> Entry | None:
+        """The batch starting at ``base_offset``, or None if there is none."""
+        i = bisect.bisect_left(self._bases, base_offset)
+        if i < len(self._bases) and self._bases[i] == base_offset:
+            return self._entries[i]
+        return None
+
     def epoch_of_batch(self, base_offset: int) -> int | None:
         """The epoch of the batch starting at ``base_offset``, or None if there is none."""
         i = bisect.bisect_left(self._bases, base_offset)
@@ -160,6 +167,14 @@ class LogView:
             self._epoch_starts.append(entry.base_offset)
         self._entries.append(entry)
         self._bases.append(entry.base_offset)
+
+    def replace(self, entry: Entry) -> None:
+        """Put a repaired copy in place of the batch with the same base offset, epoch and end."""
+        i = bisect.bisect_left(self._bases, entry.base_offset)
+        assert i < len(self._bases) and self._bases[i] == entry.base_offset, f"no batch at {entry.base_offset}"
+        old = self._entries[i]
+        assert (old.epoch, old.next_offset) == (entry.epoch, entry.next_offset), "a repair must fill the same slot"
+        self._entries[i] = entry
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch that does not lie entirely below ``offset``; return the new end

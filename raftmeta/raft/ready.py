@@ -1,7 +1,7 @@
 """The ``Ready``: everything the driver must do after feeding the core, in order.
 
 The order of the fields is the order of the driver contract (see the package docstring):
-persist ``quorum_state`` -> install ``install_snapshot`` -> ``truncate_to`` -> ``append`` ->
+persist ``quorum_state`` -> install ``install_snapshot`` -> ``truncate_to`` -> ``repair`` -> ``append`` ->
 send ``messages`` -> (``flush``: fsync soon, then ``on_log_flushed``) -> apply ``committed``.
 """
 
@@ -23,8 +23,16 @@ class Ready:
     # 2. A snapshot fetched from the leader: write it, fsync it, replace the whole log with an
     #    empty log starting at its end offset, and reload the state machine from it.
     install_snapshot: SnapshotImage | None = None
+    #    ... unless this is set: then only the log below the snapshot's end goes, the batches from
+    #    there on stay (a follower fetched from a damaged batch the leader holds only in its
+    #    snapshot; its own batches above the snapshot are intact copies of committed ones).
+    install_keeps_log: bool = False
     # 3. Truncate the log to this offset (remove every batch at or above it).
     truncate_to: int | None = None
+    # 3b. Damaged batches repaired from a peer's intact copy: overwrite each in place (same base
+    #     offset, epoch and length as the damaged one) and fsync before going on -- the core
+    #     counts a repaired batch as durable at once (docs/storage.md, "Repair from the quorum").
+    repair: list[Entry] = field(default_factory=list)
     # 4. Append these batches byte for byte (no fsync needed yet).
     append: list[Entry] = field(default_factory=list)
     # 5. Send. None of these depends on an unflushed log entry: the core holds such messages
@@ -47,6 +55,7 @@ class Ready:
             self.quorum_state is None
             and self.install_snapshot is None
             and self.truncate_to is None
+            and not self.repair
             and not self.append
             and not self.messages
             and not self.flush

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from raftmeta.raft.quorum import VoteTally
+from raftmeta.raft.repair import RepairRound
 from raftmeta.raft.types import NO_LEADER, NO_VOTE, Envelope, Role
 
 LEGAL_TRANSITIONS: dict[Role, frozenset[Role]] = {
@@ -165,6 +166,8 @@ class LeaderState(EpochState):
     # Linearizable reads: the barrier every Fetch answer carries, and the reads waiting on it.
     read_barrier: int = 0
     reads: list[PendingRead] = field(default_factory=list)
+    # The damaged slot of this leader's own log it is asking the other voters for (raft/repair.py).
+    repair: RepairRound | None = None
 
 
 @dataclass(slots=True)
@@ -187,6 +190,8 @@ class FollowerState(EpochState):
     # The fetch in flight (correlation id) and when to consider it lost.
     in_flight: int = -1
     in_flight_deadline_ms: int = 0
+    # The fetch offset of the Fetch in flight: the leader's answer validates our log up to it.
+    in_flight_offset: int = 0
     # Do not fetch before this (backoff after an error answer).
     retry_ms: int = 0
     last_fetch_ok_ms: int = -(1 << 62)

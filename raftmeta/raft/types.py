@@ -15,6 +15,9 @@ NO_VOTE = -1
 # log): this node may have voted in its epoch, for a candidate it no longer knows, so it grants
 # no vote in that epoch (docs/consensus.md, "Lost election state").
 VOTE_UNKNOWN = -2
+# Written while the vote fence is open (docs/consensus.md, "Lost election state"): a restart before
+# it closes fences again. Grants no vote, like VOTE_UNKNOWN.
+VOTE_FENCED = -3
 
 RaftMessage: TypeAlias = (
     raft_pb2.VoteRequest
@@ -70,10 +73,13 @@ class QuorumStateData:
             return f"voters {list(self.voters)} must be distinct node ids >= 0"
         # An empty voter list: the voter set is the log's, and any node id may be voted for or lead.
         listed = bool(self.voters)
-        if self.voted_id not in (NO_VOTE, VOTE_UNKNOWN) and (
+        if self.voted_id not in (NO_VOTE, VOTE_UNKNOWN, VOTE_FENCED) and (
             self.voted_id < 0 or (listed and self.voted_id not in self.voters)
         ):
-            return f"voted_id {self.voted_id} is not one of the voters {list(self.voters)}, -1 (none) or -2 (unknown)"
+            return (
+                f"voted_id {self.voted_id} is not one of the voters {list(self.voters)}, "
+                "-1 (none), -2 (unknown) or -3 (fenced)"
+            )
         if self.leader_id != NO_LEADER and (self.leader_id < 0 or (listed and self.leader_id not in self.voters)):
             return f"leader_id {self.leader_id} is not one of the voters {list(self.voters)} or -1 (none)"
         return None
@@ -122,6 +128,23 @@ class CommittedTruncationError(Exception):
         self.node_id = node_id
         self.offset = offset
         self.high_watermark = high_watermark
+
+
+class UnrepairableEntryError(Exception):
+    """A batch of this node's log is damaged and no other voter holds an intact copy of it
+    (docs/storage.md, "Repair from the quorum"): the node stops rather than drop or serve it."""
+
+    def __init__(
+        self, node_id: int, base_offset: int, epoch: int, high_watermark: int, answers: dict[int, str]
+    ) -> None:
+        told = ", ".join(f"node {peer}: {answer}" for peer, answer in sorted(answers.items()))
+        super().__init__(
+            f"node {node_id} holds a damaged batch at offset {base_offset} (epoch {epoch}, high watermark "
+            f"{high_watermark}) and no other voter holds an intact copy ({told}): stopping, the log is left as it is"
+        )
+        self.node_id = node_id
+        self.base_offset = base_offset
+        self.epoch = epoch
 
 
 class NotLeaderError(Exception):

@@ -28,8 +28,8 @@ from raftmeta.v1 import records_pb2
 
 LOST_ELECTION_STATE_HINT = (
     "if a copy of this node's quorum-state file exists (a backup), stop the node and put it back; otherwise "
-    "nothing is needed: the node rejoins when a leader of a later epoch reaches it, and votes again from the "
-    "next epoch on (docs/storage.md, 'Damaged disk')"
+    "nothing is needed: the node follows a leader as soon as one reaches it, and votes again once every other "
+    "voter has told it its epoch, above the highest of them (docs/consensus.md, 'Lost election state')"
 )
 
 
@@ -122,6 +122,8 @@ def recover_quorum_controller(
         high_watermark=durable.high_watermark,
         # Answers meant for a previous incarnation's requests can never match a new one.
         first_correlation_id=time.time_ns() << 8,
+        # A damaged file (set aside) is a lost vote even next to an empty log: not a new node's.
+        election_state_lost=(durable.quorum_state_problem or "").startswith("unreadable"),
     )
     if core.start_note is not None:
         log.warning(

@@ -162,6 +162,17 @@ class Checker:
                 "2-log-matching", f"node {node_id}: batch {key} follows {prev_key}, elsewhere {seen_prev}"
             )
 
+    def on_repair(self, node_id: int, entry: Entry) -> None:
+        """A node put ``entry`` in place of a damaged batch: it must be the batch every node
+        appended in that slot (a repair from a damaged copy is not)."""
+        self.checks["2-log-matching"] += 1
+        seen = self.batches.get((entry.base_offset, entry.epoch))
+        if seen is None or seen[0] != entry.data:
+            raise InvariantViolation(
+                "2-log-matching",
+                f"node {node_id} repairs batch ({entry.base_offset}, {entry.epoch}) with bytes no node appended",
+            )
+
     # -- invariants 3 and 4 ----------------------------------------------------------------------
     def on_truncate(self, node_id: int, offset: int, high_watermark: int) -> None:
         self.checks["3-committed-never-truncated"] += 1
@@ -199,6 +210,8 @@ class Checker:
         # 4: every node's log agrees with the committed log below its high watermark.
         for node_id, core in cores.items():
             for entry in core.log.slice(core.log.start_offset, min(core.high_watermark, core.log.end_offset)):
+                if entry.base_offset in core.damaged:
+                    continue  # known damaged, never applied (an observer need not have repaired yet)
                 known = self.committed.get(entry.base_offset)
                 if known is None or known.epoch != entry.epoch or known.data != entry.data:
                     raise InvariantViolation(

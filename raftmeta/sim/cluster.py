@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raftmeta.raft import (
+    VOTE_FENCED,
     CommittedTruncationError,
     Entry,
     Envelope,
@@ -29,9 +30,11 @@ from raftmeta.raft import (
     Ready,
     Role,
     SnapshotImage,
+    UnrepairableEntryError,
 )
 from raftmeta.raft.core import VoterChangeError
 from raftmeta.raft.voters import VoterNode, voters_in_batch
+from raftmeta.sim import disk_faults
 from raftmeta.sim.checker import Checker, InvariantViolation
 from raftmeta.sim.client_history import HistoryFailure
 from raftmeta.sim.disk import SimDisk
@@ -142,7 +145,7 @@ class RunResult:
 
 class Simulation:
     # The fault kinds this simulation injects itself (the others act through params).
-    INJECTED = frozenset({"kill", "partition", "pause", "suspend", "slow_disk", "transfer", "membership"})
+    INJECTED = frozenset({"kill", "partition", "pause", "suspend", "slow_disk", "transfer", "membership", "storage"})
 
     def __init__(
         self,
@@ -183,6 +186,10 @@ class Simulation:
         self.probe: tuple[int, int] | None = None  # (proposal id, next offset) of the liveness probe
         self.probe_offset = -1
         self.membership_changed = False
+        # A storage fault damaged a batch on some disk; any storage fault or lost quorum-state file
+        # (the heal then brings every node back).
+        self._damage = False
+        self._storage_faulted = False
 
     # -- event queue -------------------------------------------------------------------------------
     def _push(self, at: int, kind: int, payload: Any) -> None:
@@ -226,6 +233,9 @@ class Simulation:
             # and the (lagging) high-watermark checkpoint.
             high_watermark=disk.hw_checkpoint,
             first_correlation_id=node.incarnation << 32,
+            # What recovery finds damaged (only storage faults damage a disk: skip the scan without).
+            damaged=disk_faults.damaged_slots(disk.entries) if "storage" in self.params.faults else (),
+            election_state_lost=disk.quorum_state_lost,
         )
         if node.core.start_note is not None:
             self._trace(f"n{node.node_id} {node.core.start_note}")
@@ -274,7 +284,7 @@ class Simulation:
     def _custom(self, payload: Any) -> None:
         """An event a subclass queued with kind CUSTOM."""
 
-    def _crash(self, node: SimNode) -> None:
+    def _crash(self, node: SimNode, *, after_vote: bool = False) -> None:
         assert node.core is not None
         disk = node.disk
         lost = disk.crash(self.rng, self.params.keep_unflushed_on_crash)
@@ -298,10 +308,16 @@ class Simulation:
             and state is not None
             and self.rng.random() < 0.3
             and state.epoch == disk.durable_last_epoch()
+            and not self._state_lost_elsewhere(node)
         ):
             disk.quorum_state = None
+            self._storage_faulted = True
             self._trace(f"n{node.node_id} loses its quorum-state file")
             self._count("lose_state")
+        if "storage" in self.params.faults and not self.healed and self.rng.random() < 0.25:
+            # The disk of any crashed node may rot meanwhile; right after a vote, its quorum-state
+            # (the vote it must not forget: the vote fence's case).
+            self._count(self._damage_disk(node, "quorum_state" if after_vote else None))
 
     def _drive(self, node: SimNode) -> None:
         """Poll the core, perform its Ready (the driver contract), check invariants, re-arm the timer."""
@@ -325,13 +341,13 @@ class Simulation:
             if hw < node.last_hw:
                 raise InvariantViolation("5-hw-monotonic", f"node {node.node_id} HW {node.last_hw} -> {hw}")
             if core.role is Role.LEADER:
-                self._check_majority_persisted(node, core, hw)
+                self._check_majority_persisted(node, core, node.last_hw, hw)
             node.last_hw = hw
             if self.now - node.hw_checkpoint_ms >= self.params.hw_checkpoint_interval_ms:
                 node.hw_checkpoint_ms = self.now
                 node.disk.checkpoint_high_watermark(hw)
 
-    def _check_majority_persisted(self, node: SimNode, core: RaftCore, hw: int) -> None:
+    def _check_majority_persisted(self, node: SimNode, core: RaftCore, previous: int, hw: int) -> None:
         if hw <= core.log.start_offset:
             return
         entry = core.log.entry_before(hw)
@@ -339,8 +355,14 @@ class Simulation:
         # KIP-853: a majority of the voter set in force at the leader when its HW moved (its latest,
         # committed or not; a change appended since, in the same step, does not count).
         voters = core.voters_at_high_watermark
-        holders = sum(1 for v in voters if self.nodes[v].disk.durably_holds(entry))
-        self.checker.check_majority_persisted(node.node_id, entry, holders, len(voters))
+        # Storage faults: every batch the HW passed, not only the last. The leader's own copy counts
+        # only intact (it knows its damage since its start); another voter's counts as it was when
+        # that voter acknowledged it -- a disk may rot after the acknowledgement the leader counts
+        # (that the voter reports no offset past its damage is checked in _send).
+        passed = core.log.slice(max(previous, core.log.start_offset), hw) if self._damage else [entry]
+        for batch in passed:
+            holders = sum(1 for v in voters if self.nodes[v].disk.durably_holds(batch, intact=v == node.node_id))
+            self.checker.check_majority_persisted(node.node_id, batch, holders, len(voters))
         self.checker.on_leader_commit(core.epoch, hw, entry)
 
     def _perform(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
@@ -395,7 +417,10 @@ class Simulation:
                 node.pending.clear()  # indeterminate: neither acknowledged nor rejected
         if ready.install_snapshot is not None:
             image = ready.install_snapshot
-            disk.install(image)
+            if ready.install_keeps_log:
+                disk.trim(image, image.end_offset)
+            else:
+                disk.install(image)
             node.applied = [e.data for e in checker.on_commit_snapshot(node_id, image.data)]
             node.applied_offset = image.end_offset
             self._on_install(node, image)
@@ -406,6 +431,11 @@ class Simulation:
             checker.on_truncate(node_id, ready.truncate_to, node.last_hw)
             disk.truncate_to(ready.truncate_to)
             self._trace(f"n{node_id} truncate to {ready.truncate_to}")
+        for entry in ready.repair:
+            checker.on_repair(node_id, entry)
+            disk.repair(entry)
+            self._count("storage_repaired")
+            self._trace(f"n{node_id} repair ({entry.base_offset}, {entry.epoch})")
         for entry in ready.append:
             checker.on_append(node_id, disk.last_entry(), entry)
             disk.append(entry)
@@ -505,6 +535,8 @@ class Simulation:
             # it voted in may still be running: a forgotten vote is then granted again.
             voter = self.nodes[envelope.source]
             self._push(self.now + rng.next_int(3), CRASH, (voter.node_id, voter.incarnation))
+        if type(message) is raft_pb2.FetchRequest and self._damage:
+            self._check_vouched(envelope.source, message)
         if self._blocked_link(envelope) or (params.drop_rate and rng.random() < params.drop_rate):
             return
         copies = 2 if params.duplicate_rate and rng.random() < params.duplicate_rate else 1
@@ -524,6 +556,21 @@ class Simulation:
             self._trace(f"n{envelope.source}->n{envelope.destination} {describe_message(envelope)}")
         self._step(node, node.core, envelope)
         self._drive(node)
+
+    def _check_vouched(self, node_id: int, request: raft_pb2.FetchRequest) -> None:
+        """A follower's fetch offset is what the leader counts toward the high watermark for it: it
+        never reaches past a batch of its log it knows is damaged (a leader's repair request asks
+        for that very batch, and counts nothing)."""
+        core = self.nodes[node_id].core
+        if core is None or core.role is Role.LEADER:
+            return
+        self.checker.checks["3-majority-persisted"] += 1
+        if request.fetch_offset > core.vouched_end_offset:
+            raise InvariantViolation(
+                "3-majority-persisted",
+                f"node {node_id} reports offset {request.fetch_offset} "
+                f"past its damaged batch at {core.vouched_end_offset}",
+            )
 
     # -- client ------------------------------------------------------------------------------------
     def _propose(self) -> None:
@@ -627,7 +674,39 @@ class Simulation:
             self._drive(node)
         elif kind == "membership":
             kind = self._change_voters()
+        elif kind == "storage":
+            kind = self._storage_fault()
         self._count(kind)
+
+    def _storage_fault(self) -> str:
+        """Crash a node, damage its disk while it is down (disk_faults) and restart it later."""
+        rng = self.rng
+        up = [n for n in self.nodes.values() if n.core is not None]
+        if not up:
+            return "storage_skipped"
+        node = up[rng.next_int(len(up))]
+        self._crash(node)
+        self._push(self.now + 1 + rng.next_int(self.params.downtime_max_ms), RESTART, node.node_id)
+        return self._damage_disk(node)
+
+    def _damage_disk(self, node: SimNode, kind: str | None = None) -> str:
+        """Damage the disk of a crashed node with a storage fault (disk_faults; of a random kind
+        unless ``kind``)."""
+        rng = self.rng
+        voters = len(self.current_voters())
+        if voters < 2:
+            return "storage_skipped"  # one voter has no other copy to repair from
+        if kind is None:
+            kind = disk_faults.STORAGE_FAULTS[rng.next_int(len(disk_faults.STORAGE_FAULTS))]
+        if kind == "quorum_state" and self._state_lost_elsewhere(node):
+            return "storage_skipped"  # a minority at once: another fenced voter is no witness
+        others = [n.disk for n in self.nodes.values() if n is not node]
+        done = disk_faults.inject(node.disk, rng, kind, others, minority=max(1, (voters - 1) // 2))
+        if done:
+            self._storage_faulted = True
+            self._damage |= kind in disk_faults.LOG_FAULTS
+        self._trace(f"n{node.node_id} disk damaged: {kind}" if done else f"n{node.node_id} no place for {kind}")
+        return f"storage_{kind}" if done else "storage_skipped"
 
     def _change_voters(self) -> str:
         """The leader adds a node that is not a voter or removes a voter (maybe itself, maybe a
@@ -645,8 +724,11 @@ class Simulation:
         core = node.core
         assert core is not None
         outside = [i for i in self.node_ids if i not in core.voters]
+        removable = self._may_remove_voter()
+        if not removable and not outside:
+            return "membership_kept_two"
         try:
-            if outside and (rng.random() < 0.5 or len(core.voters) == 1):
+            if outside and (rng.random() < 0.5 or len(core.voters) == 1 or not removable):
                 added = rng.choice(outside)
                 core.add_voter(node.clock(self.now), VoterNode(added))
                 self.membership_changed = True
@@ -663,6 +745,33 @@ class Simulation:
             kind = "membership_refused"
         self._drive(node)
         return kind
+
+    def _state_lost_elsewhere(self, node: SimNode) -> bool:
+        """Whether another node is behind the vote fence, or will be when it restarts. A fenced
+        node is no witness for another (its epoch may be below one it persisted), so election
+        state is lost on one node at a time, as the fence needs every other voter."""
+        for other in self.nodes.values():
+            if other is node:
+                continue
+            if other.core is not None:
+                if other.core.vote_fenced:
+                    return True
+            elif other.disk.quorum_state is None and (other.disk.quorum_state_lost or other.disk.durable):
+                return True
+            elif other.disk.quorum_state is not None and other.disk.quorum_state.voted_id == VOTE_FENCED:
+                return True  # fences again at its restart
+        return False
+
+    def _may_remove_voter(self) -> bool:
+        """With storage faults, never down to one voter: a damaged copy needs another to repair from.
+        (The smallest voter set any running node holds, a leader among them: its log has every
+        committed change.)"""
+        if "storage" not in self.params.faults:
+            return True
+        running = [n.core for n in self.nodes.values() if n.core is not None]
+        if not any(core.role is Role.LEADER for core in running):
+            return False  # without a leader every view may miss a committed removal
+        return min(len(core.voters) for core in running) > 2 and len(self.current_voters()) > 2
 
     def current_voters(self) -> tuple[int, ...]:
         """The voter set of the newest leader's log (the bootstrap set before any change)."""
@@ -735,6 +844,10 @@ class Simulation:
         keep_down = {n.node_id for n in down if n.node_id in self.voters}
         # After voter changes a minority of the first set may be a majority of the set in force.
         keep_down = set(sorted(keep_down)[: self.params.left_down]) if not self.membership_changed else set()
+        if self._storage_faulted:
+            # A damaged copy is a fault too: repair may need every other copy, and a node that lost its
+            # election state votes again only once every voter has told it its epoch (the vote fence).
+            keep_down = set()
         for node in self.nodes.values():
             node.paused_until = 0
             node.end_suspension(self.now)
@@ -765,12 +878,21 @@ class Simulation:
                 )
             result.liveness_ms = self.now - heal_at
             cores = {n.node_id: n.core for n in self.nodes.values() if n.core is not None}
+            for node_id, core in cores.items():
+                if core.damaged and node_id in self.current_voters():
+                    raise InvariantViolation(
+                        "liveness", f"voter {node_id} still holds damaged batches at {sorted(core.damaged)}"
+                    )
             self.checker.check_final(cores, self.acknowledged, self.rejected)
         except InvariantViolation as violation:
             result.violation = violation
             self._trace(f"VIOLATION {violation}")
         except CommittedTruncationError as error:
             result.violation = InvariantViolation("3-committed-never-truncated", str(error))
+            self._trace(f"VIOLATION {result.violation}")
+        except UnrepairableEntryError as error:
+            # Only repairable damage is injected (disk_faults): stopping is a failure to repair.
+            result.violation = InvariantViolation("liveness", str(error))
             self._trace(f"VIOLATION {result.violation}")
         except AssertionError as error:
             result.violation = InvariantViolation("assertion", str(error) or repr(error))
@@ -870,7 +992,7 @@ class Simulation:
                 node = nodes[payload[0]]
                 if node.core is None or node.incarnation != payload[1] or self.healed:
                     continue
-                self._crash(node)
+                self._crash(node, after_vote=True)
                 self._push(at + 1 + self.rng.next_int(4), RESTART, node.node_id)
                 self._count("crash_after_vote")
             elif kind == RESTART:

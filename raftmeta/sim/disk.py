@@ -12,6 +12,8 @@ snapshot, with the crash semantics of the real storage (raftmeta/storage).
   that were not flushed yet: a disk may have written some of them.
 * The quorum-state file is replaced atomically; a write in flight at a crash is lost whole (the
   simulator delays it, see ``Simulation._perform``). It can also be lost outright (``lose_state``).
+* Repairs (``Ready.repair``) overwrite a damaged batch in place and are durable on return. The
+  damage itself is injected by ``raftmeta.sim.disk_faults``.
 * The high-watermark checkpoint is written lazily and clamped to the durable log, as
   ``HighWatermarkCheckpoint`` does; a restart starts the core from it.
 """
@@ -34,6 +36,7 @@ class SimDisk:
         "hw_checkpoint",
         "pending",
         "quorum_state",
+        "quorum_state_lost",
         "snapshot",
     )
 
@@ -44,6 +47,8 @@ class SimDisk:
         self.pending: list[tuple[int, Entry | int]] = []
         self._ops_done = 0  # writes made durable so far (pending[0] is write number _ops_done)
         self.quorum_state: QuorumStateData | None = None
+        # The quorum-state file failed its checksum and was set aside: not a new node's missing file.
+        self.quorum_state_lost = False
         self.hw_checkpoint = 0
         self.snapshot: SnapshotImage | None = None
 
@@ -63,13 +68,19 @@ class SimDisk:
             return self.durable[-1].epoch
         return self.snapshot.epoch if self.snapshot else 0
 
-    def durably_holds(self, entry: Entry) -> bool:
-        """Whether ``entry`` would survive a crash right now (it is flushed, or in the snapshot)."""
+    def durably_holds(self, entry: Entry, *, intact: bool = True) -> bool:
+        """Whether ``entry`` would survive a crash right now (it is flushed, or in the snapshot);
+        ``intact``: and its bytes are the batch's (a damaged copy holds nothing)."""
         if self.snapshot is not None and entry.next_offset <= self.snapshot.end_offset:
             return True
         durable = self.durable
         i = bisect.bisect_left(durable, entry.base_offset, key=lambda e: e.base_offset)
-        return i < len(durable) and durable[i].base_offset == entry.base_offset and durable[i].epoch == entry.epoch
+        return (
+            i < len(durable)
+            and durable[i].base_offset == entry.base_offset
+            and durable[i].epoch == entry.epoch
+            and (not intact or durable[i].data == entry.data)
+        )
 
     # -- writes ----------------------------------------------------------------------------------
     def append(self, entry: Entry) -> None:
@@ -81,6 +92,15 @@ class SimDisk:
         # Durable on return, with everything written before it (one file, one fsync).
         self.pending.append((TRUNCATE, offset))
         self._apply(len(self.pending))
+
+    def repair(self, entry: Entry) -> None:
+        """Overwrite the damaged batch in ``entry``'s slot with ``entry`` (written and fsynced in
+        place, durable on return)."""
+        for entries in (self.entries, self.durable):
+            i = bisect.bisect_left(entries, entry.base_offset, key=lambda e: e.base_offset)
+            if i < len(entries) and entries[i].base_offset == entry.base_offset:
+                assert entries[i].epoch == entry.epoch, "a repair fills the same slot"
+                entries[i] = entry
 
     def flush_begin(self) -> tuple[int, int]:
         """An fsync starts: it covers the writes made so far. Returns its barrier and the log end

@@ -12,7 +12,8 @@ from raftmeta.sim.rng import SeededRandom
 # crash_after_vote: a voter crashes right after granting a vote and soon comes back;
 # membership: the leader adds an observer as a voter or removes a voter (KIP-853);
 # suspend: a node's machine sleeps: it handles nothing, like a pause, and its monotonic clock
-# stops, so its timers are late by the suspension when it wakes (clock-based leases fail).
+# stops, so its timers are late by the suspension when it wakes (clock-based leases fail);
+# storage: a node crashes and its disk is damaged while it is down (raftmeta/sim/disk_faults.py).
 FAULT_KINDS = (
     "kill",
     "crash_after_vote",
@@ -26,9 +27,10 @@ FAULT_KINDS = (
     "transfer",
     "membership",
     "suspend",
+    "storage",
 )
 # Drawn after every other parameter, so that adding them left every earlier draw of a seed as it was.
-LATE_KINDS = ("membership", "suspend")
+LATE_KINDS = ("membership", "suspend", "storage")
 PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
 
 
@@ -114,4 +116,6 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
         params = replace(params, faults=enabled | {"membership"}, observers=max(params.observers, 1))
     if "suspend" in allowed_faults and (not classic or rng.random() < 0.4):
         params = replace(params, faults=params.faults | {"suspend"})
+    if "storage" in allowed_faults and (not classic or rng.random() < 0.4):
+        params = replace(params, faults=params.faults | {"storage"})
     return params

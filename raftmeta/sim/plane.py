@@ -428,8 +428,11 @@ class PlaneSimulation(Simulation):
         rng = self.rng
         voters = self.current_voters()
         outside = [i for i in self.node_ids if i not in voters]
+        removable = self._may_remove_voter()
+        if not removable and not outside:
+            return "membership_kept_two"
         request: Message
-        if outside and (rng.random() < 0.5 or len(voters) == 1):
+        if outside and (rng.random() < 0.5 or len(voters) == 1 or not removable):
             request = controller_pb2.AddRaftVoterRequest(voter_id=rng.choice(outside))
             method, kind = "AddRaftVoter", "membership_add"
         else:

@@ -21,6 +21,11 @@ CORE_BUGS = (
     "forget_vote_on_restart",
     "voter_change_while_pending",
     "hw_from_committed_voters",
+    # Storage faults (docs/storage.md, "Repair from the quorum"): repair from a damaged copy, count
+    # a damaged batch toward the high watermark, vote again at once after losing the quorum-state.
+    "repair_unchecked",
+    "count_damaged_toward_hw",
+    "vote_without_fence",
 )
 # Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes
 # it; partition leaders never ask for a caught-up follower back (the ISR never regrows); the

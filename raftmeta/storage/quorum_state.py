@@ -9,7 +9,8 @@ JSON, as Kafka's ``quorum-state`` file, with a version and a checksum::
 spaces (:mod:`raftmeta.storage.checksummed_json`, shared with the high-watermark checkpoint),
 so a flipped bit or a hand edit is detected rather than believed.
 ``voted_id`` and ``leader_id`` are -1 for "none"; ``voted_id`` -2 means "unknown": the state
-was lost once and this node grants no vote in this epoch (docs/storage.md, "Damaged disk").
+was lost once and this node grants no vote in this epoch (docs/storage.md, "Damaged disk"); -3
+means the vote fence is open (docs/consensus.md, "Lost election state").
 Version 0 files (no checksum, written by older releases) are still read.
 
 The file is replaced atomically (temp file, fsync, rename, fsync directory) and the driver must

@@ -68,6 +68,8 @@ def view(**changes: object) -> RaftView:
         "active_controller": True,
         "applied_offset": 110,
         "image": sample_image(),
+        "damaged_batches": 2,
+        "repairs": 5,
     }
     fields.update(changes)
     return RaftView(**fields)  # type: ignore[arg-type]
@@ -179,6 +181,8 @@ def test_gauges_show_the_view() -> None:
         "raftmeta_controller_offline_partitions_count": 1,
         "raftmeta_controller_preferred_replica_imbalance_count": 1,
         "raftmeta_controller_under_replicated_partitions": 2,
+        "raftmeta_raft_damaged_batches": 2,
+        "raftmeta_raft_repairs_total": 5,
     }
     assert {name: value(samples, name) for name in expected} == expected
 

@@ -41,6 +41,7 @@ class Net:
         *,
         logs: dict[int, list[Entry]] | None = None,
         quorum_states: dict[int, QuorumStateData] | None = None,
+        damaged: dict[int, list[int]] | None = None,
         seed: int = 0,
         faults: Faults | None = None,
         **config: Any,
@@ -67,6 +68,7 @@ class Net:
                 self.now,
                 quorum_state=(quorum_states or {}).get(node),
                 entries=(logs or {}).get(node, []),
+                damaged=(damaged or {}).get(node, []),
             )
             self.committed[node] = []
             self.readies[node] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from raftmeta.raft import (
+    VOTE_FENCED,
     VOTE_UNKNOWN,
     CommittedTruncationError,
     Envelope,
@@ -18,7 +19,7 @@ from raftmeta.raft import (
     SnapshotImage,
 )
 from raftmeta.raft.types import NO_LEADER
-from raftmeta.v1 import raft_pb2
+from raftmeta.v1 import errors_pb2, raft_pb2
 
 from .harness import SeededSource, make_log
 
@@ -73,9 +74,57 @@ def test_a_lost_state_file_lifts_the_epoch_to_the_log_and_withholds_the_vote_the
     assert (core.role, core.epoch) == (Role.UNATTACHED, 4)
     assert core.start_note is not None and "epoch 4" in core.start_note and "no vote" in core.start_note
     persisted = core.take_ready().quorum_state
-    assert persisted == QuorumStateData(4, NO_LEADER, VOTE_UNKNOWN), "the fence survives a second crash"
+    assert persisted == QuorumStateData(4, NO_LEADER, VOTE_FENCED), "the fence survives a second crash"
     assert not vote_from(core, 3, epoch=4, last_epoch=4, last_offset=10)
-    # The next epoch is a new election: it votes there as usual.
+    # It may have voted in epoch 5 too (a candidate of 5 asked it just before the file was lost):
+    # behind the vote fence it grants nothing until every voter has told it its epoch.
+    assert not vote_from(core, 3, epoch=5, last_epoch=4, last_offset=10)
+    answer_fence(core, {2: 5, 3: 5})
+    assert (core.epoch, core.state.voted_id) == (5, VOTE_UNKNOWN)
+    assert not vote_from(core, 3, epoch=5, last_epoch=4, last_offset=10)
+    # Every vote it may have granted is in an epoch <= 5: the next one is a new election.
+    assert vote_from(core, 3, epoch=6, last_epoch=4, last_offset=10)
+
+
+def answer_fence(core: RaftCore, epochs: dict[int, int], now: int = 10) -> None:
+    """The node asks every other voter that has not answered for its epoch (a Fetch); those in
+    ``epochs`` answer with theirs, the others stay silent."""
+    core.poll(now)
+    probes = [e for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchRequest)]
+    assert set(epochs) <= {e.destination for e in probes}
+    for probe in probes:
+        if probe.destination in epochs:
+            answer = raft_pb2.FetchResponse(
+                error_code=errors_pb2.NOT_LEADER_OR_FOLLOWER, leader_id=-1, leader_epoch=epochs[probe.destination]
+            )
+            core.step(now, Envelope(probe.destination, core.node_id, probe.correlation_id, answer))
+    core.poll(now)
+    core.take_ready()
+
+
+def test_the_vote_fence_holds_until_every_voter_answered_and_rises_to_their_highest_epoch() -> None:
+    core = start(quorum_state=None, epochs=[1, 2, 4, 4])
+    core.take_ready()
+    answer_fence(core, {2: 4})  # node 3 does not answer (down): the fence stays
+    assert not vote_from(core, 2, epoch=5, last_epoch=4, last_offset=10)
+    core.poll(5_000)
+    assert core.role is Role.UNATTACHED, "and it stands in no election meanwhile"
+    answer_fence(core, {3: 7}, now=6_000)  # asked again; a candidate of epoch 7 may have had its vote
+    assert (core.epoch, core.state.voted_id) == (7, VOTE_UNKNOWN)
+    assert not vote_from(core, 2, epoch=7, last_epoch=4, last_offset=10)
+    assert vote_from(core, 2, epoch=8, last_epoch=4, last_offset=10)
+
+
+def test_without_the_fence_the_lost_vote_of_a_later_epoch_is_granted_again() -> None:
+    """The planted switch the simulator must catch: vote from the log's epoch + 1 at once."""
+    core = RaftCore(
+        RaftConfig(node_id=1, voters=VOTERS, cluster_id="t", faults=Faults(vote_without_fence=True)),
+        SeededSource(1),
+        0,
+        quorum_state=None,
+        entries=make_log([1, 2, 4, 4]),
+    )
+    core.take_ready()
     assert vote_from(core, 3, epoch=5, last_epoch=4, last_offset=10)
 
 
@@ -157,3 +206,29 @@ def test_a_diverging_answer_at_the_high_watermark_truncates() -> None:
     core.step(2, Envelope(2, 1, fetch.correlation_id, diverging_answer(2, 3, diverging_epoch=2, end_offset=2)))
     assert core.take_ready().truncate_to == 2
     assert core.log.end_offset == 2
+
+
+def test_a_fenced_voter_is_no_witness_and_answers_that_it_does_not_know_its_epoch() -> None:
+    """Two nodes lost their election state: one's epoch (its log's) may be below the one it voted
+    in, so it cannot bound the other's lost vote. Before: the other closed its fence on it and led
+    an epoch that had had a leader already (raftmeta sim --seed 100199 --faults storage)."""
+    fenced = start(node=3, quorum_state=None, epochs=[1, 2])
+    fenced.take_ready()
+    probe = raft_pb2.FetchRequest(cluster_id="t", replica_id=1, replica_epoch=4, fetch_offset=4, last_fetched_epoch=4)
+    fenced.step(5, Envelope(1, 3, 77, probe))
+    [reply] = [e.message for e in fenced.take_ready().messages if e.correlation_id == 77]
+    assert isinstance(reply, raft_pb2.FetchResponse) and reply.error_code == errors_pb2.UNKNOWN_LEADER_EPOCH
+    core = start(quorum_state=None, epochs=[1, 2, 4, 4])
+    core.take_ready()
+    core.poll(10)
+    probes = [e for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchRequest)]
+    for p in probes:
+        answer = (
+            reply
+            if p.destination == 3
+            else raft_pb2.FetchResponse(error_code=errors_pb2.NOT_LEADER_OR_FOLLOWER, leader_epoch=4)
+        )
+        core.step(20, Envelope(p.destination, 1, p.correlation_id, answer))
+    core.poll(30)
+    assert core.vote_fenced, "node 3's answer does not count"
+    assert not vote_from(core, 2, epoch=5, last_epoch=4, last_offset=10)

@@ -39,6 +39,9 @@ def test_ci_seed_budget_finds_no_violation(voters: int) -> None:
         "membership_add",
         "membership_remove",
         "membership_refused",
+        "storage_bit_flip",
+        "storage_quorum_state",
+        "storage_repaired",
     ):
         assert summary.faults.get(kind, 0) > 0, kind
     shapes = {k for k in summary.faults if k.startswith("partition_")}

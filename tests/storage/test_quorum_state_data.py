@@ -35,7 +35,7 @@ def test_one_field_order_everywhere() -> None:
     ("values", "field"),
     [
         ({"epoch": -1}, "epoch"),
-        ({"epoch": 1, "voted_id": -3}, "voted_id"),
+        ({"epoch": 1, "voted_id": -4}, "voted_id"),
         ({"epoch": 1, "leader_id": -2}, "leader_id"),
         ({"epoch": 1, "voted_id": 4, "voters": (1, 2, 3)}, "voted_id"),
         ({"epoch": 1, "voters": (1, 1)}, "voters"),

@@ -104,7 +104,7 @@ def test_quorum_state_round_trip(tmp_path: Path) -> None:
         ('{"data_version": 0, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": ["a"]}', "field 'voters'"),
         ('{"data_version": 0, "epoch": 1, "voted_id": 8, "leader_id": -1, "voters": [1, 2, 3]}', "voted_id 8"),
         ('{"data_version": 0, "epoch": 1, "voted_id": -1, "leader_id": 4, "voters": [1, 2, 3]}', "leader_id 4"),
-        ('{"data_version": 0, "epoch": 1, "voted_id": -3, "leader_id": -1, "voters": [1, 2, 3]}', "voted_id -3"),
+        ('{"data_version": 0, "epoch": 1, "voted_id": -4, "leader_id": -1, "voters": [1, 2, 3]}', "voted_id -4"),
         ('{"data_version": 0, "epoch": 1, "voted_id": -1, "leader_id": -1, "voters": [1, 1]}', "distinct"),
         ('{"data_version": 1, "epoch": 1, "voted_id": 2, "leader_id": 1, "voters": [1, 2]}', "field 'crc32c'"),
         ("[]", "not a JSON object"),

@@ -1,0 +1,79 @@
+"""Repair of damaged batches from the quorum (docs/storage.md, "Repair from the quorum").
+
+The driver tells the core which batches of its log failed their check on start (a flipped bit, a
+zeroed sector, a lost or misdirected write: the bytes in a slot are not the batch the slot's
+header and the batches around it say it holds). The slot itself -- base offset, epoch, end -- is
+known from the intact index; only its bytes are not. Protocol-Aware Recovery (Alagappan et al.,
+FAST '18, CTRL) then repairs it from a peer's copy. This module holds the pure rules the core
+applies: whether a copy fills a slot, and what the peers said about one slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from raftmeta.raft.log import Entry
+from raftmeta.records.codec import CorruptBatchError, check_batch
+
+# What a voter answered about one damaged slot of the leader's log.
+ANSWER_DAMAGED = "holds it damaged"
+ANSWER_ABSENT = "does not hold it"
+ANSWER_IN_SNAPSHOT = "holds it in a snapshot"
+
+
+def damage_of(entry: Entry) -> str | None:
+    """Why the bytes of ``entry`` are not the batch of its slot, or None if they are: one whole
+    batch, its CRC32C matching, its header naming the slot's base offset, epoch and end (a
+    misdirected write puts another slot's intact batch here: its CRC passes, its header does
+    not)."""
+    data = entry.data
+    try:
+        header = check_batch(data)
+    except CorruptBatchError as error:
+        return error.reason
+    if header.size_bytes != len(data):
+        return f"{len(data)} bytes where the batch header says {header.size_bytes}"
+    slot = (entry.base_offset, entry.epoch, entry.next_offset)
+    found = (header.base_offset, header.epoch, header.next_offset)
+    if found != slot:
+        return f"the batch there is (offset {found[0]}, epoch {found[1]}, end {found[2]}), the slot is {slot}"
+    return None
+
+
+def copy_fills(slot: Entry, copy: Entry) -> str | None:
+    """Why ``copy`` (a peer's batch) may not replace the damaged ``slot``, or None if it may: it
+    must be intact and name exactly the slot (same base offset, epoch and end). Same offset and
+    epoch means the same batch on every replica (Log Matching), committed or not, so any peer's
+    intact copy is the one this node wrote."""
+    if (copy.base_offset, copy.epoch, copy.next_offset) != (slot.base_offset, slot.epoch, slot.next_offset):
+        return (
+            f"the copy is (offset {copy.base_offset}, epoch {copy.epoch}, end {copy.next_offset}), "
+            f"the slot (offset {slot.base_offset}, epoch {slot.epoch}, end {slot.next_offset})"
+        )
+    return damage_of(copy)
+
+
+@dataclass(slots=True)
+class RepairRound:
+    """A leader asking the other voters and the observers it knows, one at a time, for an intact
+    copy of one damaged slot. A follower repairs from the leader's Fetch answers instead."""
+
+    base_offset: int
+    epoch: int
+    # peer -> what it answered (ANSWER_DAMAGED / ANSWER_ABSENT); no entry: not asked yet, or
+    # its answer was lost (asked again).
+    answers: dict[int, str] = field(default_factory=dict)
+    # Correlation id of the request in flight (-1: none; -2: waiting before asking again) and
+    # when to give up on it.
+    in_flight: int = -1
+    deadline_ms: int = 0
+    # Round-robin position among the voters still to answer.
+    turn: int = 0
+
+    def next_peer(self, peers: list[int]) -> int | None:
+        """The next peer to ask (None when every one has answered)."""
+        waiting = [v for v in peers if v not in self.answers]
+        if not waiting:
+            return None
+        self.turn += 1
+        return waiting[self.turn % len(waiting)]

@@ -1,0 +1,125 @@
+"""Storage faults of the simulated disk: the bytes a node reads back are not the ones it wrote
+(docs/storage.md, "Repair from the quorum"). Injected while the node is down, after a crash:
+
+* ``bit_flip``: one bit of a committed or flushed batch flips (the CRC field or what it covers);
+* ``zeroed_sector``: a 512-byte sector of a batch reads back as zeros;
+* ``lost_write``: fsync was reported but the batch never reached the medium: its bytes read back
+  as zeros;
+* ``misdirected_write``: a batch's right bytes were written over another batch's slot -- that
+  slot holds an intact batch with the wrong header, and the intended slot was never written;
+* ``lost_segment``: a run of batches in the middle of the log is gone (a truncated segment file
+  with later segments intact);
+* ``quorum_state``: the quorum-state file fails its checksum (the node sets it aside and recovers
+  its election state from the log);
+* ``hw_checkpoint``: the high-watermark checkpoint fails its checksum (the node starts from its
+  snapshot's end and relearns the high watermark from the leader).
+
+The slot of a damaged batch (base offset, epoch, end) stays known, as the segment's offset and
+epoch indexes give it; only its bytes are wrong. The last durable batch is never damaged (the real
+recovery truncates a bad last batch as a torn write, see docs/storage.md) and at most a minority
+of the voters' disks hold any one batch damaged at once: the quorum can repair every fault this
+module injects, and the simulation requires that it does.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+from raftmeta.raft import Entry
+from raftmeta.raft.repair import damage_of
+from raftmeta.sim.disk import SimDisk
+from raftmeta.sim.rng import SeededRandom
+
+LOG_FAULTS = ("bit_flip", "zeroed_sector", "lost_write", "misdirected_write", "lost_segment")
+STATE_FAULTS = ("quorum_state", "hw_checkpoint")
+STORAGE_FAULTS = (*LOG_FAULTS, *STATE_FAULTS)
+SECTOR = 512
+# The CRC field starts here: a flip from here on fails the CRC (the header before it is the
+# slot's, which the indexes know).
+CRC_FIELD = 17
+
+
+def damaged_slots(entries: Iterable[Entry]) -> list[int]:
+    """Base offsets of the batches whose bytes fail their check (what recovery finds)."""
+    return [e.base_offset for e in entries if damage_of(e) is not None]
+
+
+def inject(disk: SimDisk, rng: SeededRandom, kind: str, others: Iterable[SimDisk], minority: int) -> bool:
+    """Damage ``disk`` (at rest: right after a crash) with a fault of ``kind``; False if it has no
+    place for it (nothing to damage, or every candidate batch is damaged on a minority already)."""
+    if kind == "quorum_state":
+        # In any epoch, also above the log's last one (a vote granted just before the crash): the
+        # node recovers behind the vote fence (docs/consensus.md, "Lost election state").
+        if disk.quorum_state is None:
+            return False
+        disk.quorum_state = None
+        disk.quorum_state_lost = True
+        return True
+    if kind == "hw_checkpoint":
+        disk.hw_checkpoint = 0
+        return True
+    others = list(others)
+
+    def allowed(entry: Entry) -> bool:
+        held_damaged = sum(
+            1
+            for other in others
+            for e in _at(other.durable, entry.base_offset)
+            if e.epoch == entry.epoch and damage_of(e) is not None
+        )
+        return held_damaged < minority and damage_of(entry) is None
+
+    durable = disk.durable
+    candidates = [i for i in range(len(durable) - 1) if allowed(durable[i])]  # never the last batch
+    if not candidates:
+        return False
+    # Half the time one of the newest batches: flushed, maybe not committed yet.
+    i = candidates[-1 - rng.next_int(min(3, len(candidates)))] if rng.random() < 0.5 else rng.choice(candidates)
+    entry = durable[i]
+    if kind == "bit_flip":
+        position = CRC_FIELD + rng.next_int(len(entry.data) - CRC_FIELD)
+        flipped = bytearray(entry.data)
+        flipped[position] ^= 1 << rng.next_int(8)
+        _put(disk, i, bytes(flipped))
+    elif kind == "zeroed_sector":
+        start = CRC_FIELD + rng.next_int(len(entry.data) - CRC_FIELD)
+        end = min(len(entry.data), start + SECTOR)
+        data = entry.data[:start] + bytes(end - start) + entry.data[end:]
+        if data == entry.data:
+            return False  # the sector held zeros: nothing changed
+        _put(disk, i, data)
+    elif kind == "lost_write":
+        _put(disk, i, bytes(len(entry.data)))
+    elif kind == "misdirected_write":
+        targets = [j for j in candidates if j != i]
+        if not targets:
+            return False
+        j = rng.choice(targets)
+        # Entry i's bytes landed on slot j (cut or padded to j's length); slot i was never written.
+        wrong = durable[j].data
+        _put(disk, j, (entry.data + wrong[len(entry.data) :])[: len(wrong)])
+        _put(disk, i, bytes(len(entry.data)))
+    elif kind == "lost_segment":
+        run = [k for k in range(i, i + 1 + rng.next_int(3)) if k in candidates]
+        for k in run:
+            _put(disk, k, bytes(len(durable[k].data)))
+    else:
+        raise ValueError(f"unknown storage fault {kind}")
+    return True
+
+
+def _at(entries: list[Entry], base_offset: int) -> list[Entry]:
+    i = bisect.bisect_left(entries, base_offset, key=lambda e: e.base_offset)
+    return [entries[i]] if i < len(entries) and entries[i].base_offset == base_offset else []
+
+
+def _put(disk: SimDisk, index: int, data: bytes) -> None:
+    """Replace the bytes of durable batch ``index`` (its slot stays as the index has it)."""
+    old = disk.durable[index]
+    damaged = Entry(old.base_offset, old.epoch, old.next_offset, data)
+    disk.durable[index] = damaged
+    # At rest after a crash the page cache is what the disk holds.
+    j = next((k for k, e in enumerate(disk.entries) if e.base_offset == old.base_offset), None)
+    if j is not None:
+        disk.entries[j] = damaged

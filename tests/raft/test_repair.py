@@ -1,0 +1,194 @@
+"""Repair of damaged batches from the quorum (raftmeta/raft/repair.py, docs/storage.md "Repair
+from the quorum"): a node vouches for nothing past its first damaged batch, takes an intact copy
+from a peer -- never a damaged one -- and stops loudly when no copy the quorum may rely on is left."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+
+from raftmeta.raft import Entry, QuorumStateData, RaftCore, Role, SnapshotImage, UnrepairableEntryError
+from raftmeta.raft.config import Faults
+from raftmeta.raft.repair import copy_fills, damage_of
+from raftmeta.v1 import raft_pb2
+from tests.raft.harness import Net, make_log
+
+
+def damaged(entry: Entry, position: int = 30) -> Entry:
+    """``entry`` with one bit flipped (in the bytes its CRC covers)."""
+    data = bytearray(entry.data)
+    data[position] ^= 0x10
+    return Entry(entry.base_offset, entry.epoch, entry.next_offset, bytes(data))
+
+
+def with_damage(log: list[Entry], *offsets: int) -> list[Entry]:
+    return [damaged(e) if e.base_offset in offsets else e for e in log]
+
+
+def restart(net: Net, node: int, damage: list[int]) -> RaftCore:
+    """Restart ``node`` from its own log with the batches at ``damage`` rotten on its disk."""
+    old = net.cores[node]
+    entries = with_damage(old.log.entries(), *damage)
+    core = RaftCore(
+        old.config,
+        old._random,
+        net.now,
+        quorum_state=net.persisted.get(node),
+        entries=entries,
+        high_watermark=old.high_watermark,
+        first_correlation_id=1 << 32,
+        damaged=damage,
+    )
+    net.cores[node] = core
+    net.committed[node] = []
+    net.drive(node)
+    return core
+
+
+def repairs(net: Net, node: int) -> list[Entry]:
+    return [entry for ready in net.readies[node] for entry in ready.repair]
+
+
+# -- the copy check ----------------------------------------------------------------------------------
+def test_a_copy_fills_a_slot_only_intact_and_with_the_slots_offset_epoch_and_end() -> None:
+    log = make_log([1, 1, 2])
+    slot = damaged(log[1])
+    assert damage_of(slot) is not None and "CRC32C mismatch" in (damage_of(slot) or "")
+    assert damage_of(log[1]) is None
+    assert copy_fills(slot, log[1]) is None
+    assert copy_fills(slot, damaged(log[1])) is not None  # a damaged copy
+    # A misdirected write: batch 2's intact bytes in slot 1 (its CRC passes, its header does not).
+    misdirected = Entry(1, 1, 2, log[2].data)
+    assert "the batch there is (offset 2, epoch 2" in (damage_of(misdirected) or "")
+    other_epoch = make_log([1, 3])[1]
+    assert "epoch 3" in (copy_fills(slot, other_epoch) or "")
+    assert damage_of(Entry(1, 1, 2, bytes(len(log[1].data)))) is not None  # a lost write: zeros
+
+
+# -- a follower ---------------------------------------------------------------------------------------
+def test_a_follower_fetches_from_its_damaged_batch_and_repairs_it_from_the_leaders_answer() -> None:
+    net = Net([1, 2, 3])
+    leader = net.elect()
+    for i in range(4):
+        net.cores[leader].propose(net.now, [b"create-%d" % i])
+        net.drive(leader)
+        net.deliver_all()
+    net.advance(200)
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    before = net.cores[follower].log.entries()
+    target = before[2]
+    core = restart(net, follower, [target.base_offset])
+    assert core.vouched_end_offset == target.base_offset
+    assert core.damaged == {target.base_offset}
+    # It applies nothing from the damaged batch on, and reports no more than it can vouch for.
+    assert all(e.next_offset <= target.base_offset for e in net.committed[follower])
+    net.advance(100)
+    fetches = [
+        e.message
+        for e in net.delivered
+        if e.source == follower and isinstance(e.message, raft_pb2.FetchRequest) and e.correlation_id >= 1 << 32
+    ]
+    assert fetches and fetches[0].fetch_offset == target.base_offset
+    assert core.damaged == set()
+    assert repairs(net, follower) == [target]  # the leader's copy, byte for byte
+    assert core.log.entries() == before[: len(core.log.entries())]
+    assert core.repairs == 1
+    assert [e.base_offset for e in net.committed[follower]][-1] >= target.base_offset
+
+
+# -- a leader ----------------------------------------------------------------------------------------------
+def leader_with_damage(*, peers: dict[int, list[Entry]], damage: dict[int, list[int]], down: Iterable[int] = ()) -> Net:
+    """Node 1 holds the only epoch-2 batch (at 3), so only it can win; its batch at 1 is damaged."""
+    logs = {1: with_damage(make_log([1, 1, 1, 2]), *damage.get(1, []))}
+    logs.update({n: with_damage(log, *damage.get(n, [])) for n, log in peers.items()})
+    net = Net([1, 2, 3], logs=logs, damaged=damage, quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(2)))
+    net.down |= set(down)
+    return net
+
+
+def test_a_leader_repairs_its_damaged_batch_from_a_voter_and_only_then_commits_past_it() -> None:
+    net = leader_with_damage(peers={2: make_log([1, 1, 1]), 3: make_log([1, 1, 1])}, damage={1: [1]}, down={3})
+    assert net.elect() == 1
+    leader = net.cores[1]
+    net.advance(3000)
+    assert leader.damaged == set()
+    assert repairs(net, 1) == [make_log([1, 1])[1]]
+    assert leader.high_watermark >= 4  # committed its epoch's batch with node 2 once it could vouch
+    assert [e.base_offset for e in net.committed[1]][:4] == [0, 1, 2, 3]
+
+
+def test_a_leader_never_takes_a_damaged_copy_and_stops_when_every_copy_is_damaged() -> None:
+    net = leader_with_damage(peers={2: make_log([1, 1, 1]), 3: make_log([1, 1, 1])}, damage={1: [1], 2: [1], 3: [1]})
+    kept = net.cores[1].log.entries()
+    with pytest.raises(UnrepairableEntryError, match=r"holds a damaged batch at offset 1 .*node 2: holds it damaged"):
+        net.advance(5000)
+    assert net.cores[1].role is Role.LEADER
+    assert net.cores[1].log.entries()[:4] == kept  # nothing dropped on the way
+    assert repairs(net, 1) == []
+
+
+def test_the_planted_switch_repairs_from_a_damaged_copy() -> None:
+    logs = {1: with_damage(make_log([1, 1, 1, 2]), 1), 2: with_damage(make_log([1, 1, 1]), 1)}
+    net = Net(
+        [1, 2, 3],
+        logs=logs,
+        damaged={1: [1], 2: [1]},
+        quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(2)),
+        faults=Faults(repair_unchecked=True),
+    )
+    net.down.add(3)
+    assert net.elect() == 1
+    net.advance(1000)
+    assert repairs(net, 1) and damage_of(repairs(net, 1)[0]) is not None  # what the simulator catches
+
+
+def test_a_damaged_uncommitted_batch_only_the_leader_holds_is_dropped_and_the_leader_resigns() -> None:
+    # Node 1's epoch-2 batch at 3 is damaged; nodes 2 and 3 never had it: it is not committed.
+    net = leader_with_damage(peers={2: make_log([1, 1, 1]), 3: make_log([1, 1, 1])}, damage={1: [3]}, down={3})
+    assert net.elect() == 1
+    net.down.clear()  # node 3 answers too: no other voter holds the batch
+    net.advance(3000)
+    core = net.cores[1]
+    assert core.damaged == set()
+    assert 3 not in [e.base_offset for e in core.log.entries() if e.epoch == 2]
+    assert repairs(net, 1) == []
+    leader = net.leader()
+    assert net.cores[leader].epoch > 2 or leader != 1
+    for node in (1, 2, 3):
+        assert damage_of(net.cores[node].log.entries()[-1]) is None
+
+
+def test_a_single_voter_asks_its_observer_and_stops_when_that_copy_is_damaged_too() -> None:
+    logs = {1: with_damage(make_log([1, 1, 1]), 1), 2: with_damage(make_log([1, 1]), 1)}
+    net = Net([1], [2], logs=logs, damaged={1: [1], 2: [1]}, quorum_states=dict.fromkeys((1, 2), QuorumStateData(1)))
+    with pytest.raises(
+        UnrepairableEntryError, match=r"no other voter holds an intact copy \(node 2: holds it damaged\)"
+    ):
+        net.advance(5000)
+    assert net.cores[1].role is Role.LEADER
+
+
+def test_a_damaged_batch_the_leader_holds_only_in_its_snapshot_installs_it_and_keeps_the_log_above() -> None:
+    net = Net([1, 2, 3])
+    leader = net.elect()
+    for i in range(6):
+        net.cores[leader].propose(net.now, [b"create-%d" % i])
+        net.drive(leader)
+        net.deliver_all()
+    net.advance(200)
+    core = net.cores[leader]
+    end = core.log.entries()[4].base_offset
+    before = core.log.entry_before(end)
+    assert before is not None and core.high_watermark > end
+    core.on_snapshot_created(net.now, SnapshotImage(end, before.epoch, b""))
+    assert core.log.start_offset == end
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    above = [e for e in net.cores[follower].log.entries() if e.base_offset >= end]
+    restarted = restart(net, follower, [1])
+    net.advance(500)
+    installs = [r for r in net.readies[follower] if r.install_snapshot is not None]
+    assert installs and installs[0].install_keeps_log
+    assert restarted.damaged == set()
+    assert restarted.log.start_offset == end
+    assert restarted.log.entries()[: len(above)] == above, "its intact copies above the snapshot stay"

@@ -1,0 +1,97 @@
+"""Storage faults in the simulator (raftmeta/sim/disk_faults.py): what each one does to a disk,
+and seeded runs where the quorum repairs every damaged replica without loss (docs/storage.md,
+"Repair from the quorum"). The planted switches are caught in tests/sim/test_simulation.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftmeta.raft import Entry, QuorumStateData
+from raftmeta.raft.repair import damage_of
+from raftmeta.records.codec import encode_batch
+from raftmeta.sim import run_seeds
+from raftmeta.sim.disk import SimDisk
+from raftmeta.sim.disk_faults import LOG_FAULTS, STORAGE_FAULTS, damaged_slots, inject
+from raftmeta.sim.rng import SeededRandom
+
+SEEDS = 100
+STEPS = 3000
+
+
+def batch(offset: int, epoch: int) -> Entry:
+    data = encode_batch(offset, epoch, [b"c" + offset.to_bytes(8, "big") + b"x" * 700], 0)
+    return Entry(offset, epoch, offset + 1, data)
+
+
+def flushed_disk(length: int = 6) -> SimDisk:
+    disk = SimDisk()
+    for offset in range(length):
+        disk.append(batch(offset, 1 + offset // 3))
+    disk.flush_end(disk.flush_begin()[0])
+    disk.quorum_state = QuorumStateData(2, 1, 1)
+    disk.hw_checkpoint = 4
+    return disk
+
+
+@pytest.mark.parametrize("kind", LOG_FAULTS)
+def test_each_log_fault_leaves_a_detectable_damaged_batch_never_the_last(kind: str) -> None:
+    hit: set[int] = set()
+    for seed in range(40):
+        disk = flushed_disk()
+        assert inject(disk, SeededRandom(seed), kind, [], minority=1)
+        damaged = damaged_slots(disk.durable)
+        assert damaged, "the recovery scan finds it"
+        assert damaged_slots(disk.entries) == damaged, "what the node reads back after the crash"
+        assert 5 not in damaged, "the last batch would be truncated as a torn write, not damaged"
+        for entry in disk.durable:
+            assert (entry.base_offset, entry.next_offset) == (entry.base_offset, entry.base_offset + 1)
+        hit.update(damaged)
+        # The slot stays where it was: only its bytes changed.
+        assert [e.base_offset for e in disk.durable] == list(range(6))
+    assert len(hit) > 2, "the damage lands on different batches"
+
+
+def test_no_batch_is_damaged_on_more_than_a_minority_of_disks() -> None:
+    others = [flushed_disk()]
+    for entry in list(others[0].durable[:-1]):
+        inject(others[0], SeededRandom(entry.base_offset), "lost_write", [], minority=1)
+    # Every batch but the last is damaged on the other disk: with a minority of one, none is left.
+    assert damaged_slots(others[0].durable) == [0, 1, 2, 3, 4]
+    disk = flushed_disk()
+    assert not inject(disk, SeededRandom(1), "bit_flip", others, minority=1)
+    assert inject(disk, SeededRandom(1), "bit_flip", others, minority=2)
+
+
+def test_a_damaged_quorum_state_is_set_aside_and_a_damaged_checkpoint_read_as_none() -> None:
+    disk = flushed_disk()
+    assert inject(disk, SeededRandom(0), "quorum_state", [], minority=1)
+    assert disk.quorum_state is None and disk.quorum_state_lost
+    assert inject(disk, SeededRandom(0), "hw_checkpoint", [], minority=1)
+    assert disk.hw_checkpoint == 0
+
+
+def test_a_repair_is_durable_at_once_and_a_damaged_copy_holds_nothing() -> None:
+    disk = flushed_disk()
+    intact = disk.durable[2]
+    inject(disk, SeededRandom(3), "lost_write", [], minority=1)
+    [slot] = damaged_slots(disk.durable)
+    original = batch(slot, disk.durable[slot].epoch)
+    assert not disk.durably_holds(original)
+    assert disk.durably_holds(original, intact=False)
+    disk.repair(original)
+    assert damaged_slots(disk.durable) == [] and disk.durably_holds(original)
+    assert damage_of(intact) is None
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("voters", [3, 5])
+def test_storage_faults_alone_every_damaged_replica_is_repaired_and_nothing_acknowledged_is_lost(voters: int) -> None:
+    """Every fault of the seed is a crash with a damaged disk, on a minority of the disks for each
+    batch and on every replica over a run. No invariant breaks, every acknowledged create is
+    committed, and every running voter ends repaired (the run's liveness check)."""
+    summary = run_seeds(range(SEEDS), steps=STEPS, voters=voters, kinds=frozenset({"storage"}))
+    assert summary.violations == [], summary.violations[:3]
+    assert summary.acknowledged > 20 * SEEDS
+    for kind in STORAGE_FAULTS:
+        assert summary.faults.get(f"storage_{kind}", 0) > 0, kind
+    assert summary.faults["storage_repaired"] > SEEDS
