@@ -94,15 +94,15 @@ def test_a_controller_fencing_brokers_on_stale_heartbeat_times_is_caught() -> No
 
 @pytest.mark.sim
 def test_a_partition_change_without_a_new_partition_epoch_is_caught() -> None:
-    """Invariant 7: every partition change carries the next partition epoch (what AlterPartition's
-    stale-epoch refusal rests on). The planted bug writes the old one: the followers' replay of the
-    committed record refuses it."""
+    """Every partition change carries the next partition epoch (what AlterPartition's stale-epoch
+    refusal rests on). The planted bug writes the old one: the oracle's epochs rule refuses the
+    committed record before any node's replay (invariant 7) does."""
     summary = planted("stale_partition_epoch")
     assert summary.violations, "a partition change without a new partition epoch went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20
-    assert violation["invariant"] == "7-partition-states"
-    assert "epochs" in violation["detail"]
+    assert violation["invariant"] == "rule-epochs"
+    assert "expected leader epoch" in violation["detail"]
 
 
 @pytest.mark.sim
