@@ -417,16 +417,19 @@ class RuleOracle:
             if topic is None:
                 self.checks["removed-topic"] += 1
                 name = self.removed[topic_id]
-                if (
-                    shown is not None
-                    or image.topic_ids.get(name) == topic_id
-                    or any(key[0] == topic_id for key in image.reassigning)
-                ):
+                left = [
+                    what
+                    for what, kept in (
+                        ("its partitions", shown is not None),
+                        ("its name", image.topic_ids.get(name) == topic_id),
+                        ("a reassignment", any(key[0] == topic_id for key in image.reassigning)),
+                    )
+                    if kept
+                ]
+                if left:
                     raise InvariantViolation(
                         "rule-removed-topic",
-                        f"{at} still holds removed topic {name!r} ({topic_id.hex()}): "
-                        f"{'its partitions, ' if shown is not None else ''}"
-                        f"{'its name, ' if image.topic_ids.get(name) == topic_id else ''}or a reassignment",
+                        f"{at} still holds removed topic {name!r} ({topic_id.hex()}): {', '.join(left)}",
                     )
                 continue
             mine = [

@@ -20,6 +20,7 @@ from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage, PartitionRegistration
 from raftmeta.controller.partition_change import PartitionChangeBuilder
+from raftmeta.controller.work import Steps, TurnBudget
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 # bug -> (the mutation, the oracle rule that must catch it)
@@ -34,7 +35,11 @@ RULE_BUGS: dict[str, tuple[str, str]] = {
     ),
     "fenced_isr_admission": (
         "AlterPartition's eligibility test forgets fenced brokers: a fenced follower joins the ISR",
-        "alter-partition",
+        "isr-addition",
+    ),
+    "fence_keeps_leaderships": (
+        "fencing a broker writes its FenceBrokerRecord without first moving its leaderships and ISR places",
+        "fenced-leads-nothing",
     ),
     "stale_isr_partition_epoch": (
         "AlterPartition accepts an older partition epoch (INVALID_UPDATE_VERSION never answered)",
@@ -73,6 +78,11 @@ def _always_unclean(image: MetadataImage, topic: Any, default: bool) -> bool:
 
 def _valid_even_fenced(self: PartitionChangeBuilder, broker: int) -> bool:
     return broker in self.target_isr  # mutation: was `... and self.is_acceptable_leader(broker)`
+
+
+def _nothing_to_leave(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:
+    yield from ()  # a generator, as the original, with no turn of work
+    return image, []  # mutation: was the records moving the broker's leaderships and ISR places
 
 
 def _ineligible_but_fenced(original: Callable[..., list[tuple[int, str]]]) -> Callable[..., list[tuple[int, str]]]:
@@ -155,6 +165,8 @@ def _patches(bug: str) -> list[tuple[Any, str, Any]]:
         return [(elections, "unclean_enabled", _always_unclean), (isr, "unclean_enabled", _always_unclean)]
     if bug == "fenced_leader":
         return [(PartitionChangeBuilder, "_is_valid_leader", _valid_even_fenced)]
+    if bug == "fence_keeps_leaderships":
+        return [(elections, "leave_steps", _nothing_to_leave)]
     if bug == "fenced_isr_admission":
         return [(isr, "ineligible_replicas", _ineligible_but_fenced(isr.ineligible_replicas))]
     if bug == "stale_isr_partition_epoch":
