@@ -194,6 +194,25 @@ class RuleOracle:
             fresh = True
         return fresh
 
+    def check(self, offset: int, record: records_pb2.MetadataRecord) -> None:
+        """Judge and replay one committed record (a reader that walks records, not batches)."""
+        self._record(offset, record)
+        self.next_offset = offset + 1
+
+    def load(self, image: MetadataImage, offset: int) -> None:
+        """Go on from a snapshot's image, the records before ``offset`` unseen (a tape with a gap)."""
+        self.brokers = {b.id: _Broker(b.epoch, b.fenced) for b in image.brokers.values()}
+        self.topics = {
+            topic.topic_id: _Topic(
+                topic.name, topic.topic_id, [_Partition(*part) for part in topic.partitions], dict(topic.configs)
+            )
+            for _, topic in image.topics.iter_items()
+        }
+        self.names = {topic.name: topic_id for topic_id, topic in self.topics.items()}
+        self.cluster_configs = dict(image.configs.get((BROKER_RESOURCE, ""), {}))
+        self.requests = {request_id: entry.request_sha256 for request_id, entry in image.requests.in_order()}
+        self.next_offset = offset
+
     def _break(self, rule: str, offset: int, record: Message, facts: str) -> InvariantViolation:
         return InvariantViolation(f"rule-{rule}", f"offset {offset}: {_text(record)}; {facts}")
 

@@ -107,7 +107,7 @@ CONTENDED_SHARE = 0.25  # of the clients' operations
 # (its partition leaders ask for it back in their ISRs); a client sends new work under the request
 # id of its last write (refused); every fourth fresh topic enables unclean leader election.
 RESTART_SHARE = 0.5
-BROKER_CUT_OFF_RATE = 0.002
+BROKER_CUT_OFF_RATE = 0.004
 REUSE_SHARE = 0.1  # of the contended operations
 UNCLEAN_EVERY = 4
 UNCLEAN = "unclean.leader.election.enable"
@@ -469,6 +469,11 @@ class PlaneSimulation(Simulation):
             broker.heartbeat_at_ms = self.now + HEARTBEAT_INTERVAL_MS
         elif isinstance(response, controller_pb2.AlterPartitionResponse):
             self._checked("isr-changes", sum(len(t.partitions) for t in response.topics))
+            ineligible = sum(
+                p.error_code == errors_pb2.INELIGIBLE_REPLICA for t in response.topics for p in t.partitions
+            )
+            if ineligible:
+                self._checked("isr-additions-refused-ineligible", ineligible)
         elif isinstance(response, (controller_pb2.AddRaftVoterResponse, controller_pb2.RemoveRaftVoterResponse)):
             self._voter_change_answered(call, response)
 
@@ -656,6 +661,7 @@ class PlaneSimulation(Simulation):
                 broker.heartbeat_at_ms = self.now
                 restart = workload.random() < RESTART_SHARE and broker.epoch >= 0
                 if restart:  # a new process: a new incarnation, registered anew
+                    self._count("broker_restart")
                     broker.incarnation += 1
                     broker.stale_epoch, broker.epoch = broker.epoch, -1
                 self._trace(f"broker {broker.broker_id} {'restarts' if restart else 'recovers'}")
@@ -664,7 +670,10 @@ class PlaneSimulation(Simulation):
                 broker.heartbeat_at_ms = self.now
                 self._trace(f"broker {broker.broker_id} reaches the controllers again")
             elif not broker.failed and broker.cut_off_until_ms < 0 and workload.random() < BROKER_CUT_OFF_RATE:
-                broker.cut_off_until_ms = self.now + 500 + workload.next_int(BROKER_DOWN_MAX_MS)
+                # Longer than a session: the controllers fence it while its partition leaders,
+                # which still see it fetch, ask for it back in their ISRs.
+                broker.cut_off_until_ms = self.now + SESSION_TIMEOUT_MS + workload.next_int(BROKER_DOWN_MAX_MS)
+                self._count("broker_cut_off")
                 self.calls.pop(owner, None)
                 self._trace(f"broker {broker.broker_id} is cut off from the controllers")
 
