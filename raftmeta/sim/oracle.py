@@ -34,8 +34,9 @@ Rules (the invariant a break is reported under is ``rule-<name>``):
   sender's registered broker epoch and the partition's current leader and partition epochs; the
   ISR members it adds are registered, unfenced, given with their registered epochs (or -1, unknown),
   and the record's additions are ones the leader asked for (the leader alone knows who caught up).
-- ``read-index``: a linearizable read is answered from an image at or past the last offset any
-  node had applied when the read reached the node that answers it.
+- ``read-index``: a linearizable read is answered from an image at or past its index (the
+  consensus core's: the high watermark when the read reached the leader, and at least the
+  leader's first batch) and past every offset any node had applied by then.
 - ``broker-fenced-leader`` (the simulated brokers' side): the metadata the partition leaders read
   never shows a fenced broker leading a partition.
 
@@ -554,9 +555,9 @@ class RuleOracle:
                     f"{method} with request id {request_id!r} (digest {digest.hex()[:16]}) wrote {_text(rec)[:200]}",
                 )
 
-    def arrived(self, node_id: int, key: int, applied_last: int) -> None:
-        """A call reached a node, when the highest offset any node had applied was ``applied_last``."""
-        self._arrived[(node_id, key)] = applied_last
+    def arrived(self, node_id: int, key: int, committed_last: int) -> None:
+        """A read reached a node when ``committed_last`` was committed (the image must reach it)."""
+        self._arrived[(node_id, key)] = committed_last
 
     def answered(self, node_id: int, controller: Controller, key: int, request: Message, response: Message) -> None:
         """A call answered by ``node_id``: the rules on what may be accepted, checked on the image
@@ -571,7 +572,7 @@ class RuleOracle:
                 raise InvariantViolation(
                     "rule-read-index",
                     f"node {node_id} answered a read from its image at offset {handling.committed_offset}; "
-                    f"offset {arrived} was applied when the read arrived: {_text(request)[:200]}",
+                    f"offset {arrived} was committed when the read arrived: {_text(request)[:200]}",
                 )
         elif isinstance(response, controller_pb2.BrokerHeartbeatResponse):
             assert isinstance(request, controller_pb2.BrokerHeartbeatRequest)
