@@ -356,7 +356,6 @@ class PlaneSimulation(Simulation):
             if answer.error is not None:
                 raise InvariantViolation("request-refused", f"{call.method} refused as malformed: {answer.error}")
             assert answer.response is not None
-            self.oracle.answered(node_id, qc.controller, answer.key, call.request, answer.response)
             self.known_controller[call.owner] = node_id
             response = answer.response
             if (
@@ -369,6 +368,8 @@ class PlaneSimulation(Simulation):
                 key = (node_id, qc.core.epoch, call.request.broker_id)  # type: ignore[attr-defined]
                 bisect.insort(self.heartbeat_sent_ms.setdefault(key, []), call.sent_ms)
             self._answered(call, answer.response)
+            # After the client's history has the answer (a stale read then shows in its timeline).
+            self.oracle.answered(node_id, qc.controller, answer.key, call.request, answer.response)
 
     def _check_session_fence(self, node_id: int, epoch: int, broker_id: int, decided_ms: int) -> None:
         """A broker fenced for a missed session had none of its heartbeats handled by this
