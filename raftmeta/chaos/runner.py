@@ -26,6 +26,7 @@ from raftmeta.chaos.metrics import MetricsRecorder
 from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.moves import COUNTS, check_reassignments
 from raftmeta.chaos.nemesis import DEFAULT_FAMILIES, FAMILIES, FaultStep, Nemesis, plan_faults
+from raftmeta.chaos.rules import check_rules
 from raftmeta.chaos.tape import CommittedTape
 from raftmeta.chaos.voter_log import check_voters, committed_voter_records, read_node_voters
 from raftmeta.chaos.workload import Workload, WorkloadConfig
@@ -328,6 +329,7 @@ async def _check_files(
     }
     moves = await asyncio.to_thread(check_reassignments, ops, tape.batches, tape.snapshots, log.requests)
     checks.extend(moves.checks)
+    checks.append(await asyncio.to_thread(check_rules, tape.batches, tape.snapshots))
     figures["reassignments"] = {"counts": moves.counts, **moves.figures}
     figures["history"] = {
         "replayed_node": log.node_id,

@@ -95,8 +95,10 @@ def _partition_line(image: MetadataImage, cause: str, change: records_pb2.Partit
         fields["replicas"] = list(change.replicas.ids)
     if change.unclean_election:
         fields["unclean_election"] = True
-    if change.HasField("leader") and change.leader == NO_LEADER:
+    # A record may name the same leader again (a replica left: a new leader epoch, same leader).
+    elected = change.HasField("leader") and (part is None or change.leader != part.leader)
+    if elected and change.leader == NO_LEADER:
         return "partition offline: no eligible leader", fields
-    if change.HasField("leader"):
+    if elected:
         return "partition leader elected", fields
     return "partition ISR changed", fields

@@ -500,7 +500,9 @@ class ImageBuilder:
         prev = draft.partitions[pid]
         leader = rec.leader if rec.HasField("leader") else prev.leader
         leader_changed = leader != prev.leader
-        expected_leader_epoch = prev.leader_epoch + (1 if leader_changed else 0)
+        # Kafka's PartitionRegistration.merge: a record that names a leader (a new one, or the same
+        # one when a replica leaves the replica set) starts a new leader epoch.
+        expected_leader_epoch = prev.leader_epoch + (1 if rec.HasField("leader") else 0)
         if rec.partition_epoch != prev.partition_epoch + 1 or rec.leader_epoch != expected_leader_epoch:
             raise ReplayError(
                 f"PartitionChangeRecord {draft.name}-{pid}: epochs (leader {rec.leader_epoch}, "

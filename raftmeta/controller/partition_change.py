@@ -13,8 +13,11 @@ expressed as a *target* (ISR, replicas, election type) and turned into at most o
   ``unclean_election`` -- data loss is possible (seed 002).
 - With no valid leader the leader becomes -1. An empty target ISR is never written: the ISR keeps
   its last member, so that broker can lead again when it returns (Kafka's rule without ELR).
-- The record carries the resulting epochs: leader epoch + 1 when the leader changes, partition
-  epoch + 1 on every change. ``build()`` returns None when nothing would change.
+- The record carries the resulting epochs, as Kafka's ``PartitionRegistration.merge`` makes them:
+  partition epoch + 1 on every change; leader epoch + 1 when the record names a leader, which it
+  does when the leader changes and -- Kafka's ``triggerLeaderEpochBumpForReplicaReassignmentIfNeeded``
+  -- when a replica leaves the replica set under the same leader (a finished or cancelled move), so
+  the removed replica's fetches are fenced. ``build()`` returns None when nothing would change.
 - **Reassignment** (KIP-455, Kafka's ``completeReassignmentIfNeeded``): while a partition has
   adding or removing replicas, every build checks whether the move can complete -- every adding
   replica is in the target ISR and the ISR keeps a member once the removing replicas leave it. If
@@ -139,6 +142,8 @@ class PartitionChangeBuilder:
                 # The new leader was not in sync: the ISR restarts from it alone.
                 new_isr = (leader,)
                 change.unclean_election = True
+        elif not set(part.replicas) <= set(self.target_replicas):
+            change.leader = leader  # a replica leaves: the same leader, a new leader epoch (Kafka's rule)
         if new_isr is None and self.target_isr and self.target_isr != part.isr:
             new_isr = self.target_isr
         if new_isr is not None:
@@ -162,6 +167,6 @@ class PartitionChangeBuilder:
             or removing_changed
         ):
             return None
-        change.leader_epoch = part.leader_epoch + (1 if leader_changed else 0)
+        change.leader_epoch = part.leader_epoch + (1 if change.HasField("leader") else 0)
         change.partition_epoch = part.partition_epoch + 1
         return records_pb2.MetadataRecord(partition_change=change)

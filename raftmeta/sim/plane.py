@@ -45,7 +45,7 @@ from google.protobuf.message import Message
 
 from placement import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig
-from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError
+from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError, RequestError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig
 from raftmeta.health import classify
@@ -56,7 +56,10 @@ from raftmeta.records.decode import decode_records
 from raftmeta.sim.checker import InvariantViolation
 from raftmeta.sim.client_history import ClientHistory, HistoryFailure
 from raftmeta.sim.cluster import CUSTOM, PROPOSE, RunResult, SimNode, Simulation
+from raftmeta.sim.oracle import RuleOracle
 from raftmeta.sim.params import SimParams
+from raftmeta.sim.rng import SeededRandom
+from raftmeta.sim.rule_bugs import RULE_BUGS, planted
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 T = TypeVar("T")
@@ -97,6 +100,17 @@ BROKER_DOWN_MAX_MS = 12_000
 # (invariant 10) judges them: rules 6 and 9 assume topics are never deleted.
 CONTENDED = ("c0", "c1", "c2")
 CONTENDED_SHARE = 0.25  # of the clients' operations
+# What the controller's rules are about, drawn from a random stream of their own (``workload``):
+# a recovering broker is half the time a restarted process, which registers again with a new
+# incarnation and whose previous incarnation's last heartbeat (the old epoch) arrives after that;
+# a broker is cut off from the controllers (no heartbeats, so it is fenced) while it still fetches
+# (its partition leaders ask for it back in their ISRs); a client sends new work under the request
+# id of its last write (refused); every fourth fresh topic enables unclean leader election.
+RESTART_SHARE = 0.5
+BROKER_CUT_OFF_RATE = 0.004
+REUSE_SHARE = 0.1  # of the contended operations
+UNCLEAN_EVERY = 4
+UNCLEAN = "unclean.leader.election.enable"
 
 
 @dataclass(slots=True)
@@ -113,6 +127,7 @@ class Call:
     leader_hint: int = -1
     attempts: int = 0
     sent_ms: int = -1  # when the current attempt was sent
+    reused_id: bool = False  # new work under an answered request id: must be refused
 
 
 @dataclass(slots=True)
@@ -125,6 +140,9 @@ class Broker:
     # As partition leaders see it: up = heartbeating and unfenced (see raftmeta.partition_leader).
     up_since_ms: int | None = None
     down_since_ms: int | None = None
+    incarnation: int = 0  # restarts so far (a new incarnation id each)
+    stale_epoch: int = -1  # the previous incarnation's epoch, until its late heartbeat is sent
+    cut_off_until_ms: int = -1  # cut off from the controllers (still fetching) until then
 
     def liveness(self) -> BrokerLiveness:
         return BrokerLiveness(self.epoch, self.up_since_ms, self.down_since_ms)
@@ -158,7 +176,10 @@ class PlaneSimulation(Simulation):
         self.no_auto_rebalance = "no_auto_rebalance" in plane_bugs
         self.stale_broker_sessions = "stale_broker_sessions" in plane_bugs
         self.stale_partition_epoch = "stale_partition_epoch" in plane_bugs
+        self.rule_bugs = frozenset(plane_bugs & set(RULE_BUGS))  # planted for the length of run()
         self.qcs: dict[int, QuorumController] = {}
+        # The controller's rules, checked on every committed record and answer (raftmeta.sim.oracle).
+        self.oracle = RuleOracle()
         self.calls: dict[str, Call] = {}  # owner -> its outstanding call
         self.by_key: dict[int, Call] = {}
         self.brokers = [Broker(b) for b in range(BROKERS)]
@@ -168,6 +189,8 @@ class PlaneSimulation(Simulation):
         self._next_request = 0  # request ids of the contended operations
         self._next_topic = 0
         self._next_topic_id = 1
+        self.workload = SeededRandom(f"{params.seed}-workload")
+        self.recorded_ids: dict[str, tuple[str, str]] = {}  # client -> (method, id) of its last answered write
         self.heal_at = -1
         # owner -> the node that answered it last: clients keep talking to the controller they
         # know (as a real client caches it) until it says NOT_CONTROLLER or stops answering.
@@ -229,6 +252,7 @@ class PlaneSimulation(Simulation):
             controller.handle = handle_keeping_epochs  # type: ignore[method-assign,assignment]
         controller.ids = self._topic_id
         controller.random = JavaRandom(self.rng.next_int(1 << 30))
+        self.oracle.watch(controller)  # last: it sees what the controller (and any planted bug) does
         return controller
 
     def _on_start(self, node: SimNode) -> None:
@@ -267,7 +291,12 @@ class PlaneSimulation(Simulation):
     def _apply(self, node: SimNode, core: RaftCore, entries: list[Entry]) -> None:
         super()._apply(node, core, entries)
         qc = self.qcs[node.node_id]
+        # The oracle judges each committed record once, before any node's replay (which refuses
+        # some of the same breaks on its own), then the image of the node that applied it first.
+        fresh = self.oracle.consume(entries)
         self._replay(node.node_id, lambda: qc.apply_committed(node.clock(self.now), entries))
+        if fresh:
+            self.oracle.compare(node.node_id, qc.controller.committed_image, node.applied_offset - 1)
 
     def _checked(self, check: str, times: int = 1) -> None:
         checks = self.checker.checks
@@ -301,6 +330,7 @@ class PlaneSimulation(Simulation):
                     decided = self.now - fields["commit_ms"]
                     self._check_session_fence(node_id, fields["epoch"], fields["broker_id"], decided)
         qc.take_snapshot_due()
+        self.oracle.raise_pending()
         for answer in qc.take_answers():
             call = self.by_key.pop(answer.key, None)
             if call is None or call.key != answer.key or self.calls.get(call.owner) is not call:
@@ -315,16 +345,31 @@ class PlaneSimulation(Simulation):
                 continue
             if isinstance(answer.error, ControllerFailedError):
                 raise InvariantViolation("controller-failed", f"{call.method}: {answer.error}")
+            if call.reused_id:
+                # Refused (RequestError), or -- the id had left the table -- done as new work; a
+                # reused id answered with another request's outcome is the oracle's to report.
+                del self.calls[call.owner]
+                self._checked(
+                    "request-id-reused-refused" if isinstance(answer.error, RequestError) else "request-id-reused"
+                )
+                continue
             if answer.error is not None:
                 raise InvariantViolation("request-refused", f"{call.method} refused as malformed: {answer.error}")
             assert answer.response is not None
             self.known_controller[call.owner] = node_id
-            if isinstance(answer.response, controller_pb2.BrokerHeartbeatResponse) and not answer.response.error_code:
+            response = answer.response
+            if (
+                isinstance(response, controller_pb2.BrokerHeartbeatResponse)
+                and call.owner.startswith("broker-")  # not a late heartbeat of an old incarnation
+                and not response.error_code
+            ):
                 # Answered OK: handled by this node's controller in its current leadership (a
                 # leadership lost meanwhile fails its waiting requests), no earlier than sent.
                 key = (node_id, qc.core.epoch, call.request.broker_id)  # type: ignore[attr-defined]
                 bisect.insort(self.heartbeat_sent_ms.setdefault(key, []), call.sent_ms)
             self._answered(call, answer.response)
+            # After the client's history has the answer (a stale read then shows in its timeline).
+            self.oracle.answered(node_id, qc.controller, answer.key, call.request, answer.response)
 
     def _check_session_fence(self, node_id: int, epoch: int, broker_id: int, decided_ms: int) -> None:
         """A broker fenced for a missed session had none of its heartbeats handled by this
@@ -358,6 +403,8 @@ class PlaneSimulation(Simulation):
             self.client_history.create_answered(
                 call.owner, request.topics[0], call.invoked_ms, self.now, result.error_code
             )
+            if result.error_code == errors_pb2.NONE:
+                self.recorded_ids[call.owner] = (call.method, request.request_id)
             if call.topic in CONTENDED:
                 self._trace(f"{call.owner} create {call.topic}: {errors_pb2.ErrorCode.Name(result.error_code)}")
             elif result.error_code == errors_pb2.NONE:
@@ -368,12 +415,16 @@ class PlaneSimulation(Simulation):
             self._trace(f"{call.owner} create {call.topic}: {errors_pb2.ErrorCode.Name(result.error_code)}")
         elif isinstance(response, controller_pb2.DeleteTopicsResponse):
             [deleted] = response.responses
+            if deleted.error_code == errors_pb2.NONE:
+                self.recorded_ids[call.owner] = (call.method, call.request.request_id)  # type: ignore[attr-defined]
             self.client_history.delete_answered(call.owner, call.topic, call.invoked_ms, self.now, deleted.error_code)
             self._trace(f"{call.owner} delete {call.topic}: {errors_pb2.ErrorCode.Name(deleted.error_code)}")
         elif isinstance(response, controller_pb2.CreatePartitionsResponse):
             [grown] = response.results
             request = call.request
             assert isinstance(request, controller_pb2.CreatePartitionsRequest)
+            if grown.error_code == errors_pb2.NONE:
+                self.recorded_ids[call.owner] = (call.method, request.request_id)
             self.client_history.partitions_answered(call.owner, request.topics[0], call.invoked_ms, self.now, grown)
             self._trace(f"{call.owner} grow {call.topic}: {errors_pb2.ErrorCode.Name(grown.error_code)}")
         elif isinstance(response, controller_pb2.DescribeTopicsResponse):
@@ -403,6 +454,10 @@ class PlaneSimulation(Simulation):
             if response.error_code == errors_pb2.NONE:
                 broker.epoch = response.broker_epoch
                 broker.heartbeat_at_ms = self.now
+                self._late_heartbeat(broker)
+        elif isinstance(response, controller_pb2.BrokerHeartbeatResponse) and call.owner.startswith("ghost-"):
+            self._checked("stale-heartbeats")
+            self._trace(f"{call.owner}'s late heartbeat: {errors_pb2.ErrorCode.Name(response.error_code)}")
         elif isinstance(response, controller_pb2.BrokerHeartbeatResponse):
             broker = self.brokers[int(call.owner.split("-")[1])]
             if response.error_code in (errors_pb2.STALE_BROKER_EPOCH, errors_pb2.BROKER_ID_NOT_REGISTERED):
@@ -415,6 +470,11 @@ class PlaneSimulation(Simulation):
             broker.heartbeat_at_ms = self.now + HEARTBEAT_INTERVAL_MS
         elif isinstance(response, controller_pb2.AlterPartitionResponse):
             self._checked("isr-changes", sum(len(t.partitions) for t in response.topics))
+            ineligible = sum(
+                p.error_code == errors_pb2.INELIGIBLE_REPLICA for t in response.topics for p in t.partitions
+            )
+            if ineligible:
+                self._checked("isr-additions-refused-ineligible", ineligible)
         elif isinstance(response, (controller_pb2.AddRaftVoterResponse, controller_pb2.RemoveRaftVoterResponse)):
             self._voter_change_answered(call, response)
 
@@ -480,12 +540,12 @@ class PlaneSimulation(Simulation):
             self._partition_leaders()
         for broker in self.brokers:
             owner = f"broker-{broker.broker_id}"
-            if owner in self.calls or broker.failed:
+            if owner in self.calls or broker.failed or broker.cut_off_until_ms >= 0:
                 continue
             if broker.epoch < 0:
                 request: Message = controller_pb2.RegisterBrokerRequest(
                     broker_id=broker.broker_id,
-                    incarnation_id=bytes([0xB0, broker.broker_id]) + bytes(14),
+                    incarnation_id=bytes([0xB0, broker.broker_id]) + broker.incarnation.to_bytes(2, "big") + bytes(12),
                     rack=f"r{broker.broker_id % 3}",
                 )
                 self.calls[owner] = Call(owner, "RegisterBroker", request, now)
@@ -504,6 +564,8 @@ class PlaneSimulation(Simulation):
                 topic = controller_pb2.CreatableTopic(
                     name=name, num_partitions=1 + rng.next_int(3), replication_factor=1 + rng.next_int(3)
                 )
+                if self._next_topic % UNCLEAN_EVERY == 0:
+                    topic.configs[UNCLEAN] = "true"
                 create = controller_pb2.CreateTopicsRequest(topics=[topic], request_id=f"{owner}-{name}")
                 self.calls[owner] = Call(owner, "CreateTopics", create, now, topic=name)
                 self.client_history.create_invoked(name, now)
@@ -525,6 +587,8 @@ class PlaneSimulation(Simulation):
     def _contended_call(self, owner: str, now: int) -> Call:
         """One operation on a contended name: create, delete, grow to a random total, or read it."""
         rng = self.rng
+        if owner in self.recorded_ids and self.workload.random() < REUSE_SHARE:
+            return self._reused_id_call(owner, now)
         name = CONTENDED[rng.next_int(len(CONTENDED))]
         self._next_request += 1
         request_id = f"{owner}-{self._next_request}"
@@ -553,21 +617,69 @@ class PlaneSimulation(Simulation):
                 self.qcs[node.node_id].tick(node.clock(self.now))
                 self._drive(node)
 
+    def _reused_id_call(self, owner: str, now: int) -> Call:
+        """New work (on a name no one else uses) under the id of the client's last answered write,
+        of the same method: a client bug the controller must refuse, not answer with the first
+        request's outcome."""
+        method, request_id = self.recorded_ids.pop(owner)
+        self._next_request += 1
+        name = f"r{self._next_request}"
+        request: Message
+        if method == "CreateTopics":
+            topic = controller_pb2.CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+            request = controller_pb2.CreateTopicsRequest(topics=[topic], request_id=request_id)
+        elif method == "DeleteTopics":
+            request = controller_pb2.DeleteTopicsRequest(topic_names=[name], request_id=request_id)
+        else:
+            grow = controller_pb2.CreatePartitionsTopic(name=name, count=2)
+            request = controller_pb2.CreatePartitionsRequest(topics=[grow], request_id=request_id)
+        return Call(owner, method, request, now, topic=name, reused_id=True)
+
+    def _late_heartbeat(self, broker: Broker) -> None:
+        """A restarted broker registered again: its previous incarnation's last heartbeat, with the
+        old epoch, arrives now (must be refused STALE_BROKER_EPOCH by a controller that knows)."""
+        if broker.stale_epoch < 0:
+            return
+        owner = f"ghost-{broker.broker_id}"
+        if owner not in self.calls:
+            request = controller_pb2.BrokerHeartbeatRequest(broker_id=broker.broker_id, broker_epoch=broker.stale_epoch)
+            self.calls[owner] = Call(owner, "BrokerHeartbeat", request, self.now)
+        broker.stale_epoch = -1
+
     def _broker_faults(self) -> None:
-        """Before the heal, brokers fail (heartbeats stop) and recover (they resume)."""
+        """Before the heal, brokers fail (heartbeats stop) and recover (they resume, or restart and
+        register again); a broker is cut off from the controllers for a while (it still fetches)."""
         if self.healed or self.quiet:
             return
+        workload = self.workload
         for broker in self.brokers:
+            owner = f"broker-{broker.broker_id}"
             if not broker.failed and self.rng.random() < BROKER_FAIL_RATE:
                 broker.failed = True
                 broker.recover_at_ms = self.now + 500 + self.rng.next_int(BROKER_DOWN_MAX_MS)
                 broker.went_down(self.now)
-                self.calls.pop(f"broker-{broker.broker_id}", None)
+                self.calls.pop(owner, None)
                 self._trace(f"broker {broker.broker_id} fails")
             elif broker.failed and self.now >= broker.recover_at_ms:
                 broker.failed = False
                 broker.heartbeat_at_ms = self.now
-                self._trace(f"broker {broker.broker_id} recovers")
+                restart = workload.random() < RESTART_SHARE and broker.epoch >= 0
+                if restart:  # a new process: a new incarnation, registered anew
+                    self._count("broker_restart")
+                    broker.incarnation += 1
+                    broker.stale_epoch, broker.epoch = broker.epoch, -1
+                self._trace(f"broker {broker.broker_id} {'restarts' if restart else 'recovers'}")
+            if broker.cut_off_until_ms >= 0 and self.now >= broker.cut_off_until_ms:
+                broker.cut_off_until_ms = -1
+                broker.heartbeat_at_ms = self.now
+                self._trace(f"broker {broker.broker_id} reaches the controllers again")
+            elif not broker.failed and broker.cut_off_until_ms < 0 and workload.random() < BROKER_CUT_OFF_RATE:
+                # Longer than a session: the controllers fence it while its partition leaders,
+                # which still see it fetch, ask for it back in their ISRs.
+                broker.cut_off_until_ms = self.now + SESSION_TIMEOUT_MS + workload.next_int(BROKER_DOWN_MAX_MS)
+                self._count("broker_cut_off")
+                self.calls.pop(owner, None)
+                self._trace(f"broker {broker.broker_id} is cut off from the controllers")
 
     def _partition_leaders(self) -> None:
         """Every live partition leader compares its ISR with its followers' liveness, as seen in a
@@ -576,7 +688,9 @@ class PlaneSimulation(Simulation):
         up = [n for n in self.nodes.values() if n.core is not None and not n.persisting]
         if not up:
             return
-        image = self.qcs[up[self.rng.next_int(len(up))].node_id].controller.committed_image
+        source = up[self.rng.next_int(len(up))].node_id
+        image = self.qcs[source].controller.committed_image
+        self.oracle.told(image, lambda: f"node {source}'s committed image")
         states = _partition_states(image)
         for state in states:
             for replica in state.replicas:
@@ -665,6 +779,13 @@ class PlaneSimulation(Simulation):
         self._submit(node, call)
 
     def _submit(self, node: SimNode, call: Call) -> None:
+        if call.method == "DescribeTopics" and node.core is not None:
+            # The read's index as the core defines it (RaftCore.read_index: the high watermark, and
+            # at least the leader's first batch), and whatever any node has applied: the image
+            # that answers must reach it.
+            index = max(node.core.high_watermark, getattr(node.core.state, "epoch_start_offset", -1) + 1)
+            applied = max(n.applied_offset for n in self.nodes.values())
+            self.oracle.arrived(node.node_id, call.key, max(applied, index) - 1)
         self.qcs[node.node_id].submit(node.clock(self.now), call.key, call.method, call.request)
         self._drive(node)
 
@@ -676,8 +797,9 @@ class PlaneSimulation(Simulation):
 
     def _heal_brokers(self) -> None:
         for broker in self.brokers:
-            if broker.failed:
+            if broker.failed or broker.cut_off_until_ms >= 0:
                 broker.failed = False
+                broker.cut_off_until_ms = -1
                 broker.heartbeat_at_ms = self.now
 
     def _converged(self) -> bool:
@@ -757,6 +879,10 @@ class PlaneSimulation(Simulation):
         return summary
 
     def run(self, steps: int) -> RunResult:
+        with planted(self.rule_bugs):
+            return self._run_plane(steps)
+
+    def _run_plane(self, steps: int) -> RunResult:
         result = super().run(steps)
         if result.violation is None:
             try:
@@ -772,6 +898,8 @@ class PlaneSimulation(Simulation):
             except (CommittedTruncationError, AssertionError) as error:
                 result.violation = InvariantViolation(type(error).__name__, str(error) or repr(error))
         self._check_history(result)
+        for rule, times in self.oracle.checks.items():
+            self._checked(f"rule-{rule}", times)
         return result
 
     def _check_history(self, result: RunResult) -> None:

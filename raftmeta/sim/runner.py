@@ -10,6 +10,7 @@ from typing import Any
 from raftmeta.raft import Faults
 from raftmeta.sim.cluster import DRIVER_BUGS, RunResult, Simulation
 from raftmeta.sim.params import FAULT_KINDS, draw_params
+from raftmeta.sim.rule_bugs import RULE_BUGS
 
 # Each planted bug breaks one rule; the simulator must catch every one (tests/sim). The core's
 # are raftmeta.raft.Faults switches, the others the simulated driver's (DRIVER_BUGS).
@@ -31,13 +32,15 @@ CORE_BUGS = (
 # it; partition leaders never ask for a caught-up follower back (the ISR never regrows); the
 # controller never moves leadership back to preferred replicas; a node elected again keeps the
 # broker heartbeat times of its earlier leadership (and fences brokers that heartbeated elsewhere);
-# a partition change is written without a new partition epoch.
+# a partition change is written without a new partition epoch. Then one mutation of the
+# controller's rules per rule of the oracle (raftmeta.sim.rule_bugs).
 PLANE_BUGS = (
     "ack_before_commit",
     "no_isr_expansion",
     "no_auto_rebalance",
     "stale_broker_sessions",
     "stale_partition_epoch",
+    *RULE_BUGS,
 )
 # Core switches only the whole plane can see: it alone issues linearizable reads (a read served
 # without the read-index round; caught when a suspended leader wakes with its timers late).

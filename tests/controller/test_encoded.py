@@ -167,7 +167,6 @@ def test_a_topic_changed_in_its_creating_batch_is_not_kept() -> None:
             topic_id=topic.topic_id,
             partition_id=0,
             isr=records_pb2.BrokerIdList(ids=part.replicas[:2]),
-            leader=part.leader,
             leader_epoch=part.leader_epoch,
             partition_epoch=part.partition_epoch + 1,
         )

@@ -274,8 +274,12 @@ def test_a_kept_leader_keeps_leading() -> None:
     ctx = cluster()
     topic_id = manual_topic(ctx, "t", [0, 1, 2])
     ctx.run(ALTER, alter_request("t", {0: [0, 1, 5]}))
+    before = ctx.partition("t", 0)
     (record,) = heartbeat(ctx, 5, (topic_id, 0)).records
-    assert not record.partition_change.HasField("leader")
+    # Replica 2 leaves the replica set: Kafka names the kept leader again, with a new leader epoch
+    # (triggerLeaderEpochBumpForReplicaReassignmentIfNeeded), so 2's fetches are fenced.
+    assert record.partition_change.leader == 0
+    assert record.partition_change.leader_epoch == before.leader_epoch + 1
     assert ctx.partition("t", 0).replicas == (0, 1, 5) and ctx.partition("t", 0).leader == 0
 
 

@@ -94,15 +94,15 @@ def test_a_controller_fencing_brokers_on_stale_heartbeat_times_is_caught() -> No
 
 @pytest.mark.sim
 def test_a_partition_change_without_a_new_partition_epoch_is_caught() -> None:
-    """Invariant 7: every partition change carries the next partition epoch (what AlterPartition's
-    stale-epoch refusal rests on). The planted bug writes the old one: the followers' replay of the
-    committed record refuses it."""
+    """Every partition change carries the next partition epoch (what AlterPartition's stale-epoch
+    refusal rests on). The planted bug writes the old one: the oracle's epochs rule refuses the
+    committed record before any node's replay (invariant 7) does."""
     summary = planted("stale_partition_epoch")
     assert summary.violations, "a partition change without a new partition epoch went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20
-    assert violation["invariant"] == "7-partition-states"
-    assert "epochs" in violation["detail"]
+    assert violation["invariant"] == "rule-epochs"
+    assert "expected leader epoch" in violation["detail"]
 
 
 @pytest.mark.sim
@@ -111,20 +111,28 @@ def test_a_read_served_without_the_read_index_round_is_caught() -> None:
     leader whose machine was suspended wakes with its clock behind (its check quorum has not run
     out) and answers a read that waited in its inbox, missing the writes the next leader
     acknowledged meanwhile. In the all-faults mix suspend is one kind of eleven (no seed of the
-    first 100 catches it there), so the budget runs the fault the rule is about."""
+    first 100 catches it there), so the budget runs the fault the rule is about. The oracle's
+    read-index rule sees such a read even when it missed nothing a client had been told of (seed
+    0: a page answered from offset 780 after 781 committed); rule 9 when it did (seed 1)."""
     summary = planted("stale_reads", kinds=frozenset({"suspend"}))
     assert summary.violations, "a read served without the read-index round went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20
-    assert violation["invariant"] == "9-linearizable-reads"
+    assert violation["invariant"] in ("rule-read-index", "9-linearizable-reads")
 
 
 @pytest.mark.sim
 def test_a_stale_read_fails_the_history_check_with_its_timeline(tmp_path: Path) -> None:
     """Invariant 10: the linearizability checker refuses the same run's client history, and the
     command writes the failing window's timeline with the command that replays it."""
-    summary = planted("stale_reads", kinds=frozenset({"suspend"}))
-    seed = summary.violations[0]["seed"]
+    seed = next(
+        seed
+        for seed in range(PLANE_SEEDS)
+        for violation in run_seeds(
+            [seed], steps=STEPS, voters=3, kinds=frozenset({"suspend"}), bug="stale_reads", plane=True
+        ).violations
+        if violation["invariant"] in ("9-linearizable-reads", "10-linearizable-history")
+    )  # the first seed whose stale read a client could see (seed 1)
     args = ["--seed", str(seed), "--steps", str(STEPS), "--plane", "--voters", "3", "--faults", "suspend"]
     outcome = CliRunner().invoke(cli, ["sim", *args, "--bug", "stale_reads", "--report-dir", str(tmp_path)])
     assert outcome.exit_code == 1, outcome.output
