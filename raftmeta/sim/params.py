@@ -12,7 +12,10 @@ from raftmeta.sim.rng import SeededRandom
 # crash_after_vote: a voter crashes right after granting a vote and soon comes back;
 # membership: the leader adds an observer as a voter or removes a voter (KIP-853);
 # suspend: a node's machine sleeps: it handles nothing, like a pause, and its monotonic clock
-# stops, so its timers are late by the suspension when it wakes (clock-based leases fail).
+# stops, so its timers are late by the suspension when it wakes (clock-based leases fail);
+# clock_skew: a node's clock runs slow for a while (the leader's, often, sometimes cut off from
+# its peers meanwhile while clients still reach it);
+# epoch_delay: a Fetch or its answer is held until the node it is for leads a later epoch.
 FAULT_KINDS = (
     "kill",
     "crash_after_vote",
@@ -26,9 +29,11 @@ FAULT_KINDS = (
     "transfer",
     "membership",
     "suspend",
+    "clock_skew",
+    "epoch_delay",
 )
 # Drawn after every other parameter, so that adding them left every earlier draw of a seed as it was.
-LATE_KINDS = ("membership", "suspend")
+LATE_KINDS = ("membership", "suspend", "clock_skew", "epoch_delay")
 PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
 
 
@@ -114,4 +119,8 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
         params = replace(params, faults=enabled | {"membership"}, observers=max(params.observers, 1))
     if "suspend" in allowed_faults and (not classic or rng.random() < 0.4):
         params = replace(params, faults=params.faults | {"suspend"})
+    if "clock_skew" in allowed_faults and (not classic or rng.random() < 0.5):
+        params = replace(params, faults=params.faults | {"clock_skew"})
+    if "epoch_delay" in allowed_faults and (not classic or rng.random() < 0.5):
+        params = replace(params, faults=params.faults | {"epoch_delay"})
     return params

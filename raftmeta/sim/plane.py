@@ -333,7 +333,9 @@ class PlaneSimulation(Simulation):
         the controller knows at least the heartbeats this check knows of."""
         self._checked("broker-sessions")
         activated = self.activated_ms.get((node_id, epoch))
-        if activated is None:
+        if activated is None or self.nodes[node_id].skewed_until >= activated:
+            # Not judged when the controller's clock ran at another rate in this leadership: it
+            # measured the session on its own clock, this check on the simulation's.
             return
         # Only heartbeats sent before the decision count (others may be answered before the fence
         # commits and is logged).
