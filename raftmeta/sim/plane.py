@@ -45,7 +45,7 @@ from google.protobuf.message import Message
 
 from placement import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig
-from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError
+from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError, RequestError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig
 from raftmeta.health import classify
@@ -97,6 +97,11 @@ BROKER_DOWN_MAX_MS = 12_000
 # (invariant 10) judges them: rules 6 and 9 assume topics are never deleted.
 CONTENDED = ("c0", "c1", "c2")
 CONTENDED_SHARE = 0.25  # of the clients' operations
+# Of the contended operations: a client reuses the request id of its last write answered OK
+# (so its RequestRecord is committed) for a different request -- a copied id, a counter that
+# wrapped. The controller must refuse it (INVALID_REQUEST) and write nothing, never answer it with
+# the first request's outcome nor do the new work (raftmeta.controller.requests).
+REUSED_ID_SHARE = 0.1
 
 
 @dataclass(slots=True)
@@ -113,6 +118,8 @@ class Call:
     leader_hint: int = -1
     attempts: int = 0
     sent_ms: int = -1  # when the current attempt was sent
+    # A request id reused for a different request, on purpose: it must be refused.
+    reused_id: bool = False
 
 
 @dataclass(slots=True)
@@ -166,6 +173,8 @@ class PlaneSimulation(Simulation):
         self.client_history = ClientHistory()
         self._next_key = 1
         self._next_request = 0  # request ids of the contended operations
+        # owner -> (request id, the name it touched) of its last contended write answered OK.
+        self.answered_ids: dict[str, tuple[str, str]] = {}
         self._next_topic = 0
         self._next_topic_id = 1
         self.heal_at = -1
@@ -315,6 +324,9 @@ class PlaneSimulation(Simulation):
                 continue
             if isinstance(answer.error, ControllerFailedError):
                 raise InvariantViolation("controller-failed", f"{call.method}: {answer.error}")
+            if call.reused_id:
+                self._reused_id_answered(call, answer.error, answer.response)
+                continue
             if answer.error is not None:
                 raise InvariantViolation("request-refused", f"{call.method} refused as malformed: {answer.error}")
             assert answer.response is not None
@@ -325,6 +337,21 @@ class PlaneSimulation(Simulation):
                 key = (node_id, qc.core.epoch, call.request.broker_id)  # type: ignore[attr-defined]
                 bisect.insort(self.heartbeat_sent_ms.setdefault(key, []), call.sent_ms)
             self._answered(call, answer.response)
+
+    def _reused_id_answered(self, call: Call, error: Exception | None, response: Message | None) -> None:
+        """A request id reused for a different request is refused, naming the id; it took no
+        effect, so the client history leaves it out (as any refused request that wrote nothing)."""
+        self._checked("request-id-reuse-refused")
+        request_id = call.request.request_id  # type: ignore[attr-defined]
+        if not isinstance(error, RequestError) or f"request_id {request_id!r} was already used" not in str(error):
+            answered = error if error is not None else type(response).__name__
+            raise InvariantViolation(
+                "request-id-reuse-refused",
+                f"{call.owner}'s {call.method} reusing request id {request_id!r} of another request was answered "
+                f"{answered}, not refused",
+            )
+        del self.calls[call.owner]
+        self._trace(f"{call.owner} {call.method} reusing {request_id}: refused")
 
     def _check_session_fence(self, node_id: int, epoch: int, broker_id: int, decided_ms: int) -> None:
         """A broker fenced for a missed session had none of its heartbeats handled by this
@@ -353,6 +380,7 @@ class PlaneSimulation(Simulation):
     def _answered(self, call: Call, response: Message) -> None:
         del self.calls[call.owner]
         history = self.history
+        self._note_answered_id(call, response)
         if isinstance(response, controller_pb2.CreateTopicsResponse):
             [result] = response.topics
             request = call.request
@@ -419,6 +447,15 @@ class PlaneSimulation(Simulation):
             self._checked("isr-changes", sum(len(t.partitions) for t in response.topics))
         elif isinstance(response, (controller_pb2.AddRaftVoterResponse, controller_pb2.RemoveRaftVoterResponse)):
             self._voter_change_answered(call, response)
+
+    def _note_answered_id(self, call: Call, response: Message) -> None:
+        """Remember a contended write answered OK: a RequestRecord binds its id to it."""
+        if call.topic not in CONTENDED or call.method == "DescribeTopics":
+            return
+        errors = [r.error_code for r in getattr(response, "topics", getattr(response, "responses", []))]
+        errors += [r.error_code for r in getattr(response, "results", [])]
+        if errors and all(code == errors_pb2.NONE for code in errors):
+            self.answered_ids[call.owner] = (call.request.request_id, call.topic)  # type: ignore[attr-defined]
 
     # -- voter changes (KIP-853), through the QuorumController as an operator's tool sends them ---
     def _change_voters(self) -> str:
@@ -525,6 +562,14 @@ class PlaneSimulation(Simulation):
         """One operation on a contended name: create, delete, grow to a random total, or read it."""
         rng = self.rng
         name = CONTENDED[rng.next_int(len(CONTENDED))]
+        answered = self.answered_ids.get(owner)
+        if answered is not None and rng.random() < REUSED_ID_SHARE:
+            # The id of an answered write on another request: a delete of another name (the same
+            # method with another body, or another method).
+            request_id, touched = answered
+            other = next(n for n in CONTENDED if n != touched) if name == touched else name
+            reuse = controller_pb2.DeleteTopicsRequest(topic_names=[other], request_id=request_id)
+            return Call(owner, "DeleteTopics", reuse, now, topic=other, reused_id=True)
         self._next_request += 1
         request_id = f"{owner}-{self._next_request}"
         roll = rng.next_int(4)
@@ -779,7 +824,7 @@ class PlaneSimulation(Simulation):
         timeline, when the history shows the failure too."""
         history = self.client_history
         for call in self.calls.values():
-            if call.owner.startswith("client-"):
+            if call.owner.startswith("client-") and not call.reused_id:  # a reused id must do nothing
                 history.unanswered(call.owner, call.request, call.invoked_ms)
         checked = history.check()
         self._checked("10-linearizable-history", len(history.ops))

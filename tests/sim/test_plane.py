@@ -182,3 +182,25 @@ def test_a_stale_read_fails_the_history_check_with_its_timeline(tmp_path: Path) 
     clean = CliRunner().invoke(cli, ["sim", *args, "--report-dir", str(tmp_path / "clean")])
     assert clean.exit_code == 0, clean.output
     assert not (tmp_path / "clean").exists()
+
+
+@pytest.mark.sim
+def test_a_reused_request_id_is_refused_in_every_seed_that_reuses_one() -> None:
+    """The clients reuse the id of an answered write for a different request (a delete of another
+    name): the controller refuses it, naming the id, and the run stays clean."""
+    summary = run_seeds(range(5), steps=STEPS, voters=3, kinds=ALL, plane=True)
+    assert summary.violations == [], summary.violations[:3]
+    assert summary.checks.get("request-id-reuse-refused", 0) >= 5, summary.checks
+
+
+@pytest.mark.sim
+def test_a_request_id_answered_for_a_different_request_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controller that keeps no digest of the request an id answered (so it answers a reused id
+    with the first request's outcome, when the method is the same) is caught by the clients."""
+    monkeypatch.setattr("raftmeta.controller.controller.request_sha256", lambda request: b"")
+    summary = run_seeds(range(PLANE_SEEDS), steps=STEPS, voters=3, kinds=ALL, plane=True, stop_on_violation=True)
+    assert summary.violations, "a request id answered for another request went unnoticed"
+    violation = summary.violations[0]
+    assert violation["seed"] < 20
+    assert violation["invariant"] == "request-id-reuse-refused"
+    assert "not refused" in violation["detail"]
