@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -146,6 +147,9 @@ def run_soak(
             )
 
     run = partial(_run_seed, spec)
+    # A soak stopped with SIGTERM (as by a job runner) ends like one interrupted at the keyboard:
+    # the workers are terminated and the summary says how far it got.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if jobs <= 1:
             for seed in seeds:
@@ -156,5 +160,10 @@ def run_soak(
                 for record in pool.imap_unordered(run, seeds, chunksize=1):
                     take(record)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         refresh()
     return summary
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
