@@ -14,7 +14,9 @@ simulated clients, under the same seeded faults as :class:`~raftmeta.sim.cluster
 - **Clients** create topics (CreateTopics with a request id, retried with the same id until an
   answer comes) and read them (DescribeTopics, linearizable by default). Some of their work
   contends on a few names (:data:`CONTENDED`): creates, deletes, partition additions and reads of
-  one name, so the same topic is made, grown and removed under concurrent clients.
+  one name, so the same topic is made, grown and removed under concurrent clients. Now and then a
+  client reuses the request id of a write answered OK for a different request, which must be
+  refused (``request-id-reuse-refused``).
 
 Checked, besides every consensus invariant of the base simulation:
 
