@@ -247,6 +247,9 @@ class ControllerClient:
         deadline = time.monotonic() + budget
         self.last_attempts = []
         answers: dict[str, str] = {}  # target -> its last answer, in words
+        # The newest Kafka-style refusal any node gave (NOT_CONTROLLER, ...): an attempt cut short
+        # by the call's deadline carries none, and must not hide why the earlier ones failed.
+        last_refusal = ""
         attempt = 0
         maybe_reached = False
         handshake_failed: set[str] = set()
@@ -274,7 +277,7 @@ class ControllerClient:
                         raise OutcomeUnknownError(
                             method, code, f"{summary}; an attempt may have reached the quorum", request.request_id
                         ) from abandoned
-                    raise UnavailableError(method, code, summary) from abandoned
+                    raise UnavailableError(method, code, summary, last_refusal) from abandoned
                 attempt += 1
                 continue
             except grpc.aio.AioRpcError as exc:
@@ -282,6 +285,7 @@ class ControllerClient:
                 details = parse_error_metadata(exc.trailing_metadata())  # type: ignore[arg-type]
                 self.last_attempts.append((target, details.error_code or code.name))
                 answers[target] = _answer_text(code, details.error_code, exc.details() or "")
+                last_refusal = details.error_code or last_refusal
                 if may_have_applied(code, exc.details() or "", details.error_code):
                     maybe_reached = True
                 # RESOURCE_EXHAUSTED also means "message larger than the limit" or a request over a
@@ -326,7 +330,7 @@ class ControllerClient:
                         ) from exc
                     if method in MUTATING_METHODS:
                         summary += "; no attempt reached a node, so nothing was applied"
-                    raise UnavailableError(method, code, summary, details.error_code) from exc
+                    raise UnavailableError(method, code, summary, details.error_code or last_refusal) from exc
                 log.debug("retrying", method=method, target=target, code=code.name, attempt=attempt)
                 index = self._move_off(index)
                 await asyncio.sleep(pause)

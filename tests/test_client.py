@@ -44,6 +44,7 @@ class FakeNode(controller_pb2_grpc.ControllerServiceServicer):
         self.request_ids: list[str] = []
         self.applied: dict[str, bytes] = {}
         self.voter_adds = 0
+        self.describes = 0
 
     async def CreateTopics(
         self,
@@ -91,9 +92,12 @@ class FakeNode(controller_pb2_grpc.ControllerServiceServicer):
         request: controller_pb2.DescribeQuorumRequest,
         context: grpc.aio.ServicerContext[controller_pb2.DescribeQuorumRequest, controller_pb2.DescribeQuorumResponse],
     ) -> controller_pb2.DescribeQuorumResponse:
-        if self.mode == "no-leader":
+        self.describes += 1
+        if self.mode == "no-leader" or (self.mode == "no-leader-then-hang" and self.describes == 1):
             context.set_trailing_metadata(error_metadata("NOT_CONTROLLER"))
             await context.abort(grpc.StatusCode.UNAVAILABLE, "NOT_CONTROLLER: no leader known")
+        if self.mode == "no-leader-then-hang":
+            await asyncio.sleep(2)
         return controller_pb2.DescribeQuorumResponse(leader_id=1, leader_epoch=3)
 
 
@@ -190,11 +194,25 @@ async def test_mutating_call_out_of_time_is_unknown_not_failed(start_node) -> No
 @pytest.mark.asyncio
 async def test_read_with_no_leader_is_unavailable(start_node) -> None:  # type: ignore[no-untyped-def]
     address, _ = await start_node("no-leader")
-    policy = RetryPolicy(deadline_s=0.3, attempt_timeout_s=0.1, initial_backoff_s=0.01, max_backoff_s=0.02)
+    policy = RetryPolicy(deadline_s=0.8, attempt_timeout_s=0.3, initial_backoff_s=0.01, max_backoff_s=0.02)
     async with ControllerClient([address], retry=policy) as client:
         with pytest.raises(UnavailableError) as info:
             await client.describe_quorum()
     assert info.value.error_code == "NOT_CONTROLLER"
+
+
+@pytest.mark.asyncio
+async def test_an_attempt_cut_by_the_deadline_keeps_the_earlier_refusal(start_node) -> None:  # type: ignore[no-untyped-def]
+    # On a loaded machine the last attempt of a read with no leader can be cut short by the call's
+    # deadline and so carry no answer; the caller must still learn why the call failed.
+    address, node = await start_node("no-leader-then-hang")
+    policy = RetryPolicy(deadline_s=0.6, attempt_timeout_s=0.25, initial_backoff_s=0.01, max_backoff_s=0.02)
+    async with ControllerClient([address], retry=policy) as client:
+        with pytest.raises(UnavailableError) as info:
+            await client.describe_quorum()
+    assert node.describes >= 2
+    assert info.value.error_code == "NOT_CONTROLLER"
+    assert "NOT_CONTROLLER" in str(info.value)
 
 
 @pytest.mark.asyncio

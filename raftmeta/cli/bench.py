@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "controller": "raftmeta.bench.controller:command",
     "core": "raftmeta.bench.core:command",
     "failover": "raftmeta.bench.failover:command",
+    "kafka-format": "raftmeta.bench.kafka_format:command",
     "placement": "raftmeta.bench.placement:command",
     "replay": "raftmeta.bench.replay:command",
     "scale": "raftmeta.bench.scale:command",

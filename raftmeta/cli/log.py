@@ -24,7 +24,18 @@ import click
 from google.protobuf.message import Message
 
 from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_option, usage_error
+from raftmeta.cli.log_kafka import (
+    KAFKA_FORMAT,
+    KafkaBatchEntry,
+    files_format,
+    kafka_batch_document,
+    kafka_quorum_state,
+    print_kafka_batch,
+    walk_kafka_file,
+)
 from raftmeta.records.decode import NotARecordError, parse_record
+from raftmeta.records.kafka.schemas import SNAPSHOT_FOOTER, SNAPSHOT_HEADER
+from raftmeta.records.log_format import LogFormat, UnknownLogFormatError
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError, StorageError
 from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
@@ -221,31 +232,42 @@ def dump_command(
     if sum((data_dir is not None, snapshot_file is not None, bool(segment_files_given))) != 1:
         raise usage_error("give exactly one of --data-dir, --snapshot or --files")
     document: dict[str, Any] = {}
+    entries: list[BatchEntry | KafkaBatchEntry | Corruption] = []
     if segment_files_given:
-        entries: list[BatchEntry | Corruption] = []
         for path in segment_files_given:
             if not path.is_file():
                 raise usage_error(f"{path} is not a file", "--files")
-            base = parse_log_file_name(path.name)
-            if base is None:
+            if parse_log_file_name(path.name) is None:
                 raise usage_error(f"{path.name} is not a segment file name (20-digit base offset, .log)", "--files")
+        log_format = _format_of(list(segment_files_given), "--files")
+        for path in segment_files_given:
+            base = parse_log_file_name(path.name)
+            assert base is not None
             # Alone, a segment's end may be a write in progress: reported as a torn tail.
-            entries.extend(walk_file(path, first_offset=base, from_offset=from_offset, last_segment=True))
+            if log_format is LogFormat.KAFKA:
+                entries.extend(walk_kafka_file(path, first_offset=base, from_offset=from_offset, last_segment=True))
+            else:
+                entries.extend(walk_file(path, first_offset=base, from_offset=from_offset, last_segment=True))
         document["files"] = [str(p) for p in segment_files_given]
     elif snapshot_file is not None:
         if not snapshot_file.is_file():
             raise usage_error(f"{snapshot_file} is not a file", "--snapshot")
-        entries = list(walk_file(snapshot_file, first_offset=0, from_offset=from_offset))
+        log_format = _format_of([snapshot_file], "--snapshot")
         document["snapshot"] = str(snapshot_file)
         sid = parse_snapshot_name(snapshot_file.name)
         document["snapshot_id"] = None if sid is None else {"offset": sid.offset, "epoch": sid.epoch}
-        try:
-            snap = read_snapshot(snapshot_file)
-            document["valid"] = True
-            document["image_records"] = len(snap.records)
-        except SnapshotError as exc:
-            document["valid"] = False
-            document["error"] = exc.reason
+        if log_format is LogFormat.KAFKA:
+            entries.extend(walk_kafka_file(snapshot_file, first_offset=0, from_offset=from_offset))
+            document.update(_kafka_snapshot_validity(entries))
+        else:
+            entries.extend(walk_file(snapshot_file, first_offset=0, from_offset=from_offset))
+            try:
+                snap = read_snapshot(snapshot_file)
+                document["valid"] = True
+                document["image_records"] = len(snap.records)
+            except SnapshotError as exc:
+                document["valid"] = False
+                document["error"] = exc.reason
     else:
         assert data_dir is not None
         if data_dir.is_file():
@@ -253,17 +275,24 @@ def dump_command(
         if not data_dir.is_dir():
             raise usage_error(f"{data_dir} is not a directory", "--data-dir")
         log_dir = _resolve_log_dir(data_dir)
-        if log_dir != data_dir:
+        snapshots = sorted(log_dir.glob("*.checkpoint"))
+        log_format = _format_of([*segment_files(log_dir), *snapshots], "--data-dir")
+        if log_format is LogFormat.KAFKA:
+            if log_dir != data_dir:
+                document["meta"] = _node_state(data_dir)["meta"]
+            document["quorum_state"] = kafka_quorum_state(log_dir)
+        elif log_dir != data_dir:
             document.update(_node_state(data_dir))
         document["log_dir"] = str(log_dir)
-        document["snapshots"] = sorted(p.name for p in log_dir.glob("*.checkpoint"))
-        entries = list(walk_log_dir(log_dir, from_offset=from_offset))
+        document["snapshots"] = [p.name for p in snapshots]
+        if log_format is LogFormat.KAFKA:
+            entries.extend(_walk_kafka_log_dir(log_dir, from_offset))
+        else:
+            entries.extend(walk_log_dir(log_dir, from_offset=from_offset))
         document["gap"] = _gap_document(log_dir, entries)
+    document["format"] = None if log_format is None else log_format.value
     # One document per entry, in file order, so text output interleaves damage where it was found.
-    items = [
-        ("batch", batch_document(e, records)) if isinstance(e, BatchEntry) else ("corruption", corruption_document(e))
-        for e in entries
-    ]
+    items = [_entry_document(e, records) for e in entries]
     batches = [doc for kind, doc in items if kind == "batch"]
     corruptions = [doc for kind, doc in items if kind == "corruption"]
     if snapshot_file is not None and not document["valid"] and not corruptions:
@@ -287,7 +316,54 @@ def dump_command(
         raise SystemExit(EXIT_FAILED)
 
 
-def _gap_document(log_dir: Path, entries: list[BatchEntry | Corruption]) -> dict[str, Any] | None:
+def _format_of(paths: list[Path], param: str) -> LogFormat | None:
+    """The log format of ``paths``, or a usage error naming the file and what it holds."""
+    try:
+        return files_format(paths)
+    except UnknownLogFormatError as exc:
+        raise usage_error(f"{exc}: refusing to read it", param) from exc
+
+
+def _entry_document(entry: BatchEntry | KafkaBatchEntry | Corruption, with_records: bool) -> tuple[str, dict[str, Any]]:
+    if isinstance(entry, BatchEntry):
+        return "batch", batch_document(entry, with_records)
+    if isinstance(entry, KafkaBatchEntry):
+        return "batch", kafka_batch_document(entry, with_records)
+    return "corruption", corruption_document(entry)
+
+
+def _walk_kafka_log_dir(log_dir: Path, from_offset: int) -> list[KafkaBatchEntry | Corruption]:
+    """Every batch of every segment of a Kafka-format log directory (as :func:`walk_log_dir`)."""
+    files = segment_files(log_dir)
+    out: list[KafkaBatchEntry | Corruption] = []
+    for i, path in enumerate(files):
+        next_base = parse_log_file_name(files[i + 1].name) if i + 1 < len(files) else None
+        if next_base is not None and next_base <= from_offset:
+            continue  # wholly below the requested offset
+        base = parse_log_file_name(path.name)
+        assert base is not None
+        out += walk_kafka_file(path, first_offset=base, from_offset=from_offset, last_segment=i == len(files) - 1)
+    return out
+
+
+def _kafka_snapshot_validity(entries: list[BatchEntry | KafkaBatchEntry | Corruption]) -> dict[str, Any]:
+    """Whether a Kafka snapshot is whole as Kafka requires: no damage, a SnapshotHeader first
+    and a SnapshotFooter last; and how many image records it holds between them."""
+    damage = [e for e in entries if isinstance(e, Corruption)]
+    batches = [e.found for e in entries if isinstance(e, KafkaBatchEntry)]
+    records = [r for found in batches for _, r in (found.records or ())]
+    error = None
+    if damage:
+        error = f"{len(damage)} pieces of damage, the first at byte {damage[0].position}: {damage[0].reason}"
+    elif not records or getattr(records[0], "type", None) != SNAPSHOT_HEADER or not batches[0].batch.is_control:
+        error = "it does not start with a SnapshotHeader control record"
+    elif getattr(records[-1], "type", None) != SNAPSHOT_FOOTER or not batches[-1].batch.is_control:
+        error = "it does not end with a SnapshotFooter control record (an unfinished snapshot)"
+    image = sum(len(f.batch.records) for f in batches if not f.batch.is_control)
+    return {"valid": error is None, "image_records": image} | ({} if error is None else {"error": error})
+
+
+def _gap_document(log_dir: Path, entries: list[BatchEntry | KafkaBatchEntry | Corruption]) -> dict[str, Any] | None:
     """The offsets below the log held in no snapshot (a lost newer snapshot), as recovery refuses them."""
     files = segment_files(log_dir)
     base = parse_log_file_name(files[0].name) if files else None
@@ -295,7 +371,11 @@ def _gap_document(log_dir: Path, entries: list[BatchEntry | Corruption]) -> dict
     gap = None if base is None else log_gap(base, None if snapshot is None else snapshot.offset)
     if gap is None:
         return None
-    ends = [e.header.next_offset for e in entries if isinstance(e, BatchEntry)]
+    ends = [
+        e.header.next_offset if isinstance(e, BatchEntry) else e.next_offset
+        for e in entries
+        if not isinstance(e, Corruption)
+    ]
     return {
         "first_missing_offset": gap[0],
         "log_start_offset": gap[1] + 1,
@@ -326,7 +406,9 @@ def _print_text(document: dict[str, Any], items: list[tuple[str, dict[str, Any]]
             current = doc["file"]
             if "snapshot" not in document:
                 click.echo(f"Dumping {current}")
-        if kind == "batch":
+        if kind == "batch" and doc.get("format") == KAFKA_FORMAT:
+            print_kafka_batch(doc)
+        elif kind == "batch":
             print_batch(doc)
         else:
             print_corruption(doc)

@@ -53,8 +53,12 @@ def verify(
     """
     from rich.console import Console
 
+    from raftmeta.jobs.kraft_verify import find_kraft_logs
     from raftmeta.jobs.layout import LayoutError, discover
 
+    if "://" not in data_dir and find_kraft_logs(Path(data_dir)):
+        _verify_kraft(Path(data_dir), report_dir=report_dir, history=history, incremental=incremental, output=output)
+        return
     try:
         discover(data_dir)
     except (LayoutError, FileNotFoundError, OSError) as exc:
@@ -91,6 +95,46 @@ def verify(
         emit_json(document)
     else:
         _print_summary(result, paths)
+    if not result.passed:
+        raise SystemExit(EXIT_FAILED)
+
+
+def _verify_kraft(
+    data_dir: Path, *, report_dir: Path | None, history: str | None, incremental: bool, output: str
+) -> None:
+    """The checks of a real KRaft quorum's metadata logs (Kafka's format): raftmeta/jobs/kraft_verify.py."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from raftmeta.jobs.kraft_verify import verify_kraft
+
+    for given, flag in ((report_dir, "--report-dir"), (history, "--history"), (incremental or None, "--incremental")):
+        if given is not None:
+            raise usage_error(
+                f"{data_dir} holds KRaft metadata logs in Kafka's format, which {flag} does not read", flag
+            )
+    result = verify_kraft(data_dir)
+    if output == "json":
+        emit_json(result.to_json(str(data_dir)))
+    else:
+        table = Table(title=f"raftmeta verify (Kafka's format): consistency {'PASSED' if result.passed else 'FAILED'}")
+        table.add_column("", width=2)
+        table.add_column("check")
+        table.add_column("detail", overflow="fold")
+        for check in result.checks:
+            table.add_row("[green]✔[/]" if check.passed else "[red]✘[/]", check.name, check.detail)
+        console = Console()
+        console.print(table)
+        f = result.figures
+        console.print(
+            f"nodes {f['nodes']}  controllers {f['controllers']}  batches {f['batches']}  records {f['records']}  "
+            f"topics {f['topics']}  partitions {f['partitions']}  brokers {f['brokers']}"
+        )
+        console.print(
+            f"replica skew {f['replica_skew']}  leader skew {f['leader_skew']}  rack spread violations "
+            f"{f['rack_spread_violations']}  under-replicated {f['under_replicated_partitions']}  leaderless "
+            f"{f['leaderless_partitions']}  fenced brokers {f['fenced_brokers']}"
+        )
     if not result.passed:
         raise SystemExit(EXIT_FAILED)
 

@@ -85,11 +85,11 @@ from raftmeta.raft import (
     ProposalLimitError,
     RaftCore,
     Ready,
+    ReplicaProgress,
     Role,
     SnapshotImage,
 )
 from raftmeta.raft.core import VoterChangeError
-from raftmeta.raft.state import LeaderState, ReplicaState
 from raftmeta.raft.voters import Endpoint, VoterNode
 from raftmeta.records.decode import LazyRecords, record_bytes, serialized
 from raftmeta.v1 import controller_pb2, raft_pb2, records_pb2
@@ -384,15 +384,16 @@ class QuorumController:
         response = controller_pb2.DescribeQuorumResponse(
             cluster_id=cluster_id, leader_id=core.leader_id, leader_epoch=core.epoch, high_watermark=core.high_watermark
         )
-        state = core.state
-        if not isinstance(state, LeaderState):
+        voters = core.voter_progress()
+        observers = core.observer_progress()
+        if voters is None or observers is None:
             return response
         hw = core.high_watermark
 
         voter_set = core.voter_set
 
         def row(
-            replica_id: int, replica: ReplicaState | None, directory_id: bytes
+            replica_id: int, replica: ReplicaProgress | None, directory_id: bytes
         ) -> controller_pb2.QuorumReplicaState:
             answer = _row(replica_id, replica)
             answer.directory_id = directory_id
@@ -411,10 +412,10 @@ class QuorumController:
                 return node.directory_id
             if voter_id == core.node_id:
                 return core.config.directory_id
-            replica = state.replicas.get(voter_id)
+            replica = voters.get(voter_id)
             return replica.directory_id if replica is not None else b""
 
-        def _row(replica_id: int, replica: ReplicaState | None) -> controller_pb2.QuorumReplicaState:
+        def _row(replica_id: int, replica: ReplicaProgress | None) -> controller_pb2.QuorumReplicaState:
             if replica_id == core.node_id:
                 return controller_pb2.QuorumReplicaState(
                     replica_id=replica_id,
@@ -436,8 +437,8 @@ class QuorumController:
                 last_caught_up_ms_ago=now_ms - caught_up if caught_up >= 0 else -1,
             )
 
-        response.voters.extend(row(v, state.replicas.get(v), voter_directory(v)) for v in sorted(core.voters))
-        response.observers.extend(row(o, r, r.directory_id) for o, r in sorted(state.observers.items()))
+        response.voters.extend(row(v, voters.get(v), voter_directory(v)) for v in sorted(core.voters))
+        response.observers.extend(row(o, r, r.directory_id) for o, r in sorted(observers.items()))
         return response
 
     def read_stale(self, now_ms: int, method: str, request: Message) -> Message:
@@ -822,11 +823,10 @@ class QuorumController:
     def _maybe_propose_open_batch(self, now_ms: int) -> None:
         """Propose the open batch if waiting longer gains nothing: a follower's Fetch is parked
         here (it would carry the batch at once), there is no other voter, or it lingered enough."""
-        state = self.core.state
         if (
             now_ms - self._open_since >= LINGER_MS
             or len(self.core.voters) == 1
-            or (isinstance(state, LeaderState) and state.parked and not self._in_flight())
+            or (self.core.has_parked_fetch and not self._in_flight())
         ):
             self._propose_open_batch(now_ms)
 

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 Entry = tuple[int, int, int]  # (kind, broker, extra), as the Spark job's counts are keyed
+# The rule a KRaft log's partition may break by design: under Kafka's eligible leader replicas
+# (KIP-966) the ISR empties when its last member goes, and the ELR keeps who may lead again
+# (raftmeta/jobs/kraft_verify.py).
+ISR_EMPTY = "ISR empty: the partition lost its last in-sync replica"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +121,7 @@ def broken_rules(
             and len(replicas) - len(adding) != state.created_replication_factor,
         ),
         ("ISR not a subset of the replicas", bool(set(isr) - set(replicas))),
-        ("ISR empty: the partition lost its last in-sync replica", not isr),
+        (ISR_EMPTY, not isr),
         ("leader outside the ISR", leader is not None and leader != -1 and leader not in isr),
         (
             "partition epoch did not rise by one",
@@ -209,4 +213,14 @@ def stuck(
     return health.stuck_under_replicated
 
 
-__all__ = ["Entry", "PartitionState", "RackView", "advance", "broken_rules", "entries", "rack_view", "stuck"]
+__all__ = [
+    "ISR_EMPTY",
+    "Entry",
+    "PartitionState",
+    "RackView",
+    "advance",
+    "broken_rules",
+    "entries",
+    "rack_view",
+    "stuck",
+]

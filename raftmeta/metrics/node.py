@@ -30,7 +30,6 @@ from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistr
 from raftmeta.controller.quorum import QuorumController
 from raftmeta.metrics import catalog
 from raftmeta.metrics.grpc import GrpcMetrics
-from raftmeta.raft.state import LeaderState
 
 # No ``*_created`` series (the creation time of every counter and histogram): they double the
 # series count and no dashboard here reads them. A process-wide switch of prometheus_client.
@@ -158,23 +157,23 @@ def raft_view(qc: QuorumController) -> RaftView:
     """The gauges' values from a node's QuorumController (attribute reads only: no locks, no
     copies of anything big -- the committed image is an immutable value)."""
     core = qc.core
-    state = core.state
+    progress = core.voter_progress()
     unknown = 0
-    if isinstance(state, LeaderState):
-        replicas = list(state.replicas.items())
-        unknown = sum(1 for voter, r in replicas if voter != core.node_id and not r.acknowledged)
-        unknown += sum(1 for voter in core.voters if voter != core.node_id and voter not in state.replicas)
+    if progress is not None:
+        unknown = sum(1 for voter, r in progress.items() if voter != core.node_id and not r.acknowledged)
+        unknown += sum(1 for voter in core.voters if voter != core.node_id and voter not in progress)
     controller = qc.controller
+    role = core.role.value
     return RaftView(
-        role=state.role.value,
-        epoch=state.epoch,
-        leader_id=state.leader_id,
-        voted_id=max(state.voted_id, -1),  # VOTE_UNKNOWN (-2) after a lost quorum-state file: none known
+        role=role,
+        epoch=core.epoch,
+        leader_id=core.leader_id,
+        voted_id=max(core.voted_id, -1),  # VOTE_UNKNOWN (-2) after a lost quorum-state file: none known
         high_watermark=core.high_watermark,
         log_end_offset=core.log_end_offset,
         log_end_epoch=core.log.last_epoch,
         unknown_voters=unknown,
-        pending=qc.waiting_count if state.role.value == "leader" else 0,
+        pending=qc.waiting_count if role == "leader" else 0,
         active_controller=qc.is_leader and qc.active,
         applied_offset=controller.committed_offset,
         image=controller.committed_image,

@@ -47,6 +47,7 @@ from raftmeta.raft.config import Faults, RaftConfig
 from raftmeta.raft.core import RaftCore
 from raftmeta.raft.log import Entry, LogView, Validation, ValidationResult
 from raftmeta.raft.ready import Ready
+from raftmeta.raft.state import ReplicaProgress
 from raftmeta.raft.types import (
     NO_LEADER,
     NO_VOTE,
@@ -78,6 +79,7 @@ __all__ = [
     "RaftCore",
     "RandomSource",
     "Ready",
+    "ReplicaProgress",
     "Role",
     "SnapshotImage",
     "SoftState",

@@ -28,6 +28,7 @@ from raftmeta.raft.state import (
     LeaderState,
     ParkedFetch,
     PendingRead,
+    ReplicaProgress,
     ReplicaState,
     ResignedState,
     SnapshotDownload,
@@ -239,6 +240,39 @@ class RaftCore:
     @property
     def log_end_offset(self) -> int:
         return self.log.end_offset
+
+    @property
+    def voted_id(self) -> int:
+        """The vote cast in this epoch (NO_VOTE: none; VOTE_UNKNOWN: lost with the quorum-state file)."""
+        return self.state.voted_id
+
+    def voter_progress(self) -> dict[int, ReplicaProgress] | None:
+        """Leader only (None elsewhere): each voter's fetch progress as the leader saw it this
+        epoch; a voter that has not fetched yet is absent."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            return None
+        return {rid: ReplicaProgress.of(r) for rid, r in state.replicas.items()}
+
+    def observer_progress(self) -> dict[int, ReplicaProgress] | None:
+        """Leader only (None elsewhere): each observer's fetch progress."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            return None
+        return {rid: ReplicaProgress.of(r) for rid, r in state.observers.items()}
+
+    @property
+    def has_parked_fetch(self) -> bool:
+        """Leader only: a follower's Fetch waits here for new data (a new batch would go at once)."""
+        state = self.state
+        return isinstance(state, LeaderState) and bool(state.parked)
+
+    @property
+    def resignation_unacknowledged(self) -> frozenset[int]:
+        """While resigning: the voters that have not yet answered our EndQuorumEpoch (empty
+        otherwise)."""
+        state = self.state
+        return frozenset(state.unacknowledged) if isinstance(state, ResignedState) else frozenset()
 
     def replica_end_offsets(self) -> dict[int, int]:
         """Leader only: each fetcher's persisted end offset (``quorum status``)."""

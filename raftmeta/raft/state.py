@@ -116,6 +116,28 @@ class ReplicaState:
     directory_id: bytes = b""
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaProgress:
+    """A copy of the leader's view of one fetcher, for readers outside the core (DescribeQuorum,
+    metrics): they get values, never the core's mutable :class:`ReplicaState`."""
+
+    end_offset: int
+    last_fetch_ms: int
+    acknowledged: bool
+    last_caught_up_ms: int
+    directory_id: bytes
+
+    @classmethod
+    def of(cls, replica: ReplicaState) -> ReplicaProgress:
+        return cls(
+            end_offset=replica.end_offset,
+            last_fetch_ms=replica.last_fetch_ms,
+            acknowledged=replica.acknowledged,
+            last_caught_up_ms=replica.last_caught_up_ms,
+            directory_id=replica.directory_id,
+        )
+
+
 @dataclass(slots=True)
 class ParkedFetch:
     envelope: Envelope

@@ -186,8 +186,6 @@ class Node:
         longest logs ranked first, so the best successor starts an election at once instead of
         waiting out the fetch timeout. Bounded by ``resign_timeout_ms``: a voter that does not
         acknowledge (it is down) costs no more than that."""
-        from raftmeta.raft.state import ResignedState
-
         now = now_ms()
         self.log.info("resigning leadership before stopping", epoch=self.core.epoch)
         self.core.resign(now)
@@ -195,11 +193,10 @@ class Node:
         await self._perform(self.qc.take_ready())
         until = now + self.config.resign_timeout_ms
         while now_ms() < until:
-            state = self.core.state
-            if not isinstance(state, ResignedState) or not state.unacknowledged:
+            if not self.core.resignation_unacknowledged:
                 break
             deadline = await self._turn(min(deadline, until))
-        self.log.info("resigned", unacknowledged=sorted(getattr(self.core.state, "unacknowledged", ())))
+        self.log.info("resigned", unacknowledged=sorted(self.core.resignation_unacknowledged))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a helper task until it ends (``run`` cancels the ones still running when it stops)."""

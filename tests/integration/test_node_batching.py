@@ -240,8 +240,7 @@ async def test_a_waiting_fetch_takes_the_batch_at_once(harness: Harness) -> None
     node = harness.node
     harness.take(await asyncio.wait_for(harness.fetch(), WAIT_S))  # learn the latest high watermark
     parked = harness.fetch(max_wait_ms=60_000)
-    state: Any = node.core.state
-    await harness.until(lambda: 2 in state.parked, "the caught-up Fetch waiting at the leader")
+    await harness.until(lambda: node.core.has_parked_fetch, "the caught-up Fetch waiting at the leader")
     created = node.submit_admin("CreateTopics", create("c", "r5"))
     (batch,) = harness.take(await asyncio.wait_for(parked, WAIT_S))
     assert [r.WhichOneof("record") for r in records_of(batch)] == ["topic", "partition", "partition", "request"]
