@@ -31,7 +31,6 @@ from raftmeta.raft import (
     SnapshotImage,
 )
 from raftmeta.raft.core import VoterChangeError
-from raftmeta.raft.state import LeaderState
 from raftmeta.raft.voters import VoterNode, voters_in_batch
 from raftmeta.sim.checker import Checker, InvariantViolation
 from raftmeta.sim.client_history import HistoryFailure
@@ -374,12 +373,12 @@ class Simulation:
         self._perform(node, core, ready)
         node.node_deadline = self._deadline_after(node, node_deadline)
         self._arm_timer(node)
-        state = core.state
-        if isinstance(state, LeaderState) and state.reads:
-            for read in state.reads:
-                key = (node.node_id, node.incarnation, read.read_id)
+        reads = core.pending_read_barriers()
+        if reads:
+            for read_id, barrier in reads.items():
+                key = (node.node_id, node.incarnation, read_id)
                 if key not in self.reads_begun:
-                    self.reads_begun[key] = (state.epoch, read.barrier, core.voters)
+                    self.reads_begun[key] = (core.epoch, barrier, core.voters)
         hw = core.high_watermark
         if hw != node.last_hw:
             self.checker.checks["5-hw-monotonic"] += 1
@@ -505,10 +504,9 @@ class Simulation:
         begun = self.reads_begun.pop((node.node_id, node.incarnation, read_id), None)
         if begun is None:
             # Begun and released in one step: only a leader counting itself alone can do that.
-            state = core.state
-            if not isinstance(state, LeaderState):
+            if core.role is not Role.LEADER:
                 return
-            begun = (state.epoch, state.read_barrier, core.voters)
+            begun = (core.epoch, core.read_barrier, core.voters)
         epoch, barrier, voters_then = begun
         # A voter change may commit while the read waits: hold it to the smaller majority of the
         # two sets, counting echoes from either.
