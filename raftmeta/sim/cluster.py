@@ -103,6 +103,10 @@ class SimNode:
     skewed_until: int = -NEVER
     # The core's next deadline on the node's own clock (``deadline`` is its simulated time).
     node_deadline: int = NEVER
+    # The read-index proof: the smallest voter set the core had in force since its last Ready was
+    # taken (a read may begin and be released between two looks at the core: while a Ready is
+    # performed, say, as committed batches are applied).
+    smallest_voters: tuple[int, ...] = ()
     # The node task waits for a quorum-state write and handles nothing else meanwhile: the
     # events that reach it wait here, in order.
     persisting: bool = False
@@ -234,7 +238,8 @@ class Simulation:
         self.membership_changed = False
         # The read-index proof, checked from the network's side: (leader, epoch, voter) -> the
         # highest read barrier a Fetch of that epoch delivered to the leader echoed; (node,
-        # incarnation, read id) -> the epoch, barrier and voters of a read when it was seen begun.
+        # incarnation, read id) -> the epoch and barrier of a read seen waiting, and the smallest
+        # voter set in force while it waited (the core may have confirmed it under any of them).
         self.echoed: dict[tuple[int, int, int], int] = {}
         self.reads_begun: dict[tuple[int, int, int], tuple[int, int, tuple[int, ...]]] = {}
         # The first read released without the proof: the run goes on (so that the clients'
@@ -295,6 +300,7 @@ class Simulation:
         node.persisting = False
         node.deferred.clear()
         node.last_ready_seq = 0
+        node.smallest_voters = node.core.voters
         node.last_hw = node.core.high_watermark
         node.hw_checkpoint_ms = -NEVER
         node.pending.clear()
@@ -370,15 +376,25 @@ class Simulation:
         # The core's deadline is on the node's clock; the timer event is on the simulation's.
         node_deadline = self._poll(node, core)
         ready = self._take_ready(node, core)
+        # Judged when the core releases them, not when the Ready is performed (after a
+        # quorum-state write, perhaps, by which time the voter set may have changed).
+        for read_id, _index in ready.reads:
+            self._check_read_index_proof(node, core, read_id)
+        node.smallest_voters = core.voters
         self._perform(node, core, ready)
         node.node_deadline = self._deadline_after(node, node_deadline)
         self._arm_timer(node)
+        if len(core.voters) < len(node.smallest_voters):
+            node.smallest_voters = core.voters
         reads = core.pending_read_barriers()
         if reads:
             for read_id, barrier in reads.items():
                 key = (node.node_id, node.incarnation, read_id)
-                if key not in self.reads_begun:
-                    self.reads_begun[key] = (core.epoch, barrier, core.voters)
+                begun = self.reads_begun.get(key)
+                smallest = node.smallest_voters
+                if begun is not None and len(begun[2]) < len(smallest):
+                    smallest = begun[2]
+                self.reads_begun[key] = (core.epoch, barrier, smallest)
         hw = core.high_watermark
         if hw != node.last_hw:
             self.checker.checks["5-hw-monotonic"] += 1
@@ -493,8 +509,6 @@ class Simulation:
                 self._start_flush(node)
         if ready.committed:
             self._apply(node, core, ready.committed)
-        for read_id, _index in ready.reads:
-            self._check_read_index_proof(node, core, read_id)
 
     def _check_read_index_proof(self, node: SimNode, core: RaftCore, read_id: int) -> None:
         """A linearizable read is released only once a majority of voters (the leader counted)
@@ -507,11 +521,14 @@ class Simulation:
             if core.role is not Role.LEADER:
                 return
             begun = (core.epoch, core.read_barrier, core.voters)
-        epoch, barrier, voters_then = begun
-        # A voter change may commit while the read waits: hold it to the smaller majority of the
-        # two sets, counting echoes from either.
-        voters = set(voters_then) | set(core.voters)
-        majority = min(len(voters_then), len(core.voters)) // 2 + 1
+        epoch, barrier, smallest = begun
+        for seen in (node.smallest_voters, core.voters):
+            if seen and len(seen) < len(smallest):
+                smallest = seen
+        # The voter set may change while the read waits: hold it to the smallest set's majority,
+        # counting echoes from the voters of that set and of the current one.
+        voters = set(smallest) | set(core.voters)
+        majority = min(len(smallest), len(core.voters)) // 2 + 1
         echoes = sum(1 for v in voters if v != node.node_id and self.echoed.get((node.node_id, epoch, v), 0) >= barrier)
         self.checker.checks["read-index-proof"] = self.checker.checks.get("read-index-proof", 0) + 1
         if 1 + echoes < majority and self.unproven_read is None:
