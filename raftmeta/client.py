@@ -44,6 +44,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
 from raftmeta.rpc_errors import MUTATING_METHODS, POLICY_VIOLATION, may_have_applied, parse_error_metadata
@@ -135,14 +136,7 @@ def parse_bootstrap(bootstrap: str | Sequence[str]) -> list[str]:
     if not targets:
         raise ValueError("bootstrap server list is empty: expected host:port[,host:port...]")
     for target in targets:
-        if "://" in target:
-            raise ValueError(
-                f"bootstrap server {target!r} is a URL: give host:port (raftmeta speaks gRPC to it; "
-                "no http:// or other scheme)"
-            )
-        host, sep, port = target.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"bootstrap server {target!r} is not host:port with a port in 1..65535")
+        parse_host_port(target, "bootstrap server")
     return targets
 
 

@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 import grpc
 import grpc.aio
 
+from raftmeta.addresses import join_host_port, parse_host_port
 from raftmeta.client import ClientError, ControllerClient
+from raftmeta.ids import id_text
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
 from raftmeta.partition_leader import (
@@ -264,8 +266,8 @@ class BrokerFleet:
         if state.spec.pool is not None:
             request.pool = state.spec.pool
         if self.control_address:
-            host, _, port = self.control_address.rpartition(":")
-            request.endpoints.append(controller_pb2.BrokerEndpointInfo(name=FLEET_ENDPOINT, host=host, port=int(port)))
+            host, port = parse_host_port(self.control_address, "the fleet's control address")
+            request.endpoints.append(controller_pb2.BrokerEndpointInfo(name=FLEET_ENDPOINT, host=host, port=port))
         return request
 
     async def _run_broker(self, state: BrokerState) -> None:
@@ -386,7 +388,7 @@ class BrokerFleet:
             log.info(
                 "partition leader asks for an ISR change",
                 broker_id=change.state.leader,
-                topic=names.get(change.state.topic_id, change.state.topic_id.hex()),
+                topic=names.get(change.state.topic_id, id_text(change.state.topic_id)),
                 partition=change.state.partition,
                 leader_epoch=change.state.leader_epoch,
                 partition_epoch=change.state.partition_epoch,
@@ -411,7 +413,7 @@ class BrokerFleet:
                 continue
             ok = sum(1 for t in answer.topics for p in t.partitions if p.error_code == errors_pb2.NONE)
             refused = [
-                f"{names.get(bytes(t.topic_id), bytes(t.topic_id).hex())}-{p.partition_index}: "
+                f"{names.get(bytes(t.topic_id), id_text(bytes(t.topic_id)))}-{p.partition_index}: "
                 f"{errors_pb2.ErrorCode.Name(p.error_code)}"
                 for t in answer.topics
                 for p in t.partitions
@@ -472,8 +474,8 @@ async def start_control_server(listen: str) -> tuple[grpc.aio.Server, str]:
     Plaintext even when the fleet reaches the quorum over TLS: it is the simulation's own control
     port (``brokers fail|recover``), bound to loopback by default, not part of a deployment."""
     server = grpc.aio.server(options=grpc_channel_options())
-    host, _, _ = listen.rpartition(":")
+    host, _ = parse_host_port(listen, "the fleet's --listen", any_port=True)
     port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
-    return server, f"{host}:{port}"
+    return server, join_host_port(host, port)

@@ -2,7 +2,8 @@
 
 Kafka prints a Uuid as URL-safe base64 without padding (22 characters, e.g.
 ``6yY7kq3dT4C0pn0KwG7Xeg``); users copy topic ids between kafka-topics.sh and raftmeta, so
-raftmeta prints and parses the same form.
+raftmeta prints and parses the same form, everywhere it shows one: commands (`topics`, `log
+dump`, `records decode`), JSON documents, error messages and log lines. Pure.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ def uuid_to_str(raw: bytes) -> str:
     if len(raw) != UUID_BYTES:
         raise ValueError(f"a uuid has {UUID_BYTES} bytes, got {len(raw)}")
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def id_text(raw: bytes) -> str:
+    """An id as a message or log line quotes it: Kafka's form for 16 bytes; bytes that are no id
+    (a malformed request's) as hex, so the message still shows what was sent."""
+    return uuid_to_str(raw) if len(raw) == UUID_BYTES else raw.hex()
 
 
 def uuid_from_str(text: str) -> bytes:

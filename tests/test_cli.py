@@ -71,6 +71,8 @@ def test_records_decode_roundtrip() -> None:
     document = json.loads(result.output)
     assert document["type"] == "topic"
     assert document["record"]["topic"]["name"] == "orders"
+    # The id as every command shows one: Kafka's form (as `topics` and `log dump` print it).
+    assert document["record"]["topic"]["topic_id"] == "AAAAAAAAAAAAAAAAAAAAAQ"
 
 
 def test_records_decode_bad_input_exits_2_and_names_the_argument() -> None:

@@ -79,7 +79,7 @@ def test_a_url_scheme_in_the_bootstrap_server_is_a_usage_error(scheme: str) -> N
     code, document = topics_list(f"{scheme}127.0.0.1:9092")
     assert code == 2
     assert document["error"]["param"] == "--bootstrap-server"
-    assert "host:port" in document["error"]["message"] and scheme in document["error"]["message"]
+    assert "give HOST:PORT" in document["error"]["message"] and scheme in document["error"]["message"]
 
 
 def test_a_refused_connection_fails_at_once_and_says_so(free_port: int) -> None:

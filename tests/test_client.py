@@ -130,7 +130,7 @@ def test_parse_bootstrap_validates_each_target() -> None:
     assert parse_bootstrap("127.0.0.1:1,localhost:2") == ["127.0.0.1:1", "localhost:2"]
     with pytest.raises(ValueError, match="empty"):
         parse_bootstrap(" , ")
-    with pytest.raises(ValueError, match="'nohost' is not host:port"):
+    with pytest.raises(ValueError, match="bootstrap server 'nohost' is not HOST:PORT"):
         parse_bootstrap("127.0.0.1:1,nohost")
     with pytest.raises(ValueError, match=r"port in 1\.\.65535"):
         parse_bootstrap("h:70000")

@@ -5,13 +5,14 @@ real Kafka is tested in tests/kraft/."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
-from raftmeta.kraft.cluster import CLUSTER_FILE, KraftCluster, check_shape
+from raftmeta.kraft.cluster import CLUSTER_FILE, KraftCluster, KraftNode, check_shape, port_taken
 from raftmeta.kraft.node_config import (
     JvmSettings,
     broker_properties,
@@ -145,3 +146,14 @@ def test_kraft_status_of_a_damaged_cluster_file_fails(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["kraft", "status", "--data-dir", str(tmp_path), "--output", "json"])
     assert result.exit_code == 1
     assert "is not valid JSON" in json.loads(result.stdout)["error"]["message"]
+
+
+def test_a_port_taken_is_read_from_a_node_that_exited(tmp_path: Path) -> None:
+    node = KraftNode(0, "broker", 0, "127.0.0.1:9092", "rack-a", str(tmp_path))  # pid 0: not running
+    assert not port_taken(node)  # no logs
+    (tmp_path / "console.log").write_text("java.net.BindException: Address already in use\n")
+    assert port_taken(node)
+    running = KraftNode(0, "broker", os.getpid(), "127.0.0.1:9092", "rack-a", str(tmp_path))
+    assert not port_taken(running)
+    (tmp_path / "console.log").write_text("Exiting Kafka due to fatal exception during startup.\n")
+    assert not port_taken(node)

@@ -373,8 +373,7 @@ def _controller() -> Controller:
             handled = controller.handle(method, request, 0)
             if handled.records:
                 offset += len(handled.records)
-                controller.appended(handled.key, offset)
-                controller.on_commit(offset)
+                controller.commit(1, offset)
     return controller
 
 

@@ -42,6 +42,7 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,9 @@ from raftmeta.bench.results import (
     machine,
     median,
     median_of_rounds,
+    option_given,
     percentile,
+    refuse_options_given,
     result_file_option,
     scratch_dir,
     work_dir_option,
@@ -212,13 +215,17 @@ def compare_command(
     warmup: float,
     result_file: Path | None,
     output: str,
+    raftmeta_node_args: Sequence[str] = (),
 ) -> None:
-    """``--target kraft|both``: the Kafka-protocol load against each side, and its report."""
+    """``--target kraft|both``: the Kafka-protocol load against each side, and its report;
+    ``raftmeta_node_args`` go to raftmeta's nodes."""
     from raftmeta.bench.kafka_commit import run_comparison
 
     targets = SIDES if target == "both" else (target,)
     with scratch_dir(work_dir, "commit") as scratch:
-        document = run_comparison(targets, clients, partitions, duration, rounds, scratch, nodes, brokers, warmup)
+        document = run_comparison(
+            targets, clients, partitions, duration, rounds, scratch, nodes, brokers, warmup, raftmeta_node_args
+        )
     write_result(document, result_file)
     if output == "json":
         emit_json(document)
@@ -645,10 +652,32 @@ def command(
     """Committed creates/s, records/s and latency of a local quorum, next to the machine's floors
     (or beside a real KRaft cluster: --target)."""
     if target != "raftmeta":
+        refuse_options_given(
+            {"raft_floor": "--raft-floor/--no-raft-floor"},
+            "the bare-Raft floor is measured with --target raftmeta only (the Kafka-protocol comparison has none)",
+        )
+        if target == "kraft":
+            refuse_options_given(
+                {"fetch_rpc": "--fetch-rpc", "node_args": "--node-arg"},
+                "raftmeta node settings apply where raftmeta nodes run: --target raftmeta or both",
+            )
+        raftmeta_node_args = [*(["--fetch-rpc", fetch_rpc] if option_given("fetch_rpc") else []), *node_args]
         compare_command(
-            target, nodes, clients, partitions, duration, brokers, work_dir, rounds, warmup, result_file, output
+            target,
+            nodes,
+            clients,
+            partitions,
+            duration,
+            brokers,
+            work_dir,
+            rounds,
+            warmup,
+            result_file,
+            output,
+            raftmeta_node_args,
         )
         return
+    refuse_options_given({"warmup": "--warmup"}, "the warm-up is of the Kafka-protocol comparison: --target kraft|both")
     with scratch_dir(work_dir, "commit") as scratch:
         document = run_benchmark(
             nodes, clients, partitions, duration, brokers, scratch, fetch_rpc, node_args, raft_floor, rounds

@@ -2,8 +2,8 @@
 
 For each image size (``--sizes``, in partitions) a controller is filled with topics of
 ``--fill-topic-partitions`` partitions each on 9 brokers in 3 racks; then CreateTopics requests for
-a 1-partition and a 1,000-partition topic (RF 3) go through ``Controller.handle`` + ``appended`` +
-``on_commit`` -- the full path of the leader's controller, working-image update included -- and
+a 1-partition and a 1,000-partition topic (RF 3) go through ``Controller.handle`` + ``commit`` --
+the full path of the leader's controller, working-image update included -- and
 the median handled/s over ``--runs`` runs is reported; ``--request-ids`` gives each a request id,
 as the project's clients do (the request digest and the RequestRecord come with it). A flat curve
 means creation cost does not grow with the image (the image is a persistent structure, nothing is
@@ -67,9 +67,7 @@ class _Leader:
         if handled.records:
             self.offset += len(handled.records)
             self.log.extend(serialized(handled.records))
-            self.controller.appended(handled.key, self.offset)
-            (done,) = self.controller.on_commit(self.offset)
-            return done.response
+            self.controller.commit(1, self.offset)
         return handled.response
 
     def add_brokers(self) -> None:

@@ -46,6 +46,7 @@ from raftmeta.bench.results import (
     machine,
     median,
     percentile,
+    refuse_options_given,
     result_file_option,
     scratch_dir,
     work_dir_option,
@@ -460,6 +461,11 @@ def command(
 ) -> None:
     """Time from breaking the leader to the first create acknowledged by the new leader."""
     if target != "raftmeta":
+        refuse_options_given(
+            {"probe_after_s": "--client-probe-after"},
+            "it sets the gRPC load clients' retry policy, so it applies to --target raftmeta only "
+            "(the Kafka-protocol clients of --target kraft|both move on after their own attempt timeout)",
+        )
         compare_command(target, nodes, count, clients, faults, work_dir, result_file, output)
         return
     if nodes not in (3, 5) and "partition" in faults:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,11 +135,12 @@ def measure_side(
     voters: int,
     brokers: int,
     warmup_s: float,
+    raftmeta_node_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Start the side fresh, run the load, stop it; its figures and its start-up time."""
     from raftmeta.server.app import run
 
-    side = make_side(name, round_dir / name, voters, brokers)
+    side = make_side(name, round_dir / name, voters, brokers, raftmeta_node_args if name == "raftmeta" else ())
     started = time.perf_counter()
     try:
         side.start()
@@ -159,8 +161,10 @@ def run_comparison(
     voters: int = 3,
     brokers: int = 3,
     warmup_s: float = 0.0,
+    raftmeta_node_args: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``rounds`` rounds of each side in ``targets`` on fresh processes, in alternating order."""
+    """``rounds`` rounds of each side in ``targets`` on fresh processes, in alternating order;
+    ``raftmeta_node_args`` go to raftmeta's nodes (``--fetch-rpc``, ``--node-arg``)."""
     from raftmeta.kraft.classpath import kafka_version
 
     load_before = os.getloadavg()
@@ -171,7 +175,15 @@ def run_comparison(
         round_load = os.getloadavg()
         figures = {
             name: measure_side(
-                name, work_dir / f"round-{index}", clients, partitions, duration_s, voters, brokers, warmup_s
+                name,
+                work_dir / f"round-{index}",
+                clients,
+                partitions,
+                duration_s,
+                voters,
+                brokers,
+                warmup_s,
+                raftmeta_node_args,
             )
             for name in order
         }
@@ -196,6 +208,7 @@ def run_comparison(
         "replication_factor": REPLICATION_FACTOR,
         "duration_s": duration_s,
         "warmup_s": warmup_s,
+        "raftmeta_node_args": list(raftmeta_node_args),
         **side_by_side(measured, COMMIT_BETTER),
         "rounds": measured,
         "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},

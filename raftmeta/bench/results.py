@@ -91,6 +91,24 @@ def rss_bytes(pid: int) -> dict[str, int]:
     return figures
 
 
+def option_given(name: str) -> bool:
+    """Whether the user gave the current command's parameter ``name`` (on the command line or in
+    the environment) rather than leaving it at its default."""
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def refuse_options_given(options: Mapping[str, str], rule: str) -> None:
+    """A usage error when the user gave any of ``options`` (parameter name -> its flag, as the help
+    spells it), naming those given and ``rule``: an option that does not apply to the run asked
+    for is refused rather than silently ignored."""
+    given = [flag for name, flag in options.items() if option_given(name)]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: {rule}")
+
+
 # The options every benchmark that needs them shares, spelled once.
 work_dir_option = click.option(
     "--work-dir",

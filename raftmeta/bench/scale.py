@@ -834,6 +834,14 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
               help="Stop creating (and report how far it got) after this long.")  # fmt: skip
 @click.option("--leave-deadline-s", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Deadline of the last step's UnregisterBroker.")  # fmt: skip
+@click.option("--target", type=click.Choice(["raftmeta", "kraft", "both"]), default="raftmeta", show_default=True,
+              help="raftmeta: the steps above over gRPC; kraft|both: the scale rows over the Kafka protocol on a "
+              "real KRaft quorum, raftmeta or both in one run (raftmeta/bench/kafka_scale.py).")  # fmt: skip
+@click.option("--kraft-heap-mb", type=click.IntRange(min=256), default=4096, show_default=True,
+              help="-Xmx of KRaft's controllers and broker (--target kraft|both).")  # fmt: skip
+@click.option("--kraft-snapshot-interval-ms", type=click.IntRange(min=1000), default=60_000, show_default=True,
+              help="KRaft's metadata.log.max.snapshot.interval.ms for the run (--target kraft|both): how soon "
+              "after the creation its controllers snapshot the rest of the image.")  # fmt: skip
 @work_dir_option
 @result_file_option
 @output_option
@@ -849,6 +857,9 @@ def command(
     snapshots: str,
     create_budget_s: float | None,
     leave_deadline_s: float,
+    target: str,
+    kraft_heap_mb: int,
+    kraft_snapshot_interval_ms: int,
     work_dir: Path | None,
     result_file: Path | None,
     output: str,
@@ -857,6 +868,29 @@ def command(
     wiped-follower catch-up and latencies on the full image."""
     if partitions < topic_partitions:
         raise click.UsageError(f"--partitions must be at least --topic-partitions ({topic_partitions})")
+    if target != "raftmeta":
+        run_kafka_target(
+            target,
+            kafka_scale_params(
+                partitions,
+                topic_partitions,
+                brokers,
+                racks,
+                pipeline,
+                samples,
+                max_node_rss_mib,
+                create_budget_s,
+                kraft_heap_mb,
+                kraft_snapshot_interval_ms,
+                growth,
+                snapshots,
+                target,
+            ),
+            work_dir,
+            result_file,
+            output,
+        )
+        return
     params = ScaleParams(
         partitions,
         topic_partitions=topic_partitions,
@@ -876,4 +910,45 @@ def command(
         emit_json(document)
         return
     for line in summary_lines(document):
+        click.echo(line)
+
+
+def kafka_scale_params(
+    partitions: int,
+    topic_partitions: int,
+    brokers: int,
+    racks: int,
+    pipeline: int,
+    samples: int,
+    max_node_rss_mib: int,
+    create_budget_s: float | None,
+    kraft_heap_mb: int,
+    kraft_snapshot_interval_ms: int,
+    growth: float | None,
+    snapshots: str,
+    target: str,
+) -> Any:
+    """The parameters of ``--target kraft|both``; a usage error naming each raftmeta-only option."""
+    from raftmeta.bench.kafka_scale import KafkaScaleParams, raftmeta_only_options
+
+    problems = raftmeta_only_options(target, growth, snapshots)
+    if problems:
+        raise click.UsageError("; ".join(problems))
+    if racks > brokers:
+        raise click.UsageError(f"--racks ({racks}) must be at most --brokers ({brokers})")
+    return KafkaScaleParams(partitions, topic_partitions, brokers, racks, pipeline, samples, max_node_rss_mib,
+                            create_budget_s, kraft_heap_mb, kraft_snapshot_interval_ms)  # fmt: skip
+
+
+def run_kafka_target(target: str, params: Any, work_dir: Path | None, result_file: Path | None, output: str) -> None:
+    from raftmeta.bench.kafka_scale import run_comparison
+    from raftmeta.bench.kafka_scale import summary_lines as kafka_summary_lines
+
+    with scratch_dir(work_dir, "scale") as scratch:
+        document = run_comparison(target, params, scratch)
+    write_result(document, result_file)
+    if output == "json":
+        emit_json(document)
+        return
+    for line in kafka_summary_lines(document):
         click.echo(line)

@@ -13,19 +13,16 @@ from __future__ import annotations
 import abc
 import asyncio
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Literal
 
 from raftmeta.bench.kafka_ops import KafkaError, QuorumState, describe_quorum
 from raftmeta.kafka.connection import KafkaConnection
-from raftmeta.logs import get_logger
 
 Fault = Literal["kill", "pause"]
 PROBE_TIMEOUT_S: Final = 2.0
 CLIENT_ID: Final = "raftmeta-bench"
-START_ATTEMPTS: Final = 3
-PORT_TAKEN: Final = "Address already in use"  # the JVM's BindException, quoted from its log
-log = get_logger("bench.sides")
 # The simulated brokers' ISR check, pushed past the run (raftmeta/bench/commit.py says why).
 FLEET_ISR_CHECK_INTERVAL_MS: Final = 3_600_000
 
@@ -97,16 +94,18 @@ async def _describe(address: str) -> QuorumState:
 
 
 class RaftmetaSide(Side):
-    """A local quorum of ``nodes`` node processes with Kafka listeners, and 3 simulated brokers."""
+    """A local quorum of ``nodes`` node processes with Kafka listeners, and 3 simulated brokers;
+    ``node_args`` are given to every node (``raftmeta node`` arguments, for A/B runs)."""
 
     name = "raftmeta"
 
-    def __init__(self, work_dir: Path, nodes: int = 3, brokers: int = 3) -> None:
+    def __init__(self, work_dir: Path, nodes: int = 3, brokers: int = 3, node_args: Sequence[str] = ()) -> None:
         from raftmeta.local_quorum import LocalQuorum
 
         self.work_dir = work_dir
         self.nodes = nodes
         self.brokers = brokers
+        self.node_args = list(node_args)
         self.quorum: LocalQuorum | None = None
 
     def start(self) -> None:
@@ -119,6 +118,7 @@ class RaftmetaSide(Side):
             racks=min(3, self.brokers),
             kafka=True,
             metrics=False,
+            node_args=self.node_args,
             fleet_args=["--isr-check-interval-ms", str(FLEET_ISR_CHECK_INTERVAL_MS)],
         )
 
@@ -176,25 +176,12 @@ class KraftSide(Side):
         self.cluster: KraftCluster | None = None
 
     def start(self) -> None:
-        """Start the cluster; again in a fresh folder (at most ``START_ATTEMPTS`` times) when a
-        JVM could not bind its port: the launcher picks free ports before the JVMs bind them, and
-        on a machine where other processes open ports all the time one may be taken meanwhile.
-        Any other failure is raised at once."""
-        from raftmeta.kraft.cluster import KraftCluster, KraftNodeError
+        """Start the cluster (the launcher starts a node whose port was taken again on a new one)."""
+        from raftmeta.kraft.cluster import KraftCluster
 
-        for attempt in range(1, START_ATTEMPTS + 1):
-            try:
-                self.cluster = KraftCluster.start(
-                    self.work_dir / f"attempt-{attempt}",
-                    controllers=self.controllers,
-                    brokers=self.brokers,
-                    racks=min(3, self.brokers),
-                )
-                return
-            except KraftNodeError as exc:
-                if PORT_TAKEN not in str(exc) or attempt == START_ATTEMPTS:
-                    raise
-                log.warning("a KRaft node's port was taken before it bound it; starting again", attempt=attempt)
+        self.cluster = KraftCluster.start(
+            self.work_dir, controllers=self.controllers, brokers=self.brokers, racks=min(3, self.brokers)
+        )
 
     def admin_addresses(self, leader: int) -> list[str]:
         assert self.cluster is not None, "not started"
@@ -233,11 +220,16 @@ class KraftSide(Side):
             self.cluster.stop()
 
 
-def make_side(name: str, work_dir: Path, voters: int = 3, brokers: int = 3) -> Side:
+def make_side(
+    name: str, work_dir: Path, voters: int = 3, brokers: int = 3, raftmeta_node_args: Sequence[str] = ()
+) -> Side:
     """A side by its results key, to be started in ``work_dir``: ``voters`` raftmeta nodes or
-    KRaft controllers, ``brokers`` simulated or real brokers."""
+    KRaft controllers, ``brokers`` simulated or real brokers; ``raftmeta_node_args`` go to
+    raftmeta's nodes only (a KRaft side refuses them: they are no Kafka settings)."""
     if name == "raftmeta":
-        return RaftmetaSide(work_dir, voters, brokers)
+        return RaftmetaSide(work_dir, voters, brokers, raftmeta_node_args)
     if name == "kraft":
+        if raftmeta_node_args:
+            raise ValueError(f"raftmeta node arguments do not apply to KRaft: {list(raftmeta_node_args)}")
         return KraftSide(work_dir, voters, brokers)
     raise ValueError(f"side must be raftmeta or kraft, got {name!r}")

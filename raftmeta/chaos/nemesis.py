@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.chaos import membership
 from raftmeta.chaos.cluster import ChaosCluster
 from raftmeta.chaos.events import Timeline, wall_ms
@@ -375,10 +376,10 @@ class Nemesis:
         assert self._voter_client is not None
         try:
             if change.kind == "add":
-                host, _, port = self.cluster.address(change.node).rpartition(":")
+                host, port = parse_host_port(self.cluster.address(change.node), f"node {change.node}'s address")
                 # The node's real listener goes into the log; the other nodes reach it through the
                 # proxies all the same (their configured address for it wins).
-                listener = controller_pb2.RaftVoterListener(name=CONTROLLER_LISTENER, host=host, port=int(port))
+                listener = controller_pb2.RaftVoterListener(name=CONTROLLER_LISTENER, host=host, port=port)
                 added = await self._voter_client.add_raft_voter(
                     controller_pb2.AddRaftVoterRequest(
                         voter_id=change.node, voter_directory_id=directory_id, listeners=[listener]

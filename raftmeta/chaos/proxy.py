@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from raftmeta.addresses import parse_host_port
+
 # One read from a socket; bounded so a delayed direction's queue holds at most this per chunk.
 CHUNK_BYTES_MAX = 64 * 1024
 # Chunks queued per delayed direction before the reader waits (TCP backpressure takes over).
@@ -99,8 +101,7 @@ class LinkProxy:
         self.src = src
         self.dst = dst
         self.listen_port = listen_port
-        self.target_host, _, port = target.rpartition(":")
-        self.target_port = int(port)
+        self.target_host, self.target_port = parse_host_port(target, f"the link {src}->{dst}'s target")
         self.network = network
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()

@@ -17,9 +17,9 @@ from typing import Any
 
 import click
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.cli.common import NODE_ID, CheckFailed, emit_json, output_option, usage_error
 from raftmeta.cli.connect import connect, tls_options
-from raftmeta.client import parse_bootstrap
 from raftmeta.raft.voters import format_directory_id, parse_directory_id
 from raftmeta.server.addresses import CONTROLLER_LISTENER
 from raftmeta.storage.meta_properties import read_meta_properties
@@ -74,11 +74,9 @@ def _directory_id(text: str | None) -> bytes:
 
 def _listener(text: str) -> tuple[str, int]:
     try:
-        [target] = parse_bootstrap(text)
+        return parse_host_port(text.strip(), "--controller-listener")
     except ValueError as exc:
-        raise usage_error(f"{exc} (one HOST:PORT)", "--controller-listener") from exc
-    host, _, port = target.rpartition(":")
-    return host, int(port)
+        raise usage_error(str(exc), "--controller-listener") from exc
 
 
 def _answer(kind: str, voter_id: int, response: Any, output: str, done: str | None = None) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from raftmeta.cli.log_kafka import (
     print_kafka_batch,
     walk_kafka_file,
 )
+from raftmeta.ids import UUID_BYTES, uuid_to_str
 from raftmeta.records.decode import NotARecordError, parse_record
 from raftmeta.records.kafka.schemas import SNAPSHOT_FOOTER, SNAPSHOT_HEADER
 from raftmeta.records.log_format import LogFormat, UnknownLogFormatError
@@ -46,7 +46,8 @@ from raftmeta.storage.quorum_state import QuorumStateFile
 from raftmeta.storage.segment import parse_log_file_name
 from raftmeta.storage.snapshot import SnapshotStore, parse_snapshot_name, read_snapshot
 
-UUID_FIELDS = {"topic_id", "incarnation_id"}
+# Kafka Uuids among the records' fields: shown in Kafka's form (raftmeta.ids).
+UUID_FIELDS = frozenset({"topic_id", "incarnation_id", "directory_id"})
 
 
 @click.group()
@@ -68,7 +69,7 @@ def decode_record(raw: bytes) -> dict[str, Any]:
 
 def message_fields(message: Message) -> dict[str, Any]:
     """Every field of ``message`` (defaults included, unset optional fields omitted), with
-    16-byte ids as uuids, other bytes as hex and enums by name."""
+    16-byte ids in Kafka's form, other bytes as hex and enums by name."""
     out: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
         if field.has_presence and not field.is_repeated and not message.HasField(field.name):
@@ -89,7 +90,7 @@ def _field_value(field: Any, value: Any) -> Any:
         described = field.enum_type.values_by_number.get(value)
         return described.name if described is not None else value
     if isinstance(value, bytes):
-        return str(uuid.UUID(bytes=value)) if field.name in UUID_FIELDS and len(value) == 16 else value.hex()
+        return uuid_to_str(value) if field.name in UUID_FIELDS and len(value) == UUID_BYTES else value.hex()
     return value
 
 

@@ -155,19 +155,17 @@ def node(
         material(client_tls)
     except TlsError as exc:
         raise usage_error(str(exc)) from exc
-    if metrics_listen is not None:
-        from raftmeta.metrics.http import parse_listen
+    from raftmeta.addresses import parse_host_port
 
-        try:
-            parse_listen(metrics_listen)
-        except ValueError as exc:
-            raise usage_error(str(exc), "--metrics-listen") from exc
-    from raftmeta.kafka.listener import split_host_port
-
+    try:
+        if metrics_listen is not None:
+            parse_host_port(metrics_listen, "--metrics-listen", any_port=True)
+    except ValueError as exc:
+        raise usage_error(str(exc), "--metrics-listen") from exc
     kafka_peer_map: dict[int, str] = {}
     try:
         if kafka_listener is not None:
-            split_host_port(kafka_listener)
+            parse_host_port(kafka_listener, "--kafka-listener", any_port=True)
     except ValueError as exc:
         raise usage_error(str(exc), "--kafka-listener") from exc
     try:

@@ -26,6 +26,8 @@ import struct
 from dataclasses import dataclass
 from enum import Enum
 
+from raftmeta.addresses import parse_host_port
+
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # An empty SETTINGS frame: 3-byte length 0, type 4, no flags, stream 0 (RFC 9113, 3.4).
 HTTP2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
@@ -73,8 +75,7 @@ class Peer:
 def probe(address: str, timeout_s: float, *, tls: bool) -> Peer:
     """What listens at ``address`` (``host:port``), within about ``timeout_s`` per exchange. With
     ``tls`` only the connect is tried: the plaintext exchanges would prove nothing there."""
-    host, _, port_text = address.rpartition(":")
-    target = (host.strip("[]"), int(port_text))
+    target = parse_host_port(address, "peer")
     try:
         sock = socket.create_connection(target, timeout=timeout_s)
     except ConnectionRefusedError:

@@ -6,10 +6,10 @@ import base64
 import binascii
 
 import click
-from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
 from raftmeta.cli.common import emit_json, output_option, usage_error
+from raftmeta.cli.log import message_fields
 from raftmeta.records.decode import NotARecordError, parse_record
 from raftmeta.v1 import records_pb2
 
@@ -78,8 +78,9 @@ def decode_command(data: str, encoding: str, output: str) -> None:
     kind = record.WhichOneof("record")
     if kind is None:
         raise usage_error("the record sets no record type (empty oneof)", "DATA")
-    as_dict = json_format.MessageToDict(record, preserving_proto_field_name=True)
+    # As `log dump` shows records: ids in Kafka's form, other bytes as hex (raftmeta.ids).
+    fields = message_fields(getattr(record, kind))
     if output == "json":
-        emit_json({"type": kind, "record": as_dict})
+        emit_json({"type": kind, "record": {kind: fields}})
     else:
-        click.echo(f"{kind}: {as_dict[kind]}")
+        click.echo(f"{kind}: {fields}")

@@ -12,7 +12,8 @@ For readers of the log (``raftmeta log dump``, the simulator, the Spark job)::
     builder.replay(record); image = builder.build()
 """
 
-from raftmeta.controller.controller import METHODS, Completion, Controller, Handled, not_controller_response
+from placement.rng import RandomSource
+from raftmeta.controller.controller import METHODS, Controller, Handled
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.errors import ApiError, ReplayError, RequestError
 from raftmeta.controller.image import (
@@ -26,7 +27,7 @@ from raftmeta.controller.image import (
     TopicImage,
 )
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
-from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, TopicIdSource
 from raftmeta.controller.snapshot import image_from_records, image_to_records
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
     "REQUEST_TABLE_CAPACITY",
     "ApiError",
     "BrokerRegistration",
-    "Completion",
     "Controller",
     "ControllerConfig",
     "ControllerResult",
@@ -55,5 +55,4 @@ __all__ = [
     "TopicImage",
     "image_from_records",
     "image_to_records",
-    "not_controller_response",
 ]

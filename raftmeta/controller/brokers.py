@@ -27,6 +27,7 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
 
 from __future__ import annotations
 
+from placement.rng import RandomSource
 from raftmeta.controller.elections import fence_steps, unfence_steps, unregister_steps
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
@@ -35,7 +36,6 @@ from raftmeta.controller.result import (
     DEFAULT_CONFIG,
     ControllerConfig,
     ControllerResult,
-    RandomSource,
     TopicIdSource,
     Work,
 )

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from raftmeta.controller.image import NO_LEADER, MetadataImage
+from raftmeta.ids import id_text
 from raftmeta.v1 import records_pb2
 
 # Methods whose batches change brokers or existing partitions (CreateTopics and CreatePartitions
@@ -77,7 +78,7 @@ def _partition_line(image: MetadataImage, cause: str, change: records_pb2.Partit
     part = image.partition(change.topic_id, change.partition_id)
     fields: dict[str, Any] = {
         "cause": cause,
-        "topic": topic.name if topic is not None else change.topic_id.hex(),
+        "topic": topic.name if topic is not None else id_text(change.topic_id),
         "partition": change.partition_id,
         "leader_epoch": change.leader_epoch,
         "partition_epoch": change.partition_epoch,

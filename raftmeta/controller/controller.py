@@ -9,25 +9,29 @@ a request sees the effect of every request before it (Kafka's QuorumController d
 its timeline snapshots). Images are persistent values, so keeping one per pending batch is cheap
 and committing or rolling back is a pointer move.
 
-Driver contract (one asyncio task owns the controller and calls it in order):
+The controller keeps the image, the handlers and the timers; the request lifecycle -- who waits
+for which offset, what a renounce fails -- is its driver's, the
+:class:`~raftmeta.controller.quorum.QuorumController` (a request crosses into the controller once,
+through ``handle``). Driver contract (one task owns the controller and calls it in order):
 
 1. ``handle(method, request, now_ms[, ids, random]) -> Handled`` (the topic-id and random sources
    default to the ones given to the constructor). Reads (DescribeTopics, DescribeCluster,
-   ListPartitionReassignments) are answered at once from the committed image (``handled.response``).
-   Mutations return ``handled.records``: if not empty, propose them to the consensus core as one
-   batch and report its last offset with ``appended(handled.key, last_offset)``. If empty, the
-   answer is ``handled.response`` when ``handled.done``, else it is released by ``on_commit``
-   together with the pending batch it waits for (a no-op must not overtake earlier writes).
-2. ``on_commit(high_watermark)`` -> the ``Completion`` s released (key, method, response) for every
-   pending batch whose last offset is <= the high watermark, in order.
+   ListPartitionReassignments) are answered at once from the committed image (``handled.response``,
+   ``handled.done``). Mutations return ``handled.records``: if not empty, they are a pending batch
+   now; propose them to the consensus core, in order, and ``commit`` them once they commit; the
+   answer, ``handled.response``, is true then. If empty, the answer is final now when
+   ``handled.done``, else once the newest pending batch commits (a no-op must not overtake
+   earlier writes).
+2. ``commit(batches, last_offset)``: the oldest ``batches`` pending batches committed as one log
+   batch ending at ``last_offset``.
 3. ``apply_committed(records, last_offset)`` for committed batches this controller did not produce
    (a previous leader's tail; control batches such as LeaderChangeRecord and NoOpRecord, which are
    accepted at any time). A foreign metadata batch is only valid with nothing pending; the driver
    must not call ``handle`` before the first batch of its own epoch is committed (KRaft's rule).
-4. ``renounce()`` on losing leadership: pending batches are dropped, the working image becomes the
-   committed image again, and every waiting request completes with NOT_CONTROLLER.
+4. ``renounce()`` on losing leadership: pending batches and work under way are dropped, and the
+   working image becomes the committed image again.
 5. ``tick(now_ms) -> Handled | None``: fences brokers whose session (``session_timeout_ms``) has run
-   out; propose and ``appended`` its records like a request's. Heartbeats (through ``handle``) keep
+   out; its records are proposed and committed like a request's. Heartbeats (through ``handle``) keep
    the last-contact time, which is soft state: never logged, reset by ``renounce``; a broker
    without one gets a full session from the first tick (as Kafka's ``activate``: a new controller
    never fences a broker for heartbeats that went to its predecessor). When no broker needs
@@ -38,7 +42,7 @@ Driver contract (one asyncio task owns the controller and calls it in order):
 6. ``working`` / ``resume()``: a broker leaving or returning may take several turns
    (:mod:`raftmeta.controller.work`). While ``working``, ``handle`` takes no write (hold them) and
    ``tick`` does nothing; once the last turn's batch has committed, ``resume()`` gives the next
-   turn's ``Handled``, proposed like any other; the request's answer comes with its last batch.
+   turn's ``Handled``, proposed like any other; the request's answer comes with its last turn.
 
 Idempotent retries: a mutating request with a ``request_id`` appends a RequestRecord holding its
 serialized response in the same batch; a retry whose id is in the working image's table (so
@@ -50,14 +54,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from google.protobuf.message import Message
 
+from placement.rng import RandomSource
 from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
 from raftmeta.controller.changes import AUTO_LEADER_REBALANCE, BROKER_SESSION_EXPIRED, LEADERLESS_ELECTED
-from raftmeta.controller.delta import ImageBuilder, NewTopic
+from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.elections import (
     ScanPass,
     fence_steps,
@@ -65,7 +70,7 @@ from raftmeta.controller.elections import (
     preferred_rule,
     scan_records,
 )
-from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics, encoded_partitions
+from raftmeta.controller.encoded import EncodedPartitions, EncodedTopics
 from raftmeta.controller.errors import RequestError
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
 from raftmeta.controller.requests import request_sha256
@@ -73,19 +78,17 @@ from raftmeta.controller.result import (
     DEFAULT_CONFIG,
     ControllerConfig,
     ControllerResult,
-    RandomSource,
     TopicIdSource,
     Work,
 )
 from raftmeta.controller.snapshot import image_from_records, image_to_records
 from raftmeta.controller.work import TurnBudget, start
 from raftmeta.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
-from raftmeta.records.decode import LazyRecords, with_record
+from raftmeta.records.decode import with_record
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 # Record kinds that carry no metadata: consensus control records and snapshot framing.
 _CONTROL_KINDS = frozenset({"leader_change", "no_op", "snapshot_header", "snapshot_footer", "voters"})
-NOT_CONTROLLER_MESSAGE = "This controller lost leadership before the request was committed; retry on the new leader."
 
 Handler = Callable[..., ControllerResult[Any]]
 
@@ -206,13 +209,14 @@ METHODS: dict[str, Method] = {
 
 @dataclass(frozen=True, slots=True)
 class Handled:
-    """What ``handle`` / ``tick`` hand the driver.
+    """What ``handle`` / ``tick`` / ``resume`` hand the driver.
 
-    ``records``: propose as one batch when not empty (then call ``appended(key, last_offset)``).
-    ``done``: the response is final now (``response``); otherwise ``on_commit`` releases it.
+    ``records``: propose them as one batch when not empty; once it commits, ``commit`` it.
+    ``response``: the answer (None for a timer's batches and work's turns, which answer nobody),
+    final now when ``done``; otherwise true once the batch -- or, with no records, the newest
+    pending batch -- commits (a no-op must not overtake earlier writes).
     """
 
-    key: int
     method: str
     records: Sequence[records_pb2.MetadataRecord]
     response: Message | None
@@ -222,26 +226,10 @@ class Handled:
 
 
 @dataclass(frozen=True, slots=True)
-class Completion:
-    key: int
-    method: str
-    response: Message | None  # None for tick's fencing batches, which answer nobody
-
-
-@dataclass(slots=True)
-class _Waiter:
-    key: int
-    method: str
-    request: Message | None
-    response: Message | None
-
-
-@dataclass(frozen=True, slots=True)
 class _Work:
     """Work under way: its steps and the request it answers (None: a timer's)."""
 
     steps: Work[Any]
-    key: int
     method: str
     request: Message | None
     request_id: str
@@ -264,13 +252,11 @@ def _fence_stale_work(
     return ControllerResult(tuple(records), controller_pb2.BrokerHeartbeatResponse())
 
 
-@dataclass(slots=True)
-class _PendingBatch:
-    key: int
+class _PendingBatch(NamedTuple):
+    """A batch handed to the driver, not committed yet."""
+
     image: MetadataImage  # the working image after this batch
-    last_offset: int | None = None
-    waiters: list[_Waiter] = field(default_factory=list)
-    encoded: list[EncodedPartitions] = field(default_factory=list)  # the topics it creates
+    encoded: Sequence[EncodedPartitions] = ()  # the topics it creates, as their records encode them
 
 
 class Controller:
@@ -291,7 +277,6 @@ class Controller:
         self._committed = image if image is not None else MetadataImage.empty()
         self._committed_offset = committed_offset
         self._pending: deque[_PendingBatch] = deque()
-        self._next_key = 1
         # Soft state: broker id -> time of its last heartbeat (or registration), in ms.
         self.last_contact_ms: dict[int, int] = {}
         # Soft state: when the next automatic preferred-leader round is due (None: not scheduled;
@@ -342,10 +327,9 @@ class Controller:
             raise RequestError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
         if not isinstance(request, spec.request_type):
             raise RequestError(f"{method} takes a {spec.request_type.__name__}, got {type(request).__name__}")
-        key = self._take_key()
         if not spec.mutating:
             result = spec.handler(self._committed, request, now_ms, ids, random, self.config)
-            return Handled(key, method, (), result.response, True)
+            return Handled(method, (), result.response, True)
         if self._work is not None:
             raise RuntimeError(f"{method}: a write while work is under way (hold it until `working` is False)")
         request_id: str = getattr(request, "request_id", "")
@@ -362,29 +346,19 @@ class Controller:
                         f"request_id {request_id!r} was already used for a different {method} request: "
                         "a retry must resend the same request; new work needs a new request_id"
                     )
-                return self._answer(key, method, request, spec.response_type.FromString(entry.response))
+                return self._answer(method, spec.response_type.FromString(entry.response))
         result = spec.handler(self.image, request, now_ms, ids, random, self.config)
         self._note_contact(method, request, result.response, now_ms)
         if result.more is not None:
-            self._work = _Work(result.more, key, method, request, request_id, digest)
-            return self._push_turn(key, result.records, method)
-        return self._finish(key, method, request, request_id, digest, result)
+            self._work = _Work(result.more, method, request, request_id, digest)
+            return self._push_turn(result.records, method)
+        return self._finish(method, request_id, digest, result)
 
-    def _finish(
-        self,
-        key: int,
-        method: str,
-        request: Message,
-        request_id: str,
-        digest: bytes,
-        result: ControllerResult[Any],
-        batch_key: int | None = None,
-    ) -> Handled:
-        """The last batch of a request (its only one, unless it took several turns: then it has
-        a ``batch_key`` of its own and ``key`` is the request's)."""
+    def _finish(self, method: str, request_id: str, digest: bytes, result: ControllerResult[Any]) -> Handled:
+        """The last batch of a request (its only one, unless it took several turns)."""
         records = result.records
         if not records:
-            return self._answer(key, method, request, result.response)
+            return self._answer(method, result.response)
         if request_id:
             records = with_record(
                 records,
@@ -397,15 +371,14 @@ class Controller:
                     )
                 ),
             )
-        batch = key if batch_key is None else batch_key
-        self._push(batch, records, _Waiter(key, method, request, result.response), result)
-        return Handled(batch, method, records, None, False, method)
+        self._push(records, result)
+        return Handled(method, records, result.response, False, method)
 
-    def _push_turn(self, key: int, records: Sequence[records_pb2.MetadataRecord], cause: str) -> Handled:
+    def _push_turn(self, records: Sequence[records_pb2.MetadataRecord], cause: str) -> Handled:
         """A batch of work that goes on in later turns: it answers nobody."""
         if records:
-            self._pending.append(_PendingBatch(key, self.image.replay_all(records)))
-        return Handled(key, "Work", tuple(records), None, False, cause)
+            self._pending.append(_PendingBatch(self.image.replay_all(records)))
+        return Handled("Work", tuple(records), None, False, cause)
 
     # ---- work over several turns ----------------------------------------------------------------
     @property
@@ -415,8 +388,8 @@ class Controller:
         return self._work is not None
 
     def resume(self) -> Handled:
-        """The next turn of the work under way: a batch of its own (``key`` for ``appended``,
-        answering nobody), or, in its last turn, the request's answer as ``handle`` gives it.
+        """The next turn of the work under way: a batch of its own (answering nobody), or, in its
+        last turn, the request's answer as ``handle`` gives it.
         Call it once the previous turn's batch has committed, so that turns never pile up in the
         log faster than the quorum takes them."""
         work = self._work
@@ -429,50 +402,28 @@ class Controller:
             result: ControllerResult[Any] = done.value
             if work.request is None:  # a timer's work: its last batch answers nobody either
                 return self._push_timer(list(result.records), self.image.replay_all(result.records), work.method)
-            return self._finish(
-                work.key, work.method, work.request, work.request_id, work.digest, result, self._take_key()
-            )
+            return self._finish(work.method, work.request_id, work.digest, result)
         except BaseException:
             self._work = None  # a failed step cannot go on; its committed batches stand
             raise
-        return self._push_turn(self._take_key(), records, work.method)
+        return self._push_turn(records, work.method)
 
-    def _answer(self, key: int, method: str, request: Message, response: Message) -> Handled:
-        """An answer with no records: final now, or after the last pending batch commits."""
-        if not self._pending:
-            return Handled(key, method, (), response, True)
-        self._pending[-1].waiters.append(_Waiter(key, method, request, response))
-        return Handled(key, method, (), None, False)
+    def _answer(self, method: str, response: Message) -> Handled:
+        """An answer with no records: final now, or once the newest pending batch commits."""
+        return Handled(method, (), response, not self._pending)
 
     def _note_contact(self, method: str, request: Message, response: Message, now_ms: int) -> None:
         """A successful heartbeat or registration renews the broker's session (soft state)."""
         if method in ("BrokerHeartbeat", "RegisterBroker") and getattr(response, "error_code", 0) == errors_pb2.NONE:
             self.last_contact_ms[getattr(request, "broker_id")] = now_ms  # noqa: B009
 
-    def _take_key(self) -> int:
-        key = self._next_key
-        self._next_key += 1
-        return key
-
-    def _push(
-        self,
-        key: int,
-        records: Sequence[records_pb2.MetadataRecord],
-        waiter: _Waiter,
-        result: ControllerResult[Any],
-    ) -> None:
-        builder = ImageBuilder(self.image)
-        if result.new_topics is None:
-            builder.replay_all(records)
-            self._pending.append(_PendingBatch(key, builder.build(), waiters=[waiter]))
-            return
-        # The handler's records are its new topics: apply the values it built them from, then
-        # replay what follows them (the RequestRecord).
-        builder.add_topics(result.new_topics)
-        builder.replay_all(records[len(result.records) :])
+    def _push(self, records: Sequence[records_pb2.MetadataRecord], result: ControllerResult[Any]) -> None:
+        # One path from a handler's records to state: replay, with a create's values as its memo
+        # (the leader built the records from them; reading them back cost a third of its work).
+        builder = ImageBuilder(self.image, keep_encoded=True)
+        builder.replay_all(records, memo=result.new_topics or ())
         image = builder.build()
-        encoded = _creation_encodings(image, result.new_topics, result.records)
-        self._pending.append(_PendingBatch(key, image, waiters=[waiter], encoded=encoded))
+        self._pending.append(_PendingBatch(image, builder.encoded))
 
     # ---- time -----------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> Handled | None:
@@ -500,9 +451,8 @@ class Controller:
             return None
         result = start(_fence_stale_work(image, stale, self.config), controller_pb2.BrokerHeartbeatResponse())
         if result.more is not None:
-            key = self._take_key()
-            self._work = _Work(result.more, key, BROKER_SESSION_EXPIRED, None, "", b"")
-            return self._push_turn(key, result.records, BROKER_SESSION_EXPIRED)
+            self._work = _Work(result.more, BROKER_SESSION_EXPIRED, None, "", b"")
+            return self._push_turn(result.records, BROKER_SESSION_EXPIRED)
         return self._push_timer(list(result.records), image.replay_all(result.records), BROKER_SESSION_EXPIRED)
 
     def _balance_leaders(self, now_ms: int) -> Handled | None:
@@ -560,60 +510,30 @@ class Controller:
 
     def _push_timer(self, records: list[records_pb2.MetadataRecord], image: MetadataImage, cause: str) -> Handled:
         """A batch a timer produced: it answers nobody, and commits in order with the requests."""
-        key = self._take_key()
-        self._pending.append(_PendingBatch(key, image, waiters=[_Waiter(key, "Tick", None, None)]))
-        return Handled(key, "Tick", tuple(records), None, False, cause)
+        self._pending.append(_PendingBatch(image))
+        return Handled("Tick", tuple(records), None, False, cause)
 
     # ---- the log --------------------------------------------------------------------------------
-    def appended(self, key: int, last_offset: int) -> None:
-        """The driver appended the batch of ``key``; its last record has ``last_offset``."""
-        self.appended_together((key,), last_offset)
-
-    def appended_together(self, keys: Sequence[int], last_offset: int) -> None:
-        """The driver appended the records of ``keys`` -- consecutive pending batches, in the
-        order ``handle`` returned them -- as ONE log batch whose last record has ``last_offset``.
+    def commit(self, batches: int, last_offset: int) -> None:
+        """The oldest ``batches`` pending batches committed, together, as the log batch whose last
+        record has ``last_offset``: the committed image becomes the working image after them.
 
         Under load the driver combines queued requests into one log batch (one append, one
-        fsync, one Fetch round for all of them). They still are separate pending batches here,
-        each with its own working image and waiters; sharing a last offset, they commit (and are
-        lost) together, which is what the log does with them."""
-        if not keys:
-            raise ValueError("appended_together needs at least one key")
+        fsync, one Fetch round for all of them); they still are separate pending batches here,
+        each with its own working image, committed (or lost) together as the log keeps them.
+        Which batches are whose, and which answers wait for which offset, is the driver's
+        (:class:`~raftmeta.controller.quorum.QuorumController`)."""
+        if not 0 < batches <= len(self._pending):
+            raise ValueError(f"commit of {batches} batches: {len(self._pending)} pending")
+        if last_offset <= self._committed_offset:
+            raise ValueError(f"batch ending at {last_offset} does not follow committed offset {self._committed_offset}")
         pending = self._pending
-        index = next((i for i, batch in enumerate(pending) if batch.key == keys[0]), None)
-        if index is None:
-            raise KeyError(f"no pending batch with key {keys[0]}")
-        previous = self._committed_offset
-        for i in range(index):
-            appended_at = pending[i].last_offset
-            previous = appended_at if appended_at is not None else previous
-        if last_offset <= previous:
-            raise ValueError(f"batch {keys[0]}: offset {last_offset} does not follow offset {previous}")
-        if index + len(keys) > len(pending):
-            raise KeyError(f"keys {list(keys)} are not consecutive pending batches")
-        batches = [pending[index + i] for i in range(len(keys))]
-        for key, batch in zip(keys, batches, strict=True):
-            if batch.key != key:
-                raise KeyError(f"keys {list(keys)} are not consecutive pending batches (found {batch.key})")
-            if batch.last_offset is not None:
-                raise ValueError(f"batch {key} was already appended at offset {batch.last_offset}")
-        for batch in batches:
-            batch.last_offset = last_offset
-
-    def on_commit(self, high_watermark: int) -> list[Completion]:
-        """Commit every pending batch whose last offset is <= ``high_watermark``; release answers."""
-        released: list[Completion] = []
-        while self._pending:
-            head = self._pending[0]
-            if head.last_offset is None or head.last_offset > high_watermark:
-                break
-            self._pending.popleft()
-            self._committed = head.image
-            self._committed_offset = head.last_offset
+        for _ in range(batches):
+            head = pending.popleft()
             for encoded in head.encoded:
-                self.encoded.add(head.last_offset, encoded)
-            released.extend(Completion(w.key, w.method, w.response) for w in head.waiters)
-        return released
+                self.encoded.add(last_offset, encoded)
+        self._committed = head.image
+        self._committed_offset = last_offset
 
     def apply_committed(self, records: Iterable[records_pb2.MetadataRecord], last_offset: int) -> None:
         """Replay a committed batch this controller did not produce (followers use this path too).
@@ -651,25 +571,16 @@ class Controller:
         self._work = None
         self.leaderless_pass = ScanPass.over(self.image)
 
-    def renounce(self) -> list[Completion]:
-        """Leadership lost: drop pending batches; every waiting request fails with NOT_CONTROLLER."""
-        failed: list[Completion] = []
-        for batch in self._pending:
-            for waiter in batch.waiters:
-                if waiter.request is not None:
-                    failed.append(
-                        Completion(waiter.key, waiter.method, not_controller_response(waiter.method, waiter.request))
-                    )
-        work = self._work
-        if work is not None and work.request is not None:  # its waiter comes with its last batch
-            failed.append(Completion(work.key, work.method, not_controller_response(work.method, work.request)))
+    def renounce(self) -> None:
+        """Leadership lost: pending batches and work under way are dropped (the working image is
+        the committed one again), and the soft state with them. Whoever waited for them is the
+        driver's to answer."""
         self._pending.clear()
         self._work = None
         self.leaderless_pass = None
         self.last_contact_ms.clear()
         self.next_balance_ms = None
         self.balance_pass = None
-        return failed
 
     # ---- snapshots ------------------------------------------------------------------------------
     def snapshot(self) -> tuple[int, list[records_pb2.MetadataRecord]]:
@@ -694,24 +605,6 @@ class Controller:
         return controller
 
 
-def _creation_encodings(
-    image: MetadataImage, new_topics: Sequence[NewTopic], records: Sequence[records_pb2.MetadataRecord]
-) -> list[EncodedPartitions]:
-    """The PartitionRecords of each new topic, as the handler encoded them (``records`` is its
-    LazyRecords: per topic a TopicRecord, its ConfigRecords, its PartitionRecords)."""
-    if not isinstance(records, LazyRecords):
-        return []
-    raw = records.serialized
-    out = []
-    position = 0
-    for topic in new_topics:
-        position += 1 + len(topic.configs)
-        end = position + len(topic.partitions)
-        out.append(encoded_partitions(image.topics[topic.topic_id], raw[position:end]))
-        position = end
-    return out
-
-
 def _no_ids() -> bytes:
     raise ValueError("this request needs topic ids: pass ids= to Controller() or handle()")
 
@@ -719,62 +612,3 @@ def _no_ids() -> bytes:
 class _NoRandom:
     def next_int(self, bound: int) -> int:
         raise ValueError("this request needs a random source: pass random= to Controller() or handle()")
-
-
-def not_controller_response(method: str, request: Message) -> Message:
-    """The response a request gets when its batch is lost with leadership: NOT_CONTROLLER per item."""
-    code = errors_pb2.NOT_CONTROLLER
-    message = NOT_CONTROLLER_MESSAGE
-    if isinstance(request, controller_pb2.CreateTopicsRequest):
-        create = controller_pb2.CreateTopicsResponse()
-        for topic in request.topics:
-            create.topics.add(name=topic.name, error_code=code, error_message=message)
-        return create
-    if isinstance(request, controller_pb2.CreatePartitionsRequest):
-        grow = controller_pb2.CreatePartitionsResponse()
-        for part in request.topics:
-            grow.results.add(name=part.name, error_code=code, error_message=message)
-        return grow
-    if isinstance(request, controller_pb2.DeleteTopicsRequest):
-        delete = controller_pb2.DeleteTopicsResponse()
-        for name in request.topic_names:
-            delete.responses.add(name=name, error_code=code, error_message=message)
-        for topic_id in request.topic_ids:
-            delete.responses.add(topic_id=topic_id, error_code=code, error_message=message)
-        return delete
-    if isinstance(request, controller_pb2.ElectLeadersRequest):
-        elect = controller_pb2.ElectLeadersResponse()
-        for tp in request.topic_partitions:
-            result = elect.results.add(topic=tp.topic)
-            for pid in tp.partitions:
-                result.partitions.add(partition=pid, error_code=code, error_message=message)
-        return elect
-    if isinstance(request, controller_pb2.AlterPartitionReassignmentsRequest):
-        alter = controller_pb2.AlterPartitionReassignmentsResponse()
-        for reassigned in request.topics:
-            topic_result = alter.results.add(name=reassigned.name)
-            for partition in reassigned.partitions:
-                topic_result.partitions.add(
-                    partition_index=partition.partition_index, error_code=code, error_message=message
-                )
-        return alter
-    if isinstance(request, controller_pb2.IncrementalAlterConfigsRequest):
-        configs = controller_pb2.IncrementalAlterConfigsResponse()
-        for altered in request.topics:
-            configs.results.add(topic=altered.topic, error_code=code, error_message=message)
-        return configs
-    if isinstance(request, controller_pb2.RegisterBrokerRequest):
-        return controller_pb2.RegisterBrokerResponse(error_code=code, error_message=message)
-    if isinstance(request, controller_pb2.BrokerHeartbeatRequest):
-        return controller_pb2.BrokerHeartbeatResponse(error_code=code, error_message=message)
-    if isinstance(request, controller_pb2.UnregisterBrokerRequest):
-        return controller_pb2.UnregisterBrokerResponse(error_code=code, error_message=message)
-    if isinstance(request, controller_pb2.AlterPartitionRequest):
-        # Kafka answers a lost AlterPartition per partition, so the leader retries each one.
-        isr_change = controller_pb2.AlterPartitionResponse()
-        for topic_data in request.topics:
-            changed = isr_change.topics.add(topic_id=topic_data.topic_id)
-            for data in topic_data.partitions:
-                changed.partitions.add(partition_index=data.partition_index, error_code=code, error_message=message)
-        return isr_change
-    raise RequestError(f"{method} has no NOT_CONTROLLER response")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -37,6 +37,7 @@ from raftmeta.controller.image import (
     TopicImage,
 )
 from raftmeta.controller.pmap import DELETED
+from raftmeta.ids import id_text
 from raftmeta.limits import REQUEST_ID_CHARS_MAX
 from raftmeta.records.decode import LazyRecords
 from raftmeta.records.wire import read_partition_state
@@ -49,10 +50,6 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # a few microseconds, more than the loop over a small topic.
 _TALLY_MIN = 16
 _TALLY_SAMPLE = 64  # partitions looked at to choose how to count a topic's partitions (_tally)
-
-
-def _hex(topic_id: bytes) -> str:
-    return topic_id.hex()
 
 
 class _TopicDraft:
@@ -87,7 +84,7 @@ class _TopicDraft:
 class NewTopic(NamedTuple):
     """A topic as replaying its creation records makes it: ``TopicRecord{name, topic_id,
     broker_pool}``, a ``ConfigRecord`` per entry of ``configs`` (in that order), and a
-    ``PartitionRecord`` per partition, by id (see :meth:`ImageBuilder.add_topics`)."""
+    ``PartitionRecord`` per partition, by id: the memo of :meth:`ImageBuilder.replay_all`."""
 
     name: str
     topic_id: bytes
@@ -128,7 +125,7 @@ class ImageBuilder:
     def replay(self, record: records_pb2.MetadataRecord) -> None:
         self.replay_all((record,))
 
-    def replay_all(self, records: Iterable[records_pb2.MetadataRecord]) -> None:
+    def replay_all(self, records: Iterable[records_pb2.MetadataRecord], memo: Sequence[NewTopic] = ()) -> None:
         """Replay ``records`` in order. PartitionRecords -- most of any log -- take an inlined
         path here (no dispatch, no method call, locals instead of attributes); every other record
         goes through the dispatch table. The single-record ``replay`` comes here too, so there is
@@ -137,9 +134,17 @@ class ImageBuilder:
         :class:`LazyRecords` (a snapshot's records, a follower's committed batches) are read as
         the serialized records they hold: the fast path below needs the bytes, and parsing a
         record only to serialize it again cost ~0.5 us a record, a tenth of loading a big
-        snapshot."""
+        snapshot.
+
+        ``memo``: the values the records of a create were built from (a CreateTopics handler's
+        ``ControllerResult.new_topics``), which must be exactly the topics whose creation
+        records open ``records``. Replay takes each such topic from its value instead of reading
+        its records back (:meth:`_replay_memo`), then replays the rest; the image is the one
+        replay without the memo gives (tests/controller/test_new_topics.py)."""
         if self._built or self._broken:
             raise RuntimeError("ImageBuilder is single use: start a new one from the built image")
+        if memo:
+            records = self._replay_memo(records, memo)
         dispatch = _DISPATCH
         topics = self._topics
         interned = self._interned
@@ -345,13 +350,13 @@ class ImageBuilder:
         if draft is None:
             topic: TopicImage | None = self._image.topics.get(topic_id)
             if topic is None:
-                raise ReplayError(f"{what}: no topic with id {_hex(topic_id)} (unknown or removed)")
+                raise ReplayError(f"{what}: no topic with id {id_text(topic_id)} (unknown or removed)")
             draft = _TopicDraft(
                 topic.name, topic.topic_id, list(topic.partitions), dict(topic.configs), pool=topic.pool
             )
             self._topics[topic_id] = draft
         elif draft is DELETED:
-            raise ReplayError(f"{what}: topic id {_hex(topic_id)} was removed")
+            raise ReplayError(f"{what}: topic id {id_text(topic_id)} was removed")
         return draft
 
     def _brokers_mut(self) -> dict[int, BrokerRegistration]:
@@ -390,14 +395,14 @@ class ImageBuilder:
     def _new_draft(self, name: str, topic_id: bytes, pool: str | None) -> _TopicDraft:
         """What a TopicRecord does: checks, then a fresh draft, the name and the collision index."""
         if len(topic_id) != 16 or topic_id == bytes(16):
-            raise ReplayError(f"TopicRecord {name!r}: topic_id must be 16 non-zero bytes, got {_hex(topic_id)!r}")
+            raise ReplayError(f"TopicRecord {name!r}: topic_id must be 16 non-zero bytes, got {id_text(topic_id)!r}")
         if _LEGAL_NAME.fullmatch(name) is None or name in (".", ".."):
             raise ReplayError(f"TopicRecord: illegal topic name {name!r}")
         existing = self._topics.get(topic_id)
         if existing is None:
             existing = self._image.topics.get(topic_id)
         if existing is not None and existing is not DELETED:
-            raise ReplayError(f"TopicRecord {name!r}: duplicate topic id {_hex(topic_id)}")
+            raise ReplayError(f"TopicRecord {name!r}: duplicate topic id {id_text(topic_id)}")
         if self._topic_id_for(name) is not None:
             raise ReplayError(f"TopicRecord: a topic named {name!r} already exists")
         draft = _TopicDraft(name, topic_id, [], {}, fresh=True, pool=pool)
@@ -415,54 +420,74 @@ class ImageBuilder:
             self._collisions[key] = (*current, name)
         return draft
 
-    def add_topics(self, topics: Iterable[NewTopic]) -> None:
-        """Apply what replaying each topic's creation records (TopicRecord, its ConfigRecords,
-        its PartitionRecords) would, from the values instead of the records.
+    def _replay_memo(
+        self, records: Iterable[records_pb2.MetadataRecord], memo: Sequence[NewTopic]
+    ) -> Sequence[records_pb2.MetadataRecord]:
+        """Replay the creation records (TopicRecord, its ConfigRecords, its PartitionRecords) of
+        each topic of ``memo`` from its value, and return the records after them.
 
         The leader's controller built those records itself from these very values: decoding them
         again and re-reading every protobuf field cost ~2.6 us per partition, most of applying a
         1000-partition topic. The same checks run (a failure raises ReplayError and breaks the
-        builder, as replay does), so the image is the one replay gives -- tests/controller/
-        test_new_topics.py checks that on random requests."""
-        if self._built or self._broken:
-            raise RuntimeError("ImageBuilder is single use: start a new one from the built image")
-        interned = self._interned
-        no_leader = NO_LEADER
+        builder, as replay does). Each topic's TopicRecord is read to prove the memo describes
+        these records (a mismatch is a bug: ValueError); with ``keep_encoded``, the topic keeps
+        its PartitionRecords' bytes as replay from bytes would."""
+        if not isinstance(records, Sequence):
+            records = list(records)
+        raws = records.serialized if isinstance(records, LazyRecords) and self._keep_encoded else None
+        position = 0
         try:
-            for topic in topics:
-                draft = self._new_draft(topic.name, topic.topic_id, topic.pool)
-                draft.raw = None  # the leader keeps a create's encoding itself (Controller._push)
-                draft.configs.update(topic.configs)
-                parts = topic.partitions
-                # A create's partitions share a few values (one per replica order): each distinct
-                # value is checked once, in order of first use, so a bad one is reported at the
-                # first partition that has it, as replay would.
-                for part in {id(p): p for p in parts}.values():
-                    replicas, isr, leader, leader_epoch, partition_epoch, removing, adding = part
-                    # As in replay_all: a replica list is checked once per builder, then interned.
-                    distinct = replicas in interned
-                    if not distinct:
-                        distinct = bool(replicas) and len(set(replicas)) == len(replicas)
-                        if distinct:
-                            interned[replicas] = replicas
-                    if not (
-                        distinct
-                        and (isr == replicas or (set(replicas).issuperset(isr) and len(set(isr)) == len(isr)))
-                        and (leader == no_leader or leader in isr)
-                        and leader_epoch >= 0
-                        and partition_epoch >= 0
-                        and not (removing or adding)
-                    ):
-                        first = next(pid for pid, p in enumerate(parts) if p is part)
-                        _check_partition(part, draft.name, first, "PartitionRecord")
-                    if removing or adding:
-                        for pid, p in enumerate(parts):
-                            if p is part:
-                                self._reassigning[(topic.topic_id, pid)] = True
-                draft.partitions.extend(parts)
+            for topic in memo:
+                head = records[position] if position < len(records) else None
+                if head is None or head.WhichOneof("record") != "topic" or head.topic.topic_id != topic.topic_id:
+                    raise ValueError(
+                        f"replay memo: topic {topic.name!r} is not the next record (index {position}) of its batch"
+                    )
+                position += 1 + len(topic.configs)
+                end = position + len(topic.partitions)
+                if end > len(records):
+                    raise ValueError(f"replay memo: topic {topic.name!r} has more records than its batch holds")
+                self._add_topic(topic, list(raws[position:end]) if raws is not None else None)
+                position = end
         except BaseException:
             self._broken = True
             raise
+        return records[position:]
+
+    def _add_topic(self, topic: NewTopic, raw: list[bytes] | None) -> None:
+        """What replaying ``topic``'s creation records does, from its values."""
+        interned = self._interned
+        no_leader = NO_LEADER
+        draft = self._new_draft(topic.name, topic.topic_id, topic.pool)
+        draft.raw = raw
+        draft.configs.update(topic.configs)
+        parts = topic.partitions
+        # A create's partitions share a few values (one per replica order): each distinct
+        # value is checked once, in order of first use, so a bad one is reported at the
+        # first partition that has it, as replay would.
+        for part in {id(p): p for p in parts}.values():
+            replicas, isr, leader, leader_epoch, partition_epoch, removing, adding = part
+            # As in replay_all: a replica list is checked once per builder, then interned.
+            distinct = replicas in interned
+            if not distinct:
+                distinct = bool(replicas) and len(set(replicas)) == len(replicas)
+                if distinct:
+                    interned[replicas] = replicas
+            if not (
+                distinct
+                and (isr == replicas or (set(replicas).issuperset(isr) and len(set(isr)) == len(isr)))
+                and (leader == no_leader or leader in isr)
+                and leader_epoch >= 0
+                and partition_epoch >= 0
+                and not (removing or adding)
+            ):
+                first = next(pid for pid, p in enumerate(parts) if p is part)
+                _check_partition(part, draft.name, first, "PartitionRecord")
+            if removing or adding:
+                for pid, p in enumerate(parts):
+                    if p is part:
+                        self._reassigning[(topic.topic_id, pid)] = True
+        draft.partitions.extend(parts)
 
     def _replay_partition_change(self, rec: records_pb2.PartitionChangeRecord) -> None:
         pid = rec.partition_id

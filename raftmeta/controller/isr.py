@@ -28,12 +28,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from placement.rng import RandomSource
 from raftmeta.controller.brokers import check_broker_epoch
 from raftmeta.controller.elections import unclean_enabled
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
-from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, TopicIdSource
+from raftmeta.ids import id_text
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 UNKNOWN_BROKER_EPOCH = -1
@@ -64,7 +66,7 @@ def alter_partition(
         for data in topic_data.partitions:
             result = topic_result.partitions.add(partition_index=data.partition_index)
             if topic is None:
-                error: ApiError | None = ApiError(errors_pb2.UNKNOWN_TOPIC_ID, f"Unknown topic id {topic_id.hex()}.")
+                error: ApiError | None = ApiError(errors_pb2.UNKNOWN_TOPIC_ID, f"Unknown topic id {id_text(topic_id)}.")
             elif named[(topic_id, data.partition_index)] > 1:
                 error = ApiError(
                     errors_pb2.INVALID_REQUEST,

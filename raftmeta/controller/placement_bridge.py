@@ -27,10 +27,10 @@ from placement.errors import (
 from placement.legacy import add_partitions
 from placement.manual import validate_replica_assignment
 from placement.pools import pool_brokers, restrict_to_pool
+from placement.rng import RandomSource
 from placement.striped import StripedBrokers, StripedReplicaPlacer
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import BrokerRegistration, MetadataImage
-from raftmeta.controller.result import RandomSource
 from raftmeta.v1 import errors_pb2
 
 # The placer names a request may give (placement's list: striped, legacy, balanced).

@@ -56,12 +56,17 @@ previous commit (proposing at every follower's Fetch makes a batch per Fetch, ha
 more CPU per request: docs/performance.md). Anything else -- broker registrations, heartbeats,
 fencing -- is a batch of its own, in order behind the open batch.
 
-Commit routing
---------------
-Batches this controller proposed (``_own``, by last offset) release their requests' answers
-(``Controller.on_commit``); every other committed batch (a follower's, the start-up replay, a
-new leader's inherited tail) is replayed, consecutive ones together. The controller's pending
-table is the only pending state; ``_waiting`` maps its keys to the driver's.
+Pending work and commit routing
+-------------------------------
+This object owns every request it cannot answer at once, in one lifecycle
+(:mod:`raftmeta.controller.lifecycle`: a state per request, the allowed moves as a table): held,
+reading, staged in the open batch, working, or in the offset-keyed table (``_pending``) under the
+offset whose commit makes its answer true. That table is the one key space: a batch this
+controller proposed is known there by its last offset, with how many of the ``Controller``'s
+pending batches it holds (``Controller.commit``); every other committed batch (a follower's, the
+start-up replay, a new leader's inherited tail) is replayed, consecutive ones together. After each
+applied batch, everything waiting at or below its offset is answered. A request crosses into the
+``Controller`` once (``handle``); the ``Controller`` keeps the image, the handlers and the timers.
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ from raftmeta.controller.controller import METHODS, Controller, Handled
 from raftmeta.controller.encoded import EncodedTopics
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.image import MetadataImage
+from raftmeta.controller.lifecycle import Event, Pending, PendingTable, State
 from raftmeta.raft import (
     Entry,
     Envelope,
@@ -189,41 +195,45 @@ class QuorumController:
         self.controller = controller
         self._make_controller = make_controller
         self.config = config or QuorumControllerConfig()
-        self._waiting: dict[int, int] = {}  # controller key -> driver key
-        self._held: deque[tuple[int, str, Message]] = deque()
-        self._own: set[int] = set()  # last offsets of the log batches this controller proposed
-        self._open_keys: list[int] = []
+        # All pending work (lifecycle.py): what waits for an offset -- this controller's batches
+        # and the answers they make true, voter changes, confirmed reads -- and what waits for
+        # something else: held requests, reads in their read-index round, the work under way's
+        # request, the open batch.
+        self._pending = PendingTable()
+        self._held: deque[Pending] = deque()
+        self._reads: dict[int, Pending] = {}  # read-index rounds under way: read id -> request
+        self._work_request: Pending | None = None
+        # The open batch: the records of ``_open_batches`` of the controller's pending batches,
+        # the requests answered when it commits, and their change lines.
+        self._open_batches = 0
+        self._open_requests: list[Pending] = []
         self._open_records: list[bytes] = []
+        self._open_lines: list[Line] = []
         self._open_bytes = 0
         self._open_since = 0
+        # The last offset of this controller's newest proposed batch: an answer with no records of
+        # its own waits for it when the open batch is empty (a no-op must not overtake writes).
+        self._newest_own = -1
+        # The last offset applied (own, foreign or control batch): what waits for an offset at or
+        # below it is answered.
+        self._applied = controller.committed_offset
         self._active = False
         self._deferred: list[Entry] = []
         self._deferred_at = 0
         self._answers: list[Answer] = []
-        # Linearizable reads: started (read id -> request), then confirmed, waiting for the image.
-        self._reads: dict[int, tuple[int, str, Message]] = {}
-        self._confirmed: deque[tuple[int, int, str, Message]] = deque()  # (index, key, method, request)
-        # Client writes answered from the image alone (a refusal, a retry's stored answer): driver
-        # key -> the answer, given once a read-index round confirms it, as a read's is.
-        self._decided: dict[int, Message | None] = {}
         self._now_ms = 0
         self._events: list[tuple[str, dict[str, Any]]] = []
         self._records_since_snapshot = 0
         self._last_snapshot_records = snapshot_records  # records in the last snapshot taken or loaded
         self._snapshotting = False
         self._snapshot_due: SnapshotDue | None = None
-        # Voter changes appended by the core and not committed yet: last offset -> (driver key, method).
-        self._voter_changes: dict[int, tuple[int, str]] = {}
-        # The change lines of this controller's batches (changes.py): by controller key until the
-        # batch is proposed, then by its last offset until it commits (logged then, as facts) or
-        # another batch commits there (logged as dropped). A deposed leader logs no change it
-        # never committed.
-        self._staged_lines: dict[int, list[Line]] = {}
+        # The change lines of this controller's proposed batches (changes.py), by last offset until
+        # the batch commits (logged then, as facts) or another batch commits there (logged as
+        # dropped). A deposed leader logs no change it never committed.
         self._proposed_lines: dict[int, ProposedLines] = {}
-        # The controller's work under way: what started it, its request's key, when, and the
-        # batches and records it wrote so far (for its log lines).
+        # The controller's work under way: what started it, when, and the batches and records it
+        # wrote so far (for its log lines).
         self._work_cause = ""
-        self._work_key = 0
         self._work_started_ms = 0
         self._work_batches = 0
         self._work_records = 0
@@ -241,7 +251,13 @@ class QuorumController:
     @property
     def waiting_count(self) -> int:
         """Requests waiting for a commit, a read-index round or the controller to become active."""
-        return len(self._waiting) + len(self._held) + len(self._reads) + len(self._confirmed) + len(self._voter_changes)
+        return (
+            self._pending.request_count
+            + len(self._held)
+            + len(self._reads)
+            + len(self._open_requests)
+            + (self._work_request is not None)
+        )
 
     @property
     def has_deferred(self) -> bool:
@@ -252,7 +268,7 @@ class QuorumController:
         linger, or now when the controller's work can take its next turn, if sooner."""
         if self._work_runnable():
             return min(core_deadline, self._now_ms)  # the next turn of the work under way
-        if self._open_keys:
+        if self._open_batches:
             return min(core_deadline, self._open_since + LINGER_MS)
         return core_deadline
 
@@ -262,17 +278,20 @@ class QuorumController:
         asks for ``consistency: STALE`` is answered at once from this node's image, leader or not."""
         self._now_ms = now_ms
         if is_stale_read(request):
-            self._handle_read(key, method, request)
+            self._answers.append(self._read(key, method, request))
         elif not self.is_leader:
             self._answers.append(Answer(key, error=NotControllerError(self.core.leader_id)))
-        elif not self._active or ((self._held or self.controller.working) and not _is_read(method, request)):
-            self._held.append((key, method, request))
         else:
-            self._handle(now_ms, key, method, request)
+            pending = Pending(key, method, request)
+            if not self._active or ((self._held or self.controller.working) and not _is_read(method, request)):
+                pending.move(Event.HOLD)
+                self._held.append(pending)
+            else:
+                self._handle(now_ms, pending)
 
     def step(self, now_ms: int, envelope: Envelope) -> None:
         self._now_ms = now_ms
-        if not self._open_keys or type(envelope.message) is not raft_pb2.FetchRequest:
+        if not self._open_batches or type(envelope.message) is not raft_pb2.FetchRequest:
             self.core.step(now_ms, envelope)
             return
         # A follower asks for data. With nothing uncommitted the open batch goes in its answer;
@@ -280,7 +299,7 @@ class QuorumController:
         if not self._in_flight():
             self._propose_open_batch(now_ms)
         self.core.step(now_ms, envelope)
-        if self._open_keys and not self._in_flight():
+        if self._open_batches and not self._in_flight():
             self._propose_open_batch(now_ms)
 
     def on_log_flushed(self, now_ms: int, offset: int, ready_seq: int) -> None:
@@ -337,15 +356,15 @@ class QuorumController:
                 if self.controller.working:  # a fence that takes several turns
                     self._work_started(now_ms, handled)
                 if handled.records:
-                    self._note_changes(before, handled.cause, handled.key, handled.records)
-                    self._stage(now_ms, handled.key, handled.records)
+                    lines = self._note_changes(before, handled.cause, handled.records)
+                    self._stage(now_ms, handled.records, None, lines)
 
     def poll(self, now_ms: int) -> int:
         """Close the open batch if waiting longer gains nothing; run the next turn of the
         controller's work if its last batch has committed; fire the core's timers. Returns the
         core's next deadline (see :meth:`deadline`)."""
         self._now_ms = now_ms
-        if self._open_keys:
+        if self._open_batches:
             self._maybe_propose_open_batch(now_ms)
         if self._work_runnable():
             self._resume_work(now_ms)
@@ -357,23 +376,24 @@ class QuorumController:
         if self._deferred and (soft is not None or ready.install_snapshot is not None):
             self.apply_committed(self._deferred_at, [])  # a role change or a new image sees every commit first
         for read_id, index in ready.reads:
-            started = self._reads.pop(read_id, None)
-            if started is not None:
-                self._confirmed.append((index, *started))
+            read = self._reads.pop(read_id, None)
+            if read is not None:
+                # Answered once the image holds everything below the read's index.
+                read.move(Event.CONFIRM)
+                self._pending.add(index - 1, read)
         if soft is not None and soft.role is not Role.LEADER:
             self._active = False
             if (
-                self._own
-                or self._waiting
+                self._pending
                 or self._held
-                or self._open_keys
                 or self._reads
-                or self._confirmed
-                or self._voter_changes
+                or self._open_batches
+                or self._open_requests
+                or self._work_request is not None
                 or self.controller.working
             ):
                 self._renounce()
-        self._answer_reads()
+        self._release()
         return ready
 
     def describe_quorum(self, now_ms: int, cluster_id: str) -> controller_pb2.DescribeQuorumResponse:
@@ -454,7 +474,8 @@ class QuorumController:
     def install_snapshot(self, records: Sequence[records_pb2.MetadataRecord], end_offset: int) -> None:
         """The driver wrote the Ready's ``install_snapshot``: the image is the snapshot's now."""
         self.controller = self._make_controller(records, end_offset - 1)
-        self._own.clear()
+        self._pending.forget_own()
+        self._applied = end_offset - 1
         self._last_snapshot_records = len(records)
         for offset in sorted(o for o in self._proposed_lines if o < end_offset):
             # The snapshot holds the outcome, not the batch: whether it was ours is not known here.
@@ -488,6 +509,7 @@ class QuorumController:
         if not entries:
             return
         controller = self.controller
+        table = self._pending
         # Foreign records stay serialized: replay reads most of them from their bytes.
         foreign: list[bytes] = []
         foreign_last = -1
@@ -495,25 +517,18 @@ class QuorumController:
             if self._proposed_lines:
                 self._resolve_lines(entry, now_ms)
             last = entry.next_offset - 1
-            mine = last in self._own
-            if mine:
-                self._own.discard(last)
-            if (mine or self._own) and foreign:
+            batches = table.take_own(last) if table.has_own else 0
+            if (batches or table.has_own) and foreign:
                 controller.apply_committed(LazyRecords(foreign), foreign_last)
                 foreign = []
-            change = self._voter_changes.pop(last, None) if self._voter_changes else None
-            if change is not None:
-                self._answers.append(Answer(change[0], VOTER_CHANGE_RESPONSES[change[1]]()))
-            if mine:
-                for completion in controller.on_commit(last):
-                    key = self._waiting.pop(completion.key, None)
-                    if key is not None and completion.response is not None:
-                        self._answers.append(Answer(key, completion.response))
-            elif self._own:
+            if batches:
+                controller.commit(batches, last)
+            elif table.has_own:
                 controller.apply_committed(LazyRecords(record_bytes(entry.data)), last)  # between our own batches
             else:
                 foreign.extend(record_bytes(entry.data))
                 foreign_last = last
+            self._applied = last
             self._records_since_snapshot += entry.next_offset - entry.base_offset
             if self.is_leader and not self._active and entry.epoch == self.core.epoch:
                 if foreign:
@@ -522,7 +537,7 @@ class QuorumController:
                 self._activate(now_ms, last)
         if foreign:
             controller.apply_committed(LazyRecords(foreign), foreign_last)
-        self._answer_reads()
+        self._release()
         self._maybe_snapshot(entries[-1])
 
     # -- outputs -----------------------------------------------------------------------------------
@@ -545,20 +560,24 @@ class QuorumController:
         return events
 
     # -- requests ----------------------------------------------------------------------------------
-    def _handle(self, now_ms: int, key: int, method: str, request: Message) -> None:
+    def _handle(self, now_ms: int, pending: Pending) -> None:
+        """The one place a request crosses into the controller (``handle``); where it then waits is
+        its state (lifecycle.py)."""
+        method, request = pending.method, pending.request
         if method in VOTER_CHANGE_RESPONSES:
-            self._change_voters(now_ms, key, method, request)
+            self._change_voters(now_ms, pending)
             return
         if _is_read(method, request):
             # A read: answered after a read-index round (the request itself cannot fail validation
             # later: reads are answered from the committed image like this, only later).
-            self._reads[self.core.read_index(now_ms)] = (key, method, request)
+            pending.move(Event.READ_INDEX)
+            self._reads[self.core.read_index(now_ms)] = pending
             return
         before = self.controller.image
         try:
             handled = self.controller.handle(method, request, now_ms)
         except RequestError as exc:
-            self._answers.append(Answer(key, error=exc))
+            self._answer(pending, error=exc)
             return
         except Exception as exc:
             # A handler bug must not become a query of death: if it ended the node task, the
@@ -567,31 +586,53 @@ class QuorumController:
             # state is as before this request; answer INTERNAL and keep serving.
             error = ControllerFailedError(f"{method}: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
-            self._answers.append(Answer(key, error=error))
+            self._answer(pending, error=error)
             return
-        if handled.done:
-            if getattr(request, "request_id", ""):
-                # A client's write answered with no records is a read of this node's image: a
-                # leader deposed without knowing it would refuse from a stale image (a CreatePartitions
-                # refused UNKNOWN_TOPIC after the topic was created elsewhere: the plane's
-                # linearizability check, seed 5542). Like a read, it waits for a read-index round.
-                # Broker heartbeats and registrations (no request id) are answered at once, as
-                # Kafka's controller answers a write event with no records.
-                self._decided[key] = handled.response
-                self._reads[self.core.read_index(now_ms)] = (key, method, request)
-                return
-            self._answers.append(Answer(key, handled.response))
+        request_id: str = getattr(request, "request_id", "")
+        if handled.done and request_id:
+            # A client's write answered with no records is a read of this node's image: a
+            # leader deposed without knowing it would refuse from a stale image (a CreatePartitions
+            # refused UNKNOWN_TOPIC after the topic was created elsewhere: the plane's
+            # linearizability check, seed 5542). Like a read, it waits for a read-index round.
+            # Broker heartbeats and registrations (no request id) are answered at once, as
+            # Kafka's controller answers a write event with no records.
+            pending.response = handled.response
+            pending.move(Event.READ_INDEX)
+            self._reads[self.core.read_index(now_ms)] = pending
             return
-        early = self._uncommitted_answer(method, request) if self.config.unsafe_ack_before_commit else None
-        if early is not None and handled.records and not self.controller.working:
-            self._answers.append(Answer(key, early))
-        else:
-            self._waiting[handled.key] = key
+        lines = self._note_changes(before, method, handled.records) if handled.records else []
         if self.controller.working:
             self._work_started(now_ms, handled)
+            pending.move(Event.WORK)
+            self._work_request = pending
+            if handled.records:
+                self._stage(now_ms, handled.records, None, lines)
+            return
+        early = self._uncommitted_answer(method, request) if self.config.unsafe_ack_before_commit else None
+        if early is not None and handled.records:
+            self._answer(pending, early)
+            self._stage(now_ms, handled.records, None, lines)
+            return
+        self._place(now_ms, pending, handled, lines)
+
+    def _place(self, now_ms: int, pending: Pending, handled: Handled, lines: list[Line]) -> None:
+        """Where a handled request waits for its answer: with its batch, behind the newest pending
+        batch (an answer with no records), or nowhere (answered now)."""
+        pending.response = handled.response
         if handled.records:
-            self._note_changes(before, method, handled.key, handled.records)
-            self._stage(now_ms, handled.key, handled.records)
+            self._stage(now_ms, handled.records, pending, lines)
+        elif handled.done:
+            self._answer(pending, handled.response)
+        elif self._open_batches:
+            pending.move(Event.STAGE)
+            self._open_requests.append(pending)
+        else:
+            pending.move(Event.APPEND)
+            self._pending.add(self._newest_own, pending)
+
+    def _answer(self, pending: Pending, response: Message | None = None, error: Exception | None = None) -> None:
+        pending.move(Event.ANSWER)
+        self._answers.append(Answer(pending.key, response, error))
 
     def _work_runnable(self) -> bool:
         """The controller's work under way can take its next turn: this node leads and the last
@@ -611,20 +652,22 @@ class QuorumController:
             error = ControllerFailedError(f"{self._work_cause}: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
             self._events.append(("controller work failed", {"cause": self._work_cause, "error": str(error)}))
-            key = self._waiting.pop(self._work_key, None)
-            if key is not None:
-                self._answers.append(Answer(key, error=error))
+            request, self._work_request = self._work_request, None
+            if request is not None:
+                self._answer(request, error=error)
             self._handle_held(now_ms)
             return
-        if handled.done:
-            key = self._waiting.pop(handled.key, None)
-            if key is not None:
-                self._answers.append(Answer(key, handled.response))
+        lines: list[Line] = []
         if handled.records:
             self._work_batches += 1
             self._work_records += len(handled.records)
-            self._note_changes(before, handled.cause, handled.key, handled.records, partitions=False)
-            self._stage(now_ms, handled.key, handled.records)
+            lines = self._note_changes(before, handled.cause, handled.records, partitions=False)
+        request = self._work_request if not self.controller.working else None
+        if request is not None:  # the last turn: the request's answer comes with it
+            self._work_request = None
+            self._place(now_ms, request, handled, lines)
+        elif handled.records:
+            self._stage(now_ms, handled.records, None, lines)
         if not self.controller.working:
             self._events.append(
                 (
@@ -642,7 +685,7 @@ class QuorumController:
 
     def _work_started(self, now_ms: int, first: Handled) -> None:
         """The controller's work takes more than this turn: ``first`` is its first batch."""
-        self._work_cause, self._work_key, self._work_started_ms = first.cause, first.key, now_ms
+        self._work_cause, self._work_started_ms = first.cause, now_ms
         self._work_batches, self._work_records = int(bool(first.records)), len(first.records)
         self._events.append(("controller work started", {"cause": first.cause, "records": len(first.records)}))
 
@@ -650,13 +693,13 @@ class QuorumController:
         """Handle held requests in order until one starts work that takes several turns."""
         held = self._held
         while held and not self.controller.working:
-            key, method, request = held.popleft()
-            self._handle(now_ms, key, method, request)
+            self._handle(now_ms, held.popleft())
 
-    def _change_voters(self, now_ms: int, key: int, method: str, request: Message) -> None:
+    def _change_voters(self, now_ms: int, pending: Pending) -> None:
         """AddRaftVoter / RemoveRaftVoter: the core appends the VotersRecord (or refuses, with
         Kafka's code); the answer waits for its commit."""
         self._propose_open_batch(now_ms)  # requests that came first are logged first
+        method, request = pending.method, pending.request
         try:
             if isinstance(request, (controller_pb2.AddRaftVoterRequest, controller_pb2.UpdateRaftVoterRequest)):
                 endpoints = tuple(Endpoint(e.name, e.host, e.port) for e in request.listeners)
@@ -669,32 +712,33 @@ class QuorumController:
                 assert isinstance(request, controller_pb2.RemoveRaftVoterRequest)
                 entry = self.core.remove_voter(now_ms, request.voter_id, bytes(request.voter_directory_id))
         except VoterChangeError as refused:
-            response = VOTER_CHANGE_RESPONSES[method](error_code=refused.code, error_message=refused.message)
-            self._answers.append(Answer(key, response))
+            self._answer(
+                pending, VOTER_CHANGE_RESPONSES[method](error_code=refused.code, error_message=refused.message)
+            )
             return
         self._events.append(
             ("voter change appended", {"method": method, "voter_id": request.voter_id, "offset": entry.base_offset})
         )
-        self._voter_changes[entry.next_offset - 1] = (key, method)
+        pending.response = VOTER_CHANGE_RESPONSES[method]()
+        pending.move(Event.APPEND)
+        self._pending.add(entry.next_offset - 1, pending)
 
     def _note_changes(
         self,
         image: MetadataImage,
         cause: str,
-        key: int,
         records: Sequence[records_pb2.MetadataRecord],
         partitions: bool = True,
-    ) -> None:
+    ) -> list[Line]:
         """Broker and partition changes as info lines (fencing, ISR changes, elections), kept with
-        the batch of ``key`` until it commits (:meth:`_resolve_lines`). Without ``partitions``,
-        only the broker lines: work over many turns lists its first turn's partitions, and its
-        'controller work finished' line counts the rest."""
+        their batch until it commits (:meth:`_resolve_lines`). Without ``partitions``, only the
+        broker lines: work over many turns lists its first turn's partitions, and its 'controller
+        work finished' line counts the rest."""
         if cause in LOGGED_METHODS or cause in TIMER_CAUSES:
-            lines = [
+            return [
                 line for line in describe_changes(image, cause, records) if partitions or line[0].startswith("broker")
             ]
-            if lines:
-                self._staged_lines.setdefault(key, []).extend(lines)
+        return []
 
     def _resolve_lines(self, entry: Entry, now_ms: int) -> None:
         """``entry`` is committed: the change lines of a batch of ours that ends where it does, in
@@ -720,27 +764,27 @@ class QuorumController:
                     )
                 )
 
-    def _answer_reads(self) -> None:
-        """Answer the confirmed reads whose index the controller's committed image has reached."""
-        confirmed = self._confirmed
-        while confirmed and confirmed[0][0] <= self.controller.committed_offset + 1:
-            _index, key, method, request = confirmed.popleft()
-            if key in self._decided:
-                self._answers.append(Answer(key, self._decided.pop(key)))
-            else:
-                self._handle_read(key, method, request)
+    def _release(self) -> None:
+        """Answer everything waiting for an offset the image has reached: the requests of this
+        controller's committed batches, committed voter changes, confirmed reads."""
+        for slot in self._pending.complete_up_to(max(self._applied, self.controller.committed_offset)):
+            for pending in slot.requests:
+                if pending.state is State.CONFIRMED and pending.response is None:
+                    answer = self._read(pending.key, pending.method, pending.request)
+                    self._answer(pending, answer.response, answer.error)
+                else:
+                    self._answer(pending, pending.response)
 
-    def _handle_read(self, key: int, method: str, request: Message) -> None:
+    def _read(self, key: int, method: str, request: Message) -> Answer:
         try:
             response = self.read_stale(self._now_ms, method, request)
         except RequestError as exc:
-            self._answers.append(Answer(key, error=exc))
+            return Answer(key, error=exc)
         except Exception as exc:
             error = ControllerFailedError(f"{method}: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
-            self._answers.append(Answer(key, error=error))
-        else:
-            self._answers.append(Answer(key, response))
+            return Answer(key, error=error)
+        return Answer(key, response)
 
     def _uncommitted_answer(self, method: str, request: Message) -> Message | None:
         """The response stored in the pending batch's RequestRecord (unsafe_ack_before_commit
@@ -760,37 +804,37 @@ class QuorumController:
         self._events.append(("controller active", {"epoch": self.core.epoch, "committed_offset": committed_offset}))
         self._handle_held(now_ms)
 
-    def _renounce(self) -> None:
-        """Leadership lost (or the log refused a proposal): every request waiting for a commit or
-        held fails with NOT_CONTROLLER; the controller's working image rolls back."""
+    def _renounce(self, refused: Sequence[Pending] = ()) -> None:
+        """Leadership lost (or the log refused a proposal, whose requests are ``refused``): every
+        request waiting for a commit or held fails with one NOT_CONTROLLER; the controller's
+        working image rolls back."""
         self.controller.renounce()
-        # A leader that removed itself resigns in the step that commits the change, and a proposal
-        # refused in that same step (the open batch) renounces too: that change succeeded,
-        # whatever the fate of the rest.
-        for last in [o for o in self._voter_changes if o < self.core.high_watermark]:
-            key, method = self._voter_changes.pop(last)
-            self._answers.append(Answer(key, VOTER_CHANGE_RESPONSES[method]()))
-        error = NotControllerError(self.core.leader_id)
-        keys = [
-            *self._waiting.values(),
-            *(key for key, _, _ in self._held),
-            *(key for key, _, _ in self._reads.values()),
-            *(key for _, key, _, _ in self._confirmed),
-            *(key for key, _ in self._voter_changes.values()),
-        ]
-        self._waiting.clear()
+        failed: list[Pending] = [*refused, *self._held, *self._reads.values(), *self._open_requests]
+        if self._work_request is not None:
+            failed.append(self._work_request)
+        high_watermark = self.core.high_watermark
+        for slot in self._pending.take_all():
+            for pending in slot.requests:
+                # A leader that removed itself resigns in the step that commits the change, and a
+                # proposal refused in that same step (the open batch) renounces too: that change
+                # succeeded, whatever the fate of the rest.
+                if pending.method in VOTER_CHANGE_RESPONSES and slot.offset < high_watermark:
+                    self._answer(pending, pending.response)
+                else:
+                    failed.append(pending)
         self._held.clear()
         self._reads.clear()
-        self._confirmed.clear()
-        self._decided.clear()
-        self._voter_changes.clear()
-        self._own.clear()
-        self._open_keys, self._open_records, self._open_bytes = [], [], 0
-        self._answers.extend(Answer(key, error=error) for key in keys)
+        self._work_request = None
+        self._newest_own = -1
+        never_appended = self._open_lines
+        self._open_batches, self._open_requests, self._open_records, self._open_lines = 0, [], [], []
+        self._open_bytes = 0
+        error = NotControllerError(self.core.leader_id)
+        for pending in failed:
+            pending.move(Event.RENOUNCE)
+            self._answers.append(Answer(pending.key, error=error))
         # Changes never appended to the log are dropped now; proposed ones wait for the commit
         # that decides their fate (the next leader may commit them, or truncate them away).
-        never_appended = [line for lines in self._staged_lines.values() for line in lines]
-        self._staged_lines.clear()
         if never_appended:
             self._events.append(
                 (
@@ -805,20 +849,51 @@ class QuorumController:
             )
 
     # -- proposing: the open batch -----------------------------------------------------------------
-    def _stage(self, now_ms: int, key: int, records: Sequence[records_pb2.MetadataRecord]) -> None:
+    def _stage(
+        self,
+        now_ms: int,
+        records: Sequence[records_pb2.MetadataRecord],
+        pending: Pending | None,
+        lines: list[Line],
+    ) -> None:
+        """One of the controller's pending batches (and the request it answers, if any) goes into
+        the open batch -- or, without a RequestRecord at its end, into a log batch of its own."""
         data = serialized(records)
+        if pending is not None:
+            pending.move(Event.STAGE)
         if records[-1].WhichOneof("record") != "request":
-            self._propose_open_batch(now_ms)
-            self._propose([key], data, now_ms)
+            if self._propose_open_batch_first(now_ms, pending):
+                self._propose(now_ms, 1, data, [pending] if pending is not None else [], lines)
             return
         size = sum(map(len, data))
-        if self._open_keys and self._open_bytes + size > COMBINED_BATCH_BYTES:
-            self._propose_open_batch(now_ms)
-        if not self._open_keys:
+        if (
+            self._open_batches
+            and self._open_bytes + size > COMBINED_BATCH_BYTES
+            and not self._propose_open_batch_first(now_ms, pending)
+        ):
+            return
+        if not self._open_batches:
             self._open_since = now_ms
-        self._open_keys.append(key)
+        self._open_batches += 1
+        if pending is not None:
+            self._open_requests.append(pending)
         self._open_records.extend(data)
         self._open_bytes += size
+        if lines:
+            self._open_lines.extend(lines)
+
+    def _propose_open_batch_first(self, now_ms: int, pending: Pending | None) -> bool:
+        """Propose the open batch before a batch that cannot join it. False if the log refused
+        it: this controller renounced, and the pending batch just handled (``pending``'s) went
+        with the rest, so ``pending`` fails as theirs did."""
+        before = self.controller.pending_count
+        self._propose_open_batch(now_ms)
+        if self.controller.pending_count >= before:
+            return True
+        if pending is not None:
+            pending.move(Event.RENOUNCE)
+            self._answers.append(Answer(pending.key, error=NotControllerError(self.core.leader_id)))
+        return False
 
     def _maybe_propose_open_batch(self, now_ms: int) -> None:
         """Propose the open batch if waiting longer gains nothing: a follower's Fetch is parked
@@ -836,27 +911,39 @@ class QuorumController:
         return core.log.end_offset > core.high_watermark
 
     def _propose_open_batch(self, now_ms: int) -> None:
-        if self._open_keys:
-            keys, records = self._open_keys, self._open_records
-            self._open_keys, self._open_records, self._open_bytes = [], [], 0
-            self._propose(keys, records, now_ms)
+        if self._open_batches:
+            batches, records, requests, lines = (
+                self._open_batches,
+                self._open_records,
+                self._open_requests,
+                self._open_lines,
+            )
+            self._open_batches, self._open_records, self._open_requests, self._open_lines = 0, [], [], []
+            self._open_bytes = 0
+            self._propose(now_ms, batches, records, requests, lines)
 
-    def _propose(self, keys: list[int], records: list[bytes], now_ms: int) -> None:
+    def _propose(
+        self, now_ms: int, batches: int, records: list[bytes], requests: list[Pending], lines: list[Line]
+    ) -> None:
+        """Append ``batches`` of the controller's pending batches as one log batch; ``requests``
+        are answered when it commits."""
         try:
             entry = self.core.propose(now_ms, records)
         except (NotLeaderError, ProposalLimitError) as exc:
             # The controller already counts the batches as pending; with the log refusing them, the
             # only consistent state is a clean slate (rare: leadership just changed, or overload).
             self._events.append(("proposal refused; renouncing pending controller state", {"error": str(exc)}))
-            self._renounce()
+            self._renounce(requests)
             return
         last = entry.next_offset - 1
-        self.controller.appended_together(keys, last)
-        self._own.add(last)
-        if self._staged_lines:
-            lines = [line for key in keys for line in self._staged_lines.pop(key, ())]
-            if lines:
-                self._proposed_lines[last] = ProposedLines(self.core.epoch, now_ms, lines)
+        table = self._pending
+        table.add_batches(last, batches)
+        for pending in requests:
+            pending.move(Event.APPEND)
+            table.add(last, pending)
+        self._newest_own = last
+        if lines:
+            self._proposed_lines[last] = ProposedLines(self.core.epoch, now_ms, lines)
 
     # -- snapshots ---------------------------------------------------------------------------------
     def _maybe_snapshot(self, last_entry: Entry) -> None:

@@ -49,11 +49,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from placement.rng import RandomSource
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import PartitionChangeBuilder
-from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, TopicIdSource
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 NO_REASSIGNMENT = "No partition reassignment is in progress."

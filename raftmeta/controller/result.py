@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeAlias, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
@@ -21,12 +21,6 @@ Records = list[records_pb2.MetadataRecord]
 TopicIdSource = Callable[[], bytes]
 
 
-class RandomSource(Protocol):
-    """``placement.RandomSource``: java.util.Random.nextInt(bound)'s contract."""
-
-    def next_int(self, bound: int) -> int: ...
-
-
 @dataclass(frozen=True, slots=True)
 class ControllerResult(Generic[R]):
     """Kafka's ControllerResult: the records to append as one atomic batch, and the response to
@@ -36,11 +30,11 @@ class ControllerResult(Generic[R]):
     # CreatePartitions: the leader never parses its new partitions' records).
     records: Sequence[records_pb2.MetadataRecord]
     response: R
-    # When not None, ``records`` are exactly these topics' creation records, in order, and the
-    # controller applies the values (``ImageBuilder.add_topics``) instead of replaying its own
-    # records (CreateTopics: decoding and re-checking them was a third of the leader's work per
-    # partition). Replay of ``records`` must give the same image; tests/controller/test_new_topics.py
-    # checks it.
+    # When not None, ``records`` are exactly these topics' creation records, in order: the
+    # controller replays them with these values as the memo (``ImageBuilder.replay_all``) instead
+    # of reading its own records back (CreateTopics: decoding and re-checking them was a third of
+    # the leader's work per partition). Replay with and without the memo gives the same image;
+    # tests/controller/test_new_topics.py checks it.
     new_topics: tuple[NewTopic, ...] | None = None
     # When not None, ``records`` are only the first batch of work that runs over several turns
     # (raftmeta.controller.work): send ``more`` the working image after them for the next batch;

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from placement.rng import RandomSource
 from raftmeta.controller.configs import TOPIC_CONFIGS, validate_topic_configs
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.names import invalid_topic_reason
-from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, RandomSource, TopicIdSource
+from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, TopicIdSource
 from raftmeta.controller.topics import DUPLICATE_NAME, UNKNOWN_TOPIC
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
+from placement.rng import RandomSource
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
 from raftmeta.controller.delta import SHARED_STATES_MAX, NewTopic
@@ -33,7 +34,6 @@ from raftmeta.controller.result import (
     DEFAULT_CONFIG,
     ControllerConfig,
     ControllerResult,
-    RandomSource,
     TopicIdSource,
     Work,
 )

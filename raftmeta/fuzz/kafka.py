@@ -29,11 +29,11 @@ from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from raftmeta import local_quorum
+from raftmeta.addresses import parse_host_port
 from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.fuzz.report import TargetReport
 from raftmeta.fuzz.rounds import fuzz_round
 from raftmeta.kafka.framing import FrameError, UnsupportedVersion, decode_request
-from raftmeta.kafka.listener import split_host_port
 from raftmeta.kafka.requests import encode_request
 from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
 
@@ -57,6 +57,7 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
     33: {"resources": [{"resource_type": 2, "resource_name": "orders",
                         "configs": [{"name": "retention.ms", "value": "5000"}]}],
          "validate_only": False},
+    35: {"topics": [{"topic": "orders", "partitions": [0, 1]}]},
     37: {"topics": [{"name": "orders", "count": 5, "assignments": None}], "timeout": 5000, "validate_only": False},
     43: {"election_type": 0, "topic_partitions": [{"topic": "orders", "partitions": [0, 1]}], "timeout": 5000},
     44: {"resources": [{"resource_type": 2, "resource_name": "orders",
@@ -176,7 +177,9 @@ class KafkaFuzzer:
         size = len(case.frame) + (1 if case.mutations[-1].startswith("cut") else 0)
         self.report.examples += 1
         try:
-            with socket.create_connection(split_host_port(node.kafka_address), timeout=ANSWER_TIMEOUT_S) as sock:
+            with socket.create_connection(
+                parse_host_port(node.kafka_address, f"node {node.id}'s Kafka address"), timeout=ANSWER_TIMEOUT_S
+            ) as sock:
                 sock.sendall(size.to_bytes(4, "big") + case.frame)
                 if size != len(case.frame):
                     sock.shutdown(socket.SHUT_WR)

@@ -118,12 +118,11 @@ async def alter_configs(ctx: ApiContext, request: Request) -> dict[str, Any]:
     controller alteration (``topic_configs.replace_ops``), computed from the controller's image.
 
     As a Kafka broker does before it forwards the request, a resource naming a key with a null value
-    is refused (INVALID_REQUEST, ``Null value not supported for : <keys>``); so is a null config list
-    (not nullable in Kafka's schema), which would otherwise read as "replace with nothing"."""
+    is refused (INVALID_REQUEST, ``Null value not supported for : <keys>``). A null config list (not
+    nullable in Kafka's schema) never gets here: the frame is refused when it is read
+    (:func:`raftmeta.kafka.framing.decode_request`), as Kafka's parser refuses it."""
 
     def ops(resource: Any) -> Ops:
-        if resource.configs is None:
-            return "AlterConfigs: the resource's configs are null (the field is not nullable)"
         nulls = [c.name for c in resource.configs if c.value is None]
         if nulls:
             return _null_values(nulls)

@@ -15,8 +15,8 @@ import contextlib
 import itertools
 from typing import Any, Final
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.kafka.framing import SIZE_BYTES
-from raftmeta.kafka.listener import split_host_port
 from raftmeta.kafka.requests import decode_response, encode_request
 
 # A response header begins with the correlation id in every header version (v0 and v1).
@@ -40,7 +40,7 @@ class KafkaConnection:
 
     @classmethod
     async def open(cls, address: str, client_id: str, timeout_s: float) -> KafkaConnection:
-        host, port = split_host_port(address)
+        host, port = parse_host_port(address, "Kafka address")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
         return cls(address, reader, writer, client_id)
 

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 from kio.index import load_response_schema
 
-from raftmeta.kafka import cluster, configs, partitions, topics, voters
+from raftmeta.kafka import cluster, configs, log_dirs, partitions, topics, voters
 from raftmeta.kafka.build import build
 from raftmeta.kafka.context import ApiContext
 from raftmeta.kafka.framing import Request, UnsupportedVersion, encode_response
@@ -22,6 +22,7 @@ HANDLERS: Final[dict[int, Handler]] = {
     20: topics.delete_topics,
     32: configs.describe_configs,
     33: configs.alter_configs,
+    35: log_dirs.describe_log_dirs,
     37: topics.create_partitions,
     43: partitions.elect_leaders,
     44: configs.incremental_alter_configs,

@@ -13,7 +13,10 @@ what a Kafka broker does with an unparseable request.
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -29,6 +32,9 @@ SIZE_BYTES: Final = 4
 REQUEST_PREFIX_BYTES: Final = 8
 # The default largest request frame accepted (raftmeta.limits says why).
 DEFAULT_FRAME_BYTES_MAX: Final = KAFKA_FRAME_BYTES_MAX
+METADATA_KEY: Final = 3
+# Metadata names topics by id from v12 on; before it a topic's name may not be null.
+METADATA_TOPIC_IDS_VERSION: Final = 12
 
 
 class FrameError(Exception):
@@ -89,7 +95,60 @@ def decode_request(frame: bytes) -> Request:
         raise FrameError(
             f"api key {api_key} v{api_version}: undecodable request ({type(exc).__name__}: {exc})"
         ) from exc
+    # kio reads a null (length -1) string or array even where the schema does not allow one;
+    # Kafka's generated readers refuse it, and the broker closes the connection.
+    null = _null_where_not_nullable(body)
+    if null is not None:
+        raise FrameError(f"api key {api_key} v{api_version}: non-nullable field {null} was serialized as null")
+    # KafkaApis.handleTopicMetadataRequest refuses a null topic name before v12
+    # (InvalidRequestException): the answer's name is not nullable there, no answer can be written.
+    if api_key == METADATA_KEY and api_version < METADATA_TOPIC_IDS_VERSION and _names_a_topic_by_id(body):
+        raise FrameError(f"Metadata v{api_version}: topic name can not be null before v12")
     return Request(int(api_key), int(api_version), int(correlation_id), header.client_id, body)
+
+
+def _names_a_topic_by_id(metadata: Any) -> bool:
+    return any(topic.name is None for topic in metadata.topics or ())
+
+
+# Each kio entity class's fields: (name, may be None, holds nested entities); filled on first use.
+_SHAPES: dict[type[Any], tuple[tuple[str, bool, bool], ...]] = {}
+
+
+def _shape(cls: type[Any]) -> tuple[tuple[str, bool, bool], ...]:
+    """Each field of a kio entity class: (name, may be None, holds nested entities)."""
+    known = _SHAPES.get(cls)
+    if known is not None:
+        return known
+    shape = []
+    for field in dataclasses.fields(cls):
+        parts = typing.get_args(field.type) if typing.get_origin(field.type) in (types.UnionType, typing.Union) else ()
+        nullable = type(None) in parts
+        inner = [t for t in parts if t is not type(None)] if parts else [field.type]
+        nested = any(
+            (dataclasses.is_dataclass(t) and isinstance(t, type))
+            or (typing.get_origin(t) is tuple and any(dataclasses.is_dataclass(a) for a in typing.get_args(t)))
+            for t in inner
+        )
+        shape.append((field.name, nullable, nested))
+    _SHAPES[cls] = tuple(shape)
+    return _SHAPES[cls]
+
+
+def _null_where_not_nullable(entity: Any) -> str | None:
+    """The first field of ``entity`` (nested ones included) that is None where its type does not
+    allow it, as ``Class.field``; None if there is none."""
+    for name, nullable, nested in _shape(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return f"{type(entity).__name__}.{name}"
+        elif nested:
+            for item in value if isinstance(value, tuple) else (value,):
+                found = _null_where_not_nullable(item)
+                if found is not None:
+                    return found
+    return None
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

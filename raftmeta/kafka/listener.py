@@ -24,6 +24,7 @@ import ssl
 from collections.abc import Sequence
 from typing import Any, Final
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.kafka.budget import RequestBytesBudget
 from raftmeta.kafka.context import ApiContext
 from raftmeta.kafka.dispatch import handle, unsupported_api_versions
@@ -52,13 +53,6 @@ STREAM_BUFFER_BYTES: Final = 16 * 1024
 # asyncio takes what it holds in one read, so it bounds what a connection waiting for the budget
 # holds beyond its stream buffer. Linux doubles the value for its bookkeeping.
 SOCKET_RECEIVE_BUFFER_BYTES: Final = 64 * 1024
-
-
-def split_host_port(address: str) -> tuple[str, int]:
-    host, colon, port = address.rpartition(":")
-    if not colon or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"{address!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
 
 
 class KafkaListener:
@@ -99,7 +93,7 @@ class KafkaListener:
         return self._server.sockets if self._server is not None else ()
 
     async def start(self) -> None:
-        host, port = split_host_port(self.address)
+        host, port = parse_host_port(self.address, "--kafka-listener", any_port=True)
         self._server = await asyncio.start_server(
             self._connection, host, port, ssl=self.ssl_context, limit=STREAM_BUFFER_BYTES
         )

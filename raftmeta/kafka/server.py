@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ssl
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.kafka.context import AdminPath, ApiContext, KafkaNode
-from raftmeta.kafka.listener import KafkaListener, split_host_port
+from raftmeta.kafka.listener import KafkaListener
 from raftmeta.server.config import NodeConfig
 from raftmeta.tls import TlsConfig
 
@@ -33,7 +34,7 @@ def kafka_nodes(config: NodeConfig) -> list[KafkaNode]:
         addresses[config.node_id] = config.kafka_listener
     nodes = []
     for node_id, address in sorted(addresses.items()):
-        host, port = split_host_port(address)
+        host, port = parse_host_port(address, f"node {node_id}'s Kafka listener", any_port=True)
         nodes.append(KafkaNode(node_id, host, port))
     return nodes
 

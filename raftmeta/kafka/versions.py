@@ -18,6 +18,7 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     20: (1, 6),  # DeleteTopics
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs (legacy: replaces a resource's configs)
+    35: (1, 5),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
     43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs

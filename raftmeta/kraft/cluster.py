@@ -59,6 +59,11 @@ PROBE_TIMEOUT_S: Final = 2.0
 POLL_INTERVAL_S: Final = 0.2
 LOG_TAIL_LINES: Final = 25
 MAX_NODES: Final = 99
+# A JVM that could not bind its listener (the port was picked free, then taken by another process
+# before the JVM bound it) logs Java's BindException message; see port_taken.
+PORT_TAKEN: Final = "Address already in use"
+# How many times the nodes that lost their ports are started again on new ones.
+BIND_ATTEMPTS: Final = 3
 
 
 _log = get_logger("kraft-launcher")
@@ -133,45 +138,14 @@ class KraftCluster:
             raise RuntimeError(
                 f"{data_dir} is not empty (it holds {', '.join(leftovers[:5])}): use an empty --data-dir"
             )
-        settings = jvm or JvmSettings()
-        ports = free_ports(controllers + brokers)
-        controller_addresses = [f"{HOST}:{port}" for port in ports[:controllers]]
         cluster = cls(cluster_id or random_uuid(), data_dir, [], ready_timeout_s)
-        # Kafka's --initial-controllers: id@host:port:directory-id of every voter, the same
-        # string for every controller (KIP-853: a voter is its node id and its log directory).
-        initial = ",".join(
-            f"{controller_id(i)}@{address}:{format_directory_id(new_directory_id())}"
-            for i, address in enumerate(controller_addresses)
-        )
-        jobs: list[FormatJob] = []
-        planned: list[KraftNode] = []
-        for i, address in enumerate(controller_addresses):
-            node_id = controller_id(i)
-            node_dir = data_dir / f"controller-{node_id}"
-            properties = controller_properties(
-                node_id, address, controller_addresses, node_dir / "data", controller_config
-            )
-            planned.append(_write_node(node_id, "controller", address, None, node_dir, properties, settings))
-            jobs.append(FormatJob(node_id, node_dir / "server.properties", initial))
-        for broker_id, port in enumerate(ports[controllers:]):
-            address = f"{HOST}:{port}"
-            rack = rack_name(broker_id % racks)
-            node_dir = data_dir / f"broker-{broker_id}"
-            properties = broker_properties(
-                broker_id, address, rack, controller_addresses, node_dir / "data", brokers, broker_config
-            )
-            planned.append(_write_node(broker_id, "broker", address, rack, node_dir, properties, settings))
-            jobs.append(FormatJob(broker_id, node_dir / "server.properties", None))
-        format_all(cluster.cluster_id, jobs)
+        settings = jvm or JvmSettings()
         try:
             # Controllers first, brokers once the quorum is ready: a broker that cannot register
             # within initial.broker.registration.timeout.ms (60 s) exits, and six JVMs loading at
             # once on a loaded two-core machine made one do so. Real deployments order it so too.
-            for role in ("controller", "broker"):
-                for node in (n for n in planned if n.role == role):
-                    cluster.nodes.append(_spawn(node))
-                    cluster.save()
-                cluster.wait_ready([n.node_id for n in cluster.nodes if n.role == role])
+            controller_addresses = cluster._start_controllers(controllers, controller_config, settings)
+            cluster._start_brokers(brokers, racks, controller_addresses, broker_config, settings)
         except BaseException:
             cluster.stop()
             raise
@@ -184,6 +158,97 @@ class KraftCluster:
             high_watermark=None if leader is None else leader.high_watermark,
         )
         return cluster
+
+    def _start_controllers(self, count: int, config: Mapping[str, str] | None, settings: JvmSettings) -> list[str]:
+        """Format and start the controllers on free ports; their addresses once all are ready.
+
+        Ports are picked free before the JVMs bind them, and another process may take one
+        meanwhile. The voters' addresses are written into every controller's storage when it is
+        formatted (the quorum's bootstrap voter set, Kafka's --initial-controllers), so one
+        controller cannot move alone: when one could not bind its port, every controller is
+        stopped, their folders are set aside (kept for their logs) and all are formatted and
+        started again on new ports, at most ``BIND_ATTEMPTS`` times (unless ``config`` sets the
+        listener: then the port is the caller's). No broker runs yet."""
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            addresses = [f"{HOST}:{port}" for port in free_ports(count)]
+            # Kafka's --initial-controllers: id@host:port:directory-id of every voter, the same
+            # string for every controller (KIP-853: a voter is its node id and its log directory).
+            initial = ",".join(
+                f"{controller_id(i)}@{address}:{format_directory_id(new_directory_id())}"
+                for i, address in enumerate(addresses)
+            )
+            jobs: list[FormatJob] = []
+            planned: list[KraftNode] = []
+            for i, address in enumerate(addresses):
+                node_id = controller_id(i)
+                node_dir = self.data_dir / f"controller-{node_id}"
+                properties = controller_properties(node_id, address, addresses, node_dir / "data", config)
+                planned.append(_write_node(node_id, "controller", address, None, node_dir, properties, settings))
+                jobs.append(FormatJob(node_id, node_dir / "server.properties", initial))
+            format_all(self.cluster_id, jobs)
+            for node in planned:
+                self.nodes.append(_spawn(node))
+                self.save()
+            try:
+                self.wait_ready([n.node_id for n in planned])
+                return addresses
+            except KraftNodeError:
+                taken = [n.node_id for n in self.controllers if port_taken(n)]
+                if not taken or attempt == BIND_ATTEMPTS or _pins_listener(config):
+                    raise
+                _log.warning("kraft controllers' ports taken; starting them on new ports", nodes=taken, attempt=attempt)
+                terminate([n.pid for n in self.controllers], DEFAULT_STOP_TIMEOUT_S)
+                for node in self.controllers:
+                    _set_aside(Path(node.node_dir), attempt)
+                self.nodes = []
+                self.save()
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _start_brokers(
+        self,
+        count: int,
+        racks: int,
+        controller_addresses: list[str],
+        config: Mapping[str, str] | None,
+        settings: JvmSettings,
+    ) -> None:
+        """Format and start the brokers on free ports; return once all are ready. A broker's
+        address is only in its own config, so one that could not bind its port (taken meanwhile)
+        is started again alone on a new port, its failed run's logs set aside, at most
+        ``BIND_ATTEMPTS`` times in all (unless ``config`` sets the listener)."""
+
+        def plan(broker_id: int, port: int) -> KraftNode:
+            address = f"{HOST}:{port}"
+            rack = rack_name(broker_id % racks)
+            node_dir = self.data_dir / f"broker-{broker_id}"
+            properties = broker_properties(
+                broker_id, address, rack, controller_addresses, node_dir / "data", count, config
+            )
+            return _write_node(broker_id, "broker", address, rack, node_dir, properties, settings)
+
+        planned = [plan(broker_id, port) for broker_id, port in enumerate(free_ports(count))]
+        format_all(
+            self.cluster_id, [FormatJob(n.node_id, Path(n.node_dir) / "server.properties", None) for n in planned]
+        )
+        for node in planned:
+            self.nodes.append(_spawn(node))
+            self.save()
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            try:
+                self.wait_ready([n.node_id for n in self.brokers])
+                return
+            except KraftNodeError:
+                taken = [n for n in self.brokers if port_taken(n)]
+                if not taken or attempt == BIND_ATTEMPTS or _pins_listener(config):
+                    raise
+                _log.warning(
+                    "kraft brokers' ports taken; starting them on new ports",
+                    nodes=[n.node_id for n in taken],
+                    attempt=attempt,
+                )
+                for node, port in zip(taken, free_ports(len(taken)), strict=True):
+                    _set_aside_logs(node, attempt)
+                    self._replace(_spawn(plan(node.node_id, port)))
 
     # -- the cluster file ---------------------------------------------------------------------
 
@@ -374,12 +439,24 @@ class KraftCluster:
     def restart(self, node_id: int, *, stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> KraftNode:
         """Start the node again with the same command line, config and storage (stopping it
         first, SIGTERM then SIGKILL, if it runs); return once it is ready again."""
-        node = self.node(node_id)
-        terminate([node.pid], stop_timeout_s)
-        restarted = _spawn(node)
-        self._replace(restarted)
+        self.stop_node(node_id, stop_timeout_s)
+        restarted = self.start_node(node_id)
         self.wait_ready([node_id])
         return restarted
+
+    def stop_node(self, node_id: int, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
+        """Stop one node (SIGTERM, then SIGKILL after ``timeout_s``), as an operator stops it."""
+        terminate([self.node(node_id).pid], timeout_s)
+
+    def start_node(self, node_id: int) -> KraftNode:
+        """Start a stopped node with its command line, config and storage; return at once (the
+        caller waits for what it needs, e.g. times its catch-up)."""
+        node = self.node(node_id)
+        if alive(node.pid):
+            raise RuntimeError(f"{node.role} {node_id} (pid {node.pid}) is still running: stop it first")
+        started = _spawn(node)
+        self._replace(started)
+        return started
 
     def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> list[int]:
         """Stop every node: brokers first (their controlled shutdown needs the controllers),
@@ -407,6 +484,39 @@ def check_shape(controllers: int, brokers: int, racks: int) -> None:
         raise ValueError(f"racks must be between 1 and the number of brokers ({brokers}), got {racks}")
 
 
+def port_taken(node: KraftNode) -> bool:
+    """Whether the node's JVM exited because its listener's port was taken: Kafka's SocketServer
+    fails with a BindException ("Socket server failed to bind to host:port: Address already in
+    use") and the server exits; the message is in its server.log or console.log."""
+    if alive(node.pid):
+        return False
+    for path in (node.log, node.console_log):
+        with contextlib.suppress(FileNotFoundError):
+            if PORT_TAKEN in path.read_text(errors="replace"):
+                return True
+    return False
+
+
+def _pins_listener(config: Mapping[str, str] | None) -> bool:
+    """Whether the caller's config sets the listener itself: its port is the caller's choice, and
+    a node that cannot bind it is a failure to report, not a pick to make again."""
+    return "listeners" in (config or {})
+
+
+def _set_aside(path: Path, attempt: int) -> Path:
+    """Move a failed attempt's file or folder out of the way, kept for reading: PATH.port-taken-N."""
+    aside = path.with_name(f"{path.name}.port-taken-{attempt}")
+    path.rename(aside)
+    return aside
+
+
+def _set_aside_logs(node: KraftNode, attempt: int) -> None:
+    """A node started again in its folder: its failed run's logs kept beside the new ones."""
+    for path in (node.log, node.console_log):
+        if path.exists():
+            _set_aside(path, attempt)
+
+
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -423,8 +533,10 @@ def _write_node(
     properties: Mapping[str, str],
     settings: JvmSettings,
 ) -> KraftNode:
-    """The node's folder with its server.properties and log4j2 config; the node, not started."""
-    node_dir.mkdir(parents=True)
+    """The node's folder with its server.properties and log4j2 config; the node, not started. The
+    folder may exist: a broker started again on a new port is written over in its own folder
+    (start() refuses a data dir that holds anything it did not write this time)."""
+    node_dir.mkdir(parents=True, exist_ok=True)
     (node_dir / "server.properties").write_text(render_properties(properties))
     log4j = node_dir / "log4j2.properties"
     log4j.write_text(log4j2_properties(node_dir / SERVER_LOG))

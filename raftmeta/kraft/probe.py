@@ -26,6 +26,8 @@ from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
+from raftmeta.addresses import parse_host_port
+
 # KRaft's metadata log: the one topic-partition DescribeQuorum can be asked about.
 METADATA_TOPIC: Final = "__cluster_metadata"
 CLIENT_ID: Final = "raftmeta-kraft-launcher"
@@ -102,7 +104,7 @@ def unfenced_brokers(address: str, timeout_s: float) -> frozenset[int]:
 
 
 def _round_trip(address: str, request: Any, response_type: type[Any], timeout_s: float) -> Any:
-    host, _, port = address.rpartition(":")
+    host, port = parse_host_port(address, "KRaft node address")
     header_type = request.__header_schema__
     header = header_type(
         request_api_key=request.__api_key__,
@@ -115,7 +117,7 @@ def _round_trip(address: str, request: Any, response_type: type[Any], timeout_s:
     entity_writer(type(request))(buffer, request)
     payload = buffer.getvalue()
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.sendall(len(payload).to_bytes(SIZE_BYTES, "big") + payload)
             size = int.from_bytes(_read_exactly(sock, SIZE_BYTES), "big")
             frame = _read_exactly(sock, size)

@@ -9,14 +9,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-
-def parse_listen(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); ValueError names what is wrong."""
-    host, colon, port = address.rpartition(":")
-    host = host.strip("[]")
-    if not colon or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"--metrics-listen {address!r} is not HOST:PORT with a port in 0..65535")
-    return host, int(port)
+from raftmeta.addresses import parse_host_port
 
 
 @dataclass
@@ -37,6 +30,6 @@ class MetricsServer:
 def serve_metrics(address: str, registry: CollectorRegistry) -> MetricsServer:
     """Serve ``registry`` on ``address`` until :meth:`MetricsServer.close`; OSError if the address
     cannot be bound."""
-    host, port = parse_listen(address)
+    host, port = parse_host_port(address, "--metrics-listen", any_port=True)
     server, thread = start_http_server(port, addr=host, registry=registry)
     return MetricsServer(server, thread)

@@ -43,6 +43,7 @@ and ``ready = core.take_ready()``, then performs the Ready in this order:
 A Ready must be fully performed before the next one (the sequence numbers say which is which).
 """
 
+from placement.rng import RandomSource
 from raftmeta.raft.config import Faults, RaftConfig
 from raftmeta.raft.core import RaftCore
 from raftmeta.raft.log import Entry, LogView, Validation, ValidationResult
@@ -57,7 +58,6 @@ from raftmeta.raft.types import (
     NotLeaderError,
     ProposalLimitError,
     QuorumStateData,
-    RandomSource,
     Role,
     SnapshotImage,
     SoftState,

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from placement.rng import RandomSource
 from raftmeta.raft.config import RaftConfig
 from raftmeta.raft.log import Entry, LogView, Validation
 from raftmeta.raft.quorum import VoteResult, VoteTally, majority_offset, majority_time
@@ -45,7 +46,6 @@ from raftmeta.raft.types import (
     ProposalLimitError,
     QuorumStateData,
     RaftMessage,
-    RandomSource,
     Role,
     SnapshotImage,
     SoftState,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import TypeAlias
 
 from raftmeta.v1 import raft_pb2
 
@@ -43,22 +43,40 @@ class Role(enum.Enum):
     OBSERVER = "observer"
 
 
-class RandomSource(Protocol):
-    """The injected randomness (election jitter, backoff, observer bootstrap choice)."""
-
-    def next_int(self, bound: int) -> int:
-        """A uniformly distributed int in [0, bound); bound >= 1."""
-        ...
-
-
 @dataclass(frozen=True, slots=True)
 class QuorumStateData:
     """What must survive a crash (DESIGN.md §4): written atomically and fsynced before any
-    message of the same Ready is sent."""
+    message of the same Ready is sent, as the driver's ``quorum-state`` file
+    (raftmeta/storage/quorum_state.py). ``voters`` is the voter list a file written before voter
+    changes names (checked against the configured voters when read); the core writes none: the
+    voter set in force is the log's (KIP-853). An impossible state is refused (ValueError naming
+    the field)."""
 
     epoch: int
     leader_id: int = NO_LEADER
     voted_id: int = NO_VOTE
+    voters: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        problem = self.problem()
+        if problem is not None:
+            raise ValueError(problem)
+
+    def problem(self) -> str | None:
+        """What makes this state impossible, naming the field; None if it is valid."""
+        if self.epoch < 0:
+            return f"epoch {self.epoch} is negative"
+        if len(set(self.voters)) != len(self.voters) or any(v < 0 for v in self.voters):
+            return f"voters {list(self.voters)} must be distinct node ids >= 0"
+        # An empty voter list: the voter set is the log's, and any node id may be voted for or lead.
+        listed = bool(self.voters)
+        if self.voted_id not in (NO_VOTE, VOTE_UNKNOWN) and (
+            self.voted_id < 0 or (listed and self.voted_id not in self.voters)
+        ):
+            return f"voted_id {self.voted_id} is not one of the voters {list(self.voters)}, -1 (none) or -2 (unknown)"
+        if self.leader_id != NO_LEADER and (self.leader_id < 0 or (listed and self.leader_id not in self.voters)):
+            return f"leader_id {self.leader_id} is not one of the voters {list(self.voters)} or -1 (none)"
+        return None
 
 
 @dataclass(frozen=True, slots=True)

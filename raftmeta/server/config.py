@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.controller.result import ControllerConfig
 from raftmeta.limits import KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.server.peers import FetchRpc
@@ -19,11 +20,9 @@ def parse_voters(text: str) -> dict[int, str]:
         if not item:
             continue
         node, at, address = item.partition("@")
-        host, colon, port = address.rpartition(":")
         if not at or not node.strip().isdigit():
             raise ValueError(f"voter {item!r} is not ID@HOST:PORT (e.g. 1@127.0.0.1:9093)")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"voter {item!r}: {address!r} is not HOST:PORT with a port in 1..65535")
+        parse_host_port(address, f"voter {item!r}:")
         node_id = int(node)
         if node_id in voters:
             raise ValueError(f"voter id {node_id} appears twice")

@@ -26,7 +26,6 @@ from raftmeta.records.codec import FramedRecords
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.seams import DurableState
 from raftmeta.storage.datadir import NodeStorage
-from raftmeta.storage.quorum_state import QuorumStateData as StoredQuorumState
 from raftmeta.storage.quorum_state import check_voters
 from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotId, decode_snapshot
 from raftmeta.v1 import records_pb2
@@ -137,7 +136,8 @@ class DiskWriter:
         start_offset = snapshot.snapshot_id.offset if snapshot is not None else 0
         log = storage.log
         return DurableState(
-            quorum_state=QuorumStateData(stored.epoch, stored.leader_id, stored.voted_id) if stored else None,
+            # The voter list an older file names was checked above; the core keeps none (KIP-853).
+            quorum_state=dataclasses.replace(stored, voters=()) if stored else None,
             quorum_state_problem=storage.quorum_state_problem,
             entries=[Entry.from_batch(b) for b in log.iter_batches(max(start_offset, log.log_start_offset))],
             snapshot=(
@@ -155,8 +155,7 @@ class DiskWriter:
     async def write_quorum_state(self, state: QuorumStateData) -> None:
         # No voter list: the voter set in force is the log's and changes (KIP-853); a file written
         # with one (before voter changes) is still checked against --voters when read.
-        stored = StoredQuorumState(state.epoch, voted_id=state.voted_id, leader_id=state.leader_id)
-        await self._run(lambda: self.storage.write_quorum_state(stored))
+        await self._run(lambda: self.storage.write_quorum_state(state))
 
     def submit(self, fn: Callable[[], object], on_failure: Callable[[BaseException], None]) -> None:
         """Queue ``fn`` behind everything submitted before it, without waiting for it."""

@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
+from raftmeta.addresses import parse_host_port
 from raftmeta.controller.quorum import QuorumController
 from raftmeta.raft import Role
 from raftmeta.server.inbox import Input, LeaderGone
@@ -51,12 +52,12 @@ class LeaderProbe:
         self._start(self._probe(peer, core.epoch, address))
 
     async def _probe(self, peer: int, epoch: int, address: str) -> None:
-        host, _, port = address.rpartition(":")
+        host, port = parse_host_port(address, f"peer {peer}'s address")
         seen: list[str] = []  # each connect's outcome, for the log line
         try:
             for _ in range(LEADER_PROBES):
                 try:
-                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), LEADER_PROBE_TIMEOUT_S)
+                    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), LEADER_PROBE_TIMEOUT_S)
                 except ConnectionRefusedError:
                     seen.append("refused")
                     self._put(LeaderGone(peer, epoch))

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from placement import JavaRandom
+from raftmeta.addresses import parse_host_port
 from raftmeta.controller import Controller
 from raftmeta.controller.quorum import ControllerFactory, QuorumController, QuorumControllerConfig
 from raftmeta.raft import RaftConfig, RaftCore
@@ -71,8 +72,8 @@ def bootstrap_voters(config: NodeConfig) -> VoterSet | None:
         return None
     nodes = []
     for voter_id, address in sorted(config.voters.items()):
-        host, _, port = address.rpartition(":")
-        endpoint = Endpoint(CONTROLLER_LISTENER, host, int(port))
+        host, port = parse_host_port(address, f"voter {voter_id}'s address")
+        endpoint = Endpoint(CONTROLLER_LISTENER, host, port)
         nodes.append(VoterNode(voter_id, config.voter_directory_ids.get(voter_id, b""), (endpoint,)))
     return VoterSet(tuple(nodes))
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raftmeta.logs import get_logger
+from raftmeta.raft.types import QuorumStateData
 from raftmeta.storage.errors import InvalidFileError
 from raftmeta.storage.high_watermark import (
     HIGH_WATERMARK_CHECKPOINT,
@@ -32,7 +33,7 @@ from raftmeta.storage.high_watermark import (
 )
 from raftmeta.storage.log import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_BYTES, SegmentLog
 from raftmeta.storage.meta_properties import MetaProperties, ensure_meta_properties
-from raftmeta.storage.quorum_state import QuorumStateData, QuorumStateFile
+from raftmeta.storage.quorum_state import QuorumStateFile
 from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotChunkWriter, SnapshotId, SnapshotStore
 
 LOG_DIR_NAME = "__cluster_metadata-0"

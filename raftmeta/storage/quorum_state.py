@@ -20,10 +20,10 @@ granted and then forgotten in a crash could elect two leaders in one epoch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftmeta.raft.types import QuorumStateData
 from raftmeta.storage.checksummed_json import CHECKSUM_FIELD, check_checksum, with_checksum
 from raftmeta.storage.errors import InvalidFileError, StorageError
 from raftmeta.storage.fileio import atomic_write
@@ -31,49 +31,19 @@ from raftmeta.storage.fileio import atomic_write
 QUORUM_STATE = "quorum-state"
 DATA_VERSION = 1
 LEGACY_DATA_VERSION = 0
-NONE_ID = -1
-UNKNOWN_VOTE = -2
 FIELDS = ("data_version", "epoch", "voted_id", "leader_id", "voters")
 
 
-@dataclass(frozen=True, slots=True)
-class QuorumStateData:
-    epoch: int
-    voted_id: int = NONE_ID
-    leader_id: int = NONE_ID
-    voters: tuple[int, ...] = field(default_factory=tuple)
-
-    def __post_init__(self) -> None:
-        problem = self.problem()
-        if problem is not None:
-            raise ValueError(problem)
-
-    def problem(self) -> str | None:
-        """What makes this state impossible, naming the field; None if it is valid."""
-        if self.epoch < 0:
-            return f"epoch {self.epoch} is negative"
-        if len(set(self.voters)) != len(self.voters) or any(v < 0 for v in self.voters):
-            return f"voters {list(self.voters)} must be distinct node ids >= 0"
-        # An empty voter list: the voter set is the log's (KIP-853; Kafka's quorum-state v1 leaves
-        # it out too), and any node id may be voted for or lead.
-        listed = bool(self.voters)
-        if self.voted_id not in (NONE_ID, UNKNOWN_VOTE) and (
-            self.voted_id < 0 or (listed and self.voted_id not in self.voters)
-        ):
-            return f"voted_id {self.voted_id} is not one of the voters {list(self.voters)}, -1 (none) or -2 (unknown)"
-        if self.leader_id != NONE_ID and (self.leader_id < 0 or (listed and self.leader_id not in self.voters)):
-            return f"leader_id {self.leader_id} is not one of the voters {list(self.voters)} or -1 (none)"
-        return None
-
-    def to_json(self) -> str:
-        doc: dict[str, Any] = {
-            "data_version": DATA_VERSION,
-            "epoch": self.epoch,
-            "voted_id": self.voted_id,
-            "leader_id": self.leader_id,
-            "voters": list(self.voters),
-        }
-        return json.dumps(with_checksum(doc))
+def quorum_state_json(state: QuorumStateData) -> str:
+    """The file's text for ``state`` (data_version 1, with its checksum)."""
+    doc: dict[str, Any] = {
+        "data_version": DATA_VERSION,
+        "epoch": state.epoch,
+        "voted_id": state.voted_id,
+        "leader_id": state.leader_id,
+        "voters": list(state.voters),
+    }
+    return json.dumps(with_checksum(doc))
 
 
 def _integer(path: Path, doc: dict[str, Any], name: str) -> int:
@@ -106,7 +76,9 @@ def parse_quorum_state(path: Path, text: str) -> QuorumStateData:
         raise InvalidFileError(path, f"field 'voters' must be a list of node ids, got {voters!r}")
     values = {name: _integer(path, doc, name) for name in ("epoch", "voted_id", "leader_id")}
     try:
-        return QuorumStateData(values["epoch"], values["voted_id"], values["leader_id"], tuple(voters))
+        return QuorumStateData(
+            values["epoch"], leader_id=values["leader_id"], voted_id=values["voted_id"], voters=tuple(voters)
+        )
     except ValueError as exc:  # the message names the field
         raise InvalidFileError(path, str(exc)) from None
 
@@ -151,4 +123,4 @@ class QuorumStateFile:
 
     def write(self, state: QuorumStateData) -> None:
         """Durably replace the file; returns only once the new state survives a crash."""
-        atomic_write(self.path, (state.to_json() + "\n").encode())
+        atomic_write(self.path, (quorum_state_json(state) + "\n").encode())

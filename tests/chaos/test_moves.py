@@ -44,10 +44,9 @@ class LoggedController:
         if handled.done:
             return handled.response
         self.append(handled.records, commit=False)
-        self.controller.appended(handled.key, self.offset - 1)
-        (completion,) = [c for c in self.controller.on_commit(self.offset - 1) if c.key == handled.key]
+        self.controller.commit(1, self.offset - 1)
         self.images[self.offset] = self.controller.committed_image
-        return completion.response
+        return handled.response
 
     def append(self, records: Sequence[records_pb2.MetadataRecord], *, commit: bool = True) -> None:
         """A batch at the next offset; ``commit``: records written by hand (a doctored log), which the

@@ -271,8 +271,7 @@ def _controller(config: ControllerConfig) -> tuple[Controller, Context]:
 
 
 def _commit(controller: Controller, handled: Any, offset: int) -> int:
-    controller.appended(handled.key, offset)
-    controller.on_commit(offset)
+    controller.commit(1, offset)
     return offset + 1
 
 

@@ -143,15 +143,14 @@ def _controller_with_brokers(ids: list[int], config: ControllerConfig | None = N
                 request.broker_epoch = controller.image.brokers[broker_id].epoch
             handled = controller.handle(method, request, 0, ids_source, random)
             offset += len(handled.records)
-            controller.appended(handled.key, offset)
-            controller.on_commit(offset)
+            controller.commit(1, offset)
     return controller
 
 
 def test_tick_fences_brokers_whose_session_expired_and_heartbeats_unfence() -> None:
     controller = _controller_with_brokers([1, 2, 3])
     ids_source, random = CounterIds(), JavaRandom(1)
-    handled = controller.handle(
+    controller.handle(
         "CreateTopics",
         controller_pb2.CreateTopicsRequest(
             topics=[controller_pb2.CreatableTopic(name="t", num_partitions=3, replication_factor=3)]
@@ -160,8 +159,7 @@ def test_tick_fences_brokers_whose_session_expired_and_heartbeats_unfence() -> N
         ids_source,
         random,
     )
-    controller.appended(handled.key, 100)
-    controller.on_commit(100)
+    controller.commit(1, 100)
     assert controller.tick(9000) is None, "exactly the session timeout is not yet expired"
     for broker_id in (1, 2):
         beat = controller.handle(
@@ -181,25 +179,24 @@ def test_tick_fences_brokers_whose_session_expired_and_heartbeats_unfence() -> N
     assert controller.image.brokers[3].fenced
     assert not controller.committed_image.brokers[3].fenced, "not committed yet"
     assert controller.tick(9002) is None, "a pending fence is not repeated"
-    controller.appended(fenced.key, 200)
-    released = controller.on_commit(200)
-    assert [(c.key, c.method, c.response) for c in released] == [(fenced.key, "Tick", None)]
+    assert (fenced.method, fenced.response) == ("Tick", None), "a timer's batch answers nobody"
+    controller.commit(1, 200)
     committed = controller.committed_image  # a new name: mypy would keep the narrowing from before the commit
     assert committed.brokers[3].fenced
     # Both other brokers time out together: a batch each, the second fence sees the first.
     first = controller.tick(20_000)
     assert first is not None and is_working(controller)
     assert [r.fence_broker.broker_id for r in first.records if r.HasField("fence_broker")] == [1]
-    controller.appended(first.key, 300)
-    assert [c.method for c in controller.on_commit(300)] == []
+    assert first.response is None
+    controller.commit(1, 300)
     second = controller.resume()
     assert [r.fence_broker.broker_id for r in second.records if r.HasField("fence_broker")] == [2]
     assert not is_working(controller)
     t = controller.image.topic_by_name("t")
     assert t is not None
     assert all(p.leader == -1 and len(p.isr) == 1 for p in t.partitions)
-    controller.appended(second.key, 301)
-    assert [c.method for c in controller.on_commit(301)] == ["Tick"]
+    assert (second.method, second.response) == ("Tick", None)
+    controller.commit(1, 301)
     # Broker 3 heartbeats again: unfenced, but it is in no ISR, so the partitions stay leaderless.
     back = controller.handle(
         "BrokerHeartbeat",
@@ -209,9 +206,8 @@ def test_tick_fences_brokers_whose_session_expired_and_heartbeats_unfence() -> N
         random,
     )
     assert [r.WhichOneof("record") for r in back.records] == ["unfence_broker"]
-    controller.appended(back.key, 400)
-    (done,) = controller.on_commit(400)
-    assert done.response.is_fenced is False  # type: ignore[union-attr]
+    controller.commit(1, 400)
+    assert back.response.is_fenced is False  # type: ignore[union-attr]
     # Broker 2, the last ISR member of every partition, returns: it leads them all again.
     last_isr = {p.isr for p in t.partitions}
     assert last_isr == {(2,)}

@@ -1,4 +1,5 @@
-"""The controller object: pending batches, commit, renounce, idempotent retries, snapshots."""
+"""The controller object: pending batches, commit, renounce, idempotent retries, snapshots. (Which
+answer waits for which offset is the QuorumController's: tests/controller/test_quorum_controller.py.)"""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import pytest
 
 from placement.rng import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig, MetadataImage, RequestError, image_to_records
-from raftmeta.controller.controller import Completion, Handled
+from raftmeta.controller.controller import Handled
 from raftmeta.controller.requests import request_sha256
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.controller.helpers import CounterIds, incarnation
 
 
 class Driver:
-    """A minimal node driver: appends every batch at the next offsets, commits on demand."""
+    """A minimal node driver: appends every batch at the next offsets, commits on demand, and
+    keeps what waits for which offset as the QuorumController does (an answer with no records
+    waits for the newest pending batch)."""
 
     def __init__(self, controller: Controller | None = None) -> None:
         self.controller = controller or Controller()
@@ -21,16 +24,30 @@ class Driver:
         self.random = JavaRandom(3)
         self.offset = self.controller.committed_offset
         self.now_ms = 0
+        self.batches: list[int] = []  # last offsets of the pending batches
+        self.waiting: list[tuple[int, Handled]] = []
 
     def send(self, method: str, request: object) -> object:
         handled = self.controller.handle(method, request, self.now_ms, self.ids, self.random)  # type: ignore[arg-type]
         if handled.records:
             self.offset += len(handled.records)
-            self.controller.appended(handled.key, self.offset)
+            self.batches.append(self.offset)
+            self.waiting.append((self.offset, handled))
+        elif not handled.done:  # waits for the newest pending batch
+            self.waiting.append((self.batches[-1], handled))
         return handled
 
-    def commit(self) -> list[Completion]:
-        return list(self.controller.on_commit(self.offset))
+    def commit(self, upto: int | None = None) -> list[Handled]:
+        """Commit the pending batches up to ``upto`` (all of them by default): the handled
+        requests whose answers are true now, in order."""
+        upto = self.offset if upto is None else upto
+        count = sum(1 for last in self.batches if last <= upto)
+        if count:
+            self.controller.commit(count, self.batches[count - 1])
+            del self.batches[:count]
+        released = [handled for last, handled in self.waiting if last <= upto]
+        self.waiting = [(last, handled) for last, handled in self.waiting if last > upto]
+        return released
 
     def brokers(self, *ids: int) -> None:
         for broker_id in ids:
@@ -55,7 +72,7 @@ def test_responses_are_released_on_commit_and_reads_see_only_committed_state() -
     driver = Driver()
     driver.brokers(1, 2)
     first = driver.send("CreateTopics", create("a", 2, 2))
-    assert not first.done and first.response is None  # type: ignore[attr-defined]
+    assert not first.done and first.records  # type: ignore[attr-defined]
     second = driver.send("CreateTopics", create("b"))
     assert driver.controller.pending_count == 2
     assert driver.controller.image.topic_by_name("b") is not None
@@ -64,13 +81,13 @@ def test_responses_are_released_on_commit_and_reads_see_only_committed_state() -
     assert described.done and list(described.response.topics) == []  # type: ignore[attr-defined]
     # Commit only the first batch.
     first_last = driver.offset - len(second.records)  # type: ignore[attr-defined]
-    released = driver.controller.on_commit(first_last)
-    assert [c.key for c in released] == [first.key]  # type: ignore[attr-defined]
+    released = driver.commit(first_last)
+    assert released == [first]
     assert released[0].response.topics[0].error_code == errors_pb2.NONE  # type: ignore[union-attr]
     assert driver.controller.committed_image.topic_by_name("a") is not None
     assert driver.controller.committed_image.topic_by_name("b") is None
     released = driver.commit()
-    assert [c.key for c in released] == [second.key]  # type: ignore[attr-defined]
+    assert released == [second]
     assert driver.controller.committed_image == driver.controller.image
 
 
@@ -81,31 +98,29 @@ def test_a_rejected_request_waits_for_earlier_pending_writes() -> None:
     rejected = driver.send("CreateTopics", create("a"))
     assert rejected.records == () and not rejected.done  # type: ignore[attr-defined]
     released = driver.commit()
-    assert [c.key for c in released] == [write.key, rejected.key]  # type: ignore[attr-defined]
+    assert released == [write, rejected]
     assert released[1].response.topics[0].error_code == errors_pb2.TOPIC_ALREADY_EXISTS  # type: ignore[union-attr]
     idle = driver.send("CreateTopics", create("a"))
     assert idle.done  # type: ignore[attr-defined]
 
 
-def test_renounce_restores_the_committed_image_and_fails_pending_with_not_controller() -> None:
+def test_renounce_restores_the_committed_image_and_drops_pending_batches() -> None:
     driver = Driver()
     driver.brokers(1, 2)
     committed = driver.controller.committed_image
-    a = driver.send("CreateTopics", create("a", 3, 2))
-    waiting = driver.send("CreateTopics", create("a"))
-    grow = driver.send(
+    driver.send("CreateTopics", create("a", 3, 2))
+    driver.send("CreateTopics", create("a"))
+    driver.send(
         "CreatePartitions",
         controller_pb2.CreatePartitionsRequest(topics=[controller_pb2.CreatePartitionsTopic(name="a", count=4)]),
     )
     assert driver.controller.image.topic_by_name("a") is not None
-    failed = driver.controller.renounce()
-    assert [c.key for c in failed] == [a.key, waiting.key, grow.key]  # type: ignore[attr-defined]
-    for completion in failed:
-        item = completion.response.topics[0] if completion.method == "CreateTopics" else completion.response.results[0]  # type: ignore[union-attr]
-        assert item.error_code == errors_pb2.NOT_CONTROLLER
+    assert driver.controller.pending_count == 2
+    driver.controller.renounce()
     assert driver.controller.image is committed
     assert driver.controller.pending_count == 0
-    assert driver.controller.on_commit(10_000) == []
+    with pytest.raises(ValueError, match="0 pending"):
+        driver.controller.commit(1, 10_000)
 
 
 def test_idempotent_retry_pending_committed_and_across_a_snapshot() -> None:
@@ -228,9 +243,9 @@ def test_offsets_must_rise_and_foreign_batches_apply_only_without_pending() -> N
     driver.brokers(1)
     handled = driver.controller.handle("CreateTopics", create("a"), 0, driver.ids, driver.random)
     with pytest.raises(ValueError, match="does not follow"):
-        driver.controller.appended(handled.key, driver.controller.committed_offset)
-    with pytest.raises(KeyError):
-        driver.controller.appended(999, 10_000)
+        driver.controller.commit(1, driver.controller.committed_offset)
+    with pytest.raises(ValueError, match="1 pending"):
+        driver.controller.commit(2, 10_000)
     with pytest.raises(ValueError, match="pending"):
         driver.controller.apply_committed(handled.records, 10_000)
     driver.controller.renounce()
@@ -254,51 +269,6 @@ def test_handlers_see_pending_state() -> None:
     assert len(grow.records) == 2  # type: ignore[attr-defined]
     driver.commit()
     assert len(driver.controller.committed_image.topic_by_name("a").partitions) == 3  # type: ignore[union-attr]
-
-
-def test_not_controller_response_for_every_write_method() -> None:
-    from raftmeta.controller import METHODS, not_controller_response
-
-    requests = {
-        "CreateTopics": create("a"),
-        "CreatePartitions": controller_pb2.CreatePartitionsRequest(
-            topics=[controller_pb2.CreatePartitionsTopic(name="a")]
-        ),
-        "DeleteTopics": controller_pb2.DeleteTopicsRequest(topic_names=["a"], topic_ids=[b"\x01" * 16]),
-        "ElectLeaders": controller_pb2.ElectLeadersRequest(
-            topic_partitions=[controller_pb2.TopicPartitions(topic="a", partitions=[0, 1])]
-        ),
-        "RegisterBroker": controller_pb2.RegisterBrokerRequest(broker_id=1),
-        "BrokerHeartbeat": controller_pb2.BrokerHeartbeatRequest(broker_id=1),
-        "UnregisterBroker": controller_pb2.UnregisterBrokerRequest(broker_id=1),
-        "AlterPartition": controller_pb2.AlterPartitionRequest(
-            broker_id=1,
-            topics=[
-                controller_pb2.AlterPartitionTopic(
-                    topic_id=b"\x01" * 16, partitions=[controller_pb2.AlterPartitionPartition(partition_index=0)]
-                )
-            ],
-        ),
-        "AlterPartitionReassignments": controller_pb2.AlterPartitionReassignmentsRequest(
-            topics=[
-                controller_pb2.ReassignableTopic(
-                    name="a", partitions=[controller_pb2.ReassignablePartition(partition_index=0, replicas=[1])]
-                )
-            ]
-        ),
-        "IncrementalAlterConfigs": controller_pb2.IncrementalAlterConfigsRequest(
-            topics=[controller_pb2.AlterConfigsTopic(topic="a")]
-        ),
-    }
-    assert set(requests) == {name for name, spec in METHODS.items() if spec.mutating}
-    for method, request in requests.items():
-        response = not_controller_response(method, request)
-        assert isinstance(response, METHODS[method].response_type)
-        text = str(response)
-        assert "NOT_CONTROLLER" in text
-        assert "SUCCESS" not in text
-    with pytest.raises(RequestError):
-        not_controller_response("DescribeTopics", controller_pb2.DescribeTopicsRequest())
 
 
 def test_snapshot_round_trip_of_a_rich_image() -> None:
@@ -383,11 +353,10 @@ def test_requests_appended_together_commit_together_each_with_its_own_answer() -
     writers = [h for h in handled if h.records]
     records = [r for h in writers for r in h.records]
     last = driver.offset + len(records)
-    driver.controller.appended_together([h.key for h in writers], last)
-    assert driver.controller.on_commit(last - 1) == []  # nothing of a log batch commits before its end
-    released = {c.key: c.response for c in driver.controller.on_commit(last)}
-    assert set(released) == {h.key for h in handled}
-    codes = [released[h.key].topics[0].error_code for h in handled]  # type: ignore[union-attr]
+    assert driver.controller.pending_count == 2
+    driver.controller.commit(len(writers), last)
+    assert driver.controller.pending_count == 0
+    codes = [h.response.topics[0].error_code for h in handled]  # type: ignore[union-attr]
     assert codes == [errors_pb2.NONE, errors_pb2.TOPIC_ALREADY_EXISTS, errors_pb2.NONE]
     # Replaying the combined batch at once gives the image the requests built one by one.
     assert before.replay_all(records) == driver.controller.committed_image
@@ -396,36 +365,31 @@ def test_requests_appended_together_commit_together_each_with_its_own_answer() -
     assert again.done and again.response.topics[0].error_code == errors_pb2.NONE  # type: ignore[union-attr]
 
 
-def test_appended_together_checks_keys_and_offsets() -> None:
+def test_commit_checks_counts_and_offsets() -> None:
     driver = Driver()
     driver.brokers(1)
-    first, second, third = handle_all(driver, create("a"), create("b"), create("c"))
+    handle_all(driver, create("a"), create("b"), create("c"))
     offset = driver.controller.committed_offset
-    with pytest.raises(ValueError, match="at least one"):
-        driver.controller.appended_together([], offset + 10)
-    with pytest.raises(KeyError, match="consecutive"):
-        driver.controller.appended_together([first.key, third.key], offset + 10)
-    with pytest.raises(KeyError, match="no pending batch"):
-        driver.controller.appended_together([999], offset + 10)
+    with pytest.raises(ValueError, match="commit of 0 batches"):
+        driver.controller.commit(0, offset + 10)
+    with pytest.raises(ValueError, match="commit of 4 batches: 3 pending"):
+        driver.controller.commit(4, offset + 10)
     with pytest.raises(ValueError, match="does not follow"):
-        driver.controller.appended_together([first.key], offset)
-    driver.controller.appended_together([first.key, second.key], offset + 4)
-    with pytest.raises(ValueError, match="already appended"):
-        driver.controller.appended_together([second.key], offset + 6)
+        driver.controller.commit(1, offset)
+    driver.controller.commit(2, offset + 4)
+    assert driver.controller.committed_image.topic_by_name("b") is not None
+    assert driver.controller.committed_image.topic_by_name("c") is None
     with pytest.raises(ValueError, match="does not follow"):
-        driver.controller.appended_together([third.key], offset + 4)
-    driver.controller.appended_together([third.key], offset + 6)
-    assert [c.key for c in driver.controller.on_commit(offset + 4)] == [first.key, second.key]
-    assert [c.key for c in driver.controller.on_commit(offset + 6)] == [third.key]
+        driver.controller.commit(1, offset + 4)
+    driver.controller.commit(1, offset + 6)
+    assert driver.controller.committed_image == driver.controller.image
+    assert driver.controller.committed_offset == offset + 6
 
 
-def test_renounce_fails_every_request_of_a_combined_batch() -> None:
+def test_renounce_drops_every_batch_of_a_combined_batch() -> None:
     driver = Driver()
     driver.brokers(1)
     committed = driver.controller.committed_image
-    handled = handle_all(driver, create("a", request_id="x"), create("b", request_id="y"))
-    driver.controller.appended_together([h.key for h in handled], driver.offset + 6)
-    failed = driver.controller.renounce()
-    assert {c.key for c in failed} == {h.key for h in handled}
-    assert all(c.response.topics[0].error_code == errors_pb2.NOT_CONTROLLER for c in failed)  # type: ignore[union-attr]
+    handle_all(driver, create("a", request_id="x"), create("b", request_id="y"))
+    driver.controller.renounce()
     assert driver.controller.image == committed and driver.controller.image.requests.get("x") is None

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement.rng import JavaRandom
-from raftmeta.controller import Controller, MetadataImage
+from raftmeta.controller import METHODS, Controller, MetadataImage
 from raftmeta.v1 import controller_pb2, records_pb2
 from tests.controller.helpers import CounterIds, incarnation
 
@@ -62,35 +62,32 @@ def test_random_driver_schedules(actions: list[tuple[str, int, bool]]) -> None:
     pending: list[tuple[int, Sequence[records_pb2.MetadataRecord]]] = []  # (last offset, records)
     offset = -1
     now_ms = 0
-    outstanding: set[int] = set()
-    answered: dict[int, Any] = {}
-
-    def answer(key: int, response: Any) -> None:
-        assert key not in answered, f"request {key} answered twice"
-        answered[key] = response
-        outstanding.discard(key)
+    # Requests not answered at once: (the last offset of the batch their answer waits for, the
+    # answer), as the QuorumController keeps them.
+    waiting: list[tuple[int, Any]] = []
+    answered: list[Any] = []
 
     for kind, a, flag in actions:
         now_ms += 1000
         if kind == "commit":
             if pending:
-                upto = pending[min(a, len(pending) - 1)][0]
-                for done in controller.on_commit(upto):
-                    if done.method != "Tick":
-                        answer(done.key, done.response)
+                index = min(a, len(pending) - 1)
+                upto = pending[index][0]
+                controller.commit(index + 1, upto)
+                answered.extend(response for last, response in waiting if last <= upto)
+                waiting = [(last, response) for last, response in waiting if last > upto]
                 while pending and pending[0][0] <= upto:
                     committed_log.extend(pending.pop(0)[1])
         elif kind == "renounce":
-            for failed in controller.renounce():
-                answer(failed.key, failed.response)
-                assert "NOT_CONTROLLER" in str(failed.response)
+            controller.renounce()
+            waiting.clear()  # the QuorumController answers them NOT_CONTROLLER
             pending.clear()
             offset = controller.committed_offset  # the log continues after the committed prefix
         elif kind == "tick":
             handled = controller.tick(now_ms * 5)
             if handled is not None:
+                assert handled.response is None, "a timer's batch answers nobody"
                 offset += len(handled.records)
-                controller.appended(handled.key, offset)
                 pending.append((offset, handled.records))
         else:
             spec = request_for(kind, a, flag, controller)
@@ -98,19 +95,19 @@ def test_random_driver_schedules(actions: list[tuple[str, int, bool]]) -> None:
             handled = controller.handle(spec[0], spec[1], now_ms)
             if handled.records:
                 offset += len(handled.records)
-                controller.appended(handled.key, offset)
                 pending.append((offset, handled.records))
             if handled.done:
-                answer(handled.key, handled.response)
-            else:
-                outstanding.add(handled.key)
+                assert not pending or not METHODS[spec[0]].mutating, "a write answered at once overtakes no batch"
+                answered.append(handled.response)
+            elif handled.method != "Work":
+                assert pending, "an answer that waits waits for a pending batch"
+                waiting.append((pending[-1][0], handled.response))
+            assert controller.pending_count == len(pending)
         # The invariants of the driver contract, after every step.
         assert controller.committed_image == MetadataImage.empty().replay_all(committed_log)
         expected = MetadataImage.empty().replay_all(committed_log + [r for _, batch in pending for r in batch])
         assert controller.image == expected
-    for failed in controller.renounce():
-        answer(failed.key, failed.response)
-    assert not outstanding, f"requests never answered: {sorted(outstanding)}"
-    for response in answered.values():
+    for response in answered:
         assert response is not None
+    controller.renounce()
     assert controller.image == controller.committed_image

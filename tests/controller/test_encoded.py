@@ -38,8 +38,7 @@ class Quorum:
         if handled.records:
             data = serialized(handled.records)
             self.offset += len(data)
-            self.leader.appended(handled.key, self.offset)
-            self.leader.on_commit(self.offset)
+            self.leader.commit(1, self.offset)
             self.follower.apply_committed(LazyRecords(data), self.offset)
 
 

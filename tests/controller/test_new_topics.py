@@ -1,8 +1,9 @@
 """The shortcuts that build an image without reading records field by field give exactly the
 image replay gives:
 
-- the leader applies a CreateTopics result's ``new_topics`` (``ImageBuilder.add_topics``)
-  instead of replaying the records it has just built from them;
+- the leader replays a CreateTopics result's records with its ``new_topics`` as the memo
+  (``ImageBuilder.replay_all(records, memo=...)``): the topics come from the values the records
+  were built from, not from reading the records back;
 - replay takes a new partition's state from its serialized bytes (``delta._partition_state``)
   instead of reading its protobuf fields, and falls back to reading them for anything else.
 """
@@ -34,9 +35,9 @@ def replayed(image: MetadataImage, records: Any) -> MetadataImage:
     return builder.build()
 
 
-def applied(image: MetadataImage, new_topics: tuple[NewTopic, ...]) -> MetadataImage:
+def memo_replayed(image: MetadataImage, records: Any, memo: Sequence[NewTopic]) -> MetadataImage:
     builder = ImageBuilder(image)
-    builder.add_topics(new_topics)
+    builder.replay_all(records, memo=memo)
     return builder.build()
 
 
@@ -79,7 +80,7 @@ def creatable(draw: st.DrawFn, brokers: int) -> controller_pb2.CreatableTopic:
 
 @settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_create_topics_new_topics_equal_replaying_its_records(data: st.DataObject) -> None:
+def test_replay_with_and_without_the_memo_gives_the_same_image(data: st.DataObject) -> None:
     ctx = data.draw(clusters())
     brokers = len(ctx.image.brokers)
     topics = data.draw(st.lists(creatable(brokers), min_size=1, max_size=4))
@@ -91,7 +92,7 @@ def test_create_topics_new_topics_equal_replaying_its_records(data: st.DataObjec
         t.name for t in result.new_topics
     ]
     expected = replayed(ctx.image, result.records)
-    shortcut = applied(ctx.image, result.new_topics)
+    shortcut = memo_replayed(ctx.image, result.records, result.new_topics)
     assert shortcut == expected
     assert image_to_records(shortcut) == image_to_records(expected)
     for new in result.new_topics:
@@ -116,8 +117,7 @@ def test_a_controller_applying_new_topics_matches_a_follower_replaying_the_log(d
         handled = leader.handle("CreateTopics", request, 0)
         if handled.records:
             offset += len(handled.records)
-            leader.appended(handled.key, offset)
-            leader.on_commit(offset)
+            leader.commit(1, offset)
             follower.apply_committed(
                 [records_pb2.MetadataRecord.FromString(r.SerializeToString()) for r in handled.records], offset
             )
@@ -146,7 +146,16 @@ def test_create_partitions_records_are_protobufs_records() -> None:
         assert record.SerializeToString() == expected.SerializeToString()
 
 
-def test_add_topics_refuses_what_replay_refuses() -> None:
+def creation_records(topic: NewTopic) -> list[records_pb2.MetadataRecord]:
+    records = [records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name=topic.name, topic_id=topic.topic_id))]
+    records.extend(
+        records_pb2.MetadataRecord.FromString(data)
+        for data in PartitionEncoder().new_records(topic.topic_id, 0, topic.partitions)
+    )
+    return records
+
+
+def test_the_memo_refuses_what_replay_refuses() -> None:
     ctx = Context()
     ctx.add_brokers([1, 2, 3])
     ctx.create_ok("taken")
@@ -159,18 +168,46 @@ def test_add_topics_refuses_what_replay_refuses() -> None:
         NewTopic("isr", (9).to_bytes(16, "big"), None, {}, (good, good, PartitionRegistration((1, 2), (3,), 3, 0, 0))),
         NewTopic("lead", (9).to_bytes(16, "big"), None, {}, (PartitionRegistration((1, 2), (2,), 1, 0, 0),)),
     ]
-    encoder = PartitionEncoder()
     for case in cases:
+        records = creation_records(case)
         with pytest.raises(ReplayError) as shortcut:
-            applied(ctx.image, (case,))
-        records = [records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name=case.name, topic_id=case.topic_id))]
-        records.extend(
-            records_pb2.MetadataRecord.FromString(data)
-            for data in encoder.new_records(case.topic_id, 0, case.partitions)
-        )
+            memo_replayed(ctx.image, records, (case,))
         with pytest.raises(ReplayError) as replay:
             replayed(ctx.image, records)
         assert str(shortcut.value) == str(replay.value)
+
+
+def test_a_memo_that_does_not_describe_the_records_is_refused() -> None:
+    """The memo must be the topics whose records open the batch: another topic, or more records
+    than the batch holds, is a bug, refused before anything is built."""
+    ctx = Context()
+    ctx.add_brokers([1, 2])
+    good = PartitionRegistration((1, 2), (1, 2), 1, 0, 0)
+    topic = NewTopic("t", (9).to_bytes(16, "big"), None, {}, (good, good))
+    other = topic._replace(topic_id=(8).to_bytes(16, "big"))
+    records = creation_records(topic)
+    with pytest.raises(ValueError, match="is not the next record"):
+        memo_replayed(ctx.image, records, (other,))
+    with pytest.raises(ValueError, match="more records than its batch holds"):
+        memo_replayed(ctx.image, records[:-1], (topic,))
+
+
+def test_the_memo_keeps_the_encoding_replay_from_bytes_keeps() -> None:
+    """With ``keep_encoded`` (every controller), a topic replayed from its memo keeps the bytes of
+    its PartitionRecords for the next snapshot, as replay from those bytes does."""
+    ctx = Context()
+    ctx.add_brokers([1, 2])
+    good = PartitionRegistration((1, 2), (1, 2), 1, 0, 0)
+    topic = NewTopic("t", (9).to_bytes(16, "big"), None, {}, (good, good))
+    records = LazyRecords([r.SerializeToString() for r in creation_records(topic)])
+    encodings = []
+    for memo in ((topic,), ()):
+        builder = ImageBuilder(ctx.image, keep_encoded=True)
+        builder.replay_all(records, memo=memo)
+        builder.build()
+        encodings.append(builder.encoded)
+    with_memo, without = encodings
+    assert len(with_memo) == 1 and with_memo == without
 
 
 # ---- replay's fast path for partition records ----------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any
 
 import grpc
 from google.protobuf.message import Message
@@ -52,11 +51,10 @@ class InProcessController:
         self._heartbeats()
 
     # ---- the node, reduced to its contract ---------------------------------------------------------
-    def _commit(self, records: Sequence[records_pb2.MetadataRecord], key: int) -> list[Any]:
+    def _commit(self, records: Sequence[records_pb2.MetadataRecord]) -> None:
         self.offset += len(records)
         self.log.append(list(records))
-        self.controller.appended(key, self.offset)
-        return self.controller.on_commit(self.offset)
+        self.controller.commit(1, self.offset)
 
     def _call(self, method: str, request: Message) -> Reply:
         try:
@@ -67,12 +65,9 @@ class InProcessController:
             return Reply(grpc.StatusCode.UNKNOWN, f"{type(exc).__name__}: {exc}")
         if handled.done:
             return Reply(grpc.StatusCode.OK, response=handled.response)
-        completions = self._commit(handled.records, handled.key) if handled.records else []
-        answer = [c.response for c in completions if c.key == handled.key]
-        if not answer:
-            completions = self.controller.on_commit(self.offset)
-            answer = [c.response for c in completions if c.key == handled.key]
-        return Reply(grpc.StatusCode.OK, response=answer[0])
+        if handled.records:  # every batch commits at once: the answer is true now
+            self._commit(handled.records)
+        return Reply(grpc.StatusCode.OK, response=handled.response)
 
     def _heartbeats(self) -> None:
         """The simulated fleet: every broker of it heartbeats; then the controller's tick."""
@@ -85,7 +80,7 @@ class InProcessController:
                 )
         ticked = self.controller.tick(self.now_ms)
         if ticked is not None:
-            self._commit(ticked.records, ticked.key)
+            self._commit(ticked.records)
 
     def view(self) -> ClusterView:
         image = self.controller.committed_image

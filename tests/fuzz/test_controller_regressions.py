@@ -29,9 +29,8 @@ def _run(controller: Controller, offset: list[int], method: str, request: object
     if handled.done:
         return handled.response
     offset[0] += len(handled.records)
-    controller.appended(handled.key, offset[0])
-    (answer,) = [c.response for c in controller.on_commit(offset[0]) if c.key == handled.key]
-    return answer
+    controller.commit(1, offset[0])
+    return handled.response
 
 
 def test_elect_leaders_naming_a_partition_twice_is_refused_not_a_crash() -> None:

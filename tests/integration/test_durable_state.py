@@ -19,10 +19,11 @@ import pytest
 
 from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.raft import QuorumStateData
 from raftmeta.records.codec import encode_batch, iter_batches
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import InvalidFileError
-from raftmeta.storage.quorum_state import QuorumStateData, QuorumStateFile
+from raftmeta.storage.quorum_state import QuorumStateFile
 from raftmeta.v1 import errors_pb2, raft_pb2, records_pb2
 
 from .conftest import FAST_NODE_ARGS

@@ -3,6 +3,8 @@ their version uses, and frames the listener must not read are refused."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -39,6 +41,34 @@ def test_bytes_after_the_body_are_ignored_as_a_broker_does() -> None:
     frame = request_bytes(3, 12, {"topics": None, "allow_auto_topic_creation": False,
                                   "include_topic_authorized_operations": False}) + b"\x01\x00\x00"  # fmt: skip
     assert decode_request(frame).body.topics is None
+
+
+def test_a_null_where_the_schema_allows_none_is_refused_as_kafka_refuses_it() -> None:
+    # CreatePartitions v0 (not flexible): the body starts with the topics array's int32 length; -1
+    # is null, which kio reads but Kafka's readers refuse ("non-nullable field ... was serialized
+    # as null"). Before, the handler failed on it and the node logged an error.
+    frame = request_bytes(37, 0, {"topics": [], "timeout": 5000, "validate_only": False})
+    body = 8 + 2 + len("raftmeta-fuzz")  # api key, version, correlation id, client id
+    assert frame[body : body + 4] == b"\x00\x00\x00\x00" and decode_request(frame).body.topics == ()
+    with pytest.raises(FrameError, match=r"non-nullable field CreatePartitionsRequest\.topics was serialized as null"):
+        decode_request(frame[:body] + b"\xff\xff\xff\xff" + frame[body + 4 :])
+    # Where the schema allows null (Metadata's topics: every topic), null is read.
+    every = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    assert decode_request(request_bytes(3, 11, every)).body.topics is None
+
+
+@pytest.mark.parametrize("version", [10, 11, 12])
+def test_metadata_names_topics_by_id_only_from_v12(version: int) -> None:
+    # Found by `raftmeta fuzz --target kafka`: v11 read a null name (nullable from v10), and the
+    # answer, whose name is not nullable before v12, could not be written. Kafka refuses the request.
+    by_id = {"topics": [{"name": None, "topic_id": uuid.UUID(int=5)}], "allow_auto_topic_creation": False,
+             "include_topic_authorized_operations": False, "include_cluster_authorized_operations": False}  # fmt: skip
+    frame = request_bytes(3, version, by_id)
+    if version >= 12:
+        assert decode_request(frame).body.topics[0].name is None
+    else:
+        with pytest.raises(FrameError, match=f"Metadata v{version}: topic name can not be null before v12"):
+            decode_request(frame)
 
 
 @pytest.mark.parametrize("size", [-1, 0, 7])

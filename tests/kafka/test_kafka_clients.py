@@ -8,7 +8,6 @@ import functools
 import json
 import socket
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -26,10 +25,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from raftmeta import local_quorum
+from raftmeta.addresses import parse_host_port
 from raftmeta.cli.brokers import _fleet_call
 from raftmeta.cli.main import cli
 from raftmeta.client import RetryPolicy, SyncControllerClient
-from raftmeta.kafka.listener import split_host_port
+from raftmeta.ids import uuid_to_str
 from raftmeta.v1 import errors_pb2
 from tests.integration.test_node import wait_until
 from tests.kafka.helpers import framed, request_bytes
@@ -169,7 +169,7 @@ def test_confluent_creates_auto_and_manual_topics_as_grpc_and_the_log_see_them(
         assert seen == placement(grpc_client, name)
 
     # And every node's log holds the same records: one topic id, the placement, the stored configs.
-    expected = (str(uuid.UUID(bytes=described.topic_id)), [r for _, r, _ in auto], {"retention.ms": "60000"})
+    expected = (uuid_to_str(described.topic_id), [r for _, r, _ in auto], {"retention.ms": "60000"})
     for node in quorum.nodes:
         node_dir = node.data_dir
         assert eventually(functools.partial(logged_topic, node_dir, "cf-auto"), f"the log of {node_dir}") == expected
@@ -327,7 +327,9 @@ def test_hostile_frames_close_the_connection_and_write_nothing(
     for node in quorum.nodes:
         assert node.kafka_address is not None
         for payload in HOSTILE:
-            with socket.create_connection(split_host_port(node.kafka_address), timeout=TIMEOUT_S) as sock:
+            with socket.create_connection(
+                parse_host_port(node.kafka_address, "Kafka address"), timeout=TIMEOUT_S
+            ) as sock:
                 sock.sendall(payload)
                 if payload is HOSTILE[-1]:
                     continue

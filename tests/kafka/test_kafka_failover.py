@@ -15,8 +15,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from raftmeta import local_quorum
+from raftmeta.addresses import parse_host_port
 from raftmeta.client import RetryPolicy, SyncControllerClient
-from raftmeta.kafka.listener import split_host_port
 from tests.kafka.helpers import decode_response, framed, request_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -44,7 +44,7 @@ def test_create_through_a_follower_while_the_leader_is_killed(tmp_path: Path) ->
             create = request_bytes(19, 7, {"topics": [{"name": "after-failover", "num_partitions": 2,
                                                        "replication_factor": 2, "assignments": [], "configs": []}],
                                            "timeout": 30_000, "validate_only": False}, correlation_id=5)  # fmt: skip
-            with socket.create_connection(split_host_port(follower.kafka_address), timeout=60) as sock:
+            with socket.create_connection(parse_host_port(follower.kafka_address, "Kafka address"), timeout=60) as sock:
                 local_quorum.signal_node(quorum, leader, signal.SIGKILL)
                 sock.sendall(framed(create))
                 correlation_id, response = decode_response(receive_frame(sock), 19, 7)

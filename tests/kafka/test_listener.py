@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 from kio.schema.errors import ErrorCode
 
-from raftmeta.kafka.listener import KafkaListener, split_host_port
+from raftmeta.kafka.listener import KafkaListener
 from raftmeta.v1 import controller_pb2
 from tests.kafka.fakes import full_admin
 from tests.kafka.helpers import FakeAdmin, context, decode_response, framed, request_bytes
@@ -237,14 +237,6 @@ async def test_close_ends_open_connections(served: tuple[KafkaListener, FakeAdmi
     await listener.close()
     assert await client.closed_by_server()
     await client.close()
-
-
-def test_split_host_port() -> None:
-    assert split_host_port("127.0.0.1:9092") == ("127.0.0.1", 9092)
-    assert split_host_port("[::1]:9092") == ("::1", 9092)
-    for bad in ("9092", "host:", ":9092", "host:99999", "host:x"):
-        with pytest.raises(ValueError, match="is not HOST:PORT"):
-            split_host_port(bad)
 
 
 def test_grpc_requests_sent_are_real_protobufs() -> None:

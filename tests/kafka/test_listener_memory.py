@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from raftmeta import local_quorum
-from raftmeta.kafka.listener import SOCKET_RECEIVE_BUFFER_BYTES, STREAM_BUFFER_BYTES, split_host_port
+from raftmeta.addresses import parse_host_port
+from raftmeta.kafka.listener import SOCKET_RECEIVE_BUFFER_BYTES, STREAM_BUFFER_BYTES
 from raftmeta.limits import KAFKA_FRAME_BYTES_MAX, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from tests.kafka.helpers import framed, request_bytes
 from tests.kafka.samples import REQUESTS
@@ -98,7 +99,7 @@ def push_until_held(pid: int, sockets: list[socket.socket], payload: bytes) -> i
 def test_many_slow_connections_hold_at_most_the_budget(kafka_node: local_quorum.LocalQuorum) -> None:
     (node,) = kafka_node.nodes
     assert node.pid is not None and node.kafka_address is not None
-    address = split_host_port(node.kafka_address)
+    address = parse_host_port(node.kafka_address, "Kafka address")
     api_versions_round_trip(address)  # the listener has served once: its code and buffers are warm
     before = rss_bytes(node.pid)
     # A frame of the largest size, all of it but its last byte: the node can neither answer nor

@@ -21,6 +21,11 @@ ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID, base64
 _UUID = r"[A-Za-z0-9_-]{22}"
 _ADDRESS = re.compile(r"127\.0\.0\.1:\d+(,127\.0\.0\.1:\d+)*")
 _LOG_DIRS = re.compile(r'"log_dirs":\[[^\]]*\]')
+_REPLICAS = re.compile(r'"replicas":\[([\d,]*)\]')
+# kafka-reassign-partitions --generate prints this line, then its proposal: placed by the tool
+# itself, with Kafka's StripedReplicaPlacer seeded by an unseeded java.util.Random, so two runs
+# against the same cluster propose different replicas.
+_PROPOSAL_HEADER = "Proposed partition reassignment configuration"
 _QUORUM_NUMBER = re.compile(r"^(LeaderEpoch|HighWatermark|MaxFollowerLag|MaxFollowerLagTimeMs):(\s+)\d+$")
 _FEATURE_EPOCH = re.compile(r"Epoch: \d+")
 _ISR = re.compile(r"Isr: ([\d,]*)")
@@ -120,11 +125,13 @@ def _replication_row(line: str, side: Side) -> str:
 
 def normalize_text(text: str, side: Side) -> list[str]:
     """A tool's output as lines, with what differs between any two clusters replaced."""
-    lines = []
+    lines: list[str] = []
     for raw in text.replace(side.cluster_id, "<cluster-id>").splitlines():
         if _STACK_LINE.search(raw) or _LOG_LINE.search(raw):
             continue
         line = _ADDRESS.sub("<address>", raw.rstrip())
+        if lines and lines[-1] == _PROPOSAL_HEADER:
+            line = _REPLICAS.sub(_random_placement, line)
         line = re.sub(rf"TopicId: {_UUID}", "TopicId: <topic-id>", line)
         line = _LOG_DIRS.sub('"log_dirs":"<log-dirs>"', line)
         line = _FEATURE_EPOCH.sub("Epoch: <epoch>", line)
@@ -139,6 +146,15 @@ def normalize_text(text: str, side: Side) -> list[str]:
             line = _replication_row(line, side)
         lines.append(line)
     return lines
+
+
+def _random_placement(match: re.Match[str]) -> str:
+    """A replica list the tool drew at random, as what any draw has: its size, and whether its
+    brokers are distinct (a list naming one twice is no placement, and stays a difference)."""
+    replicas = match.group(1).split(",")
+    if len(set(replicas)) != len(replicas):
+        return match.group(0)
+    return f'"replicas":"<{len(replicas)} distinct brokers, drawn at random>"'
 
 
 def _int_or_str(value: str) -> tuple[int, str]:

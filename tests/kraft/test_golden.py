@@ -109,3 +109,21 @@ def test_stack_traces_and_log_lines_are_not_the_answer() -> None:
         "Error while executing config command with args '--bootstrap-server <address>'",
         "java.util.concurrent.ExecutionException: boom",
     ]
+
+
+def test_the_reassignment_tools_random_proposal_is_compared_by_its_shape() -> None:
+    # --generate's proposal is drawn by the tool (an unseeded Random): any distinct brokers agree;
+    # the current assignment above it, and a proposal naming a broker twice, are compared as they are.
+    def generate(current: str, proposed: str) -> list[str]:
+        return normalize_text(
+            "Current partition replica assignment\n"
+            f'{{"version":1,"partitions":[{{"topic":"t","partition":0,"replicas":{current},"log_dirs":["/a","/b"]}}]}}\n'
+            "\nProposed partition reassignment configuration\n"
+            f'{{"version":1,"partitions":[{{"topic":"t","partition":0,"replicas":{proposed},"log_dirs":["any","any"]}}]}}\n',
+            KRAFT,
+        )
+
+    assert generate("[0,1]", "[2,0]") == generate("[0,1]", "[0,1]")
+    assert generate("[0,1]", "[2,0]") != generate("[1,2]", "[2,0]")
+    assert generate("[0,1]", "[2,0]") != generate("[0,1]", "[2,0,1]")
+    assert generate("[0,1]", "[2,0]") != generate("[0,1]", "[2,2]")

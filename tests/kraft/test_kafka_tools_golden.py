@@ -139,26 +139,6 @@ KNOWN: tuple[KnownDifference, ...] = (
         "Admin electLeaders(preferred, already leading)",
         ("result.*.message",),
     ),
-    KnownDifference(
-        "reassign --generate needs DescribeLogDirs",
-        "kafka-reassign-partitions --generate reads the replicas' log directories (DescribeLogDirs), "
-        "which raftmeta does not serve: its brokers have none",
-        "ReassignPartitionsCommand --generate *",
-    ),
-    KnownDifference(
-        "reassign --execute needs DescribeLogDirs",
-        "kafka-reassign-partitions --execute first prints the current assignment with each replica's log "
-        "directory, read with DescribeLogDirs, which raftmeta does not serve; so it moves nothing and "
-        "--verify finds no reassignment (Java Admin's alterPartitionReassignments, which reads no log "
-        "directories, moves partitions)",
-        "ReassignPartitionsCommand *",
-    ),
-    KnownDifference(
-        "golden-r stays where it was",
-        "the tool's move of golden-r-0 did not start on raftmeta (above), so its replicas and the "
-        "preferred election that follows differ",
-        "* --topic golden-r*",
-    ),
 )
 
 

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftmeta.metrics.grpc import GrpcMetrics, instrument
-from raftmeta.metrics.http import parse_listen, serve_metrics
+from raftmeta.metrics.http import serve_metrics
 from raftmeta.rpc_errors import error_metadata
 from raftmeta.v1 import controller_pb2 as pb
 from raftmeta.v1 import controller_pb2_grpc, raft_pb2, raft_pb2_grpc
@@ -81,12 +81,6 @@ def test_a_single_voter_leader_and_a_committed_request(leader: NodeServer) -> No
         == 1
     )
     assert get(after, "raftmeta_raft_fetch_records_total") == 0  # a leader fetches nothing
-
-
-@pytest.mark.parametrize("address", ["nohost", "host:", ":80", "h:70000", "h:x"])
-def test_parse_listen_refuses(address: str) -> None:
-    with pytest.raises(ValueError, match="HOST:PORT"):
-        parse_listen(address)
 
 
 class FakeRaft(raft_pb2_grpc.RaftServiceServicer):

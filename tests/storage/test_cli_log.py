@@ -9,9 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
+from raftmeta.ids import uuid_to_str
+from raftmeta.raft import QuorumStateData
 from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage, log_dir
-from raftmeta.storage.quorum_state import QuorumStateData
 from raftmeta.storage.snapshot import SnapshotId
 from raftmeta.v1 import records_pb2 as r
 
@@ -74,7 +75,7 @@ def test_dump_json_lists_every_batch_and_record(data_dir: Path) -> None:
     assert some["records"][0] == {
         "offset": 41,
         "type": "topic",
-        "fields": {"name": "t20", "topic_id": "00010203-0405-0607-0809-0a0b0c0d0e0f"},
+        "fields": {"name": "t20", "topic_id": uuid_to_str(bytes(range(16)))},
     }
     partition = some["records"][1]["fields"]
     assert partition["replicas"] == [1, 2] and partition["leader"] == 1 and partition["leader_epoch"] == 0

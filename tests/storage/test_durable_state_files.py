@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from raftmeta.raft import QuorumStateData
 from raftmeta.records.codec import encode_batch
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.high_watermark import CommittedTruncationRefusedError
-from raftmeta.storage.quorum_state import QuorumStateData
 
 from .conftest import records_for
 

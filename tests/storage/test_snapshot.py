@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from raftmeta.raft import QuorumStateData
 from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import DataDirMismatchError, LogCorruptionError, SnapshotError
 from raftmeta.storage.high_watermark import read_high_watermark
-from raftmeta.storage.quorum_state import QuorumStateData
 from raftmeta.storage.snapshot import (
     SnapshotId,
     SnapshotStore,

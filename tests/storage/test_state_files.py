@@ -7,19 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from raftmeta.raft import VOTE_UNKNOWN, QuorumStateData
 from raftmeta.raft.voters import format_directory_id, parse_directory_id
 from raftmeta.storage.checksummed_json import checksum
 from raftmeta.storage.errors import DataDirMismatchError, InvalidFileError
 from raftmeta.storage.fileio import atomic_write
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, HighWatermarkCheckpoint, read_high_watermark
 from raftmeta.storage.meta_properties import ensure_meta_properties, read_meta_properties
-from raftmeta.storage.quorum_state import (
-    UNKNOWN_VOTE,
-    QuorumStateData,
-    QuorumStateFile,
-    VoterSetMismatchError,
-    check_voters,
-)
+from raftmeta.storage.quorum_state import QuorumStateFile, VoterSetMismatchError, check_voters
 
 
 def test_meta_properties_created_then_checked(tmp_path: Path) -> None:
@@ -142,7 +137,7 @@ def test_quorum_state_legacy_version_0_is_read(tmp_path: Path) -> None:
 
 def test_quorum_state_unknown_vote_round_trips(tmp_path: Path) -> None:
     qs = QuorumStateFile(tmp_path)
-    qs.write(QuorumStateData(epoch=3, voted_id=UNKNOWN_VOTE, voters=(1, 2, 3)))
+    qs.write(QuorumStateData(epoch=3, voted_id=VOTE_UNKNOWN, voters=(1, 2, 3)))
     assert qs.read() == QuorumStateData(epoch=3, voted_id=-2, voters=(1, 2, 3))
 
 
