@@ -6,15 +6,18 @@ replays it with a trace.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from raftmeta.cli.common import EXIT_FAILED, INT64_MAX, emit_json, int_range, output_option, usage_error
 from raftmeta.sim.cluster import RunResult
 from raftmeta.sim.params import FAULT_KINDS
-from raftmeta.sim.runner import BUGS, NEEDS_PLANE, parse_faults, run_seeds, timeline_name, timeline_page
+from raftmeta.sim.runner import BUGS, NEEDS_PLANE, Summary, parse_faults, run_seeds, timeline_name, timeline_page
+from raftmeta.sim.soak import SUMMARY_NAME, SoakSpec, run_soak, soak_document
 
 # ``--soak``: far more seeds than CI's budget, none of them CI's (docs/consensus.md, "Budgets").
 SOAK_SEEDS = 10_000
@@ -44,14 +47,22 @@ SOAK_FIRST_SEED = 100_000
 @click.option(
     "--soak",
     is_flag=True,
-    help=f"The long run: {SOAK_SEEDS} seeds from {SOAK_FIRST_SEED} (unless --seeds/--seed say otherwise).",
+    help=f"The long run: {SOAK_SEEDS} seeds from {SOAK_FIRST_SEED} (unless --seeds/--seed say otherwise) over "
+    f"--jobs processes, progress on stderr, one file per failing seed and {SUMMARY_NAME} in --report-dir.",
+)
+@click.option(
+    "--jobs",
+    type=int_range(1),
+    default=None,
+    help="With --soak: worker processes [the number of CPUs].",
 )
 @click.option(
     "--report-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("."),
     show_default=True,
-    help="Where a seed whose client history is not linearizable gets its HTML timeline (with --plane).",
+    help="Where a seed whose client history is not linearizable gets its HTML timeline (with --plane); "
+    "with --soak, every failing seed's file and the summary.",
 )
 @output_option
 def sim(
@@ -64,6 +75,7 @@ def sim(
     bug: str | None,
     plane: bool,
     soak: bool,
+    jobs: int | None,
     report_dir: Path,
     output: str,
 ) -> None:
@@ -73,6 +85,8 @@ def sim(
     --steps events with faults, phase 2 heals and requires progress. Invariants (DESIGN.md §9,
     1-6) are checked after every event and at the end.
     """
+    if jobs is not None and not soak:
+        raise usage_error("--jobs runs a soak's seeds in parallel: add --soak", "--jobs")
     if bug in NEEDS_PLANE and not plane:
         raise usage_error(f"{bug} is a bug of the whole plane: add --plane", "--bug")
     try:
@@ -111,6 +125,38 @@ def sim(
             click.echo(f"  seed {result.seed} violates {result.violation.invariant}: {result.violation.detail}")
             click.echo(f"  reproduce: {command}")
 
+    if soak:
+        if trace:
+            raise usage_error("--trace prints one seed's events: replay a failing seed without --soak", "--trace")
+        workers = jobs if jobs is not None else os.cpu_count() or 1
+
+        def progress(line: str) -> None:
+            click.echo(line, err=True)
+
+        def failed(record: dict[str, Any], written: list[Path]) -> None:
+            invariant, detail = record["violation"]
+            click.echo(f"soak: seed {record['seed']} violates {invariant}: {detail}", err=True)
+            click.echo(f"  reproduce: {record['command']}", err=True)
+            click.echo(f"  written: {', '.join(map(str, written))}", err=True)
+
+        load = os.getloadavg()
+        spec = SoakSpec(steps, voters, kinds, bug, plane)
+        summary = run_soak(
+            range(start, start + count),
+            spec,
+            jobs=workers,
+            report_dir=report_dir,
+            progress=progress,
+            on_failure=failed,
+        )
+        if as_json:
+            emit_json(soak_document(summary, first_seed=start, seeds=count, jobs=workers, load=load))
+        else:
+            _print_summary(summary)
+            click.echo(f"summary: {report_dir / SUMMARY_NAME}")
+        if summary.violations:
+            raise SystemExit(EXIT_FAILED)
+        return
     summary = run_seeds(
         range(start, start + count),
         steps=steps,
@@ -124,16 +170,20 @@ def sim(
     if as_json:
         emit_json(summary.to_json())
     else:
-        faults = ", ".join(f"{k}={v}" for k, v in sorted(summary.faults.items())) or "none"
-        checks = ", ".join(f"{k}={v:,}" for k, v in sorted(summary.checks.items()))
-        click.echo(f"checks: {checks}")
-        click.echo(
-            f"total: runs={summary.runs} events={summary.events} elections={summary.elections} "
-            f"commits={summary.commits} acked={summary.acknowledged} violations={len(summary.violations)} "
-            f"events/s={summary.events_per_s:,.0f} ({summary.seconds:.1f} s)"
-        )
-        click.echo(f"faults: {faults}")
-        for v in summary.violations:
-            click.echo(f"FAILED seed {v['seed']} ({v['invariant']}): {v['detail']}\n  reproduce: {v['command']}")
+        _print_summary(summary)
     if summary.violations:
         raise SystemExit(EXIT_FAILED)
+
+
+def _print_summary(summary: Summary) -> None:
+    faults = ", ".join(f"{k}={v}" for k, v in sorted(summary.faults.items())) or "none"
+    checks = ", ".join(f"{k}={v:,}" for k, v in sorted(summary.checks.items()))
+    click.echo(f"checks: {checks}")
+    click.echo(
+        f"total: runs={summary.runs} events={summary.events} elections={summary.elections} "
+        f"commits={summary.commits} acked={summary.acknowledged} violations={len(summary.violations)} "
+        f"events/s={summary.events_per_s:,.0f} ({summary.seconds:.1f} s)"
+    )
+    click.echo(f"faults: {faults}")
+    for v in summary.violations:
+        click.echo(f"FAILED seed {v['seed']} ({v['invariant']}): {v['detail']}\n  reproduce: {v['command']}")

@@ -297,6 +297,21 @@ class RaftCore:
             return None
         return {rid: ReplicaProgress.of(r) for rid, r in state.observers.items()}
 
+    def pending_read_barriers(self) -> dict[int, int] | None:
+        """Leader only (None elsewhere): each linearizable read waiting for its read-index round,
+        read id -> the barrier a majority must echo; with ``read_barrier``, the barrier the
+        leader's Fetch answers carry now (a simulator checks the proof from the network's side)."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            return None
+        return {read.read_id: read.barrier for read in state.reads}
+
+    @property
+    def read_barrier(self) -> int:
+        """Leader only: the read barrier its Fetch answers carry in this epoch (0 elsewhere)."""
+        state = self.state
+        return state.read_barrier if isinstance(state, LeaderState) else 0
+
     @property
     def has_parked_fetch(self) -> bool:
         """Leader only: a follower's Fetch waits here for new data (a new batch would go at once)."""

@@ -43,8 +43,20 @@ from raftmeta.sim.rng import SeededRandom
 from raftmeta.v1 import raft_pb2
 
 # Event kinds (small ints: compared often).
-DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH, CUSTOM = range(10)
-KIND_NAMES = ("deliver", "timer", "flush", "propose", "fault", "heal", "restart", "persisted", "crash", "custom")
+DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH, CUSTOM, CLOCK = range(11)
+KIND_NAMES = (
+    "deliver", "timer", "flush", "propose", "fault", "heal", "restart", "persisted", "crash", "custom", "clock"
+)  # fmt: skip
+# clock_skew: the slowest a skewed clock runs, in thousandths of the simulation's rate. Only slow:
+# a fast clock would fence brokers early by the simulation's measure, which the broker-sessions
+# check would take for a controller bug; what the fault is for is relative -- a slow leader's
+# check quorum runs out after its peers have elected another.
+CLOCK_PERMILLE_MIN = 250
+# epoch_delay: the share of Fetch requests and answers held (a retransmission queue that empties
+# only after a failover) until the node they are for leads a later epoch than when they were
+# sent -- or until the heal.
+EPOCH_DELAY_RATE = 0.02
+FETCH_MESSAGES = (raft_pb2.FetchRequest, raft_pb2.FetchResponse)
 # Test-only bugs of the simulated driver (the core's are raftmeta.raft.Faults): send the messages
 # of a Ready before its quorum state is durable.
 DRIVER_BUGS = frozenset({"vote_before_durable"})
@@ -82,6 +94,22 @@ class SimNode:
     # one in progress, whose length is added to the lag when it ends.
     clock_lag_ms: int = 0
     suspension: tuple[int, int] | None = None
+    # The rate the clock runs at, in thousandths of the simulation's (a clock_skew fault: a VM
+    # starved of CPU, a clock slewed): from the anchor (its reading and the unskewed reading then)
+    # it advances this much slower. A slow leader's check quorum runs out late in simulated time.
+    clock_permille: int = 1000
+    skew_anchor_ms: int = 0
+    skew_anchor_unskewed_ms: int = 0
+    skew_generation: int = 0
+    # When the clock last ran at another rate than 1 (NEVER while it does): a controller timed
+    # by it measured broker sessions on a skewed clock.
+    skewed_until: int = -NEVER
+    # The core's next deadline on the node's own clock (``deadline`` is its simulated time).
+    node_deadline: int = NEVER
+    # The read-index proof: the smallest voter set the core had in force since its last Ready was
+    # taken (a read may begin and be released between two looks at the core: while a Ready is
+    # performed, say, as committed batches are applied).
+    smallest_voters: tuple[int, ...] = ()
     # The node task waits for a quorum-state write and handles nothing else meanwhile: the
     # events that reach it wait here, in order.
     persisting: bool = False
@@ -99,7 +127,14 @@ class SimNode:
         return self.persisting or self.paused_until > now
 
     def clock(self, now: int) -> int:
-        """The node's monotonic clock at simulation time ``now``: stopped during a suspension."""
+        """The node's monotonic clock at simulation time ``now``: stopped during a suspension,
+        running at ``clock_permille`` of the simulation's rate since its skew anchor."""
+        unskewed = self._unskewed(now)
+        if self.clock_permille == 1000:
+            return self.skew_anchor_ms + unskewed - self.skew_anchor_unskewed_ms
+        return self.skew_anchor_ms + (unskewed - self.skew_anchor_unskewed_ms) * self.clock_permille // 1000
+
+    def _unskewed(self, now: int) -> int:
         suspension = self.suspension
         if suspension is not None:
             start, end = suspension
@@ -108,6 +143,24 @@ class SimNode:
             self.clock_lag_ms += end - start
             self.suspension = None
         return now - self.clock_lag_ms
+
+    def set_clock_rate(self, now: int, permille: int) -> None:
+        """From ``now`` the clock runs at ``permille`` thousandths of the simulation's rate (it
+        never jumps: a monotonic clock)."""
+        assert permille > 0
+        if permille != 1000 or self.clock_permille != 1000:
+            self.skewed_until = NEVER if permille != 1000 else now
+        self.skew_anchor_ms = self.clock(now)
+        self.skew_anchor_unskewed_ms = self._unskewed(now)
+        self.clock_permille = permille
+
+    def simulated_time_of(self, now: int, node_ms: int) -> int:
+        """The simulated time at which the node's clock reads ``node_ms`` (at its current rate,
+        and as if no suspension began meanwhile: a suspended node is also paused)."""
+        ahead = node_ms - self.clock(now)
+        if self.clock_permille == 1000 or ahead <= 0 or node_ms >= NEVER:
+            return now + ahead
+        return now + -(-ahead * 1000 // self.clock_permille)
 
     def suspend(self, now: int, until: int) -> None:
         """The clock stops from ``now`` to ``until`` (extending a suspension in progress)."""
@@ -145,7 +198,9 @@ class RunResult:
 
 class Simulation:
     # The fault kinds this simulation injects itself (the others act through params).
-    INJECTED = frozenset({"kill", "partition", "pause", "suspend", "slow_disk", "transfer", "membership", "storage"})
+    INJECTED = frozenset(
+        {"kill", "partition", "pause", "suspend", "slow_disk", "transfer", "membership", "storage", "clock_skew"}
+    )
 
     def __init__(
         self,
@@ -190,6 +245,17 @@ class Simulation:
         # (the heal then brings every node back).
         self._damage = False
         self._storage_faulted = False
+        # The read-index proof, checked from the network's side: (leader, epoch, voter) -> the
+        # highest read barrier a Fetch of that epoch delivered to the leader echoed; (node,
+        # incarnation, read id) -> the epoch and barrier of a read seen waiting, and the smallest
+        # voter set in force while it waited (the core may have confirmed it under any of them).
+        self.echoed: dict[tuple[int, int, int], int] = {}
+        self.reads_begun: dict[tuple[int, int, int], tuple[int, int, tuple[int, ...]]] = {}
+        # The first read released without the proof: the run goes on (so that the clients'
+        # history shows what it answered, with its timeline) and fails at the end.
+        self.unproven_read: InvariantViolation | None = None
+        # epoch_delay: destination -> (its epoch when the message was sent, the message).
+        self.delayed: dict[int, list[tuple[int, Envelope]]] = {}
 
     # -- event queue -------------------------------------------------------------------------------
     def _push(self, at: int, kind: int, payload: Any) -> None:
@@ -246,6 +312,7 @@ class Simulation:
         node.persisting = False
         node.deferred.clear()
         node.last_ready_seq = 0
+        node.smallest_voters = node.core.voters
         node.last_hw = node.core.high_watermark
         node.hw_checkpoint_ms = -NEVER
         node.pending.clear()
@@ -293,6 +360,7 @@ class Simulation:
         # Its connections reset: what its links held is lost.
         for link in [link for link in self.held if node.node_id in link]:
             del self.held[link]
+        self.delayed.pop(node.node_id, None)
         node.pending.clear()
         node.timer_generation += 1
         node.timer_at = NEVER
@@ -324,17 +392,27 @@ class Simulation:
         core = node.core
         assert core is not None
         # The core's deadline is on the node's clock; the timer event is on the simulation's.
-        offset = self.now - node.clock(self.now)
-        deadline = self._poll(node, core) + offset
+        node_deadline = self._poll(node, core)
         ready = self._take_ready(node, core)
+        # Judged when the core releases them, not when the Ready is performed (after a
+        # quorum-state write, perhaps, by which time the voter set may have changed).
+        for read_id, _index in ready.reads:
+            self._check_read_index_proof(node, core, read_id)
+        node.smallest_voters = core.voters
         self._perform(node, core, ready)
-        deadline = self._deadline_after(node, deadline - offset) + offset
-        node.deadline = deadline
-        if deadline < node.timer_at:
-            # An earlier wake-up: queue it; the later one left in the queue becomes stale.
-            node.timer_generation += 1
-            node.timer_at = deadline
-            self._push(deadline, TIMER, (node.node_id, node.timer_generation))
+        node.node_deadline = self._deadline_after(node, node_deadline)
+        self._arm_timer(node)
+        if len(core.voters) < len(node.smallest_voters):
+            node.smallest_voters = core.voters
+        reads = core.pending_read_barriers()
+        if reads:
+            for read_id, barrier in reads.items():
+                key = (node.node_id, node.incarnation, read_id)
+                begun = self.reads_begun.get(key)
+                smallest = node.smallest_voters
+                if begun is not None and len(begun[2]) < len(smallest):
+                    smallest = begun[2]
+                self.reads_begun[key] = (core.epoch, barrier, smallest)
         hw = core.high_watermark
         if hw != node.last_hw:
             self.checker.checks["5-hw-monotonic"] += 1
@@ -346,6 +424,15 @@ class Simulation:
             if self.now - node.hw_checkpoint_ms >= self.params.hw_checkpoint_interval_ms:
                 node.hw_checkpoint_ms = self.now
                 node.disk.checkpoint_high_watermark(hw)
+
+    def _arm_timer(self, node: SimNode) -> None:
+        deadline = node.simulated_time_of(self.now, node.node_deadline)
+        node.deadline = deadline
+        if deadline < node.timer_at:
+            # An earlier wake-up: queue it; the later one left in the queue becomes stale.
+            node.timer_generation += 1
+            node.timer_at = deadline
+            self._push(deadline, TIMER, (node.node_id, node.timer_generation))
 
     def _check_majority_persisted(self, node: SimNode, core: RaftCore, previous: int, hw: int) -> None:
         if hw <= core.log.start_offset:
@@ -413,6 +500,7 @@ class Simulation:
                 self.result.elections += 1
                 checker.on_leader(node_id, soft.epoch)
                 checker.check_leader_has_committed(node_id, core)
+                self._release_delayed(node_id, soft.epoch)
             if node.pending and soft.role is not Role.LEADER:
                 node.pending.clear()  # indeterminate: neither acknowledged nor rejected
         if ready.install_snapshot is not None:
@@ -453,6 +541,53 @@ class Simulation:
                 self._start_flush(node)
         if ready.committed:
             self._apply(node, core, ready.committed)
+
+    def _check_read_index_proof(self, node: SimNode, core: RaftCore, read_id: int) -> None:
+        """A linearizable read is released only once a majority of voters (the leader counted)
+        echoed its read barrier in a Fetch of the leader's epoch: the proof that no other leader
+        had been elected when the read began (RaftCore.read_index). Checked from the Fetches the
+        network delivered, not from the core's bookkeeping of them."""
+        begun = self.reads_begun.pop((node.node_id, node.incarnation, read_id), None)
+        if begun is None:
+            # Begun and released in one step: only a leader counting itself alone can do that.
+            if core.role is not Role.LEADER:
+                return
+            begun = (core.epoch, core.read_barrier, core.voters)
+        epoch, barrier, smallest = begun
+        for seen in (node.smallest_voters, core.voters):
+            if seen and len(seen) < len(smallest):
+                smallest = seen
+        # The voter set may change while the read waits: hold it to the smallest set's majority,
+        # counting echoes from the voters of that set and of the current one.
+        voters = set(smallest) | set(core.voters)
+        majority = min(len(smallest), len(core.voters)) // 2 + 1
+        echoes = sum(1 for v in voters if v != node.node_id and self.echoed.get((node.node_id, epoch, v), 0) >= barrier)
+        self.checker.checks["read-index-proof"] = self.checker.checks.get("read-index-proof", 0) + 1
+        if 1 + echoes < majority and self.unproven_read is None:
+            self.unproven_read = InvariantViolation(
+                "read-index-proof",
+                f"node {node.node_id} released read {read_id} of epoch {epoch} (barrier {barrier}) at {self.now}, "
+                f"echoed in Fetches of that epoch by {echoes} of the other voters {sorted(voters - {node.node_id})}",
+            )
+            self._trace(f"VIOLATION (at the end of the run) {self.unproven_read}")
+
+    def _release_delayed(self, node_id: int, epoch: int) -> None:
+        """epoch_delay: the messages held for a node that now leads a later epoch arrive, during
+        that leadership (or after it, if it is short)."""
+        held = self.delayed.get(node_id)
+        if not held:
+            return
+        later = [envelope for sent_epoch, envelope in held if sent_epoch < epoch]
+        if not later:
+            return
+        self.delayed[node_id] = [(e, m) for e, m in held if e >= epoch]
+        for envelope in later:
+            # At some point of the new leadership (a retransmission timer's), not only at its start.
+            self._push(
+                self.now + self.params.latency_min_ms + self.rng.next_int(self.params.fetch_timeout_ms),
+                DELIVER,
+                envelope,
+            )
 
     def _start_flush(self, node: SimNode) -> None:
         """Group commit: the fsync covers the writes of every Ready performed so far (its barrier)
@@ -534,11 +669,17 @@ class Simulation:
             # the driver let the answer out early), and bring it back soon, while the election
             # it voted in may still be running: a forgotten vote is then granted again.
             voter = self.nodes[envelope.source]
-            self._push(self.now + rng.next_int(3), CRASH, (voter.node_id, voter.incarnation))
+            self._push(self.now + rng.next_int(3), CRASH, (voter.node_id, voter.incarnation, "crash_after_vote"))
         if type(message) is raft_pb2.FetchRequest and self._damage:
             self._check_vouched(envelope.source, message)
         if self._blocked_link(envelope) or (params.drop_rate and rng.random() < params.drop_rate):
             return
+        if "epoch_delay" in params.faults and not self.healed and isinstance(message, FETCH_MESSAGES):
+            destination = self.nodes[envelope.destination].core
+            if destination is not None and rng.random() < EPOCH_DELAY_RATE:
+                self.delayed.setdefault(envelope.destination, []).append((destination.epoch, envelope))
+                self._count("epoch_delay")
+                return
         copies = 2 if params.duplicate_rate and rng.random() < params.duplicate_rate else 1
         for copy in range(copies):
             delay = params.latency_min_ms + (
@@ -552,6 +693,11 @@ class Simulation:
 
     def _deliver(self, node: SimNode, envelope: Envelope) -> None:
         assert node.core is not None
+        message = envelope.message
+        if type(message) is raft_pb2.FetchRequest and message.read_barrier:
+            key = (node.node_id, message.replica_epoch, envelope.source)
+            if message.read_barrier > self.echoed.get(key, 0):
+                self.echoed[key] = message.read_barrier
         if self.trace is not None:
             self._trace(f"n{envelope.source}->n{envelope.destination} {describe_message(envelope)}")
         self._step(node, node.core, envelope)
@@ -650,6 +796,8 @@ class Simulation:
             if kind == "suspend":
                 node.suspend(self.now, self.now + duration)
             self._trace(f"{kind} n{node.node_id} until {node.paused_until}")
+        elif kind == "clock_skew":
+            kind = self._skew_clock(duration)
         elif kind == "slow_disk":
             node = self.nodes[ids[rng.next_int(len(ids))]]
             node.slow_until = self.now + duration
@@ -707,6 +855,52 @@ class Simulation:
             self._damage |= kind in disk_faults.LOG_FAULTS
         self._trace(f"n{node.node_id} disk damaged: {kind}" if done else f"n{node.node_id} no place for {kind}")
         return f"storage_{kind}" if done else "storage_skipped"
+
+    def _skew_clock(self, duration: int) -> str:
+        """A node's clock runs slow for ``duration`` ms: most often the leader's, and then, most
+        often, the leader is also cut off from every peer while whoever else talks to it
+        (the plane's clients and brokers) still reaches it. Its check quorum runs out late, so it
+        leads in its own mind while the others elect a new leader and commit: the window in
+        which a read or write answered without a round of the majority is stale."""
+        rng = self.rng
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.role is Role.LEADER]
+        if leaders and rng.random() < 0.7:
+            node = max(leaders, key=lambda n: n.core.epoch if n.core else -1)
+        else:
+            node = self.nodes[self.node_ids[rng.next_int(len(self.node_ids))]]
+        permille = CLOCK_PERMILLE_MIN + rng.next_int(1000 - CLOCK_PERMILLE_MIN)
+        node.set_clock_rate(self.now, permille)
+        isolated = node.core is not None and node.core.role is Role.LEADER and rng.random() < 0.7
+        if isolated:
+            # Long enough to outlast the others' election at Kafka's default timeouts (a fetch
+            # timeout and up to two election timeouts: up to 4 s).
+            duration += self.params.fault_duration_max_ms
+            others = [i for i in self.node_ids if i != node.node_id]
+            self._next_partition += 1
+            self.partitions[self._next_partition] = {(node.node_id, i) for i in others} | {
+                (i, node.node_id) for i in others
+            }
+            self._recompute_blocked()
+            self._push(self.now + duration, HEAL, self._next_partition)
+        node.skew_generation += 1
+        self._push(self.now + duration, CLOCK, (node.node_id, node.skew_generation))
+        self._trace(
+            f"clock of n{node.node_id} at {permille / 1000} until {self.now + duration}"
+            + (" isolated" if isolated else "")
+        )
+        if node.core is not None:
+            self._arm_timer(node)
+        return "clock_skew_isolated" if isolated else "clock_skew"
+
+    def _clock_rate_restored(self, payload: tuple[int, int]) -> None:
+        node_id, generation = payload
+        node = self.nodes[node_id]
+        if generation != node.skew_generation or node.clock_permille == 1000:
+            return
+        node.set_clock_rate(self.now, 1000)
+        self._trace(f"clock of n{node_id} at 1.0")
+        if node.core is not None:
+            self._arm_timer(node)
 
     def _change_voters(self) -> str:
         """The leader adds a node that is not a voter or removes a voter (maybe itself, maybe a
@@ -840,6 +1034,10 @@ class Simulation:
         self.partitions.clear()
         self._recompute_blocked()
         self.params = _healed(self.params)
+        for held in self.delayed.values():
+            for _epoch, envelope in held:
+                self._push(self.now + self.params.latency_min_ms, DELIVER, envelope)
+        self.delayed.clear()
         down = [n for n in self.nodes.values() if n.core is None]
         keep_down = {n.node_id for n in down if n.node_id in self.voters}
         # After voter changes a minority of the first set may be a majority of the set in force.
@@ -851,6 +1049,10 @@ class Simulation:
         for node in self.nodes.values():
             node.paused_until = 0
             node.end_suspension(self.now)
+            if node.clock_permille != 1000:
+                node.set_clock_rate(self.now, 1000)
+                if node.core is not None:
+                    self._arm_timer(node)
             node.slow_until = 0
             if node.core is None and node.node_id not in keep_down:
                 self._start(node)
@@ -897,6 +1099,8 @@ class Simulation:
         except AssertionError as error:
             result.violation = InvariantViolation("assertion", str(error) or repr(error))
             self._trace(f"VIOLATION assertion {error}")
+        if self.unproven_read is not None:
+            result.violation = self.unproven_read  # before any other violation, which it may have caused
         result.virtual_ms = self.now
         result.checks = self.checker.checks
         return result
@@ -988,13 +1192,15 @@ class Simulation:
                 self._trace("partition healed")
             elif kind == CUSTOM:
                 self._custom(payload)
+            elif kind == CLOCK:
+                self._clock_rate_restored(payload)
             elif kind == CRASH:
                 node = nodes[payload[0]]
                 if node.core is None or node.incarnation != payload[1] or self.healed:
                     continue
                 self._crash(node, after_vote=True)
                 self._push(at + 1 + self.rng.next_int(4), RESTART, node.node_id)
-                self._count("crash_after_vote")
+                self._count(payload[2])
             elif kind == RESTART:
                 node = nodes[payload]
                 if node.core is not None or self.healed:

@@ -46,6 +46,7 @@ record and the image facts that broke it; the simulator adds the command that re
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -67,6 +68,9 @@ UNKNOWN_BROKER_EPOCH = -1  # AlterPartition v3 (KIP-903): an ISR member whose ep
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 UNCLEAN = "unclean.leader.election.enable"
+# Records that change no metadata (Kafka's control records and NoOpRecord): a batch of only these
+# leaves the image as it was.
+NO_METADATA_KINDS = frozenset({"leader_change", "no_op", "snapshot_header", "snapshot_footer", "voters"})
 # The request fields a retry may change (the log format's digest leaves them out): the caller's
 # wait, and the id itself.
 UNDIGESTED = ("request_id", "timeout_ms")
@@ -165,6 +169,10 @@ class RuleOracle:
         self.checks: Counter[str] = Counter()
         self._handled: dict[int, _Handling] = {}
         self._arrived: dict[tuple[int, int], int] = {}  # (node, call key) -> last offset applied anywhere
+        # Last offsets of the committed batches that change the image (not control batches only:
+        # a LeaderChange, voters or no-op batch changes no metadata, so an image before it is the
+        # image after it -- the controller's committed offset need not pass it).
+        self._changing_ends: list[int] = []
         self._touched_topics: set[bytes] = set()
         self._touched_brokers: set[int] = set()
         self._touched_requests: list[str] = []
@@ -189,8 +197,13 @@ class RuleOracle:
                 f"the oracle expects offset {self.next_offset}, a node applied {entry.base_offset}"
             )
             parse = records_pb2.MetadataRecord.FromString
+            changes = False
             for index, raw in enumerate(record_bytes(entry.data)):
-                self._record(entry.base_offset + index, parse(raw))
+                record = parse(raw)
+                changes = changes or record.WhichOneof("record") not in NO_METADATA_KINDS
+                self._record(entry.base_offset + index, record)
+            if changes:
+                self._changing_ends.append(entry.next_offset - 1)
             self.next_offset = entry.next_offset
             fresh = True
         return fresh
@@ -555,6 +568,12 @@ class RuleOracle:
                     f"{method} with request id {request_id!r} (digest {digest.hex()[:16]}) wrote {_text(rec)[:200]}",
                 )
 
+    def _last_change_at_or_before(self, offset: int) -> int:
+        """The last offset at or before ``offset`` of a batch that changed the image (-1: none)."""
+        ends = self._changing_ends
+        at = bisect.bisect_right(ends, offset)
+        return ends[at - 1] if at else -1
+
     def arrived(self, node_id: int, key: int, committed_last: int) -> None:
         """A read reached a node when ``committed_last`` was committed (the image must reach it)."""
         self._arrived[(node_id, key)] = committed_last
@@ -568,7 +587,7 @@ class RuleOracle:
             return  # handled by an earlier controller of the node (a snapshot replaced it) or elsewhere
         if isinstance(response, controller_pb2.DescribeTopicsResponse):
             self.checks["read-index"] += 1
-            if arrived is not None and handling.committed_offset < arrived:
+            if arrived is not None and handling.committed_offset < self._last_change_at_or_before(arrived):
                 raise InvariantViolation(
                     "rule-read-index",
                     f"node {node_id} answered a read from its image at offset {handling.committed_offset}; "

@@ -13,7 +13,10 @@ from raftmeta.sim.rng import SeededRandom
 # membership: the leader adds an observer as a voter or removes a voter (KIP-853);
 # suspend: a node's machine sleeps: it handles nothing, like a pause, and its monotonic clock
 # stops, so its timers are late by the suspension when it wakes (clock-based leases fail);
-# storage: a node crashes and its disk is damaged while it is down (raftmeta/sim/disk_faults.py).
+# storage: a node crashes and its disk is damaged while it is down (raftmeta/sim/disk_faults.py);
+# clock_skew: a node's clock runs slow for a while (the leader's, often, sometimes cut off from
+# its peers meanwhile while clients still reach it);
+# epoch_delay: a Fetch or its answer is held until the node it is for leads a later epoch.
 FAULT_KINDS = (
     "kill",
     "crash_after_vote",
@@ -28,9 +31,11 @@ FAULT_KINDS = (
     "membership",
     "suspend",
     "storage",
+    "clock_skew",
+    "epoch_delay",
 )
 # Drawn after every other parameter, so that adding them left every earlier draw of a seed as it was.
-LATE_KINDS = ("membership", "suspend", "storage")
+LATE_KINDS = ("membership", "suspend", "storage", "clock_skew", "epoch_delay")
 PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
 
 
@@ -118,4 +123,8 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
         params = replace(params, faults=params.faults | {"suspend"})
     if "storage" in allowed_faults and (not classic or rng.random() < 0.4):
         params = replace(params, faults=params.faults | {"storage"})
+    if "clock_skew" in allowed_faults and (not classic or rng.random() < 0.5):
+        params = replace(params, faults=params.faults | {"clock_skew"})
+    if "epoch_delay" in allowed_faults and (not classic or rng.random() < 0.5):
+        params = replace(params, faults=params.faults | {"epoch_delay"})
     return params

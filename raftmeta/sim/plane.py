@@ -14,7 +14,9 @@ simulated clients, under the same seeded faults as :class:`~raftmeta.sim.cluster
 - **Clients** create topics (CreateTopics with a request id, retried with the same id until an
   answer comes) and read them (DescribeTopics, linearizable by default). Some of their work
   contends on a few names (:data:`CONTENDED`): creates, deletes, partition additions and reads of
-  one name, so the same topic is made, grown and removed under concurrent clients.
+  one name, so the same topic is made, grown and removed under concurrent clients. Now and then a
+  client reuses the request id of a write answered OK for a different request, which must be
+  refused (``request-id-reuse-refused``).
 
 Checked, besides every consensus invariant of the base simulation:
 
@@ -346,12 +348,7 @@ class PlaneSimulation(Simulation):
             if isinstance(answer.error, ControllerFailedError):
                 raise InvariantViolation("controller-failed", f"{call.method}: {answer.error}")
             if call.reused_id:
-                # Refused (RequestError), or -- the id had left the table -- done as new work; a
-                # reused id answered with another request's outcome is the oracle's to report.
-                del self.calls[call.owner]
-                self._checked(
-                    "request-id-reused-refused" if isinstance(answer.error, RequestError) else "request-id-reused"
-                )
+                self._reused_id_answered(call, answer.error, answer.response)
                 continue
             if answer.error is not None:
                 raise InvariantViolation("request-refused", f"{call.method} refused as malformed: {answer.error}")
@@ -371,6 +368,21 @@ class PlaneSimulation(Simulation):
             # After the client's history has the answer (a stale read then shows in its timeline).
             self.oracle.answered(node_id, qc.controller, answer.key, call.request, answer.response)
 
+    def _reused_id_answered(self, call: Call, error: Exception | None, response: Message | None) -> None:
+        """A request id reused for a different request is refused, naming the id; it took no
+        effect, so the client history leaves it out (as any refused request that wrote nothing)."""
+        self._checked("request-id-reuse-refused")
+        request_id = call.request.request_id  # type: ignore[attr-defined]
+        if not isinstance(error, RequestError) or f"request_id {request_id!r} was already used" not in str(error):
+            answered = error if error is not None else type(response).__name__
+            raise InvariantViolation(
+                "request-id-reuse-refused",
+                f"{call.owner}'s {call.method} reusing request id {request_id!r} of another request was answered "
+                f"{answered}, not refused",
+            )
+        del self.calls[call.owner]
+        self._trace(f"{call.owner} {call.method} reusing {request_id}: refused")
+
     def _check_session_fence(self, node_id: int, epoch: int, broker_id: int, decided_ms: int) -> None:
         """A broker fenced for a missed session had none of its heartbeats handled by this
         controller for a whole session, counting from the controller's activation (Kafka gives
@@ -378,7 +390,9 @@ class PlaneSimulation(Simulation):
         the controller knows at least the heartbeats this check knows of."""
         self._checked("broker-sessions")
         activated = self.activated_ms.get((node_id, epoch))
-        if activated is None:
+        if activated is None or self.nodes[node_id].skewed_until >= activated:
+            # Not judged when the controller's clock ran at another rate in this leadership: it
+            # measured the session on its own clock, this check on the simulation's.
             return
         # Only heartbeats sent before the decision count (others may be answered before the fence
         # commits and is logged).
@@ -908,7 +922,7 @@ class PlaneSimulation(Simulation):
         timeline, when the history shows the failure too."""
         history = self.client_history
         for call in self.calls.values():
-            if call.owner.startswith("client-"):
+            if call.owner.startswith("client-") and not call.reused_id:  # a reused id must do nothing
                 history.unanswered(call.owner, call.request, call.invoked_ms)
         checked = history.check()
         self._checked("10-linearizable-history", len(history.ops))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from raftmeta.controller import brokers, controller, delta, elections, isr, quorum
+from raftmeta.controller import brokers, controller, delta, elections, isr
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage, PartitionRegistration
@@ -64,10 +64,6 @@ RULE_BUGS: dict[str, tuple[str, str]] = {
     "deleted_topic_kept": (
         "replay of a RemoveTopicRecord drops the name but keeps the topic's partitions",
         "removed-topic",
-    ),
-    "read_before_index": (
-        "a confirmed read is answered before the committed image reaches its read index",
-        "read-index",
     ),
 }
 
@@ -148,16 +144,6 @@ def _remove_keeping_partitions(original: Callable[[ImageBuilder, Any], None]) ->
     return replay
 
 
-def _answer_reads_early(self: quorum.QuorumController) -> None:
-    confirmed = self._confirmed
-    while confirmed:  # mutation: was `while confirmed and confirmed[0][0] <= committed_offset + 1`
-        _index, key, method, request = confirmed.popleft()
-        if key in self._decided:
-            self._answers.append(quorum.Answer(key, self._decided.pop(key)))
-        else:
-            self._handle_read(key, method, request)
-
-
 def _patches(bug: str) -> list[tuple[Any, str, Any]]:
     """(owner, attribute, mutated value) for ``bug``."""
     dispatch = delta._DISPATCH
@@ -181,8 +167,6 @@ def _patches(bug: str) -> list[tuple[Any, str, Any]]:
         return [(dispatch, "partition_change", _change_keeping_epoch(dispatch["partition_change"]))]
     if bug == "deleted_topic_kept":
         return [(dispatch, "remove_topic", _remove_keeping_partitions(dispatch["remove_topic"]))]
-    if bug == "read_before_index":
-        return [(quorum.QuorumController, "_answer_reads", _answer_reads_early)]
     raise ValueError(f"unknown rule bug {bug!r}: choose from {', '.join(RULE_BUGS)}")
 
 

@@ -43,7 +43,8 @@ PLANE_BUGS = (
     *RULE_BUGS,
 )
 # Core switches only the whole plane can see: it alone issues linearizable reads (a read served
-# without the read-index round; caught when a suspended leader wakes with its timers late).
+# without the read-index round; a Fetch of an older epoch accepted, whose stale barrier echo then
+# confirms a read). The read-index proof (raftmeta.sim.cluster) catches both.
 READ_BUGS = ("stale_reads", "accept_stale_fetch")
 BUGS = (*CORE_BUGS, *sorted(DRIVER_BUGS), *PLANE_BUGS, *READ_BUGS)
 # The bugs that need the whole plane (``plane=True``, ``raftmeta sim --plane``).

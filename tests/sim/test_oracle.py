@@ -12,6 +12,7 @@ from raftmeta.raft import Entry
 from raftmeta.records.codec import encode_batch
 from raftmeta.sim import FAULT_KINDS, run_seeds
 from raftmeta.sim.checker import InvariantViolation
+from raftmeta.sim.cluster import Simulation
 from raftmeta.sim.oracle import RULES, RuleOracle, digest_of
 from raftmeta.sim.rule_bugs import RULE_BUGS
 from raftmeta.v1 import controller_pb2, records_pb2
@@ -238,9 +239,30 @@ def test_the_brokers_are_never_told_of_a_fenced_leader() -> None:
 
 
 def test_every_rule_has_a_planted_mutation() -> None:
-    """Each rule is proven by a planted bug it alone catches first, except two: the epochs rule's
-    is the plane's stale_partition_epoch (tests/sim/test_plane.py), and the brokers' view of a
-    fenced leader sees what fenced-leads-nothing has refused at its commit already (unit test
-    above)."""
+    """Each rule is proven by a planted bug it alone catches first, except three: the epochs rule's
+    is the plane's stale_partition_epoch (tests/sim/test_plane.py), the read-index rule's the
+    plane's stale_reads (below), and the brokers' view of a fenced leader sees what
+    fenced-leads-nothing has refused at its commit already (unit test above)."""
     proven = {rule for _, rule in RULE_BUGS.values()}
-    assert set(RULES) - proven == {"epochs", "broker-fenced-leader"}
+    assert set(RULES) - proven == {"epochs", "read-index", "broker-fenced-leader"}
+
+
+@pytest.mark.sim
+def test_a_read_answered_below_its_index_is_caught_by_the_read_index_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plane's stale_reads switch (a leader answers from its image without the read-index
+    round) answers reads from an image below the index the core would have given them: the oracle
+    sees it first, before any client does, when the network-side read-index proof is off. (A switch
+    that answers a confirmed read before the image reaches its index cannot be planted here: the
+    leader applies each commit in the Ready that confirms a read, so the image is always there.)"""
+    monkeypatch.setattr(Simulation, "_check_read_index_proof", lambda *args: None)
+    summary = run_seeds(
+        range(PLANE_SEEDS),
+        steps=STEPS,
+        voters=3,
+        kinds=frozenset({"suspend"}),
+        bug="stale_reads",
+        plane=True,
+        stop_on_violation=True,
+    )
+    assert summary.violations, "stale_reads survived the budget"
+    assert summary.violations[0]["invariant"] == "rule-read-index", summary.violations[0]

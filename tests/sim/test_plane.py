@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
-from raftmeta.sim import FAULT_KINDS, run_seeds
+from raftmeta.sim import FAULT_KINDS, Simulation, run_seeds
+from raftmeta.sim.oracle import RuleOracle
 from raftmeta.sim.runner import Summary
 
 ALL = frozenset(FAULT_KINDS)
@@ -18,8 +19,13 @@ PLANE_SEEDS = 100
 STEPS = 3000
 
 
-def planted(bug: str, kinds: frozenset[str] = ALL) -> Summary:
-    """The CI seed budget with one planted bug of the whole plane, up to its first violation."""
+def planted(bug: str, kinds: frozenset[str] = ALL, *, proof: bool = True) -> Summary:
+    """The CI seed budget with one planted bug of the whole plane, up to its first violation
+    (``proof=False``: without the read-index proof check, to show what the histories catch)."""
+    if not proof:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Simulation, "_check_read_index_proof", lambda *args: None)
+            return planted(bug, kinds)
     return run_seeds(
         range(PLANE_SEEDS), steps=STEPS, voters=3, kinds=kinds, bug=bug, plane=True, stop_on_violation=True
     )
@@ -41,11 +47,15 @@ def test_plane_seed_budget_finds_no_violation(voters: int) -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("seed", [5542])
+@pytest.mark.parametrize("seed", [5542, 100494])
 def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     """Seed 5542 (of a 600-seed run): a leader deposed without knowing it refused a
     CreatePartitions from its stale image, after the topic was created elsewhere. Refusals now
-    wait for a read-index round, as reads do."""
+    wait for a read-index round, as reads do. Seed 100494 (of the first plane soak): the
+    read-index proof check judged a read by the voter set after an AddRaftVoter that the same
+    leader appended just after releasing it (a single voter, whose own count was a majority):
+    the check now holds a read to the smallest voter set in force since the core last handed
+    out a Ready."""
     summary = run_seeds([seed], steps=STEPS, voters=None, kinds=ALL, plane=True)  # the seed picks, as it did
     assert summary.violations == [], summary.violations
     assert summary.checks.get("10-linearizable-history", 0) > 0, summary.checks
@@ -110,11 +120,11 @@ def test_a_read_served_without_the_read_index_round_is_caught() -> None:
     """Faults.stale_reads: a leader answers a read from its image without asking a majority. A
     leader whose machine was suspended wakes with its clock behind (its check quorum has not run
     out) and answers a read that waited in its inbox, missing the writes the next leader
-    acknowledged meanwhile. In the all-faults mix suspend is one kind of eleven (no seed of the
-    first 100 catches it there), so the budget runs the fault the rule is about. The oracle's
-    read-index rule sees such a read even when it missed nothing a client had been told of (seed
-    0: a page answered from offset 780 after 781 committed); rule 9 when it did (seed 1)."""
-    summary = planted("stale_reads", kinds=frozenset({"suspend"}))
+    acknowledged meanwhile. In the all-faults mix suspend is one kind of many, so the budget runs
+    the fault the rule is about. The read-index proof check, which catches it at once, is off: this
+    is what the oracle and the clients' reads see. The oracle's read-index rule sees such a read
+    even when it missed nothing a client had been told of; rule 9 when it did."""
+    summary = planted("stale_reads", kinds=frozenset({"suspend"}), proof=False)
     assert summary.violations, "a read served without the read-index round went unnoticed"
     violation = summary.violations[0]
     assert violation["seed"] < 20
@@ -122,17 +132,60 @@ def test_a_read_served_without_the_read_index_round_is_caught() -> None:
 
 
 @pytest.mark.sim
+def test_a_stale_read_is_caught_in_the_all_faults_mix() -> None:
+    """The same switch among every fault. The read-index proof is checked from the network's side
+    (a read released only once a majority echoed its barrier in Fetches of the leader's epoch): the
+    switch breaks it on the first read. Before that check and clock_skew no seed of the budget
+    caught it once a quarter of the work contended on three names."""
+    summary = planted("stale_reads")
+    assert summary.violations, "a read served without the read-index round went unnoticed"
+    violation = summary.violations[0]
+    assert violation["seed"] < 5
+    assert violation["invariant"] == "read-index-proof"
+
+
+@pytest.mark.sim
+def test_a_stale_read_is_caught_by_the_history_alone_under_clock_skew() -> None:
+    """Without the read-index proof, the histories catch the stale read too: a leader whose clock
+    runs slow (clock_skew), cut off from its peers while its clients still reach it, leads in its
+    own mind after the others elected a new leader (its check quorum runs out late) and answers
+    reads from its image, missing what the new leader acknowledged."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RuleOracle, "arrived", lambda *args: None)  # the oracle's read-index rule off too
+        summary = planted("stale_reads", kinds=frozenset({"clock_skew"}), proof=False)
+    assert summary.violations, "a read served without the read-index round went unnoticed"
+    violation = summary.violations[0]
+    assert violation["seed"] < 30
+    assert violation["invariant"] in ("9-linearizable-reads", "10-linearizable-history")
+
+
+@pytest.mark.sim
+def test_a_fetch_of_an_older_epoch_accepted_is_caught() -> None:
+    """Faults.accept_stale_fetch: a leader accepts a Fetch of an older epoch, and its read-barrier
+    echo (from this node's earlier leadership) confirms a read of this one. epoch_delay holds a
+    Fetch until the node it is for leads a later epoch; the read-index proof sees the read
+    released without a majority's echo in this epoch."""
+    summary = planted("accept_stale_fetch")
+    assert summary.violations, "a Fetch of an older epoch accepted went unnoticed"
+    violation = summary.violations[0]
+    assert violation["seed"] < 30
+    assert violation["invariant"] == "read-index-proof"
+
+
+@pytest.mark.sim
 def test_a_stale_read_fails_the_history_check_with_its_timeline(tmp_path: Path) -> None:
     """Invariant 10: the linearizability checker refuses the same run's client history, and the
     command writes the failing window's timeline with the command that replays it."""
-    seed = next(
-        seed
-        for seed in range(PLANE_SEEDS)
-        for violation in run_seeds(
-            [seed], steps=STEPS, voters=3, kinds=frozenset({"suspend"}), bug="stale_reads", plane=True
-        ).violations
-        if violation["invariant"] in ("9-linearizable-reads", "10-linearizable-history")
-    )  # the first seed whose stale read a client could see (seed 1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Simulation, "_check_read_index_proof", lambda *args: None)
+        seed = next(
+            seed
+            for seed in range(PLANE_SEEDS)
+            for violation in run_seeds(
+                [seed], steps=STEPS, voters=3, kinds=frozenset({"suspend"}), bug="stale_reads", plane=True
+            ).violations
+            if violation["invariant"] in ("9-linearizable-reads", "10-linearizable-history")
+        )  # the first seed whose stale read a client could see
     args = ["--seed", str(seed), "--steps", str(STEPS), "--plane", "--voters", "3", "--faults", "suspend"]
     outcome = CliRunner().invoke(cli, ["sim", *args, "--bug", "stale_reads", "--report-dir", str(tmp_path)])
     assert outcome.exit_code == 1, outcome.output
@@ -146,3 +199,13 @@ def test_a_stale_read_fails_the_history_check_with_its_timeline(tmp_path: Path) 
     clean = CliRunner().invoke(cli, ["sim", *args, "--report-dir", str(tmp_path / "clean")])
     assert clean.exit_code == 0, clean.output
     assert not (tmp_path / "clean").exists()
+
+
+@pytest.mark.sim
+def test_a_reused_request_id_is_refused_in_every_seed_that_reuses_one() -> None:
+    """The clients reuse the id of an answered write for new work of the same method: the
+    controller refuses it, naming the id, and the run stays clean. (A controller that answers a
+    reused id with the first request's outcome is the oracle's request_digest_* switches.)"""
+    summary = run_seeds(range(5), steps=STEPS, voters=3, kinds=ALL, plane=True)
+    assert summary.violations == [], summary.violations[:3]
+    assert summary.checks.get("request-id-reuse-refused", 0) >= 5, summary.checks
