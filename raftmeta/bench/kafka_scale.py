@@ -60,6 +60,7 @@ import click
 from raftmeta.bench.compare import SIDES, Better, meets_target, ratios
 from raftmeta.bench.kafka_ops import KafkaError, QuorumState, create_topic, describe_quorum, describe_topic
 from raftmeta.bench.results import machine, median, rss_bytes
+from raftmeta.bench.scale import ScaleSize
 from raftmeta.kafka.connection import KafkaConnection
 from raftmeta.logs import get_logger
 
@@ -98,21 +99,9 @@ SCALE_BETTER: Final[dict[str, Better]] = {
 
 
 @dataclass(frozen=True)
-class KafkaScaleParams:
-    partitions: int
-    topic_partitions: int = 1000
-    brokers: int = 100
-    racks: int = 5
-    pipeline: int = 4
-    samples: int = 100
-    max_node_rss_mib: int = 5120
-    create_budget_s: float | None = None
+class KafkaScaleParams(ScaleSize):
     kraft_heap_mb: int = KRAFT_DEFAULT_HEAP_MB
     kraft_snapshot_interval_ms: int = KRAFT_SNAPSHOT_INTERVAL_MS
-
-    @property
-    def topics(self) -> int:
-        return self.partitions // self.topic_partitions
 
 
 def progress(side: str, event: str, **fields: object) -> None:

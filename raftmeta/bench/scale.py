@@ -101,7 +101,10 @@ TARGETS = {
 
 
 @dataclass(frozen=True)
-class ScaleParams:
+class ScaleSize:
+    """What a scale run builds and how it measures it, the same on every side (raftmeta's gRPC
+    run, and ``--target kraft|both`` in raftmeta/bench/kafka_scale.py)."""
+
     partitions: int
     topic_partitions: int = 1000
     brokers: int = 100
@@ -110,15 +113,19 @@ class ScaleParams:
     samples: int = 100
     max_node_rss_mib: int = 5120
     create_budget_s: float | None = None
+
+    @property
+    def topics(self) -> int:
+        return self.partitions // self.topic_partitions
+
+
+@dataclass(frozen=True)
+class ScaleParams(ScaleSize):
     # "final": one snapshot of the whole image after the creation; "node": the nodes' own policy
     # (every 10,000 records, then as the image doubles) while it grows, the last one reported.
     snapshots: str = "final"
     # The broker-leaves step's deadline: a quorum that keeps losing its leader ends it here.
     leave_deadline_s: float = 60.0
-
-    @property
-    def topics(self) -> int:
-        return self.partitions // self.topic_partitions
 
     def records_before_snapshot(self) -> int:
         """A bound on the records committed before the snapshot is due: the start, the probe

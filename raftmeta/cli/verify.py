@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_error
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @click.command()
@@ -103,8 +108,6 @@ def _verify_kraft(
     data_dir: Path, *, report_dir: Path | None, history: str | None, incremental: bool, output: str
 ) -> None:
     """The checks of a real KRaft quorum's metadata logs (Kafka's format): raftmeta/jobs/kraft_verify.py."""
-    from rich.console import Console
-    from rich.table import Table
 
     from raftmeta.jobs.kraft_verify import verify_kraft
 
@@ -117,14 +120,7 @@ def _verify_kraft(
     if output == "json":
         emit_json(result.to_json(str(data_dir)))
     else:
-        table = Table(title=f"raftmeta verify (Kafka's format): consistency {'PASSED' if result.passed else 'FAILED'}")
-        table.add_column("", width=2)
-        table.add_column("check")
-        table.add_column("detail", overflow="fold")
-        for check in result.checks:
-            table.add_row("[green]✔[/]" if check.passed else "[red]✘[/]", check.name, check.detail)
-        console = Console()
-        console.print(table)
+        console = _print_checks("raftmeta verify (Kafka's format)", result.passed, result.checks)
         f = result.figures
         console.print(
             f"nodes {f['nodes']}  controllers {f['controllers']}  batches {f['batches']}  records {f['records']}  "
@@ -139,23 +135,29 @@ def _verify_kraft(
         raise SystemExit(EXIT_FAILED)
 
 
-def _print_summary(result: object, paths: dict[str, Path]) -> None:
+def _print_checks(title: str, passed: bool, checks: Iterable[Any]) -> Console:
+    """The checks' table (one row a check: passed or not, its name and detail) on a new console."""
     from rich.console import Console
     from rich.table import Table
 
+    table = Table(title=f"{title}: consistency {'PASSED' if passed else 'FAILED'}")
+    table.add_column("", width=2)
+    table.add_column("check")
+    table.add_column("detail", overflow="fold")
+    for check in checks:
+        table.add_row("[green]✔[/]" if check.passed else "[red]✘[/]", check.name, check.detail)
+    console = Console()
+    console.print(table)
+    return console
+
+
+def _print_summary(result: object, paths: dict[str, Path]) -> None:
     from raftmeta.jobs.checks import EXAMPLES_MAX
     from raftmeta.jobs.unhealthy import REASONS
     from raftmeta.jobs.verify import VerifyResult
 
     assert isinstance(result, VerifyResult)
-    table = Table(title=f"raftmeta verify: consistency {'PASSED' if result.passed else 'FAILED'}")
-    table.add_column("", width=2)
-    table.add_column("check")
-    table.add_column("detail", overflow="fold")
-    for check in result.checks:
-        table.add_row("[green]✔[/]" if check.passed else "[red]✘[/]", check.name, check.detail)
-    console = Console()
-    console.print(table)
+    console = _print_checks("raftmeta verify", result.passed, result.checks)
     f = result.figures
     console.print(
         f"records {f['records']}  nodes {f['nodes']}  topics {f['topics']}  partitions {f['partitions']}  "
