@@ -49,6 +49,7 @@ import re
 import shutil
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -122,49 +123,49 @@ def raftmeta_only_options(target: str, growth: float | None, snapshots: str) -> 
 
 
 # -- the two sides --------------------------------------------------------------------------------
-class ScaleSide:
+class ScaleSide(ABC):
     """One system under the scale load: where creates and describes go, its voters, and how a
     follower is restarted, wiped and brought back."""
 
     name = ""
     operator_steps: ClassVar[tuple[str, ...]] = ()
 
-    def start(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def start(self) -> None: ...
 
-    def stop(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def stop(self) -> None: ...
 
-    async def ready(self) -> None:
+    async def ready(self) -> None:  # noqa: B027 (a hook: nothing to do unless a side needs it)
         """Anything the side needs once its processes run (KRaft: its simulated brokers)."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027
         """Undo :meth:`ready`."""
 
-    def quorum_addresses(self) -> dict[int, str]:
-        raise NotImplementedError
+    @abstractmethod
+    def quorum_addresses(self) -> dict[int, str]: ...
 
-    def admin_address(self, leader: int) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def admin_address(self, leader: int) -> str: ...
 
-    def describe_address(self, leader: int) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def describe_address(self, leader: int) -> str: ...
 
-    def voter_pids(self) -> dict[int, int]:
-        raise NotImplementedError
+    @abstractmethod
+    def voter_pids(self) -> dict[int, int]: ...
 
+    @abstractmethod
     def settings(self) -> dict[str, Any]:
         """What the side runs, for the document."""
-        raise NotImplementedError
 
-    async def snapshot(self, state: QuorumState, create: Callable[[str], Awaitable[None]]) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    async def snapshot(self, state: QuorumState, create: Callable[[str], Awaitable[None]]) -> dict[str, Any]: ...
 
-    def stop_voter(self, node_id: int) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def stop_voter(self, node_id: int) -> None: ...
 
-    def start_voter(self, node_id: int) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def start_voter(self, node_id: int) -> None: ...
 
 
 class RaftmetaScale(ScaleSide):
