@@ -1514,7 +1514,7 @@ class RaftCore:
                     self._append(now_ms, entry)
                 matched = entry.next_offset
         except CorruptBatchError:
-            pass  # a damaged copy is never stored: the next fetch asks again
+            return matched  # a damaged copy is refused, never stored: the next fetch asks again
         return matched
 
     def _overlap(self, now_ms: int, entry: Entry) -> bool:
