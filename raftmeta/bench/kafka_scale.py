@@ -523,7 +523,8 @@ async def caught_up_since(
 # -- the steps ------------------------------------------------------------------------------------
 # Errors after which a create is sent again (to the leader of now): the request may not have been
 # applied (a timeout, a leader that lost its leadership). Kafka's AdminClient retries these too.
-RETRIABLE: Final = frozenset({7, 41})  # REQUEST_TIMED_OUT, NOT_CONTROLLER
+REQUEST_TIMED_OUT: Final = 7
+RETRIABLE: Final = frozenset({REQUEST_TIMED_OUT, 41})  # and NOT_CONTROLLER
 TOPIC_ALREADY_EXISTS: Final = 36
 CREATE_ATTEMPTS: Final = 5
 
@@ -738,12 +739,10 @@ async def wiped_kraft_voter(side: KraftScale, node_id: int) -> dict[str, Any]:
                                                 "voter_directory_id": old_directory}, CALL_TIMEOUT_S)  # fmt: skip
         if removed.error_code.value != 0:
             raise KafkaError(removed.error_code.value, removed.error_code.name, removed.error_message)
-        added = await connection.call(80, 0, {"cluster_id": cluster.cluster_id, "timeout": 60_000, "voter_id": node_id,
-                                              "voter_directory_id": new_directory,
-                                              "listeners": [{"name": "CONTROLLER", "host": host, "port": int(port)}]},
-                                      CALL_TIMEOUT_S)  # fmt: skip
-        if added.error_code.value != 0:
-            raise KafkaError(added.error_code.value, added.error_code.name, added.error_message)
+        add_attempts = await add_voter_when_ready(connection, {
+            "cluster_id": cluster.cluster_id, "timeout": 60_000, "voter_id": node_id,
+            "voter_directory_id": new_directory,
+            "listeners": [{"name": "CONTROLLER", "host": host, "port": int(port)}]})  # fmt: skip
     finally:
         await connection.close()
     seconds, _ = await caught_up_since(addresses, node_id, started_ms)
@@ -752,9 +751,34 @@ async def wiped_kraft_voter(side: KraftScale, node_id: int) -> dict[str, Any]:
         "seconds": round(seconds, 3),
         "observer_caught_up_s": round(observer_s, 3),
         "format_s": round(format_s, 3),
+        "add_voter_attempts": add_attempts,
         "old_directory_id": str(old_directory),
         "new_directory_id": str(new_directory),
     }
+
+
+# KRaft's leader answers AddRaftVoter with REQUEST_TIMED_OUT ("New voter ... is not ready to
+# receive requests") while its connection to the new voter's listener is still being made (it asks
+# the new voter for ApiVersions first); an operator running ``add-controller`` runs it again, so
+# does the bench, for as long as this.
+ADD_VOTER_READY_S: Final = 60.0
+
+
+async def add_voter_when_ready(connection: KafkaConnection, request: dict[str, Any]) -> int:
+    """AddRaftVoter, sent again while KRaft's leader says the new voter is not ready yet; the
+    number of attempts it took."""
+    deadline = time.monotonic() + ADD_VOTER_READY_S
+    attempts = 0
+    while True:
+        attempts += 1
+        added = await connection.call(80, 0, request, CALL_TIMEOUT_S)
+        code = added.error_code.value
+        if code == 0:
+            return attempts
+        if code != REQUEST_TIMED_OUT or time.monotonic() > deadline:
+            raise KafkaError(code, added.error_code.name, added.error_message)
+        log.info("add voter sent again", attempt=attempts + 1, reason=added.error_message)
+        await asyncio.sleep(1.0)
 
 
 async def measure_side(side: ScaleSide, params: KafkaScaleParams) -> dict[str, Any]:
