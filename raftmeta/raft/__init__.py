@@ -41,6 +41,29 @@ and ``ready = core.take_ready()``, then performs the Ready in this order:
 7. Advance: sleep until ``deadline`` or the next input, whichever comes first.
 
 A Ready must be fully performed before the next one (the sequence numbers say which is which).
+
+What may run in parallel, what may be reordered
+-----------------------------------------------
+The order above is the safe default. A driver may depart from it only as follows (etcd's raft
+doc.go grants the same freedoms), and raftmeta's drivers -- the node and the simulator -- take
+them through one policy, :func:`raftmeta.raft.perform.plan`:
+
+- Steps 4 and 5 may overlap: sending need not wait for the fsync, since no message depends on
+  unflushed log data. The fsync runs beside the sends (the writer thread, group commit) and is
+  reported later with ``on_log_flushed``; the leader counts itself toward the high watermark
+  only through that report.
+- Step 6 may come before step 4 ("answer first"): committed batches are durable on a majority
+  already, so applying them -- and answering the clients they complete -- does not wait for this
+  Ready's sends. The node does so while a leader has few requests waiting (their answers are its
+  latency); under load its followers' next round comes first.
+- Step 6 may be deferred past step 4 and the Readies that follow ("replay after the Fetch"): a
+  follower that fsyncs inline reports the flush at once and sends the Fetch it releases before it
+  replays, since the leader waits for the Fetch, not the replay. A role change or a snapshot
+  install applies deferred batches first, and a read is answered only from a state machine that
+  holds its index.
+- Role changes (``soft_state``) are announced after step 1 and before the rest: the logs of the
+  Ready carry the new epoch, and waiters learn of the leader once the vote behind it is durable.
+- Steps 1, 2 and the truncation of step 3 never move: every later step relies on them.
 """
 
 from placement.rng import RandomSource

@@ -1,9 +1,9 @@
 """The node: the IO driver around one pure :class:`~raftmeta.controller.quorum.QuorumController`
 (the consensus core, the controller and the request lifecycle between them). One asyncio task
-owns it and performs its Readies in the order the core's driver contract requires
-(raftmeta/raft/__init__.py):
+owns it and performs its Readies in the order of the perform policy it shares with the simulator
+(raftmeta/raft/perform.py), within the core's driver contract (raftmeta/raft/__init__.py):
 
-    quorum state (fsync'd) -> snapshot install -> truncate/append -> send -> flush -> apply
+    quorum state (fsync'd) -> role -> snapshot install -> truncate/append -> send -> flush -> apply
 
 (appends, flushes and high-watermark checkpoints are queued on the writer thread, in order,
 without the task waiting for them: see raftmeta/server/disk.py). Inputs arrive on one inbox:
@@ -38,7 +38,8 @@ from raftmeta.controller import Controller
 from raftmeta.controller.errors import NotControllerError
 from raftmeta.logs import get_logger
 from raftmeta.metrics.node import NodeMetrics, raft_view
-from raftmeta.raft import NO_LEADER, CommittedTruncationError, Entry, Envelope, Ready, Role
+from raftmeta.raft import NO_LEADER, CommittedTruncationError, Entry, Envelope, Ready, Role, SnapshotImage
+from raftmeta.raft.perform import Step, plan
 from raftmeta.records.decode import LazyRecords
 from raftmeta.server.addresses import AddressBook
 from raftmeta.server.config import NodeConfig
@@ -56,9 +57,6 @@ from raftmeta.v1 import controller_pb2
 
 # How many queued inputs the task handles before it asks the core for a Ready (batching).
 DRAIN_MAX = 512
-# A leader with at most this many requests waiting for a commit answers them before it sends the
-# watermark-only Fetch answers of the same Ready (latency); busier, it feeds its followers first.
-ANSWER_FIRST_MAX_WAITING = 4
 
 
 class OverloadedError(Exception):
@@ -310,75 +308,80 @@ class Node:
 
     # -- performing a Ready ------------------------------------------------------------------------
     async def _perform(self, ready: Ready) -> None:
-        soft = ready.soft_state
+        """Carry out ``ready`` in the order of the shared perform policy (raftmeta/raft/perform.py)."""
         self._deliver()  # a role change may have failed waiting requests (NOT_CONTROLLER)
-        if ready.quorum_state is not None:
-            await self.disk.write_quorum_state(ready.quorum_state)
-        if ready.install_snapshot is not None:
-            image = ready.install_snapshot
-            records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
-            with collector_paused():
-                self.qc.install_snapshot(LazyRecords(records), image.end_offset)
-            self.qc.on_snapshot_installed(now_ms(), image)
-            self._stats.snapshot_size_bytes = len(image.data)
-            self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
-            self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed", release=True)
-        flushed_now: int | None = None  # the durable end offset of an inline flush
-        group_commit = self.group_commit
         role = self.core.role
-        observe_ready(self.metrics, ready, role is Role.LEADER)
-        if ready.truncate_to is not None or ready.append:
-            batches = [e.data for e in ready.append]
-            if group_commit.inline(ready, role):
+        leader = role is Role.LEADER
+        observe_ready(self.metrics, ready, leader)
+        writes = ready.truncate_to is not None or bool(ready.append)
+        steps = plan(
+            ready,
+            leader=leader,
+            waiting=self.qc.waiting_count,
+            inline_flush_allowed=writes and self.group_commit.inline(ready, role),
+        )
+        flushed_now: int | None = None  # the durable end offset of an inline flush
+        for step in steps:
+            if step is Step.PERSIST_QUORUM_STATE:
+                assert ready.quorum_state is not None
+                await self.disk.write_quorum_state(ready.quorum_state)
+            elif step is Step.ANNOUNCE_ROLE:
+                assert ready.soft_state is not None
+                soft = ready.soft_state
+                self._on_soft_state(soft.role, soft.epoch, soft.leader_id)
+            elif step is Step.INSTALL_SNAPSHOT:
+                assert ready.install_snapshot is not None
+                await self._install_snapshot(ready.install_snapshot)
+            elif step is Step.WRITE_LOG:
+                self.disk.truncate_and_append(ready.truncate_to, [e.data for e in ready.append], self._disk_failed)
+            elif step is Step.WRITE_AND_FLUSH_LOG:
                 # A follower's fsync is its whole share of the commit path: done here, and
                 # reported below, so that its next Fetch (which claims the new durable offset)
                 # leaves in this same turn.
-                flushed_now = group_commit.append_and_flush_now(ready, batches)
-            else:
-                self.disk.truncate_and_append(ready.truncate_to, batches, self._disk_failed)
-        # A lightly loaded leader answers its clients before the followers' Fetches that this
-        # same commit released (they only carry the new high watermark): the answers are resolved
-        # futures, and the loop runs their continuations in that order. A follower does the
-        # opposite: its next Fetch is what the leader waits for, its replay is not. Under load the
-        # leader feeds its followers first: their next round is what the waiting requests need.
-        committed_first = (
-            bool(ready.committed)
-            and self.core.role is Role.LEADER
-            and self.qc.waiting_count <= ANSWER_FIRST_MAX_WAITING
-        )
-        if committed_first:
-            self._apply_committed_entries(ready.committed)
+                flushed_now = self.group_commit.append_and_flush_now(ready, [e.data for e in ready.append])
+            elif step is Step.APPLY_COMMITTED:
+                self._apply_committed_entries(ready.committed)
+            elif step is Step.SEND:
+                self._send(ready.messages)
+            elif step is Step.REQUEST_FLUSH:
+                self.group_commit.request(ready.seq)
+            elif step is Step.DEFER_COMMITTED:
+                # The Fetch that reports the inline flush goes out below: replay after it.
+                self.qc.defer_committed(now_ms(), ready.committed)
+                self._stats.proposals_applied += len(ready.committed)
+            elif step is Step.REPORT_FLUSH:
+                assert flushed_now is not None
+                self._deliver()
+                # The core learns of the inline flush now, not from an input in the next turn: the
+                # Ready it makes holds the follower's next Fetch, performed (sent) at once.
+                self.qc.on_log_flushed(now_ms(), flushed_now, ready.seq)
+                follow = self.qc.take_ready()
+                if not follow.is_empty():
+                    await self._perform(follow)
+                return
+        self._deliver()
+
+    async def _install_snapshot(self, image: SnapshotImage) -> None:
+        records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
+        with collector_paused():
+            self.qc.install_snapshot(LazyRecords(records), image.end_offset)
+        self.qc.on_snapshot_installed(now_ms(), image)
+        self._stats.snapshot_size_bytes = len(image.data)
+        self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
+        self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed", release=True)
+
+    def _send(self, messages: list[Envelope]) -> None:
         learned = self.address_book.learn(self.core.voter_set)
         if learned is not None:
             self.peers.learn(learned)
             self.log.info("voter set in force", voters=list(self.core.voters), new_addresses=learned)
-        for envelope in ready.messages:
+        for envelope in messages:
             if is_request(envelope.message):
                 self.peers.send(envelope)
             else:
                 future = self._inbound.pop(envelope.correlation_id, None)
                 if future is not None and not future.done():
                     future.set_result(envelope.message)
-        if ready.flush and flushed_now is None:
-            group_commit.request(ready.seq)
-        if ready.committed and not committed_first:
-            if flushed_now is not None:
-                # The Fetch that reports this flush goes out below: replay after it, not
-                # before, since the leader waits for it.
-                self.qc.defer_committed(now_ms(), ready.committed)
-                self._stats.proposals_applied += len(ready.committed)
-            else:
-                self._apply_committed_entries(ready.committed)
-        if soft is not None:
-            self._on_soft_state(soft.role, soft.epoch, soft.leader_id)
-        self._deliver()
-        if flushed_now is not None:
-            # The core learns of the inline flush now, not from an input in the next turn: the
-            # Ready it makes holds the follower's next Fetch, performed (sent) at once.
-            self.qc.on_log_flushed(now_ms(), flushed_now, ready.seq)
-            follow = self.qc.take_ready()
-            if not follow.is_empty():
-                await self._perform(follow)
 
     def _apply_committed_entries(self, entries: list[Entry]) -> None:
         if not entries and not self.qc.has_deferred:

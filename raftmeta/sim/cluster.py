@@ -30,9 +30,11 @@ from raftmeta.raft import (
     Ready,
     Role,
     SnapshotImage,
+    SoftState,
     UnrepairableEntryError,
 )
 from raftmeta.raft.core import VoterChangeError
+from raftmeta.raft.perform import Step, plan
 from raftmeta.raft.voters import VoterNode, voters_in_batch
 from raftmeta.sim import disk_faults
 from raftmeta.sim.checker import Checker, InvariantViolation
@@ -453,68 +455,107 @@ class Simulation:
         self.checker.on_leader_commit(core.epoch, hw, entry)
 
     def _perform(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
-        """The driver contract: the quorum state is durable before anything else of the Ready
-        happens. Its write takes the disk's latency; the node task waits for it (handles no other
-        input), and a crash meanwhile loses the write and everything after it in the Ready."""
-        if ready.quorum_state is not None:
+        """The driver contract, in the order of the node's perform policy (raftmeta/raft/perform.py):
+        the quorum state is durable before anything else of the Ready happens. Its write takes
+        the disk's latency; the node task waits for it (handles no other input), and a crash
+        meanwhile loses the write and everything after it in the Ready."""
+        steps = self._plan(node, core, ready)
+        if steps and steps[0] is Step.PERSIST_QUORUM_STATE:
+            steps = steps[1:]
             latency = self._disk_latency(node)
             if latency > 0:
                 done_at = self.now + latency
                 if "vote_before_durable" in self.driver_bugs:
                     # Planted bug: go on with the Ready (its vote goes out) while the write is in flight.
                     self._push(done_at, PERSISTED, (node.node_id, node.incarnation, ready.quorum_state, None))
-                    self._perform_rest(node, core, ready)
+                    self._perform_steps(node, core, ready, steps)
                 else:
                     node.persisting = True
-                    self._push(done_at, PERSISTED, (node.node_id, node.incarnation, ready.quorum_state, ready))
+                    self._push(done_at, PERSISTED, (node.node_id, node.incarnation, ready.quorum_state, (ready, steps)))
                 return
             node.disk.quorum_state = ready.quorum_state
-        self._perform_rest(node, core, ready)
+        self._perform_steps(node, core, ready, steps)
+
+    def _plan(self, node: SimNode, core: RaftCore, ready: Ready) -> tuple[Step, ...]:
+        """The node's policy; the simulated disk never fsyncs inline (every fsync takes its latency)."""
+        return plan(ready, leader=core.role is Role.LEADER, waiting=self._waiting(node), inline_flush_allowed=False)
+
+    def _waiting(self, node: SimNode) -> int:
+        """Requests waiting for a commit answer (the policy's "answer first" rule): the proposals."""
+        return len(node.pending)
 
     def _disk_latency(self, node: SimNode) -> int:
         return self.params.slow_disk_latency_ms if node.slow_until > self.now else self.params.disk_latency_ms
 
-    def _persisted(self, node: SimNode, payload: tuple[int, int, Any, Ready | None]) -> None:
+    def _persisted(self, node: SimNode, payload: tuple[int, int, Any, tuple[Ready, tuple[Step, ...]] | None]) -> None:
         """A quorum-state write completed: the rest of its Ready follows."""
-        _node_id, _incarnation, state, ready = payload
+        _node_id, _incarnation, state, rest = payload
         node.disk.quorum_state = state
-        if ready is None:
+        if rest is None:
             return
         node.persisting = False
         assert node.core is not None
-        self._perform_rest(node, node.core, ready)
+        ready, steps = rest
+        self._perform_steps(node, node.core, ready, steps)
         self._drive(node)
         for kind, deferred in node.deferred:
             self._push(self.now, kind, deferred)
         node.deferred.clear()
 
-    def _perform_rest(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
+    def _perform_steps(self, node: SimNode, core: RaftCore, ready: Ready, steps: tuple[Step, ...]) -> None:
+        node.last_ready_seq = ready.seq
+        for step in steps:
+            if step is Step.ANNOUNCE_ROLE:
+                assert ready.soft_state is not None
+                self._announce_role(node, core, ready.soft_state)
+            elif step is Step.INSTALL_SNAPSHOT:
+                assert ready.install_snapshot is not None
+                self._install(node, core, ready.install_snapshot, keeps_log=ready.install_keeps_log)
+            elif step is Step.WRITE_LOG:
+                self._write_log(node, core, ready)
+            elif step is Step.APPLY_COMMITTED:
+                self._apply(node, core, ready.committed)
+            elif step is Step.SEND:
+                for envelope in ready.messages:
+                    self._send(envelope)
+            elif step is Step.REQUEST_FLUSH:
+                if node.flush_pending:
+                    node.flush_again = True
+                else:
+                    self._start_flush(node)
+            else:
+                # PERSIST_QUORUM_STATE is _perform's; the inline-flush steps need
+                # inline_flush_allowed, which _plan never gives.
+                raise AssertionError(f"the simulator does not perform {step}")
+
+    def _announce_role(self, node: SimNode, core: RaftCore, soft: SoftState) -> None:
+        node_id = node.node_id
+        self._trace(f"n{node_id} {soft.role.value} epoch={soft.epoch} leader={soft.leader_id}")
+        if soft.role is Role.LEADER:
+            self.result.elections += 1
+            self.checker.on_leader(node_id, soft.epoch)
+            self.checker.check_leader_has_committed(node_id, core)
+            self._release_delayed(node_id, soft.epoch)
+        if node.pending and soft.role is not Role.LEADER:
+            node.pending.clear()  # indeterminate: neither acknowledged nor rejected
+
+    def _install(self, node: SimNode, core: RaftCore, image: SnapshotImage, *, keeps_log: bool) -> None:
+        node_id = node.node_id
+        if keeps_log:
+            node.disk.trim(image, image.end_offset)
+        else:
+            node.disk.install(image)
+        node.applied = [e.data for e in self.checker.on_commit_snapshot(node_id, image.data)]
+        node.applied_offset = image.end_offset
+        self._on_install(node, image)
+        core.on_snapshot_installed(node.clock(self.now), image)
+        self.result.snapshots_installed += 1
+        self._trace(f"n{node_id} install snapshot end={image.end_offset}")
+
+    def _write_log(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
         checker = self.checker
         disk = node.disk
         node_id = node.node_id
-        node.last_ready_seq = ready.seq
-        if ready.soft_state is not None:
-            soft = ready.soft_state
-            self._trace(f"n{node_id} {soft.role.value} epoch={soft.epoch} leader={soft.leader_id}")
-            if soft.role is Role.LEADER:
-                self.result.elections += 1
-                checker.on_leader(node_id, soft.epoch)
-                checker.check_leader_has_committed(node_id, core)
-                self._release_delayed(node_id, soft.epoch)
-            if node.pending and soft.role is not Role.LEADER:
-                node.pending.clear()  # indeterminate: neither acknowledged nor rejected
-        if ready.install_snapshot is not None:
-            image = ready.install_snapshot
-            if ready.install_keeps_log:
-                disk.trim(image, image.end_offset)
-            else:
-                disk.install(image)
-            node.applied = [e.data for e in checker.on_commit_snapshot(node_id, image.data)]
-            node.applied_offset = image.end_offset
-            self._on_install(node, image)
-            core.on_snapshot_installed(node.clock(self.now), image)
-            self.result.snapshots_installed += 1
-            self._trace(f"n{node_id} install snapshot end={image.end_offset}")
         if ready.truncate_to is not None:
             checker.on_truncate(node_id, ready.truncate_to, node.last_hw)
             disk.truncate_to(ready.truncate_to)
@@ -532,15 +573,6 @@ class Simulation:
                 # since, in the same step: a leader that removed itself).
                 checker.check_voter_change(node_id, core, entry)
                 self.membership_changed = True
-        for envelope in ready.messages:
-            self._send(envelope)
-        if ready.flush:
-            if node.flush_pending:
-                node.flush_again = True
-            else:
-                self._start_flush(node)
-        if ready.committed:
-            self._apply(node, core, ready.committed)
 
     def _check_read_index_proof(self, node: SimNode, core: RaftCore, read_id: int) -> None:
         """A linearizable read is released only once a majority of voters (the leader counted)

@@ -169,9 +169,10 @@ class PlaneSimulation(Simulation):
         *,
         core_faults: Faults | None = None,
         plane_bugs: frozenset[str] = frozenset(),
+        driver_bugs: frozenset[str] = frozenset(),
         trace: Callable[[str], None] | None = None,
     ) -> None:
-        super().__init__(params, core_faults=core_faults, trace=trace)
+        super().__init__(params, core_faults=core_faults, driver_bugs=driver_bugs, trace=trace)
         # Planted bugs (raftmeta.sim.runner.PLANE_BUGS), each breaking one rule the checks must see.
         self.ack_before_commit = "ack_before_commit" in plane_bugs
         self.no_isr_expansion = "no_isr_expansion" in plane_bugs
@@ -277,6 +278,10 @@ class PlaneSimulation(Simulation):
 
     def _take_ready(self, node: SimNode, core: RaftCore) -> Ready:
         return self.qcs[node.node_id].take_ready()
+
+    def _waiting(self, node: SimNode) -> int:
+        # As the node driver: the requests waiting for a commit answer decide "answer first".
+        return self.qcs[node.node_id].waiting_count
 
     def _deadline_after(self, node: SimNode, deadline: int) -> int:
         # As the node driver: the open batch's linger, or the next turn of controller work.

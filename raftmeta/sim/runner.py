@@ -74,8 +74,7 @@ def repro_command(
     seed: int, steps: int, voters: int | None, kinds: frozenset[str], bug: str | None, plane: bool = False
 ) -> str:
     parts = ["raftmeta sim", f"--seed {seed}", f"--steps {steps}"]
-    if plane:
-        parts.append("--plane")
+    parts.append("--plane" if plane else "--cores")
     if voters is not None:
         parts.append(f"--voters {voters}")
     parts.append(f"--faults {faults_arg(kinds)}")
@@ -177,6 +176,7 @@ def run_one(
             params,
             core_faults=core_faults,
             plane_bugs=frozenset({bug}) if bug in PLANE_BUGS else frozenset(),
+            driver_bugs=driver_bugs,
             trace=trace,
         )
     else:

@@ -3,6 +3,7 @@ and clients under the seeded faults, with the client history, partition states a
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -73,9 +74,17 @@ def test_answering_a_write_before_it_commits_is_caught() -> None:
     assert "--plane" in violation["command"]
 
 
+def test_the_whole_plane_is_the_default_and_the_cores_alone_a_flag() -> None:
+    args = ["sim", "--seed", "7", "--steps", "300", "--voters", "3", "--output", "json"]
+    plane = json.loads(CliRunner().invoke(cli, args).output)
+    cores = json.loads(CliRunner().invoke(cli, [*args, "--cores"]).output)
+    assert plane["checks"].get("7-partition-states", 0) > 0, plane["checks"]
+    assert "7-partition-states" not in cores["checks"], cores["checks"]
+
+
 def test_a_plane_bug_needs_the_plane() -> None:
-    outcome = CliRunner().invoke(cli, ["sim", "--seed", "1", "--bug", "ack_before_commit"])
-    assert outcome.exit_code == 2 and "--plane" in outcome.output
+    outcome = CliRunner().invoke(cli, ["sim", "--cores", "--seed", "1", "--bug", "ack_before_commit"])
+    assert outcome.exit_code == 2 and "--plane is the default" in outcome.output
 
 
 @pytest.mark.sim
