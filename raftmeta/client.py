@@ -38,34 +38,36 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
 from raftmeta.addresses import parse_host_port
+from raftmeta.api import catalogue
+from raftmeta.api.catalogue import Rpc, rpc_row
 from raftmeta.limits import grpc_channel_options
 from raftmeta.logs import get_logger
-from raftmeta.rpc_errors import MUTATING_METHODS, POLICY_VIOLATION, may_have_applied, parse_error_metadata
+from raftmeta.rpc_errors import POLICY_VIOLATION, may_have_applied, parse_error_metadata
 from raftmeta.tls import TlsConfig, material, open_channel
 from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+Req_contra = TypeVar("Req_contra", bound=Message, contravariant=True)
+Resp_co = TypeVar("Resp_co", bound=Message, covariant=True)
 log = get_logger("client")
 
-# Voter changes (KIP-853) have no request id, so a retry of one that went through is refused:
-# these answers to a retry mean "already so", which the earlier attempt may have made.
-_ALREADY_DONE = {
-    "AddRaftVoter": errors_pb2.DUPLICATE_VOTER,
-    "RemoveRaftVoter": errors_pb2.VOTER_NOT_FOUND,
-}
 
-
-def _already_done(method: str, response: Any) -> bool:
-    refusal = _ALREADY_DONE.get(method)
+def _already_done(row: Rpc[Any, Any], response: Any) -> bool:
+    """Voter changes (KIP-853) have no request id, so a retry of one that went through is refused:
+    the row's ``already_done`` answer to a retry means "already so", which an earlier attempt may
+    have made."""
+    refusal = row.already_done
     return refusal is not None and getattr(response, "error_code", errors_pb2.NONE) == refusal
 
 
@@ -178,6 +180,61 @@ def is_handshake_failure(details: str) -> bool:
     return "handshake failed" in details.lower()
 
 
+class AsyncCall(Protocol[Req_contra, Resp_co]):
+    def __call__(self, request: Req_contra, *, deadline_s: float | None = None) -> Awaitable[Resp_co]: ...
+
+
+class SyncCall(Protocol[Req_contra, Resp_co]):
+    def __call__(self, request: Req_contra, *, deadline_s: float | None = None) -> Resp_co: ...
+
+
+class Unary(Generic[Req, Resp]):
+    """A typed client method for one catalogue row: ``await client.create_topics(request,
+    deadline_s=...)`` is ``client.call("CreateTopics", ...)`` with the row's types."""
+
+    def __init__(self, row: Rpc[Req, Resp]) -> None:
+        self.row = row
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> Unary[Req, Resp]: ...
+    @overload
+    def __get__(self, client: ControllerClient, owner: type[Any]) -> AsyncCall[Req, Resp]: ...
+    def __get__(self, client: ControllerClient | None, owner: type[Any]) -> Unary[Req, Resp] | AsyncCall[Req, Resp]:
+        if client is None:
+            return self
+        name = self.row.name
+
+        async def call(request: Req, *, deadline_s: float | None = None) -> Resp:
+            response: Resp = await client.call(name, request, deadline_s=deadline_s)
+            return response
+
+        return call
+
+
+class SyncUnary(Generic[Req, Resp]):
+    """The blocking twin of :class:`Unary`, for :class:`SyncControllerClient`."""
+
+    def __init__(self, row: Rpc[Req, Resp]) -> None:
+        self.row = row
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> SyncUnary[Req, Resp]: ...
+    @overload
+    def __get__(self, client: SyncControllerClient, owner: type[Any]) -> SyncCall[Req, Resp]: ...
+    def __get__(
+        self, client: SyncControllerClient | None, owner: type[Any]
+    ) -> SyncUnary[Req, Resp] | SyncCall[Req, Resp]:
+        if client is None:
+            return self
+        name = self.row.name
+
+        def call(request: Req, *, deadline_s: float | None = None) -> Resp:
+            response: Resp = client.call(name, request, deadline_s=deadline_s)
+            return response
+
+        return call
+
+
 class ControllerClient:
     """Async client. Use as ``async with ControllerClient("127.0.0.1:9093,...") as client:``.
 
@@ -232,7 +289,9 @@ class ControllerClient:
 
     async def call(self, method: str, request: Any, *, deadline_s: float | None = None) -> Any:
         """Call ``method`` with retries; return its response message."""
-        if method in MUTATING_METHODS and not request.request_id:
+        row = rpc_row(method)
+        writes_with_id = row.request_id
+        if writes_with_id and not request.request_id:
             # On a copy: the caller's message stays as it was, so sending it again (perhaps
             # changed) is a new request, not a retry the controller would refuse or answer with
             # the first one's result (ids are bound to their requests).
@@ -267,7 +326,7 @@ class ControllerClient:
                     tried = "; ".join(f"{t}: {a}" for t, a in answers.items())
                     summary = f"no node could serve it within {budget:g} s (tried {tried})"
                     code = grpc.StatusCode.DEADLINE_EXCEEDED
-                    if method in MUTATING_METHODS:
+                    if writes_with_id:
                         raise OutcomeUnknownError(
                             method, code, f"{summary}; an attempt may have reached the quorum", request.request_id
                         ) from abandoned
@@ -288,7 +347,7 @@ class ControllerClient:
                     "larger than max" in (exc.details() or "") or details.error_code == POLICY_VIOLATION
                 )
                 if code not in RETRYABLE_CODES or too_large:
-                    if method in MUTATING_METHODS and maybe_reached:
+                    if writes_with_id and maybe_reached:
                         # E.g. the node died with the call open (a full disk): CANCELLED, not a refusal.
                         answer = _answer_text(code, details.error_code, exc.details() or "")
                         raise OutcomeUnknownError(
@@ -318,11 +377,11 @@ class ControllerClient:
                     tried = "; ".join(f"{t}: {a}" for t, a in answers.items())
                     waited = "" if hint else f" within {budget:g} s"
                     summary = f"no node could serve it{waited} (tried {tried}){hint}"
-                    if method in MUTATING_METHODS and maybe_reached:
+                    if writes_with_id and maybe_reached:
                         raise OutcomeUnknownError(
                             method, code, f"{summary}; an attempt may have reached the quorum", request.request_id
                         ) from exc
-                    if method in MUTATING_METHODS:
+                    if writes_with_id:
                         summary += "; no attempt reached a node, so nothing was applied"
                     raise UnavailableError(method, code, summary, details.error_code or last_refusal) from exc
                 log.debug("retrying", method=method, target=target, code=code.name, attempt=attempt)
@@ -332,7 +391,7 @@ class ControllerClient:
                 continue
             self.last_attempts.append((target, "OK"))
             self._current = index  # stick to the node that answered
-            if maybe_reached and _already_done(method, response):
+            if maybe_reached and _already_done(row, response):
                 # A voter change carries no request id: an earlier attempt of this very call may
                 # have made the change this retry is refused for, so its outcome is unknown.
                 raise OutcomeUnknownError(
@@ -426,25 +485,21 @@ class ControllerClient:
                 return
             await asyncio.sleep(policy.probe_interval_s)
 
-    async def create_topics(
-        self, request: controller_pb2.CreateTopicsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.CreateTopicsResponse:
-        response: controller_pb2.CreateTopicsResponse = await self.call("CreateTopics", request, deadline_s=deadline_s)
-        return response
-
-    async def create_partitions(
-        self, request: controller_pb2.CreatePartitionsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.CreatePartitionsResponse:
-        response: controller_pb2.CreatePartitionsResponse = await self.call(
-            "CreatePartitions", request, deadline_s=deadline_s
-        )
-        return response
-
-    async def delete_topics(
-        self, request: controller_pb2.DeleteTopicsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.DeleteTopicsResponse:
-        response: controller_pb2.DeleteTopicsResponse = await self.call("DeleteTopics", request, deadline_s=deadline_s)
-        return response
+    # One typed method per catalogue row that takes its request as it is (raftmeta/api/catalogue.py);
+    # the reads below say what the catalogue cannot: convenience arguments, paging.
+    create_topics = Unary(catalogue.CREATE_TOPICS)
+    create_partitions = Unary(catalogue.CREATE_PARTITIONS)
+    delete_topics = Unary(catalogue.DELETE_TOPICS)
+    elect_leaders = Unary(catalogue.ELECT_LEADERS)
+    alter_partition_reassignments = Unary(catalogue.ALTER_PARTITION_REASSIGNMENTS)
+    incremental_alter_configs = Unary(catalogue.INCREMENTAL_ALTER_CONFIGS)
+    register_broker = Unary(catalogue.REGISTER_BROKER)
+    broker_heartbeat = Unary(catalogue.BROKER_HEARTBEAT)
+    unregister_broker = Unary(catalogue.UNREGISTER_BROKER)
+    alter_partition = Unary(catalogue.ALTER_PARTITION)
+    add_raft_voter = Unary(catalogue.ADD_RAFT_VOTER)
+    remove_raft_voter = Unary(catalogue.REMOVE_RAFT_VOTER)
+    update_raft_voter = Unary(catalogue.UPDATE_RAFT_VOTER)
 
     async def describe_topics(
         self,
@@ -477,58 +532,6 @@ class ControllerClient:
         page: controller_pb2.DescribeTopicsResponse = await self.call("DescribeTopics", request)
         return page
 
-    async def register_broker(
-        self, request: controller_pb2.RegisterBrokerRequest
-    ) -> controller_pb2.RegisterBrokerResponse:
-        response: controller_pb2.RegisterBrokerResponse = await self.call("RegisterBroker", request)
-        return response
-
-    async def broker_heartbeat(
-        self, request: controller_pb2.BrokerHeartbeatRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.BrokerHeartbeatResponse:
-        response: controller_pb2.BrokerHeartbeatResponse = await self.call(
-            "BrokerHeartbeat", request, deadline_s=deadline_s
-        )
-        return response
-
-    async def unregister_broker(
-        self, request: controller_pb2.UnregisterBrokerRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.UnregisterBrokerResponse:
-        response: controller_pb2.UnregisterBrokerResponse = await self.call(
-            "UnregisterBroker", request, deadline_s=deadline_s
-        )
-        return response
-
-    async def add_raft_voter(
-        self, request: controller_pb2.AddRaftVoterRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.AddRaftVoterResponse:
-        response: controller_pb2.AddRaftVoterResponse = await self.call("AddRaftVoter", request, deadline_s=deadline_s)
-        return response
-
-    async def remove_raft_voter(
-        self, request: controller_pb2.RemoveRaftVoterRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.RemoveRaftVoterResponse:
-        response: controller_pb2.RemoveRaftVoterResponse = await self.call(
-            "RemoveRaftVoter", request, deadline_s=deadline_s
-        )
-        return response
-
-    async def update_raft_voter(
-        self, request: controller_pb2.UpdateRaftVoterRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.UpdateRaftVoterResponse:
-        response: controller_pb2.UpdateRaftVoterResponse = await self.call(
-            "UpdateRaftVoter", request, deadline_s=deadline_s
-        )
-        return response
-
-    async def alter_partition(
-        self, request: controller_pb2.AlterPartitionRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.AlterPartitionResponse:
-        response: controller_pb2.AlterPartitionResponse = await self.call(
-            "AlterPartition", request, deadline_s=deadline_s
-        )
-        return response
-
     async def describe_cluster(self, *, stale: bool = False) -> controller_pb2.DescribeClusterResponse:
         response: controller_pb2.DescribeClusterResponse = await self.call(
             "DescribeCluster", controller_pb2.DescribeClusterRequest(consistency=_consistency(stale))
@@ -544,31 +547,16 @@ class ControllerClient:
         response: controller_pb2.DescribeConfigsResponse = await self.call("DescribeConfigs", request)
         return response
 
-    async def incremental_alter_configs(
-        self, request: controller_pb2.IncrementalAlterConfigsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.IncrementalAlterConfigsResponse:
-        response: controller_pb2.IncrementalAlterConfigsResponse = await self.call(
-            "IncrementalAlterConfigs", request, deadline_s=deadline_s
-        )
-        return response
-
     async def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
         response: controller_pb2.DescribeQuorumResponse = await self.call(
             "DescribeQuorum", controller_pb2.DescribeQuorumRequest()
         )
         return response
 
-    async def alter_partition_reassignments(
-        self, request: controller_pb2.AlterPartitionReassignmentsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.AlterPartitionReassignmentsResponse:
-        response: controller_pb2.AlterPartitionReassignmentsResponse = await self.call(
-            "AlterPartitionReassignments", request, deadline_s=deadline_s
-        )
-        return response
-
     async def list_partition_reassignments(
         self, request: controller_pb2.ListPartitionReassignmentsRequest | None = None
     ) -> controller_pb2.ListPartitionReassignmentsResponse:
+        """Every reassignment under way when ``request`` names none."""
         response: controller_pb2.ListPartitionReassignmentsResponse = await self.call(
             "ListPartitionReassignments", request or controller_pb2.ListPartitionReassignmentsRequest()
         )
@@ -624,20 +612,19 @@ class SyncControllerClient:
     def call(self, method: str, request: Any, *, deadline_s: float | None = None) -> Any:
         return self._run(self._client.call(method, request, deadline_s=deadline_s))
 
-    def create_topics(
-        self, request: controller_pb2.CreateTopicsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.CreateTopicsResponse:
-        return self._run(self._client.create_topics(request, deadline_s=deadline_s))
-
-    def create_partitions(
-        self, request: controller_pb2.CreatePartitionsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.CreatePartitionsResponse:
-        return self._run(self._client.create_partitions(request, deadline_s=deadline_s))
-
-    def delete_topics(
-        self, request: controller_pb2.DeleteTopicsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.DeleteTopicsResponse:
-        return self._run(self._client.delete_topics(request, deadline_s=deadline_s))
+    create_topics = SyncUnary(catalogue.CREATE_TOPICS)
+    create_partitions = SyncUnary(catalogue.CREATE_PARTITIONS)
+    delete_topics = SyncUnary(catalogue.DELETE_TOPICS)
+    elect_leaders = SyncUnary(catalogue.ELECT_LEADERS)
+    alter_partition_reassignments = SyncUnary(catalogue.ALTER_PARTITION_REASSIGNMENTS)
+    incremental_alter_configs = SyncUnary(catalogue.INCREMENTAL_ALTER_CONFIGS)
+    register_broker = SyncUnary(catalogue.REGISTER_BROKER)
+    broker_heartbeat = SyncUnary(catalogue.BROKER_HEARTBEAT)
+    unregister_broker = SyncUnary(catalogue.UNREGISTER_BROKER)
+    alter_partition = SyncUnary(catalogue.ALTER_PARTITION)
+    add_raft_voter = SyncUnary(catalogue.ADD_RAFT_VOTER)
+    remove_raft_voter = SyncUnary(catalogue.REMOVE_RAFT_VOTER)
+    update_raft_voter = SyncUnary(catalogue.UPDATE_RAFT_VOTER)
 
     def describe_topics(
         self,
@@ -653,39 +640,6 @@ class SyncControllerClient:
             )
         )
 
-    def register_broker(self, request: controller_pb2.RegisterBrokerRequest) -> controller_pb2.RegisterBrokerResponse:
-        return self._run(self._client.register_broker(request))
-
-    def broker_heartbeat(
-        self, request: controller_pb2.BrokerHeartbeatRequest
-    ) -> controller_pb2.BrokerHeartbeatResponse:
-        return self._run(self._client.broker_heartbeat(request))
-
-    def unregister_broker(
-        self, request: controller_pb2.UnregisterBrokerRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.UnregisterBrokerResponse:
-        return self._run(self._client.unregister_broker(request, deadline_s=deadline_s))
-
-    def alter_partition(
-        self, request: controller_pb2.AlterPartitionRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.AlterPartitionResponse:
-        return self._run(self._client.alter_partition(request, deadline_s=deadline_s))
-
-    def add_raft_voter(
-        self, request: controller_pb2.AddRaftVoterRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.AddRaftVoterResponse:
-        return self._run(self._client.add_raft_voter(request, deadline_s=deadline_s))
-
-    def remove_raft_voter(
-        self, request: controller_pb2.RemoveRaftVoterRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.RemoveRaftVoterResponse:
-        return self._run(self._client.remove_raft_voter(request, deadline_s=deadline_s))
-
-    def update_raft_voter(
-        self, request: controller_pb2.UpdateRaftVoterRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.UpdateRaftVoterResponse:
-        return self._run(self._client.update_raft_voter(request, deadline_s=deadline_s))
-
     def describe_cluster(self, *, stale: bool = False) -> controller_pb2.DescribeClusterResponse:
         return self._run(self._client.describe_cluster(stale=stale))
 
@@ -694,18 +648,8 @@ class SyncControllerClient:
     ) -> controller_pb2.DescribeConfigsResponse:
         return self._run(self._client.describe_configs(topics, include_defaults=include_defaults, stale=stale))
 
-    def incremental_alter_configs(
-        self, request: controller_pb2.IncrementalAlterConfigsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.IncrementalAlterConfigsResponse:
-        return self._run(self._client.incremental_alter_configs(request, deadline_s=deadline_s))
-
     def describe_quorum(self) -> controller_pb2.DescribeQuorumResponse:
         return self._run(self._client.describe_quorum())
-
-    def alter_partition_reassignments(
-        self, request: controller_pb2.AlterPartitionReassignmentsRequest, *, deadline_s: float | None = None
-    ) -> controller_pb2.AlterPartitionReassignmentsResponse:
-        return self._run(self._client.alter_partition_reassignments(request, deadline_s=deadline_s))
 
     def list_partition_reassignments(
         self, request: controller_pb2.ListPartitionReassignmentsRequest | None = None

@@ -1,6 +1,6 @@
 """Check a ControllerService request against :mod:`raftmeta.limits`, before anything else.
 
-:func:`check_controller_request` is pure: it reads the request and nothing else (no image, no
+:func:`raftmeta.api.check_controller_request` is pure: it reads the request and nothing else (no image, no
 configuration), so any node can run it before forwarding, and a request it refuses has reached
 no controller and written nothing. It answers the first limit broken, in field order, as a
 :class:`LimitViolation` whose message names the field, its size and the limit with its value, e.g.
@@ -19,7 +19,7 @@ refused here only for what fails it as a whole.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +96,7 @@ def _placement(field: str, topic: Any) -> Iterator[LimitViolation | None]:
 # count is INVALID_PARTITIONS, its replication factor INVALID_REPLICATION_FACTOR, a manual
 # assignment INVALID_REPLICA_ASSIGNMENT), and the partitions of the whole request are Kafka's
 # POLICY_VIOLATION on every topic. Failing the request here would fail the valid topics with it.
-def _create_topics(request: controller_pb2.CreateTopicsRequest) -> Iterator[LimitViolation | None]:
+def create_topics_limits(request: controller_pb2.CreateTopicsRequest) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
     for i, topic in enumerate(request.topics):
@@ -109,7 +109,7 @@ def _create_topics(request: controller_pb2.CreateTopicsRequest) -> Iterator[Limi
         yield from _placement(field, topic)
 
 
-def _create_partitions(request: controller_pb2.CreatePartitionsRequest) -> Iterator[LimitViolation | None]:
+def create_partitions_limits(request: controller_pb2.CreatePartitionsRequest) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
     for i, topic in enumerate(request.topics):
@@ -118,7 +118,7 @@ def _create_partitions(request: controller_pb2.CreatePartitionsRequest) -> Itera
         yield from _placement(field, topic)
 
 
-def _delete_topics(request: controller_pb2.DeleteTopicsRequest) -> Iterator[LimitViolation | None]:
+def delete_topics_limits(request: controller_pb2.DeleteTopicsRequest) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
     yield _too_many(
         "len(topic_names) + len(topic_ids)", len(request.topic_names) + len(request.topic_ids), "TOPICS_PER_REQUEST_MAX"
@@ -126,12 +126,12 @@ def _delete_topics(request: controller_pb2.DeleteTopicsRequest) -> Iterator[Limi
     yield from _names("topic_names", request.topic_names)
 
 
-def _describe_topics(request: controller_pb2.DescribeTopicsRequest) -> Iterator[LimitViolation | None]:
+def describe_topics_limits(request: controller_pb2.DescribeTopicsRequest) -> Iterator[LimitViolation | None]:
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
     yield from _names("topics", request.topics)
 
 
-def _register_broker(request: controller_pb2.RegisterBrokerRequest) -> Iterator[LimitViolation | None]:
+def register_broker_limits(request: controller_pb2.RegisterBrokerRequest) -> Iterator[LimitViolation | None]:
     yield _too_long("cluster_id", request.cluster_id, "CLUSTER_ID_CHARS_MAX")
     yield _too_long("rack", request.rack, "RACK_CHARS_MAX")
     yield _too_long("pool", request.pool, "POOL_CHARS_MAX")
@@ -141,15 +141,15 @@ def _register_broker(request: controller_pb2.RegisterBrokerRequest) -> Iterator[
         yield _too_long(f"endpoints[{i}].host", endpoint.host, "HOST_CHARS_MAX")
 
 
-def _broker_heartbeat(request: controller_pb2.BrokerHeartbeatRequest) -> Iterator[LimitViolation | None]:
+def broker_heartbeat_limits(request: controller_pb2.BrokerHeartbeatRequest) -> Iterator[LimitViolation | None]:
     yield _too_many("len(caught_up_replicas)", len(request.caught_up_replicas), "PARTITIONS_PER_REQUEST_MAX")
 
 
-def _unregister_broker(request: controller_pb2.UnregisterBrokerRequest) -> Iterator[LimitViolation | None]:
+def unregister_broker_limits(request: controller_pb2.UnregisterBrokerRequest) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
 
 
-def _alter_partition(request: controller_pb2.AlterPartitionRequest) -> Iterator[LimitViolation | None]:
+def alter_partition_limits(request: controller_pb2.AlterPartitionRequest) -> Iterator[LimitViolation | None]:
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
     total = 0
     for i, topic in enumerate(request.topics):
@@ -169,12 +169,12 @@ def _topic_partitions(field: str, topics: Any) -> Iterator[LimitViolation | None
     yield _too_many(f"partitions in {field}", total, "PARTITIONS_PER_REQUEST_MAX")
 
 
-def _elect_leaders(request: controller_pb2.ElectLeadersRequest) -> Iterator[LimitViolation | None]:
+def elect_leaders_limits(request: controller_pb2.ElectLeadersRequest) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
     yield from _topic_partitions("topic_partitions", request.topic_partitions)
 
 
-def _alter_reassignments(
+def alter_reassignments_limits(
     request: controller_pb2.AlterPartitionReassignmentsRequest,
 ) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
@@ -188,16 +188,18 @@ def _alter_reassignments(
     yield _too_many("partitions in the request", total, "PARTITIONS_PER_REQUEST_MAX")
 
 
-def _list_reassignments(request: controller_pb2.ListPartitionReassignmentsRequest) -> Iterator[LimitViolation | None]:
+def list_reassignments_limits(
+    request: controller_pb2.ListPartitionReassignmentsRequest,
+) -> Iterator[LimitViolation | None]:
     yield from _topic_partitions("topics", request.topics)
 
 
-def _describe_configs(request: controller_pb2.DescribeConfigsRequest) -> Iterator[LimitViolation | None]:
+def describe_configs_limits(request: controller_pb2.DescribeConfigsRequest) -> Iterator[LimitViolation | None]:
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
     yield from _names("topics", request.topics)
 
 
-def _alter_configs(request: controller_pb2.IncrementalAlterConfigsRequest) -> Iterator[LimitViolation | None]:
+def alter_configs_limits(request: controller_pb2.IncrementalAlterConfigsRequest) -> Iterator[LimitViolation | None]:
     yield from _request_id(request)
     yield _too_many("len(topics)", len(request.topics), "TOPICS_PER_REQUEST_MAX")
     for i, topic in enumerate(request.topics):
@@ -209,31 +211,12 @@ def _alter_configs(request: controller_pb2.IncrementalAlterConfigsRequest) -> It
             yield _too_long(f"{field}.ops[{j}].value", op.value, "CONFIG_VALUE_CHARS_MAX")
 
 
-_CHECKS: dict[str, Callable[[Any], Iterator[LimitViolation | None]]] = {
-    "CreateTopics": _create_topics,
-    "CreatePartitions": _create_partitions,
-    "DeleteTopics": _delete_topics,
-    "DescribeTopics": _describe_topics,
-    "RegisterBroker": _register_broker,
-    "BrokerHeartbeat": _broker_heartbeat,
-    "UnregisterBroker": _unregister_broker,
-    "AlterPartition": _alter_partition,
-    "ElectLeaders": _elect_leaders,
-    "AlterPartitionReassignments": _alter_reassignments,
-    "ListPartitionReassignments": _list_reassignments,
-    "DescribeConfigs": _describe_configs,
-    "IncrementalAlterConfigs": _alter_configs,
-}
-
-
-def check_controller_request(method: str, request: Message) -> LimitViolation | None:
-    """The first limit ``request`` breaks, or None. DescribeCluster and DescribeQuorum have no
-    fields, so only their size is checked (unknown fields count towards it)."""
+def check_size(request: Message) -> LimitViolation | None:
+    """The bound every request keeps, whatever its method (DescribeCluster and DescribeQuorum have
+    no fields, so only their size is checked; unknown fields count towards it)."""
     size = request.ByteSize()
-    violation = _too_many(f"{type(request).__name__} size in bytes", size, "CONTROLLER_REQUEST_BYTES_MAX")
-    if violation is not None:
-        return violation
-    check = _CHECKS.get(method)
-    if check is None:
-        return None
-    return next((v for v in check(request) if v is not None), None)
+    return _too_many(f"{type(request).__name__} size in bytes", size, "CONTROLLER_REQUEST_BYTES_MAX")
+
+
+def first_violation(checks: Iterator[LimitViolation | None]) -> LimitViolation | None:
+    return next((v for v in checks if v is not None), None)

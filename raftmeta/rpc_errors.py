@@ -63,22 +63,6 @@ def parse_error_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> 
     return ErrorDetails(code, leader)
 
 
-# Calls that change metadata and carry a request id: a retry with the same id is answered with the
-# first attempt's result, so they are retried safely and an unknown outcome can be resolved.
-MUTATING_METHODS = frozenset(
-    {
-        "CreateTopics",
-        "CreatePartitions",
-        "DeleteTopics",
-        "ElectLeaders",
-        "AlterPartitionReassignments",
-        "IncrementalAlterConfigs",
-        "UnregisterBroker",
-    }
-)
-# Voter changes (KIP-853) change the quorum but carry no request id.
-VOTER_CHANGE_METHODS = frozenset({"AddRaftVoter", "RemoveRaftVoter"})
-
 # What gRPC says when a call never left this process: the address did not resolve or the TCP
 # connection failed (wait_for_ready is off, so a call does not wait for a connection).
 _NOT_SENT = (

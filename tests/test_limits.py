@@ -18,7 +18,7 @@ from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.controller.names import MAX_NAME_LENGTH
 from raftmeta.records.codec import encode_batch
-from raftmeta.request_limits import check_controller_request
+from raftmeta.api import check_controller_request
 from raftmeta.v1 import controller_pb2 as pb
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

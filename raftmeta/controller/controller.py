@@ -60,6 +60,7 @@ from typing import Any, NamedTuple
 from google.protobuf.message import Message
 
 from placement.rng import RandomSource
+from raftmeta.api.catalogue import RPCS, Served
 from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
 from raftmeta.controller.changes import AUTO_LEADER_REBALANCE, BROKER_SESSION_EXPIRED, LEADERLESS_ELECTED
 from raftmeta.controller.delta import ImageBuilder
@@ -102,109 +103,29 @@ class Method:
     mutating: bool
 
 
-METHODS: dict[str, Method] = {
-    m.name: m
-    for m in (
-        Method(
-            "CreateTopics",
-            topics.create_topics,
-            controller_pb2.CreateTopicsRequest,
-            controller_pb2.CreateTopicsResponse,
-            True,
-        ),
-        Method(
-            "CreatePartitions",
-            topics.create_partitions,
-            controller_pb2.CreatePartitionsRequest,
-            controller_pb2.CreatePartitionsResponse,
-            True,
-        ),
-        Method(
-            "DeleteTopics",
-            topics.delete_topics,
-            controller_pb2.DeleteTopicsRequest,
-            controller_pb2.DeleteTopicsResponse,
-            True,
-        ),
-        Method(
-            "ElectLeaders",
-            topics.elect_leaders,
-            controller_pb2.ElectLeadersRequest,
-            controller_pb2.ElectLeadersResponse,
-            True,
-        ),
-        Method(
-            "AlterPartitionReassignments",
-            reassign.alter_partition_reassignments,
-            controller_pb2.AlterPartitionReassignmentsRequest,
-            controller_pb2.AlterPartitionReassignmentsResponse,
-            True,
-        ),
-        Method(
-            "RegisterBroker",
-            brokers.register_broker,
-            controller_pb2.RegisterBrokerRequest,
-            controller_pb2.RegisterBrokerResponse,
-            True,
-        ),
-        Method(
-            "BrokerHeartbeat",
-            brokers.broker_heartbeat,
-            controller_pb2.BrokerHeartbeatRequest,
-            controller_pb2.BrokerHeartbeatResponse,
-            True,
-        ),
-        Method(
-            "UnregisterBroker",
-            brokers.unregister_broker,
-            controller_pb2.UnregisterBrokerRequest,
-            controller_pb2.UnregisterBrokerResponse,
-            True,
-        ),
-        Method(
-            "AlterPartition",
-            isr.alter_partition,
-            controller_pb2.AlterPartitionRequest,
-            controller_pb2.AlterPartitionResponse,
-            True,
-        ),
-        Method(
-            "DescribeTopics",
-            topics.describe_topics,
-            controller_pb2.DescribeTopicsRequest,
-            controller_pb2.DescribeTopicsResponse,
-            False,
-        ),
-        Method(
-            "ListPartitionReassignments",
-            reassign.list_partition_reassignments,
-            controller_pb2.ListPartitionReassignmentsRequest,
-            controller_pb2.ListPartitionReassignmentsResponse,
-            False,
-        ),
-        Method(
-            "DescribeCluster",
-            brokers.describe_cluster,
-            controller_pb2.DescribeClusterRequest,
-            controller_pb2.DescribeClusterResponse,
-            False,
-        ),
-        Method(
-            "DescribeConfigs",
-            topic_configs.describe_configs,
-            controller_pb2.DescribeConfigsRequest,
-            controller_pb2.DescribeConfigsResponse,
-            False,
-        ),
-        Method(
-            "IncrementalAlterConfigs",
-            topic_configs.incremental_alter_configs,
-            controller_pb2.IncrementalAlterConfigsRequest,
-            controller_pb2.IncrementalAlterConfigsResponse,
-            True,
-        ),
-    )
+# The handler of each RPC the controller serves; every other fact is its catalogue row.
+HANDLERS: dict[str, Handler] = {
+    "CreateTopics": topics.create_topics,
+    "CreatePartitions": topics.create_partitions,
+    "DeleteTopics": topics.delete_topics,
+    "ElectLeaders": topics.elect_leaders,
+    "AlterPartitionReassignments": reassign.alter_partition_reassignments,
+    "RegisterBroker": brokers.register_broker,
+    "BrokerHeartbeat": brokers.broker_heartbeat,
+    "UnregisterBroker": brokers.unregister_broker,
+    "AlterPartition": isr.alter_partition,
+    "DescribeTopics": topics.describe_topics,
+    "ListPartitionReassignments": reassign.list_partition_reassignments,
+    "DescribeCluster": brokers.describe_cluster,
+    "DescribeConfigs": topic_configs.describe_configs,
+    "IncrementalAlterConfigs": topic_configs.incremental_alter_configs,
 }
+METHODS: dict[str, Method] = {
+    row.name: Method(row.name, HANDLERS[row.name], row.request_type, row.response_type, row.mutating)
+    for row in RPCS.values()
+    if row.served is Served.CONTROLLER
+}
+assert set(HANDLERS) == set(METHODS), "a handler without a catalogue row served by the controller"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
-from raftmeta.rpc_errors import MUTATING_METHODS, VOTER_CHANGE_METHODS, may_have_applied, parse_error_metadata
+from raftmeta.api import rpc_row
+from raftmeta.rpc_errors import may_have_applied, parse_error_metadata
 from raftmeta.server.services import AdminCallError
 from raftmeta.v1 import errors_pb2
 
@@ -99,11 +100,11 @@ async def call(ctx: ApiContext, method: str, request: Message, timeout_s: float 
     ``timeout_s``: the gRPC client does this for its callers, but Kafka clients such as librdkafka
     hand NOT_CONTROLLER to the application. The id makes the retry safe: if the first attempt was
     committed after all, the controller answers it again instead of applying it twice."""
-    if "request_id" in request.DESCRIPTOR.fields_by_name and not getattr(request, "request_id"):  # noqa: B009
+    if rpc_row(method).request_id and not getattr(request, "request_id"):  # noqa: B009
         setattr(request, "request_id", ctx.new_request_id())  # noqa: B010
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (ctx.default_timeout_s if timeout_s is None else timeout_s)
-    writes = method in MUTATING_METHODS or method in VOTER_CHANGE_METHODS
+    writes = rpc_row(method).mutating
     maybe_applied = False
     for attempt in itertools.count():
         try:

@@ -34,7 +34,7 @@ HANDLERS: Final[dict[int, Handler]] = {
     80: voters.add_raft_voter,
     81: voters.remove_raft_voter,
 }
-assert set(HANDLERS) == set(SUPPORTED), "every advertised api needs a handler"
+assert set(HANDLERS) == set(SUPPORTED), "every Kafka API of the catalogue (KAFKA_APIS) needs a handler"
 
 
 async def handle(ctx: ApiContext, request: Request) -> bytes:

@@ -8,25 +8,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from raftmeta.api.catalogue import KAFKA_APIS
+
 API_VERSIONS_KEY: Final = 18
 
-# api key → (min version, max version)
+# api key → (min version, max version): the catalogue's (raftmeta/api/catalogue.py, KAFKA_APIS).
 SUPPORTED: Final[dict[int, tuple[int, int]]] = {
-    3: (0, 12),  # Metadata
-    18: (0, 4),  # ApiVersions
-    19: (2, 7),  # CreateTopics
-    20: (1, 6),  # DeleteTopics
-    32: (1, 4),  # DescribeConfigs
-    33: (0, 2),  # AlterConfigs (legacy: replaces a resource's configs)
-    35: (1, 5),  # DescribeLogDirs
-    37: (0, 3),  # CreatePartitions
-    43: (0, 2),  # ElectLeaders
-    44: (0, 1),  # IncrementalAlterConfigs
-    45: (0, 0),  # AlterPartitionReassignments
-    46: (0, 0),  # ListPartitionReassignments
-    55: (0, 2),  # DescribeQuorum
-    60: (0, 2),  # DescribeCluster
-    75: (0, 0),  # DescribeTopicPartitions
-    80: (0, 0),  # AddRaftVoter
-    81: (0, 0),  # RemoveRaftVoter
+    key: (api.min_version, api.max_version) for key, api in KAFKA_APIS.items()
 }

@@ -25,9 +25,9 @@ from raftmeta.logs import get_logger, quiet_undelivered_replies
 from raftmeta.metrics.grpc import instrument
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.node import Node
-from raftmeta.server.services import ControllerServicer, RaftServicer
+from raftmeta.server.services import ControllerServicer, RaftServicer, add_controller_service
 from raftmeta.tls import TlsConfig, add_port, material, node_common_name
-from raftmeta.v1 import controller_pb2, controller_pb2_grpc, raft_pb2, raft_pb2_grpc
+from raftmeta.v1 import controller_pb2, raft_pb2, raft_pb2_grpc
 
 T = TypeVar("T")
 # ``asyncio`` forces the standard event loop (for A/B measurements); anything else uses uvloop
@@ -85,9 +85,7 @@ async def _listener(
         raft = instrument(RaftServicer(node), raft_pb2.DESCRIPTOR.services_by_name["RaftService"], grpc_metrics)
         raft_pb2_grpc.add_RaftServiceServicer_to_server(raft, server)
     controller_service = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"]
-    controller_pb2_grpc.add_ControllerServiceServicer_to_server(
-        instrument(controller, controller_service, grpc_metrics), server
-    )
+    add_controller_service(instrument(controller, controller_service, grpc_metrics), server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection((*services, *SERVICE_NAMES[2:]), server)

@@ -4,7 +4,7 @@ forwarded to it from any other node (seed 004).
 Both check a call before anything else. RaftService: :func:`raftmeta.server.guards.check_raft_call`
 (identity, cluster id, voter set, field sanity); a refused call is aborted with its status and
 ``raftmeta-error-code``, logged (rate-limited) and never reaches the core. ControllerService:
-:func:`raftmeta.request_limits.check_controller_request` on the first node a client reaches, before
+:func:`raftmeta.api.check_controller_request` on the first node a client reaches, before
 forwarding, so a request over a limit is refused there and nothing is written.
 
 Forwarding is one hop: a forwarded call carries ``raftmeta-forwarded`` metadata, and a node that
@@ -17,18 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from raftmeta.controller.controller import METHODS
+from raftmeta.api import RPCS, Served, check_controller_request
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.quorum import is_stale_read
 from raftmeta.logs import get_logger
-from raftmeta.request_limits import check_controller_request
 from raftmeta.rpc_errors import INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED, error_metadata
 from raftmeta.server.guards import Membership, RejectionLogLimiter, check_raft_call, claimed_id, common_names
 from raftmeta.server.node import Node, OverloadedError
@@ -151,7 +150,10 @@ class RaftServicer(raft_pb2_grpc.RaftServiceServicer):
         yield response
 
 
-class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
+class ControllerServicer:
+    """ControllerService: one method per catalogue row (set below the class), each served by
+    :meth:`call`; register it with :func:`add_controller_service`."""
+
     def __init__(self, node: Node) -> None:
         self.node = node
         self._stubs: dict[int, controller_pb2_grpc.ControllerServiceStub] = {}
@@ -196,7 +198,7 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
         while True:
             if node.is_leader or stale:
                 try:
-                    if method == "DescribeQuorum":
+                    if RPCS[method].served is Served.NODE:
                         return node.describe_quorum()
                     future = node.submit_admin(method, request)
                     return await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
@@ -290,65 +292,33 @@ class ControllerServicer(controller_pb2_grpc.ControllerServiceServicer):
                 tuple((k, v) for k, v in trailing if isinstance(v, str)),
             ) from exc
 
-    async def CreateTopics(self, request: controller_pb2.CreateTopicsRequest, context: Context) -> Any:
-        return await self._serve("CreateTopics", request, context)
 
-    async def CreatePartitions(self, request: controller_pb2.CreatePartitionsRequest, context: Context) -> Any:
-        return await self._serve("CreatePartitions", request, context)
+def _serving(method: str) -> Callable[[ControllerServicer, Message, Context], Coroutine[Any, Any, Any]]:
+    async def serve(self: ControllerServicer, request: Message, context: Context) -> Any:
+        return await self._serve(method, request, context)
 
-    async def DeleteTopics(self, request: controller_pb2.DeleteTopicsRequest, context: Context) -> Any:
-        return await self._serve("DeleteTopics", request, context)
+    serve.__name__ = serve.__qualname__ = method
+    return serve
 
-    async def ElectLeaders(self, request: controller_pb2.ElectLeadersRequest, context: Context) -> Any:
-        return await self._serve("ElectLeaders", request, context)
 
-    async def AlterPartitionReassignments(
-        self, request: controller_pb2.AlterPartitionReassignmentsRequest, context: Context
-    ) -> Any:
-        return await self._serve("AlterPartitionReassignments", request, context)
+# One servicer method per catalogue row (raftmeta/api/catalogue.py): each serves and forwards alike.
+for _name in RPCS:
+    setattr(ControllerServicer, _name, _serving(_name))
 
-    async def ListPartitionReassignments(
-        self, request: controller_pb2.ListPartitionReassignmentsRequest, context: Context
-    ) -> Any:
-        return await self._serve("ListPartitionReassignments", request, context)
 
-    async def DescribeTopics(self, request: controller_pb2.DescribeTopicsRequest, context: Context) -> Any:
-        return await self._serve("DescribeTopics", request, context)
-
-    async def RegisterBroker(self, request: controller_pb2.RegisterBrokerRequest, context: Context) -> Any:
-        return await self._serve("RegisterBroker", request, context)
-
-    async def BrokerHeartbeat(self, request: controller_pb2.BrokerHeartbeatRequest, context: Context) -> Any:
-        return await self._serve("BrokerHeartbeat", request, context)
-
-    async def UnregisterBroker(self, request: controller_pb2.UnregisterBrokerRequest, context: Context) -> Any:
-        return await self._serve("UnregisterBroker", request, context)
-
-    async def AlterPartition(self, request: controller_pb2.AlterPartitionRequest, context: Context) -> Any:
-        return await self._serve("AlterPartition", request, context)
-
-    async def DescribeCluster(self, request: controller_pb2.DescribeClusterRequest, context: Context) -> Any:
-        return await self._serve("DescribeCluster", request, context)
-
-    async def DescribeQuorum(self, request: controller_pb2.DescribeQuorumRequest, context: Context) -> Any:
-        return await self._serve("DescribeQuorum", request, context)
-
-    async def DescribeConfigs(self, request: controller_pb2.DescribeConfigsRequest, context: Context) -> Any:
-        return await self._serve("DescribeConfigs", request, context)
-
-    async def IncrementalAlterConfigs(
-        self, request: controller_pb2.IncrementalAlterConfigsRequest, context: Context
-    ) -> Any:
-        return await self._serve("IncrementalAlterConfigs", request, context)
-
-    async def AddRaftVoter(self, request: controller_pb2.AddRaftVoterRequest, context: Context) -> Any:
-        return await self._serve("AddRaftVoter", request, context)
-
-    async def RemoveRaftVoter(self, request: controller_pb2.RemoveRaftVoterRequest, context: Context) -> Any:
-        return await self._serve("RemoveRaftVoter", request, context)
-
-    async def UpdateRaftVoter(self, request: controller_pb2.UpdateRaftVoterRequest, context: Context) -> Any:
-        return await self._serve("UpdateRaftVoter", request, context)
+def add_controller_service(servicer: object, server: grpc.aio.Server) -> None:
+    """Register ``servicer`` (a ControllerServicer, or a stand-in with its methods) as
+    ControllerService on ``server``: a unary method per catalogue row, with the row's types."""
+    handlers = {
+        row.name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, row.name),
+            request_deserializer=row.request_type.FromString,
+            response_serializer=row.response_type.SerializeToString,
+        )
+        for row in RPCS.values()
+    }
+    service = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
 
 
 def _drop_outcome(future: asyncio.Future[Any]) -> None:
@@ -357,14 +327,7 @@ def _drop_outcome(future: asyncio.Future[Any]) -> None:
 
 
 def safe_to_send_again(method: str, request: Message) -> bool:
-    """Whether a call whose first attempt may have reached a leader can be sent to the next one:
-    a read, a write with a request id (the controller answers its retry with the first result),
-    or a broker's registration or heartbeat (idempotent by their epochs and incarnations)."""
-    if method == "DescribeQuorum":
-        return True
-    spec = METHODS.get(method)
-    if spec is None:
-        return False  # a voter change: its retry would be refused (DUPLICATE_VOTER, VOTER_NOT_FOUND)
-    if not spec.mutating or method in ("RegisterBroker", "BrokerHeartbeat"):
-        return True
-    return bool(getattr(request, "request_id", ""))
+    """Whether a call whose first attempt may have reached a leader can be sent to the next one
+    (the catalogue row's retry safety, raftmeta/api/catalogue.py)."""
+    row = RPCS.get(method)
+    return row is not None and row.safe_to_send_again(request)

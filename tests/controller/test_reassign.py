@@ -22,7 +22,7 @@ from raftmeta.controller import (
 )
 from raftmeta.controller import brokers as broker_handlers
 from raftmeta.controller import topics as topic_handlers
-from raftmeta.request_limits import check_controller_request
+from raftmeta.api import check_controller_request
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 from tests.controller.helpers import Context, CounterIds, incarnation
 

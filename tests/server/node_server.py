@@ -18,8 +18,8 @@ from raftmeta.limits import grpc_server_options
 from raftmeta.raft import Role
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.node import Node
-from raftmeta.server.services import ControllerServicer, RaftServicer
-from raftmeta.v1 import controller_pb2_grpc, raft_pb2_grpc
+from raftmeta.server.services import ControllerServicer, RaftServicer, add_controller_service
+from raftmeta.v1 import raft_pb2_grpc
 
 T = TypeVar("T")
 # Nothing listens on port 1: the voters named there never answer.
@@ -61,7 +61,7 @@ class NodeServer:
         self.controller = ControllerServicer(self.node)
         self.server = grpc.aio.server(options=grpc_server_options())
         raft_pb2_grpc.add_RaftServiceServicer_to_server(RaftServicer(self.node), self.server)
-        controller_pb2_grpc.add_ControllerServiceServicer_to_server(self.controller, self.server)
+        add_controller_service(self.controller, self.server)
         port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
         self.runner = asyncio.create_task(self.node.run())
