@@ -1,6 +1,6 @@
 """Check a ControllerService request against :mod:`raftmeta.limits`, before anything else.
 
-:func:`raftmeta.api.check_controller_request` is pure: it reads the request and nothing else (no image, no
+:func:`raftmeta.api.catalogue.check_controller_request` is pure: it reads the request and nothing else (no image, no
 configuration), so any node can run it before forwarding, and a request it refuses has reached
 no controller and written nothing. It answers the first limit broken, in field order, as a
 :class:`LimitViolation` whose message names the field, its size and the limit with its value, e.g.

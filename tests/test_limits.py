@@ -14,11 +14,11 @@ from google.protobuf.message import Message
 
 from placement.rng import JavaRandom
 from raftmeta import limits
+from raftmeta.api.catalogue import check_controller_request
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.controller.names import MAX_NAME_LENGTH
 from raftmeta.records.codec import encode_batch
-from raftmeta.api import check_controller_request
 from raftmeta.v1 import controller_pb2 as pb
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

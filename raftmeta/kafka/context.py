@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
-from raftmeta.api import rpc_row
+from raftmeta.api.catalogue import rpc_row
 from raftmeta.rpc_errors import may_have_applied, parse_error_metadata
 from raftmeta.server.services import AdminCallError
 from raftmeta.v1 import errors_pb2

@@ -4,7 +4,7 @@ forwarded to it from any other node (seed 004).
 Both check a call before anything else. RaftService: :func:`raftmeta.server.guards.check_raft_call`
 (identity, cluster id, voter set, field sanity); a refused call is aborted with its status and
 ``raftmeta-error-code``, logged (rate-limited) and never reaches the core. ControllerService:
-:func:`raftmeta.api.check_controller_request` on the first node a client reaches, before
+:func:`raftmeta.api.catalogue.check_controller_request` on the first node a client reaches, before
 forwarding, so a request over a limit is refused there and nothing is written.
 
 Forwarding is one hop: a forwarded call carries ``raftmeta-forwarded`` metadata, and a node that
@@ -24,7 +24,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from raftmeta.api import RPCS, Served, check_controller_request
+from raftmeta.api.catalogue import RPCS, Served, check_controller_request
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.quorum import is_stale_read
 from raftmeta.logs import get_logger

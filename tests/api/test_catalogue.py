@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from raftmeta.api import KAFKA_APIS, RPCS, Retry, Served, check_controller_request, kafka_rpcs, rpc_row
+from raftmeta.api.catalogue import KAFKA_APIS, RPCS, Retry, Served, check_controller_request, kafka_rpcs, rpc_row
 from raftmeta.client import ControllerClient, SyncControllerClient, SyncUnary, Unary
 from raftmeta.controller.controller import HANDLERS, METHODS
 from raftmeta.kafka.dispatch import HANDLERS as KAFKA_HANDLERS

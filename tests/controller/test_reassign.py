@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftmeta import limits
+from raftmeta.api.catalogue import check_controller_request
 from raftmeta.controller import (
     Controller,
     ControllerConfig,
@@ -22,7 +23,6 @@ from raftmeta.controller import (
 )
 from raftmeta.controller import brokers as broker_handlers
 from raftmeta.controller import topics as topic_handlers
-from raftmeta.api import check_controller_request
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 from tests.controller.helpers import Context, CounterIds, incarnation
 
