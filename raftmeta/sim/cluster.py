@@ -320,7 +320,7 @@ class Simulation:
         node.pending.clear()
         # The state machine restarts from the snapshot.
         if disk.snapshot is not None:
-            node.applied = [e.data for e in self.checker.on_commit_snapshot(node.node_id, disk.snapshot.data)]
+            node.applied = self._snapshot_committed(node, disk.snapshot)
             node.applied_offset = disk.snapshot.end_offset
         else:
             node.applied = []
@@ -545,7 +545,7 @@ class Simulation:
             node.disk.trim(image, image.end_offset)
         else:
             node.disk.install(image)
-        node.applied = [e.data for e in self.checker.on_commit_snapshot(node_id, image.data)]
+        node.applied = self._snapshot_committed(node, image)
         node.applied_offset = image.end_offset
         self._on_install(node, image)
         core.on_snapshot_installed(node.clock(self.now), image)
@@ -672,6 +672,11 @@ class Simulation:
             if node.snapshot_batches >= every:
                 node.snapshot_batches = 0
                 self._take_snapshot(node, core)
+
+    def _snapshot_committed(self, node: SimNode, image: SnapshotImage) -> list[bytes]:
+        """A node's state machine starts from ``image``: the batches it holds (this simulator's
+        snapshots are the committed batches below their end), checked as committed ones."""
+        return [e.data for e in self.checker.on_commit_snapshot(node.node_id, image.data)]
 
     def _take_snapshot(self, node: SimNode, core: RaftCore) -> None:
         end = node.applied_offset

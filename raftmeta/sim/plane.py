@@ -49,12 +49,14 @@ from placement import JavaRandom
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError, RequestError
 from raftmeta.controller.image import MetadataImage
-from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig
+from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig, SnapshotDue
+from raftmeta.controller.snapshot import SnapshotEncoder
 from raftmeta.health import classify
 from raftmeta.partition_leader import BrokerLiveness, PartitionState, alter_partition_requests, isr_changes
 from raftmeta.raft import CommittedTruncationError, Entry, Envelope, Faults, RaftCore, Ready, Role, SnapshotImage
 from raftmeta.records.codec import iter_batches
 from raftmeta.records.decode import decode_records
+from raftmeta.records.snapshot_batches import snapshot_batches
 from raftmeta.sim.checker import InvariantViolation
 from raftmeta.sim.client_history import ClientHistory, HistoryFailure
 from raftmeta.sim.cluster import CUSTOM, PROPOSE, RunResult, SimNode, Simulation
@@ -113,6 +115,9 @@ BROKER_CUT_OFF_RATE = 0.004
 REUSE_SHARE = 0.1  # of the contended operations
 UNCLEAN_EVERY = 4
 UNCLEAN = "unclean.leader.election.enable"
+# Records per committed batch, roughly, in the plane's mix (heartbeats, creates, ISR changes): the
+# snapshot interval in records that matches a seed's snapshot_every_batches.
+SNAPSHOT_RECORDS_PER_BATCH = 4
 
 
 @dataclass(slots=True)
@@ -181,6 +186,7 @@ class PlaneSimulation(Simulation):
         self.stale_partition_epoch = "stale_partition_epoch" in plane_bugs
         self.rule_bugs = frozenset(plane_bugs & set(RULE_BUGS))  # planted for the length of run()
         self.qcs: dict[int, QuorumController] = {}
+        self.snapshot_encoders: dict[int, SnapshotEncoder] = {}
         # The controller's rules, checked on every committed record and answer (raftmeta.sim.oracle).
         self.oracle = RuleOracle()
         self.calls: dict[str, Call] = {}  # owner -> its outstanding call
@@ -267,11 +273,43 @@ class PlaneSimulation(Simulation):
             node.core,
             self._replay(node.node_id, lambda: self._make_controller(records, start - 1)),
             self._make_controller,
-            # The simulator takes the snapshots (the base simulation's policy).
+            # Snapshots as the node takes them: when the QuorumController's policy says, encoded
+            # by the node's encoder (_write_snapshot).
             config=QuorumControllerConfig(
-                snapshot_interval_records=1 << 40, unsafe_ack_before_commit=self.ack_before_commit
+                snapshot_interval_records=_snapshot_interval_records(self.params),
+                unsafe_ack_before_commit=self.ack_before_commit,
             ),
         )
+        # One encoder per process, as the node's SnapshotWriter: it re-encodes only topics changed
+        # since the last snapshot.
+        self.snapshot_encoders[node.node_id] = SnapshotEncoder()
+
+    def _take_snapshot(self, node: SimNode, core: RaftCore) -> None:
+        """Not the base simulation's policy: the QuorumController's (see _write_snapshot)."""
+
+    def _snapshot_committed(self, node: SimNode, image: SnapshotImage) -> list[bytes]:
+        """The plane's snapshots hold the image's records, not the log's batches: replay checks
+        them (invariant 7) as the node loads them, and the end of the run checks the images."""
+        return []
+
+    def _write_snapshot(self, qc: QuorumController, due: SnapshotDue) -> None:
+        """Take the snapshot the QuorumController's policy asks for, as the node's SnapshotWriter
+        does (at once here: the simulated disk has no snapshot thread): the node's encoder, the
+        snapshot batches the node's storage writes, then ``on_snapshot_created``."""
+        node = self.nodes[qc.core.node_id]
+        now = node.clock(self.now)
+        records = self.snapshot_encoders[node.node_id].stream(due.image, due.created)
+        data = b"".join(
+            snapshot_batches(
+                due.epoch, records, last_contained_log_timestamp_ms=now, append_timestamp_ms=now, voters=due.voters
+            )
+        )
+        count = sum(b.header.record_count for b in iter_batches(data) if not b.header.is_control)
+        image = SnapshotImage(due.end_offset, due.epoch, data)
+        qc.on_snapshot_created(now, image, count)
+        node.disk.trim(image, qc.core.log.start_offset)
+        self.result.snapshots_taken += 1
+        self._trace(f"n{node.node_id} snapshot end={due.end_offset} records={count}")
 
     def _poll(self, node: SimNode, core: RaftCore) -> int:
         return self.qcs[node.node_id].poll(node.clock(self.now))
@@ -336,7 +374,9 @@ class PlaneSimulation(Simulation):
                     # Logged when its batch committed, commit_ms after the controller decided it.
                     decided = self.now - fields["commit_ms"]
                     self._check_session_fence(node_id, fields["epoch"], fields["broker_id"], decided)
-        qc.take_snapshot_due()
+        due = qc.take_snapshot_due()
+        if due is not None:
+            self._write_snapshot(qc, due)
         self.oracle.raise_pending()
         for answer in qc.take_answers():
             call = self.by_key.pop(answer.key, None)
@@ -966,6 +1006,13 @@ def _unhealthy(image: MetadataImage) -> list[str]:
     return unhealthy
 
 
+def _snapshot_interval_records(params: SimParams) -> int:
+    """The QuorumController's snapshot interval for a seed: about as often as the base
+    simulation's ``snapshot_every_batches`` (never when 0)."""
+    every = params.snapshot_every_batches
+    return every * SNAPSHOT_RECORDS_PER_BATCH if every else 1 << 40
+
+
 def _records(data: bytes) -> list[records_pb2.MetadataRecord]:
-    """The records of a simulated snapshot (the committed batches below its end, concatenated)."""
+    """The records of a snapshot (its batches: header, voters, the image's records, footer)."""
     return [record for batch in iter_batches(data) for record in decode_records(batch.data)]

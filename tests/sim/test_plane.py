@@ -11,9 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
-from raftmeta.sim import FAULT_KINDS, Simulation, run_seeds
+from raftmeta.controller.quorum import QuorumController, SnapshotDue
+from raftmeta.raft import SnapshotImage
+from raftmeta.sim import FAULT_KINDS, Simulation, draw_params, run_seeds
 from raftmeta.sim.oracle import RuleOracle
+from raftmeta.sim.plane import PlaneSimulation
 from raftmeta.sim.runner import Summary
+from raftmeta.storage.snapshot import SnapshotId, decode_snapshot
 
 ALL = frozenset(FAULT_KINDS)
 PLANE_SEEDS = 100
@@ -72,6 +76,34 @@ def test_answering_a_write_before_it_commits_is_caught() -> None:
     assert violation["seed"] < 20
     assert violation["invariant"] in ("9-linearizable-reads", "6-acknowledged-creates")
     assert "--plane" in violation["command"]
+
+
+def test_snapshots_are_the_nodes_own_taken_by_its_policy_and_installed_by_followers() -> None:
+    """The plane's nodes snapshot when the QuorumController's policy says, through the node's
+    encoder: the bytes are a snapshot file the node's storage accepts, and a follower that fell
+    behind installs one (FetchSnapshot) and carries on from its image."""
+    taken: list[SnapshotImage] = []
+    write = PlaneSimulation._write_snapshot
+
+    def recorded(self: PlaneSimulation, qc: QuorumController, due: SnapshotDue) -> None:
+        write(self, qc, due)
+        snapshot = qc.core.snapshot
+        assert snapshot is not None and snapshot.end_offset == due.end_offset
+        taken.append(snapshot)
+
+    installed = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PlaneSimulation, "_write_snapshot", recorded)
+        for seed in range(20):
+            result = PlaneSimulation(draw_params(seed, voters=3, allowed_faults=ALL)).run(STEPS)
+            assert result.violation is None, (seed, result.violation)
+            installed += result.snapshots_installed
+            if installed and taken:
+                break
+    assert taken and installed, (len(taken), installed)
+    for image in taken[:5]:
+        snapshot = decode_snapshot(Path("sim"), image.data, SnapshotId(image.end_offset, image.epoch))
+        assert snapshot.records, "a snapshot of an image with brokers and topics holds records"
 
 
 def test_the_whole_plane_is_the_default_and_the_cores_alone_a_flag() -> None:
