@@ -23,6 +23,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import strategies as st
 
+from raftmeta.api.catalogue import RPCS
 from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.fuzz.protobuf import (
     DEFAULT_BOUNDS,
@@ -35,14 +36,9 @@ from raftmeta.fuzz.protobuf import (
 )
 from raftmeta.v1 import controller_pb2
 
-SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"]
-# Every ControllerService method: name -> (request class, response class).
+# Every ControllerService method: name -> (request class, response class), from the catalogue.
 METHODS: dict[str, tuple[type[Message], type[Message]]] = {
-    m.name: (
-        getattr(controller_pb2, m.input_type.name),
-        getattr(controller_pb2, m.output_type.name),
-    )
-    for m in SERVICE.methods
+    name: (row.request_type, row.response_type) for name, row in RPCS.items()
 }
 # Largest partition count a generated request asks for: a run creates many topics, and the
 # controller's own bound (10 000 per topic and per request) would let one example cost seconds.
