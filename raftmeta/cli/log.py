@@ -1,6 +1,7 @@
 """``raftmeta log dump``: every batch and record of a node's log or of a snapshot, decoded
 field by field (like ``kafka-dump-log --cluster-metadata-decoder``); ``raftmeta log repair``:
-truncate a stopped node's log where recovery refused to.
+truncate a stopped node's log where recovery refused to; ``raftmeta log export --format kafka``:
+the log and snapshots as a Kafka ``__cluster_metadata-0`` directory (raftmeta/storage/kafka_export.py).
 
 ``dump`` is read-only: it never repairs anything. Damage is printed where it is found (file,
 byte position, offset, reason) and the dump goes on; the exit code is then 1 (a torn tail of
@@ -34,12 +35,14 @@ from raftmeta.cli.log_kafka import (
 )
 from raftmeta.ids import UUID_BYTES, uuid_to_str
 from raftmeta.records.decode import NotARecordError, parse_record
+from raftmeta.records.kafka.mapping import UnmappableRecordError, from_kafka_value
 from raftmeta.records.kafka.schemas import SNAPSHOT_FOOTER, SNAPSHOT_HEADER
 from raftmeta.records.log_format import LogFormat, UnknownLogFormatError
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError, StorageError
 from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
 from raftmeta.storage.inspect import BatchEntry, Corruption, segment_files, walk_file, walk_log_dir
+from raftmeta.storage.kafka_export import ExportError, export_kafka
 from raftmeta.storage.log import TruncationPlan, apply_truncation, log_gap, plan_truncation
 from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
@@ -329,8 +332,27 @@ def _entry_document(entry: BatchEntry | KafkaBatchEntry | Corruption, with_recor
     if isinstance(entry, BatchEntry):
         return "batch", batch_document(entry, with_records)
     if isinstance(entry, KafkaBatchEntry):
-        return "batch", kafka_batch_document(entry, with_records)
+        doc = kafka_batch_document(entry, with_records)
+        if "records" in doc:
+            _add_raftmeta_views(doc["records"], entry)
+        return "batch", doc
     return "corruption", corruption_document(entry)
+
+
+def _add_raftmeta_views(documents: list[dict[str, Any]], entry: KafkaBatchEntry) -> None:
+    """Each record's ``raftmeta`` view (JSON only): the raftmeta record it maps to
+    (raftmeta/records/kafka/mapping.py), shown as a raftmeta log's dump shows it, so an exported
+    log's dump can be read against the native one record for record. A Kafka record raftmeta
+    has no record for (a feature level, an ACL ...) has none."""
+    batch = entry.found.batch
+    for document, stored in zip(documents, batch.records, strict=True):
+        try:
+            record = from_kafka_value(batch.is_control, stored.key, stored.value, document["offset"])
+        except UnmappableRecordError:
+            continue
+        kind = record.WhichOneof("record")
+        if kind is not None:
+            document["raftmeta"] = {"type": kind, "fields": message_fields(getattr(record, kind))}
 
 
 def _walk_kafka_log_dir(log_dir: Path, from_offset: int) -> list[KafkaBatchEntry | Corruption]:
@@ -601,3 +623,47 @@ def _repair_done(doc: dict[str, Any], output: str, message: str | None) -> None:
         emit_json(doc)
     elif message is not None:
         click.echo(message)
+
+
+# -- raftmeta log export ------------------------------------------------------------------------
+
+
+@log.command("export")
+@click.option(
+    "--format",
+    "export_format",
+    type=click.Choice([LogFormat.KAFKA.value]),
+    required=True,
+    help="The format to write: kafka (a __cluster_metadata-0 directory Kafka's own tools read).",
+)
+@click.argument("data_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@output_option
+def export_command(export_format: str, data_dir: Path, out_dir: Path, output: str) -> None:
+    """Write a node's log and snapshots (DATA_DIR, or its __cluster_metadata-0) into OUT_DIR in
+    Kafka's format: the same offsets, epochs and segment and snapshot names, with Kafka's
+    bootstrap snapshot before a log that starts at offset 0 (docs/log-format.md).
+
+    Read-only on DATA_DIR (export a stopped node, or a copy of a live one's dir). OUT_DIR must not
+    exist or be empty. Damage in DATA_DIR is refused naming the file, byte and offset, and nothing
+    is left in OUT_DIR.
+    """
+    assert export_format == LogFormat.KAFKA.value
+    try:
+        result = export_kafka(data_dir, out_dir)
+    except ExportError as exc:
+        raise CheckFailed(str(exc), code="EXPORT_REFUSED") from exc
+    document = {
+        "format": export_format,
+        "log_dir": str(result.log_dir),
+        "segments": result.segments,
+        "snapshots": result.snapshots,
+        "batches": result.batches,
+        "records": result.records,
+    }
+    if output == "json":
+        emit_json(document)
+        return
+    click.echo(f"wrote {result.log_dir} in Kafka's format: {result.records} records in {result.batches} batches")
+    click.echo(f"segments: {', '.join(result.segments) or '(none)'}")
+    click.echo(f"snapshots: {', '.join(result.snapshots) or '(none)'}")
