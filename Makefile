@@ -22,10 +22,14 @@ venv: $(STAMP)
 # runtime jars land in build/kafka/lib for the KRaft launcher, Kafka's tools and the AdminClient.
 KAFKA_LIB := build/kafka/lib
 KAFKA_STAMP := build/kafka/.resolved-stamp
-$(KAFKA_STAMP): deploy/kafka/pom.xml
+# kafka-metadata-shell has its own class path, build/kafka/shell-lib (deploy/kafka/shell/pom.xml says why).
+KAFKA_SHELL_LIB := build/kafka/shell-lib
+$(KAFKA_STAMP): deploy/kafka/pom.xml deploy/kafka/shell/pom.xml
 	@mkdir -p build/kafka
 	@mvn -q -B -f deploy/kafka/pom.xml package -Dkafka.lib.dir=$(CURDIR)/$(KAFKA_LIB) >build/kafka/maven.log 2>&1 \
 	  || { echo "make: could not resolve Apache Kafka with Maven (deploy/kafka/pom.xml); see build/kafka/maven.log" >&2; exit 1; }
+	@mvn -q -B -f deploy/kafka/shell/pom.xml package -Dkafka.shell.lib.dir=$(CURDIR)/$(KAFKA_SHELL_LIB) >>build/kafka/maven.log 2>&1 \
+	  || { echo "make: could not resolve kafka-shell with Maven (deploy/kafka/shell/pom.xml); see build/kafka/maven.log" >&2; exit 1; }
 	@touch $(KAFKA_STAMP)
 
 kafka: $(KAFKA_STAMP)
