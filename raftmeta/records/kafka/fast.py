@@ -98,8 +98,30 @@ def _tagged(tag: int, body: bytes) -> bytes:
     return _uvarint(tag) + _uvarint(len(body)) + body
 
 
+# Partitions share few distinct states (a replica list, a leader, small epochs): the encoding of
+# everything after PartitionId and TopicId is kept per state, and the state read back per encoding
+# -- one dict lookup where packing or reading the fields again cost microseconds. Bounded: a
+# cluster with very many distinct states starts over rather than grows.
+TAIL_CACHE_MAX: Final = 1 << 16
+_ENCODED_TAILS: dict[tuple[object, ...], bytes] = {}
+_READ_TAILS: dict[bytes, tuple[object, ...]] = {}
+_PARTITION_HEAD_END: Final = 3 + _HEAD.size  # the frame, PartitionId and TopicId: 23 bytes
+
+
 def partition_value(p: KafkaPartition) -> bytes:
     """The record value (frame and message) of a PartitionRecord v2."""
+    state = p[2:]
+    tail = _ENCODED_TAILS.get(state)
+    if tail is None:
+        tail = _partition_tail(p)
+        if len(_ENCODED_TAILS) >= TAIL_CACHE_MAX:
+            _ENCODED_TAILS.clear()
+        _ENCODED_TAILS[state] = tail
+    return PARTITION_FRAME + _HEAD.pack(p.partition_id, p.topic_id) + tail
+
+
+def _partition_tail(p: KafkaPartition) -> bytes:
+    """The fields of a PartitionRecord v2 after PartitionId and TopicId."""
     tags = []
     if p.leader_recovery_state != 0:
         tags.append(_tagged(0, _INT8.pack(p.leader_recovery_state)))
@@ -110,8 +132,6 @@ def partition_value(p: KafkaPartition) -> bytes:
     replicas = _ints(p.replicas)
     return b"".join(
         (
-            PARTITION_FRAME,
-            _HEAD.pack(p.partition_id, p.topic_id),
             replicas,
             replicas if p.isr == p.replicas else _ints(p.isr),
             _ints(p.removing_replicas),
@@ -162,13 +182,26 @@ def frame_metadata_values(values: Sequence[bytes]) -> bytes:
     parts = []
     for index, value in enumerate(values):
         # attributes 0, timestampDelta 0, offsetDelta (zigzag), key null (-1), value length (zigzag)
-        body_head = b"\x00\x00" + _zigzag(index) + b"\x01" + _zigzag(len(value))
+        body_head = _record_head(index) + _zigzag(len(value))
         parts.append(_zigzag(len(body_head) + len(value) + 1) + body_head + value + b"\x00")
     return b"".join(parts)
 
 
 def _zigzag(value: int) -> bytes:
+    if 0 <= value < len(_ZIGZAG):
+        return _ZIGZAG[value]
     return _uvarint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def _record_head(index: int) -> bytes:
+    """A KRaft metadata record's bytes from its attributes to its null key."""
+    if index < len(_RECORD_HEADS):
+        return _RECORD_HEADS[index]
+    return b"\x00\x00" + _zigzag(index) + b"\x01"
+
+
+_ZIGZAG: Final = [_uvarint(value << 1) for value in range(8192)]  # non-negative values: one or two bytes
+_RECORD_HEADS: Final = [b"\x00\x00" + _ZIGZAG[index] + b"\x01" for index in range(8192)]
 
 
 # -- decode ------------------------------------------------------------------------------------
@@ -218,14 +251,26 @@ def _read_uuids(data: bytes, pos: int, end: int) -> tuple[tuple[bytes, ...], int
 
 def read_partition(value: bytes) -> KafkaPartition | None:
     """A PartitionRecord v2 value's fields; None outside this layout (the generic path decides)."""
-    if value[:3] != PARTITION_FRAME:
+    if value[:3] != PARTITION_FRAME or len(value) < _PARTITION_HEAD_END:
         return None
+    tail = value[_PARTITION_HEAD_END:]
+    state = _READ_TAILS.get(tail)
+    if state is None:
+        state = _read_partition_tail(value)
+        if state is None:
+            return None
+        if len(_READ_TAILS) >= TAIL_CACHE_MAX:
+            _READ_TAILS.clear()
+        _READ_TAILS[tail] = state
+    partition_id, topic_id = _HEAD.unpack_from(value, 3)
+    return KafkaPartition(topic_id, partition_id, *state)  # type: ignore[arg-type]
+
+
+def _read_partition_tail(value: bytes) -> tuple[object, ...] | None:
+    """The fields of a PartitionRecord v2 value after PartitionId and TopicId, read."""
     end = len(value)
     try:
-        if end < 23:
-            raise _Outside
-        partition_id, topic_id = _HEAD.unpack_from(value, 3)
-        replicas, pos = _read_ints(value, 23, end)
+        replicas, pos = _read_ints(value, _PARTITION_HEAD_END, end)
         isr, pos = _read_ints(value, pos, end)
         removing, pos = _read_ints(value, pos, end)
         adding, pos = _read_ints(value, pos, end)
@@ -260,9 +305,7 @@ def read_partition(value: bytes) -> KafkaPartition | None:
             raise _Outside
     except (_Outside, struct.error):
         return None
-    return KafkaPartition(
-        topic_id,
-        partition_id,
+    return (
         replicas,
         isr,
         removing,
@@ -336,3 +379,38 @@ _CHANGE_INTS: Final = {
     6: "eligible_leader_replicas",
     7: "last_known_elr",
 }
+
+
+def metadata_values(data: bytes, start: int, end: int, count: int) -> list[bytes] | None:
+    """The values of ``count`` records framed in ``data[start:end]`` as KRaft frames metadata
+    records (:func:`frame_metadata_values`: null key, timestamp delta 0, offset delta its index,
+    no headers); None for anything else (the caller reads the batch the generic way)."""
+    values = []
+    pos = start
+    try:
+        for index in range(count):
+            length = data[pos]
+            if length < 0x80:  # most records: a one-byte varint
+                pos += 1
+            else:
+                length, pos = _read_uvarint(data, pos)
+            record_end = pos + (length >> 1)
+            head = _record_head(index)
+            if length & 1 or data[pos : pos + len(head)] != head:
+                raise _Outside
+            pos += len(head)
+            size = data[pos]
+            if size < 0x80:
+                pos += 1
+            else:
+                size, pos = _read_uvarint(data, pos)
+            if size & 1:
+                raise _Outside
+            value_end = pos + (size >> 1)
+            if value_end + 1 != record_end or record_end > end or data[value_end] != 0:
+                raise _Outside
+            values.append(data[pos:value_end])
+            pos = record_end
+    except (_Outside, IndexError):
+        return None
+    return values if pos == end else None

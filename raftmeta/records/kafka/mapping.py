@@ -42,6 +42,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import google_crc32c
+
 from raftmeta.records import codec
 from raftmeta.records.kafka import batch as kafka_batch
 from raftmeta.records.kafka import extensions, fast
@@ -66,6 +68,7 @@ from raftmeta.records.kafka.schemas import (
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
 )
+from raftmeta.records.wire import PartitionEncoder, PartitionState, partition_record
 from raftmeta.v1 import records_pb2
 
 # The metadata.version feature level the mapping writes at: 30, 4.3-IV0. The pinned 4.4.0
@@ -612,6 +615,40 @@ def from_kafka_value(control: bool, key: bytes | None, value: bytes | None, offs
     return from_kafka_record(decoded)
 
 
+def from_kafka_value_bytes(control: bool, key: bytes | None, value: bytes | None, offset: int) -> bytes:
+    """:func:`from_kafka_value`, serialized: a partition straight from its Kafka bytes to raftmeta's
+    (raftmeta/records/wire.py, byte for byte what protobuf serializes) without a message object."""
+    if not control and key is None and value is not None:
+        partition = fast.read_partition(value)
+        if partition is not None:
+            state = (
+                partition.replicas,
+                partition.isr,
+                partition.leader,
+                partition.leader_epoch,
+                partition.partition_epoch,
+                partition.removing_replicas,
+                partition.adding_replicas,
+            )
+            tail = _WIRE_TAILS.get(state)
+            if tail is None:
+                if len(_WIRE_TAILS) >= fast.TAIL_CACHE_MAX:
+                    _WIRE_TAILS.clear()
+                tail = _WIRE_TAILS[state] = _WIRE.tail(state)
+            prefix = _WIRE_TOPICS.get(partition.topic_id)
+            if prefix is None:
+                if len(_WIRE_TOPICS) >= fast.TAIL_CACHE_MAX:
+                    _WIRE_TOPICS.clear()
+                prefix = _WIRE_TOPICS[partition.topic_id] = _WIRE.topic_prefix(partition.topic_id)
+            return partition_record(prefix, partition.partition_id, tail)
+    return from_kafka_value(control, key, value, offset).SerializeToString()
+
+
+_WIRE = PartitionEncoder()
+_WIRE_TAILS: dict[PartitionState, bytes] = {}
+_WIRE_TOPICS: dict[bytes, bytes] = {}
+
+
 def _partition_record(p: fast.KafkaPartition) -> records_pb2.MetadataRecord:
     return records_pb2.MetadataRecord(
         partition=records_pb2.PartitionRecord(
@@ -685,29 +722,66 @@ def to_kafka_log(data: bytes) -> bytes:
     return b"".join(to_kafka_batches(batch.data) for batch in codec.iter_batches(data))
 
 
-def _kafka_records(data: bytes) -> Iterator[tuple[kafka_batch.RecordBatch, list[records_pb2.MetadataRecord]]]:
-    for _, batch in kafka_batch.iter_batches(data):
-        records = [
-            from_kafka_value(batch.is_control, r.key, r.value, batch.base_offset + r.offset_delta)
-            for r in batch.records
-        ]
-        yield batch, records
+@dataclass(frozen=True, slots=True)
+class KafkaBatchRecords:
+    """One Kafka batch's header fields raftmeta keeps and its records' keys and values."""
+
+    base_offset: int
+    epoch: int
+    control: bool
+    timestamp_ms: int
+    records: list[tuple[bytes | None, bytes | None]]
+
+
+def read_kafka_batches(data: bytes) -> Iterator[KafkaBatchRecords]:
+    """Every batch of ``data`` (CRC checked), its records split by the fast path where they are
+    framed as KRaft frames metadata records, the generic reader otherwise; offsets must run
+    0..count-1 within a batch (raftmeta's batches hold consecutive offsets)."""
+    position = 0
+    while position < len(data):
+        size = kafka_batch.batch_size(data, position)
+        header = (
+            kafka_batch.HEADER.unpack_from(data, position) if len(data) - position >= kafka_batch.HEADER_SIZE else None
+        )
+        values = None
+        if header is not None and position + size <= len(data):
+            base, _, epoch, magic, crc, attributes, last_delta, _, max_ts, _, _, _, count = header
+            control = bool(attributes & kafka_batch.ATTR_CONTROL)
+            end = position + size
+            if (
+                magic == kafka_batch.MAGIC
+                and not control
+                and attributes == 0
+                and last_delta == count - 1
+                and google_crc32c.value(data[position + kafka_batch.CRC_START : end]) == crc
+            ):
+                values = fast.metadata_values(data, position + kafka_batch.HEADER_SIZE, end, count)
+        if values is not None:
+            yield KafkaBatchRecords(base, epoch, False, max_ts, [(None, value) for value in values])
+        else:
+            batch = kafka_batch.decode_batch(data, position)
+            _check_contiguous(batch)
+            yield KafkaBatchRecords(
+                batch.base_offset,
+                batch.partition_leader_epoch,
+                batch.is_control,
+                batch.max_timestamp,
+                [(r.key, r.value) for r in batch.records],
+            )
+        position += size
 
 
 def from_kafka_batches(data: bytes) -> bytes:
     """Kafka record batches v2 (a segment's bytes, every CRC checked) as raftmeta batches, one
     each, the same offsets, epochs and timestamps."""
     out = []
-    for batch, records in _kafka_records(data):
-        _check_contiguous(batch)
+    for batch in read_kafka_batches(data):
+        records = [
+            from_kafka_value_bytes(batch.control, key, value, batch.base_offset + index)
+            for index, (key, value) in enumerate(batch.records)
+        ]
         out.append(
-            codec.encode_batch(
-                batch.base_offset,
-                batch.partition_leader_epoch,
-                [r.SerializeToString() for r in records],
-                batch.max_timestamp,
-                control=batch.is_control,
-            )
+            codec.encode_batch(batch.base_offset, batch.epoch, records, batch.timestamp_ms, control=batch.control)
         )
     return b"".join(out)
 
@@ -808,40 +882,29 @@ def from_kafka_snapshot(data: bytes) -> bytes:
     renumbered from 0."""
     out = []
     offset = 0
-    for _, batch in kafka_batch.iter_batches(data):
-        _check_contiguous(batch)
+    for batch in read_kafka_batches(data):
         if _is_bootstrap(batch):
             continue
         records = [
-            from_kafka_value(batch.is_control, r.key, r.value, batch.base_offset + r.offset_delta)
-            for r in batch.records
+            from_kafka_value_bytes(batch.control, key, value, batch.base_offset + index)
+            for index, (key, value) in enumerate(batch.records)
         ]
-        out.append(
-            codec.encode_batch(
-                offset,
-                batch.partition_leader_epoch,
-                [r.SerializeToString() for r in records],
-                batch.max_timestamp,
-                control=batch.is_control,
-            )
-        )
+        out.append(codec.encode_batch(offset, batch.epoch, records, batch.timestamp_ms, control=batch.control))
         offset += len(records)
     return b"".join(out)
 
 
-def _is_bootstrap(batch: kafka_batch.RecordBatch) -> bool:
+def _is_bootstrap(batch: KafkaBatchRecords) -> bool:
     """A batch of bootstrap records only (KRaftVersion control records, or FeatureLevelRecords)."""
-    for record in batch.records:
-        if batch.is_control:
-            key = record.key
+    for key, value in batch.records:
+        if batch.control:
             if key is None or len(key) != 4 or struct.unpack(">hh", key)[1] != KRAFT_VERSION:
                 return False
-        else:
-            value = record.value
-            try:
-                decoded = decode_metadata(value, extensions.METADATA) if value is not None else None
-            except MalformedMessageError:
-                return False
-            if decoded is None or decoded.api_key != _FEATURE_LEVEL:
-                return False
+            continue
+        try:
+            decoded = decode_metadata(value, extensions.METADATA) if value is not None else None
+        except MalformedMessageError:
+            return False
+        if decoded is None or decoded.api_key != _FEATURE_LEVEL:
+            return False
     return True

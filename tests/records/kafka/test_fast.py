@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftmeta.records.kafka import extensions, fast
-from raftmeta.records.kafka.batch import iter_batches
+from raftmeta.records.kafka.batch import Record, encode_record, iter_batches
 from raftmeta.records.kafka.frames import MetadataRecord, decode_metadata, encode_metadata
 from raftmeta.records.kafka.message import Struct
 from raftmeta.records.kafka.schema import Uuid
@@ -180,3 +180,15 @@ def test_every_partition_record_of_a_real_kraft_log_reads_and_writes_back_byte_f
 def test_bytes_outside_the_layout_are_left_to_the_generic_path(value: bytes) -> None:
     assert fast.read_partition(value) is None
     assert fast.read_partition_change(value) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.binary(max_size=300), min_size=1, max_size=20))
+def test_the_fast_record_split_reads_what_the_fast_framing_writes(values: list[bytes]) -> None:
+    framed = fast.frame_metadata_values(values)
+    assert fast.metadata_values(framed, 0, len(framed), len(values)) == values
+    assert fast.metadata_values(framed, 0, len(framed), len(values) - 1) is None  # a record left over
+    keyed = encode_record(Record(0, 0, b"k", values[0]))  # a key: not KRaft's framing
+    assert fast.metadata_values(keyed, 0, len(keyed), 1) is None
+    stamped = encode_record(Record(0, 5, None, values[0]))  # a timestamp delta
+    assert fast.metadata_values(stamped, 0, len(stamped), 1) is None

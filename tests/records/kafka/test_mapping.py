@@ -25,6 +25,7 @@ from raftmeta.records.kafka.mapping import (
     from_kafka_record,
     from_kafka_snapshot,
     from_kafka_value,
+    from_kafka_value_bytes,
     kafka_batch_bytes,
     to_kafka_batches,
     to_kafka_record,
@@ -74,6 +75,7 @@ def test_each_type_maps_to_its_one_kafka_record_and_back_exactly(kind: str, data
     assert control == isinstance(mapped, ControlRecord)
     back = from_kafka_value(control, key, value, offset=7)
     assert back == record, (record, back)
+    assert from_kafka_value_bytes(control, key, value, offset=7) == record.SerializeToString()
 
 
 @settings(max_examples=150, deadline=None)
