@@ -120,10 +120,17 @@ def worked(tmp_path_factory: pytest.TempPathFactory) -> Worked:
                 "fenced": sorted(b.broker_id for b in client.describe_cluster().brokers if b.fenced),
             }
             leader = quorum.node(leader_of(client))
-            done = client.describe_quorum().high_watermark
-            # Nothing writes while the cluster idles: the copy is the committed log as it stands.
+            # Nothing writes while the cluster idles: the copy is the committed log as it stands
+            # (copied again if the high watermark moved meanwhile: a write may have been caught).
             log_copy = root / "log-copy"
-            shutil.copytree(leader.data_dir, log_copy)
+            for _ in range(5):
+                done = client.describe_quorum().high_watermark
+                shutil.rmtree(log_copy, ignore_errors=True)
+                shutil.copytree(leader.data_dir, log_copy)
+                if client.describe_quorum().high_watermark == done:
+                    break
+            else:
+                raise AssertionError("the log kept growing while it was copied (5 tries)")
             filler = 0
             while _newest_snapshot(leader) < done:
                 assert filler < 40, f"no snapshot past offset {done} after {filler} more creates"

@@ -105,7 +105,7 @@ def _tagged(tag: int, body: bytes) -> bytes:
 TAIL_CACHE_MAX: Final = 1 << 16
 _ENCODED_TAILS: dict[tuple[object, ...], bytes] = {}
 _READ_TAILS: dict[bytes, tuple[object, ...]] = {}
-_PARTITION_HEAD_END: Final = 3 + _HEAD.size  # the frame, PartitionId and TopicId: 23 bytes
+PARTITION_HEAD_END: Final = 3 + _HEAD.size  # the frame, PartitionId and TopicId: 23 bytes
 
 
 def partition_value(p: KafkaPartition) -> bytes:
@@ -251,9 +251,9 @@ def _read_uuids(data: bytes, pos: int, end: int) -> tuple[tuple[bytes, ...], int
 
 def read_partition(value: bytes) -> KafkaPartition | None:
     """A PartitionRecord v2 value's fields; None outside this layout (the generic path decides)."""
-    if value[:3] != PARTITION_FRAME or len(value) < _PARTITION_HEAD_END:
+    if value[:3] != PARTITION_FRAME or len(value) < PARTITION_HEAD_END:
         return None
-    tail = value[_PARTITION_HEAD_END:]
+    tail = value[PARTITION_HEAD_END:]
     state = _READ_TAILS.get(tail)
     if state is None:
         state = _read_partition_tail(value)
@@ -266,11 +266,18 @@ def read_partition(value: bytes) -> KafkaPartition | None:
     return KafkaPartition(topic_id, partition_id, *state)  # type: ignore[arg-type]
 
 
+def read_partition_head(value: bytes) -> tuple[int, bytes]:
+    """A PartitionRecord v2 value's PartitionId and TopicId (the value checked by
+    :func:`read_partition` before)."""
+    partition_id, topic_id = _HEAD.unpack_from(value, 3)
+    return partition_id, topic_id
+
+
 def _read_partition_tail(value: bytes) -> tuple[object, ...] | None:
     """The fields of a PartitionRecord v2 value after PartitionId and TopicId, read."""
     end = len(value)
     try:
-        replicas, pos = _read_ints(value, _PARTITION_HEAD_END, end)
+        replicas, pos = _read_ints(value, PARTITION_HEAD_END, end)
         isr, pos = _read_ints(value, pos, end)
         removing, pos = _read_ints(value, pos, end)
         adding, pos = _read_ints(value, pos, end)

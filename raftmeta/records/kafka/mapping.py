@@ -68,7 +68,7 @@ from raftmeta.records.kafka.schemas import (
     SNAPSHOT_FOOTER,
     SNAPSHOT_HEADER,
 )
-from raftmeta.records.wire import PartitionEncoder, PartitionState, partition_record
+from raftmeta.records.wire import PartitionEncoder, partition_record
 from raftmeta.v1 import records_pb2
 
 # The metadata.version feature level the mapping writes at: 30, 4.3-IV0. The pinned 4.4.0
@@ -617,35 +617,39 @@ def from_kafka_value(control: bool, key: bytes | None, value: bytes | None, offs
 
 def from_kafka_value_bytes(control: bool, key: bytes | None, value: bytes | None, offset: int) -> bytes:
     """:func:`from_kafka_value`, serialized: a partition straight from its Kafka bytes to raftmeta's
-    (raftmeta/records/wire.py, byte for byte what protobuf serializes) without a message object."""
-    if not control and key is None and value is not None:
-        partition = fast.read_partition(value)
-        if partition is not None:
-            state = (
-                partition.replicas,
-                partition.isr,
-                partition.leader,
-                partition.leader_epoch,
-                partition.partition_epoch,
-                partition.removing_replicas,
-                partition.adding_replicas,
-            )
-            tail = _WIRE_TAILS.get(state)
-            if tail is None:
-                if len(_WIRE_TAILS) >= fast.TAIL_CACHE_MAX:
-                    _WIRE_TAILS.clear()
-                tail = _WIRE_TAILS[state] = _WIRE.tail(state)
-            prefix = _WIRE_TOPICS.get(partition.topic_id)
+    (raftmeta/records/wire.py, byte for byte what protobuf serializes) without a message object,
+    the raftmeta encoding of each distinct Kafka state kept."""
+    if not control and key is None and value is not None and value[:3] == fast.PARTITION_FRAME:
+        tail = _WIRE_BY_KAFKA_TAIL.get(value[fast.PARTITION_HEAD_END :])
+        if tail is None:
+            partition = fast.read_partition(value)
+            if partition is not None:
+                state = (
+                    partition.replicas,
+                    partition.isr,
+                    partition.leader,
+                    partition.leader_epoch,
+                    partition.partition_epoch,
+                    partition.removing_replicas,
+                    partition.adding_replicas,
+                )
+                if len(_WIRE_BY_KAFKA_TAIL) >= fast.TAIL_CACHE_MAX:
+                    _WIRE_BY_KAFKA_TAIL.clear()
+                tail = _WIRE_BY_KAFKA_TAIL[value[fast.PARTITION_HEAD_END :]] = _WIRE.tail(state)
+        if tail is not None:
+            partition_id, topic_id = fast.read_partition_head(value)
+            prefix = _WIRE_TOPICS.get(topic_id)
             if prefix is None:
                 if len(_WIRE_TOPICS) >= fast.TAIL_CACHE_MAX:
                     _WIRE_TOPICS.clear()
-                prefix = _WIRE_TOPICS[partition.topic_id] = _WIRE.topic_prefix(partition.topic_id)
-            return partition_record(prefix, partition.partition_id, tail)
+                prefix = _WIRE_TOPICS[topic_id] = _WIRE.topic_prefix(topic_id)
+            return partition_record(prefix, partition_id, tail)
     return from_kafka_value(control, key, value, offset).SerializeToString()
 
 
 _WIRE = PartitionEncoder()
-_WIRE_TAILS: dict[PartitionState, bytes] = {}
+# A PartitionRecord v2's bytes after PartitionId and TopicId -> raftmeta's encoding of that state.
+_WIRE_BY_KAFKA_TAIL: dict[bytes, bytes] = {}
 _WIRE_TOPICS: dict[bytes, bytes] = {}
 
 
