@@ -18,10 +18,9 @@ from typing import Final
 
 from raftmeta.kraft.classpath import kafka_shell_classpath
 from raftmeta.kraft.tools import run_tool
+from raftmeta.records.kafka.batch import iter_batches
 
 METADATA_SHELL: Final = "org.apache.kafka.shell.MetadataShell"
-TOPICS: Final = "/image/topics/byName"
-BROKERS: Final = "/image/cluster/brokers"
 _PARTITION: Final = re.compile(
     r"^PartitionRegistration\(replicas=\[(?P<replicas>[^\]]*)\], .*?isr=\[(?P<isr>[^\]]*)\], .*?"
     r"leader=(?P<leader>-?\d+), .*?leaderEpoch=(?P<leader_epoch>-?\d+), partitionEpoch=(?P<partition_epoch>-?\d+)\)$"
@@ -74,32 +73,100 @@ def faults(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if any(marker in line for marker in _FAULT_MARKERS)]
 
 
-def read_image(snapshot: Path) -> ShellImage:
-    """Every topic's partitions and every broker the shell shows for ``snapshot`` (two runs: a
-    ``find`` for the paths, a ``cat`` of them all)."""
-    listing, listing_err = run_shell(snapshot, "find", TOPICS, BROKERS)
-    paths = listing.split()
-    partition_paths = [p for p in paths if re.fullmatch(rf"{TOPICS}/[^/]+/\d+", p)]
-    broker_paths = [p for p in paths if re.fullmatch(rf"{BROKERS}/\d+", p)]
-    topics: dict[str, dict[int, ShellPartition]] = {
-        p.removeprefix(TOPICS + "/"): {} for p in paths if re.fullmatch(rf"{TOPICS}/[^/]+", p)
-    }
-    brokers: dict[int, ShellBroker] = {}
-    stderr = listing_err
-    wanted = partition_paths + broker_paths
-    if wanted:
-        text, cat_err = run_shell(snapshot, "cat", *wanted)
-        stderr += cat_err
-        lines = [line for line in text.splitlines() if line.strip()]
-        if len(lines) != len(wanted):
-            raise ShellOutputError(f"cat of {len(wanted)} paths printed {len(lines)} lines: {text!r}")
-        for path, line in zip(wanted, lines, strict=True):
-            if path in partition_paths:
-                topic, partition = path.removeprefix(TOPICS + "/").split("/")
-                topics[topic][int(partition)] = parse_partition(line)
-            else:
-                broker = parse_broker(line)
-                brokers[broker.broker_id] = broker
+def read_image(snapshot: Path, *, tries: int = 10) -> ShellImage:
+    """Every topic's partitions and every broker the shell shows for ``snapshot``, from one
+    ``tree /image`` (one image: the command walks the root it reads once).
+
+    The shell answers once its loader has applied anything (``waitUntilCaughtUp`` in Kafka's
+    MetadataShell waits for an applied offset above 0, not for the file's end), so on a loaded
+    machine it can answer from the first batches only; the image's provenance says which offset
+    it holds, and the command runs again until that is the file's last record's."""
+    last = last_metadata_offset(snapshot.read_bytes())
+    seen: list[int] = []
+    stderr = ""
+    for _ in range(tries):
+        text, err = run_shell(snapshot, "tree", "/image")
+        stderr += err
+        if faults(err):
+            break
+        image = parse_tree(text)
+        provenance = _provenance_offset(image)
+        if provenance == last:
+            return _shell_image(image, stderr)
+        seen.append(provenance)
+    raise ShellOutputError(
+        f"kafka-metadata-shell showed the image at offsets {seen} of {snapshot}, never at its last record's, {last}"
+        + (f"; it reported: {faults(stderr)[:3]}" if faults(stderr) else "")
+    )
+
+
+def last_metadata_offset(data: bytes) -> int:
+    """The offset of the last metadata (not control) record of a file in Kafka's format."""
+    last = -1
+    for _, batch in iter_batches(data):
+        if not batch.is_control:
+            last = batch.last_offset
+    return last
+
+
+@dataclass
+class TreeNode:
+    """A line of the shell's ``tree`` output and the lines indented under it."""
+
+    text: str
+    children: list[TreeNode]
+
+    def child(self, name: str) -> TreeNode:
+        for node in self.children:
+            if node.text == name + ":":
+                return node
+        raise ShellOutputError(f"no {name!r} under {self.text!r}")
+
+    def named(self) -> dict[str, TreeNode]:
+        return {node.text.removesuffix(":"): node for node in self.children}
+
+    def contents(self) -> str:
+        if len(self.children) != 1 or self.children[0].children:
+            raise ShellOutputError(f"{self.text!r} is not a file with one line of contents")
+        return self.children[0].text
+
+
+def parse_tree(text: str) -> TreeNode:
+    """The shell's ``tree`` output (two spaces per level) as nested nodes under a root."""
+    root = TreeNode("", [])
+    stack: list[tuple[int, TreeNode]] = [(-1, root)]
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        node = TreeNode(line.strip(), [])
+        while stack[-1][0] >= depth:
+            stack.pop()
+        stack[-1][1].children.append(node)
+        stack.append((depth, node))
+    return root
+
+
+_PROVENANCE: Final = re.compile(r"^offset (-?\d+), epoch")
+
+
+def _provenance_offset(image: TreeNode) -> int:
+    match = _PROVENANCE.match(image.child("provenance").contents())
+    if match is None:
+        raise ShellOutputError(f"not a provenance: {image.child('provenance').contents()!r}")
+    return int(match[1])
+
+
+def _shell_image(image: TreeNode, stderr: str) -> ShellImage:
+    topics: dict[str, dict[int, ShellPartition]] = {}
+    for name, topic in image.child("topics").child("byName").named().items():
+        topics[name] = {
+            int(key): parse_partition(node.contents()) for key, node in topic.named().items() if key.isdigit()
+        }
+    brokers = {}
+    for node in image.child("cluster").child("brokers").children:
+        broker = parse_broker(node.contents())
+        brokers[broker.broker_id] = broker
     return ShellImage(topics, brokers, stderr)
 
 
