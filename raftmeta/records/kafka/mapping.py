@@ -99,7 +99,6 @@ _BROKER_CHANGE = METADATA_RECORD_NAMES["BrokerRegistrationChangeRecord"]
 _CONFIG = METADATA_RECORD_NAMES["ConfigRecord"]
 _NO_OP = METADATA_RECORD_NAMES["NoOpRecord"]
 _FEATURE_LEVEL = METADATA_RECORD_NAMES["FeatureLevelRecord"]
-CONTROL_KINDS: Final = frozenset({"leader_change", "voters", "snapshot_header", "snapshot_footer"})
 _INT16 = (-(1 << 15), (1 << 15) - 1)
 _UINT16 = (0, (1 << 16) - 1)
 _INT8 = (-(1 << 7), (1 << 7) - 1)
