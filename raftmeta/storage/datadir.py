@@ -72,6 +72,7 @@ class NodeStorage:
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         high_watermark_interval_ms: int = 1000,
         directory_id: bytes = b"",
+        report_damage: bool = False,
     ) -> NodeStorage:
         """Open and recover a node's data dir (created if empty).
 
@@ -85,7 +86,9 @@ class NodeStorage:
         ``quorum_state_problem`` says why (the core recovers from the log). With
         ``repair=True`` (``raftmeta node --repair-log``) such damage is cut away instead, the
         high-watermark checkpoint is lowered to what is left, and the node refetches the rest
-        from the leader; docs/storage.md explains the risk.
+        from the leader; docs/storage.md explains the risk. ``report_damage`` (the node's mode):
+        a damaged batch whose slot is known is kept and listed by ``log.damaged_batches()`` for
+        repair from the quorum instead (SegmentLog.open).
         """
         logger = get_logger("storage.datadir", data_dir=str(data_dir))
         meta = ensure_meta_properties(data_dir, cluster_id, node_id, required_directory_id=directory_id)
@@ -115,6 +118,7 @@ class NodeStorage:
             recovery_floor_file=data_dir / HIGH_WATERMARK_CHECKPOINT,
             snapshot_id=latest.snapshot_id if latest is not None else None,
             repair=repair,
+            report_damage=report_damage,
         )
         # Only now: a refusal to start (a log gap, damage) must leave every file as it was.
         snapshots.remove_partial()
@@ -198,12 +202,20 @@ class NodeStorage:
         ``write_chunk(position, data)``, then call :meth:`install_snapshot` with it."""
         return self.snapshots.chunk_writer(snapshot_id)
 
-    def install_snapshot(self, writer: SnapshotChunkWriter) -> Snapshot:
+    def install_snapshot(self, writer: SnapshotChunkWriter, *, keep_log: bool = False) -> Snapshot:
         """Validate and rename a received snapshot, then replace the whole log by an empty log
         starting at the snapshot's end offset (the raft core's ``install_snapshot`` contract;
-        Kafka's truncateFullyAndStartAt). A bad file raises SnapshotError and changes nothing."""
+        Kafka's truncateFullyAndStartAt). A bad file raises SnapshotError and changes nothing.
+
+        ``keep_log`` (the core's ``install_keeps_log``: the snapshot replaces a damaged batch the
+        leader holds only in its snapshot): the log from the snapshot's end on stays, only the
+        segments wholly below it go."""
         snapshot = writer.finish()
-        self.log.reset_to(snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch)
+        offset, epoch = snapshot.snapshot_id
+        if keep_log and self.log.log_start_offset <= offset <= self.log.log_end_offset:
+            self.log.delete_before(offset)
+        else:
+            self.log.reset_to(offset, epoch)
         self._set_latest(snapshot)
         return snapshot
 
