@@ -110,3 +110,31 @@ def damaged_slot(
     if next_offset != next_segment_base if next_segment_base is not None else next_offset > high_watermark:
         return None  # maybe a torn write at the tail: recovery's rule for that stands
     return DamagedBatch(expected, epoch, next_offset, position, end - position, _reason(buf, position, end, expected))
+
+
+def repairable_batches(
+    buf: bytes, first_offset: int, *, high_watermark: int, next_segment_base: int | None
+) -> list[DamagedBatch]:
+    """The damaged batches of one segment's bytes whose slot is known, as recovery with
+    ``report_damage`` finds them (raftmeta/storage/segment.py, ``Segment.scan``): walking from
+    ``first_offset``, up to the first damage whose slot is not known. Reads only: for ``raftmeta
+    log dump``, to say which damage a node repairs from the quorum when it starts."""
+    found: list[DamagedBatch] = []
+    position, expected, last_epoch = 0, first_offset, 0
+    while position < len(buf):
+        fields = peek_intact(buf, position, 0)
+        if fields is not None and fields[0] == expected and fields[2] >= last_epoch:
+            expected, last_epoch = fields[0] + fields[6], fields[2]
+            position += LOG_OVERHEAD + fields[1]
+            continue
+        if fields is not None and fields[0] == expected:
+            return found  # an epoch going back: recovery's own rule, no slot
+        slot = damaged_slot(
+            buf, position, expected, last_epoch, high_watermark=high_watermark, next_segment_base=next_segment_base
+        )
+        if slot is None:
+            return found
+        found.append(slot)
+        expected, last_epoch = slot.next_offset, slot.epoch
+        position += slot.size
+    return found
