@@ -762,8 +762,10 @@ class SegmentLog:
         last: tuple[int, int] | None = None  # position and base offset of the last batch taken
         try:
             while pos < seg.size:
-                if expected >= limit:
-                    return True, taken  # never look at a header the read does not take (it may be damaged)
+                if limit <= expected < seg.next_offset:
+                    # The read ends inside this segment: never look at a header past it (it may be
+                    # damaged, kept for repair). At the segment's end the checks below still run.
+                    return True, taken
                 rel = pos - block_pos
                 if rel + PEEK_SIZE > len(block):
                     _flush_run(parts, block, run_start, rel)

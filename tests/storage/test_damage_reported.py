@@ -209,3 +209,22 @@ def test_the_dumps_read_only_walk_finds_what_recovery_keeps(tmp_path: Path) -> N
         compared += len(walked)
         simulate_crash(node.log)
     assert compared >= 30, "most flips leave a known slot"
+
+
+def test_the_last_batch_of_a_sealed_segment_has_its_end_from_the_next_segments_name(tmp_path: Path) -> None:
+    """Nothing follows it in its file, but the next segment file starts where it ends: its slot is
+    known whatever the checkpoint, and the batches after it (next segment) are read past it."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 40, high_watermark=0, segment_bytes=1024)
+    files = sorted({p.path for p in placed})
+    assert len(files) >= 3
+    victim = [p for p in placed if p.path == files[0]][-1]
+    copy = victim.path.read_bytes()[victim.position : victim.position + victim.size]
+    flip(victim.path, victim.position + victim.size - 4)
+    node = open_reporting(data_dir)
+    assert node.log.damaged_batches() == [], "a sealed segment is trusted through its index at open"
+    got = stored(node)
+    assert [(b, n) for b, _, n, _ in got] == slots(placed)
+    assert [b for b, _, _, bad in got if bad] == [victim.base_offset]
+    node.log.repair_batch(copy)
+    assert not any(bad for *_, bad in stored(node))
