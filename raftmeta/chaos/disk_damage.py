@@ -137,12 +137,26 @@ def repairs_in_log(log_text: str) -> tuple[set[int], list[int]]:
     return repaired, installed
 
 
-def unrepaired(damages: list[DiskDamage], logs: dict[int, str]) -> list[str]:
-    """The injected damages no node log shows repaired (nor replaced by an installed snapshot)."""
-    out = []
+@dataclass(frozen=True, slots=True)
+class RepairVerdict:
+    """What the nodes' logs say became of the injected damages."""
+
+    repaired: int  # repaired in place from the quorum
+    replaced: int  # covered by a snapshot the node installed from its leader
+    missing: list[str]  # neither: the damages, described
+
+
+def judge_repairs(damages: list[DiskDamage], logs: dict[int, str]) -> RepairVerdict:
+    """Each injected damage: repaired (its node's log has the repair event for its offset),
+    replaced (a snapshot installed from the leader ends past it), or missing."""
+    repaired = replaced = 0
+    missing = []
     for damage in damages:
-        repaired, installed = repairs_in_log(logs.get(damage.node_id, ""))
-        if damage.base_offset in repaired or any(end >= damage.next_offset for end in installed):
-            continue
-        out.append(damage.describe())
-    return out
+        done, installed = repairs_in_log(logs.get(damage.node_id, ""))
+        if damage.base_offset in done:
+            repaired += 1
+        elif any(end >= damage.next_offset for end in installed):
+            replaced += 1
+        else:
+            missing.append(damage.describe())
+    return RepairVerdict(repaired, replaced, missing)

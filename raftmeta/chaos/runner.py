@@ -19,7 +19,7 @@ from typing import Any
 from raftmeta.chaos.checker import availability, check_history, outcome_counts, spark_history
 from raftmeta.chaos.cluster import ChaosCluster, ClusterConfig
 from raftmeta.chaos.committed import read_committed
-from raftmeta.chaos.disk_damage import REPAIRED_EVENT, DiskDamage, unrepaired
+from raftmeta.chaos.disk_damage import REPAIRED_EVENT, DiskDamage, judge_repairs
 from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.history import HistoryWriter, Op, write_history
 from raftmeta.chaos.linearizable import TIMELINE, check_linearizable
@@ -435,13 +435,14 @@ def _storage_check(damages: list[DiskDamage], logs: Path, node_ids: Sequence[int
     for node_id in node_ids:
         path = logs / f"node-{node_id}.log"
         texts[node_id] = path.read_text(errors="replace") if path.exists() else ""
-    missing = unrepaired(damages, texts)
+    verdict = judge_repairs(damages, texts)
     return Check(
         "storage-faults-repaired",
-        not missing,
-        "not repaired: " + "; ".join(missing[:10])
-        if missing
-        else f"{len(damages)} damaged committed batches, every one repaired from the quorum with no operator",
+        not verdict.missing,
+        "not repaired: " + "; ".join(verdict.missing[:10])
+        if verdict.missing
+        else f"{len(damages)} damaged committed batches, with no operator: {verdict.repaired} repaired in place from "
+        f"the quorum, {verdict.replaced} replaced by a snapshot installed from the leader",
     )
 
 

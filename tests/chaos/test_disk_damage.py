@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta.chaos.disk_damage import KINDS, SECTOR_BYTES, DiskDamage, damage_committed_batch, unrepaired
+from raftmeta.chaos.disk_damage import KINDS, SECTOR_BYTES, DiskDamage, damage_committed_batch, judge_repairs
 from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage
 from tests.storage.conftest import simulate_crash
@@ -66,6 +66,8 @@ def test_a_damage_counts_as_repaired_only_by_its_nodes_repair_event_or_a_later_s
         1: line("repaired a damaged batch from the quorum", offset=10),
         2: line("repaired a damaged batch from the quorum", offset=10) + "\nnot json\n",
     }
-    assert unrepaired(damages, logs) == [damages[1].describe()]
+    verdict = judge_repairs(damages, logs)
+    assert (verdict.repaired, verdict.replaced, verdict.missing) == (1, 0, [damages[1].describe()])
     logs[2] += "\n" + line("installed snapshot from the leader", end_offset=23)
-    assert unrepaired(damages, logs) == []
+    verdict = judge_repairs(damages, logs)
+    assert (verdict.repaired, verdict.replaced, verdict.missing) == (1, 1, [])
