@@ -1,10 +1,12 @@
 """Storage faults: a committed batch of a stopped node's log damaged in place (issue 45).
 
-While a node is down, one batch wholly below its checkpointed high watermark -- a batch this node
-vouched for as committed -- gets a flipped bit or a zeroed 512-byte sector in its records (the
-bytes its CRC32C covers), with intact batches on both sides in the same file, so that the node
-can tell the damaged batch's slot on start (raftmeta/storage/damage.py). The node must repair it
-from the quorum when it starts again, with no operator (docs/storage.md, "Repair from the
+While a node is down, one batch wholly below its checkpointed high watermark and at or above its
+newest snapshot's end -- a batch this node vouched for as committed and still needs (below the
+snapshot, a segment keeps batches only until it is deleted whole) -- gets a flipped bit or a
+zeroed 512-byte sector in its records (the bytes its CRC32C covers), with intact batches on both
+sides in the same file, so that the node can tell the damaged batch's slot on start
+(raftmeta/storage/damage.py). The node must repair it from the quorum when it starts again, with
+no operator (docs/storage.md, "Repair from the
 quorum"); the run's checks then require every injected damage to be repaired (or covered by a
 snapshot the node installed), nothing acknowledged lost and every node's log identical.
 
@@ -23,6 +25,7 @@ from raftmeta.records.codec import HEADER_SIZE
 from raftmeta.records.walk import Damage, FoundBatch, walk_batches
 from raftmeta.storage.errors import StorageError
 from raftmeta.storage.high_watermark import read_high_watermark
+from raftmeta.storage.snapshot import SNAPSHOT_SUFFIX, parse_snapshot_name
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 KINDS: tuple[str, ...] = ("bit-flip", "zeroed-sector")
@@ -59,8 +62,9 @@ class DiskDamage:
         }
 
 
-def _candidates(segment: Path, high_watermark: int, avoid: set[int]) -> list[FoundBatch]:
-    """Intact batches of ``segment`` wholly below ``high_watermark`` with an intact batch on each side."""
+def _candidates(segment: Path, high_watermark: int, snapshot_end: int, avoid: set[int]) -> list[FoundBatch]:
+    """Intact batches of ``segment`` in [``snapshot_end``, ``high_watermark``) with an intact
+    batch on each side."""
     found: list[FoundBatch] = []
     for item in walk_batches(segment.read_bytes()):
         if isinstance(item, Damage):
@@ -73,6 +77,7 @@ def _candidates(segment: Path, high_watermark: int, avoid: set[int]) -> list[Fou
         and batch.crc_ok
         and after.crc_ok
         and batch.header.next_offset <= high_watermark
+        and batch.header.base_offset >= snapshot_end
         and batch.header.base_offset not in avoid
     ]
 
@@ -95,9 +100,12 @@ def damage_committed_batch(
         high_watermark = read_high_watermark(node_dir)
     except (StorageError, OSError):
         return None
+    log_dir = node_dir / LOG_DIR_NAME
+    snapshots = [parse_snapshot_name(p.name) for p in log_dir.glob(f"*{SNAPSHOT_SUFFIX}")]
+    snapshot_end = max((s.offset for s in snapshots if s is not None), default=0)
     choices: list[tuple[Path, FoundBatch]] = []
-    for segment in sorted((node_dir / LOG_DIR_NAME).glob("*.log")):
-        for batch in _candidates(segment, high_watermark, avoid):
+    for segment in sorted(log_dir.glob("*.log")):
+        for batch in _candidates(segment, high_watermark, snapshot_end, avoid):
             if kind == "bit-flip" or _sector_in(batch) is not None:
                 choices.append((segment, batch))
     if not choices:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from raftmeta.chaos.disk_damage import KINDS, SECTOR_BYTES, DiskDamage, damage_committed_batch, judge_repairs
 from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage
+from raftmeta.storage.snapshot import SnapshotId
 from tests.storage.conftest import simulate_crash
 
 
@@ -71,3 +73,16 @@ def test_a_damage_counts_as_repaired_only_by_its_nodes_repair_event_or_a_later_s
     logs[2] += "\n" + line("installed snapshot from the leader", end_offset=23)
     verdict = judge_repairs(damages, logs)
     assert (verdict.repaired, verdict.replaced, verdict.missing) == (1, 1, [])
+
+
+def test_batches_below_the_newest_snapshot_are_never_chosen(tmp_path: Path) -> None:
+    """The node no longer reads them (its log starts at the snapshot): damaging them tests nothing."""
+    node_dir = tmp_path / "node-1"
+    batches = build(node_dir)
+    snapshot_end = batches[20].base_offset
+    (node_dir / "__cluster_metadata-0" / SnapshotId(snapshot_end, 2).file_name).write_bytes(b"")
+    for seed in range(10):
+        copy = tmp_path / f"copy{seed}"
+        shutil.copytree(node_dir, copy)
+        damage = damage_committed_batch(1, copy, "bit-flip", random.Random(seed), set())
+        assert damage is not None and damage.base_offset >= snapshot_end
