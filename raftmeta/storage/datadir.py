@@ -31,7 +31,7 @@ from raftmeta.storage.high_watermark import (
     HighWatermarkCheckpoint,
     read_high_watermark,
 )
-from raftmeta.storage.log import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_BYTES, SegmentLog
+from raftmeta.storage.log import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_BYTES, SegmentLog, first_segment_base
 from raftmeta.storage.meta_properties import MetaProperties, ensure_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
 from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotChunkWriter, SnapshotId, SnapshotStore
@@ -109,7 +109,10 @@ class NodeStorage:
         floor = read_high_watermark(data_dir)
         snapshots = SnapshotStore(log_dir(data_dir))
         log_dir(data_dir).mkdir(parents=True, exist_ok=True)
-        latest = snapshots.load_latest(repair=repair)  # ignores .part files
+        # The node's mode may fall back from a damaged snapshot to an older one and the log: it
+        # needs where the log starts, read from the segment file names before anything changes.
+        first_segment = first_segment_base(log_dir(data_dir)) if report_damage else None
+        latest = snapshots.load_latest(repair=repair, log_start_offset=first_segment)  # ignores .part files
         log = SegmentLog.open(
             log_dir(data_dir),
             segment_bytes=segment_bytes,

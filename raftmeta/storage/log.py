@@ -1019,6 +1019,12 @@ class TruncationPlan:
         return self.position == self.segment_size and not self.deleted_segments and not self.restart
 
 
+def first_segment_base(directory: Path) -> int | None:
+    """The base offset of the first segment file in ``directory`` (None: none), from the names alone."""
+    bases = _segment_bases(directory) if directory.is_dir() else []
+    return bases[0] if bases else None
+
+
 def _segment_bases(directory: Path) -> list[int]:
     return sorted(b for b in (parse_log_file_name(p.name) for p in directory.iterdir()) if b is not None)
 

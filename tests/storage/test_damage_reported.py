@@ -21,8 +21,9 @@ from raftmeta.cli.main import cli
 from raftmeta.records import codec
 from raftmeta.storage.damage import repairable_batches
 from raftmeta.storage.datadir import NodeStorage, log_dir
-from raftmeta.storage.errors import InvalidAppendError, LogCorruptionError
-from tests.storage.conftest import simulate_crash
+from raftmeta.storage.errors import InvalidAppendError, LogCorruptionError, SnapshotError
+from raftmeta.storage.snapshot import SnapshotId
+from tests.storage.conftest import simulate_crash, topic_record
 from tests.storage.test_mid_log_corruption import Placed, build_node, flip
 
 
@@ -228,3 +229,52 @@ def test_the_last_batch_of_a_sealed_segment_has_its_end_from_the_next_segments_n
     assert [b for b, _, _, bad in got if bad] == [victim.base_offset]
     node.log.repair_batch(copy)
     assert not any(bad for *_, bad in stored(node))
+
+
+def snapshot_at(node: NodeStorage, offset: int) -> Path:
+    snapshot_id = SnapshotId(offset, node.log.epoch_for_offset(offset - 1))
+    node.take_snapshot(
+        snapshot_id, [topic_record(f"s{offset}")], last_contained_log_timestamp_ms=0, append_timestamp_ms=0
+    )
+    return node.snapshots.path(snapshot_id)
+
+
+def damage_file(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("older", [False, True])
+def test_a_damaged_snapshot_falls_back_to_an_older_one_and_the_log_that_covers_it(tmp_path: Path, older: bool) -> None:
+    """The log still holds everything from the older snapshot's end (from 0 without one): the same
+    state. The damaged file is kept beside, as ``.corrupt``."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 40, high_watermark=78)
+    node = open_reporting(data_dir)
+    first = snapshot_at(node, 42) if older else None
+    newest = snapshot_at(node, 60)
+    node.close()
+    damage_file(newest)
+    with pytest.raises(SnapshotError):
+        NodeStorage.open(data_dir, cluster_id="c1", node_id=1, segment_bytes=1 << 20)  # offline: refused
+
+    node = open_reporting(data_dir)
+    expected = SnapshotId(42, node.log.epoch_for_offset(41)) if older else None
+    assert (node.latest_snapshot.snapshot_id if node.latest_snapshot else None) == expected
+    assert first is None or first.exists()
+    assert not newest.exists() and newest.with_name(newest.name + ".corrupt").exists(), "kept beside"
+    assert node.log.log_end_offset == placed[-1].next_offset
+
+
+def test_a_damaged_snapshot_the_log_does_not_reach_behind_is_still_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    build_node(data_dir, 40, high_watermark=78, segment_bytes=1024)
+    node = open_reporting(data_dir)
+    newest = snapshot_at(node, 60)  # deletes the segments wholly below it: the log starts above 0
+    assert node.log.log_start_offset > 0
+    node.close()
+    damage_file(newest)
+    with pytest.raises(SnapshotError, match="refusing to start"):
+        open_reporting(data_dir)
+    assert newest.exists(), "refused: nothing moved"
