@@ -41,7 +41,14 @@ from raftmeta.records.log_format import LogFormat, UnknownLogFormatError
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError, StorageError
 from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
-from raftmeta.storage.inspect import BatchEntry, Corruption, segment_files, walk_file, walk_log_dir
+from raftmeta.storage.inspect import (
+    BatchEntry,
+    Corruption,
+    repairable_in_log_dir,
+    segment_files,
+    walk_file,
+    walk_log_dir,
+)
 from raftmeta.storage.kafka_export import ExportError, export_kafka
 from raftmeta.storage.log import TruncationPlan, apply_truncation, log_gap, plan_truncation
 from raftmeta.storage.meta_properties import read_meta_properties
@@ -294,6 +301,8 @@ def dump_command(
         else:
             entries.extend(walk_log_dir(log_dir, from_offset=from_offset))
         document["gap"] = _gap_document(log_dir, entries)
+        if log_format is not LogFormat.KAFKA:
+            document["repairable"] = _repairable_document(log_dir, document.get("high_watermark"))
     document["format"] = None if log_format is None else log_format.value
     # One document per entry, in file order, so text output interleaves damage where it was found.
     items = [_entry_document(e, records) for e in entries]
@@ -318,6 +327,24 @@ def dump_command(
         _print_text(document, items)
     if any(not c["torn_tail"] for c in corruptions) or document.get("gap"):
         raise SystemExit(EXIT_FAILED)
+
+
+def _repairable_document(log_dir: Path, high_watermark: object) -> list[dict[str, Any]]:
+    """The damaged batches a node started on ``log_dir`` repairs from the quorum (their slot is
+    known); other damage it truncates (a torn tail) or refuses (docs/storage.md)."""
+    floor = high_watermark if isinstance(high_watermark, int) else 0
+    return [
+        {
+            "file": str(path),
+            "position": slot.position,
+            "offset": slot.base_offset,
+            "end_offset": slot.next_offset,
+            "epoch": slot.epoch,
+            "size_bytes": slot.size,
+            "reason": slot.reason,
+        }
+        for path, slot in repairable_in_log_dir(log_dir, floor)
+    ]
 
 
 def _format_of(paths: list[Path], param: str) -> LogFormat | None:
@@ -437,6 +464,12 @@ def _print_text(document: dict[str, Any], items: list[tuple[str, dict[str, Any]]
             print_corruption(doc)
     if "snapshot" in document and not document["valid"]:
         click.echo(f"INVALID snapshot: {document['error']}")
+    for slot in document.get("repairable") or []:
+        click.echo(
+            f"REPAIRABLE: offsets {slot['offset']}..{slot['end_offset'] - 1} (epoch {slot['epoch']}) at byte "
+            f"{slot['position']} of {slot['file']}: {slot['reason']}; a node started on this data dir keeps the "
+            "batch and repairs it from the quorum (docs/storage.md, Repair from the quorum)"
+        )
     s = document["summary"]
     click.echo(f"{s['batches']} batches, {s['records']} records, {s['bytes']} bytes, {s['corruptions']} corruptions")
 

@@ -3,7 +3,7 @@
 owns it and performs its Readies in the order the core's driver contract requires
 (raftmeta/raft/__init__.py):
 
-    quorum state (fsync'd) -> snapshot install -> truncate/append -> send -> flush -> apply
+    quorum state (fsync'd) -> snapshot install -> truncate -> repair (fsync'd) -> append -> send -> flush -> apply
 
 (appends, flushes and high-watermark checkpoints are queued on the writer thread, in order,
 without the task waiting for them: see raftmeta/server/disk.py). Inputs arrive on one inbox:
@@ -38,7 +38,7 @@ from raftmeta.controller import Controller
 from raftmeta.controller.errors import NotControllerError
 from raftmeta.logs import get_logger
 from raftmeta.metrics.node import NodeMetrics, raft_view
-from raftmeta.raft import NO_LEADER, CommittedTruncationError, Entry, Envelope, Ready, Role
+from raftmeta.raft import NO_LEADER, CommittedTruncationError, Entry, Envelope, Ready, Role, UnrepairableEntryError
 from raftmeta.records.decode import LazyRecords
 from raftmeta.server.addresses import AddressBook
 from raftmeta.server.config import NodeConfig
@@ -118,6 +118,8 @@ class Node:
             log_end_offset=durable.log_end_offset,
             high_watermark=durable.high_watermark,
             snapshot=snapshot.end_offset if snapshot is not None else 0,
+            # Kept for repair from the quorum (docs/storage.md): the core vouches for nothing from the first on.
+            damaged_batches=list(durable.damaged),
         )
 
     @property
@@ -134,6 +136,14 @@ class Node:
                 "stopping: refused to truncate committed offsets",
                 offset=exc.offset,
                 high_watermark=exc.high_watermark,
+                reason=str(exc),
+            )
+            raise
+        except UnrepairableEntryError as exc:
+            self.log.error(
+                "stopping: a damaged batch no other voter holds intact",
+                offset=exc.base_offset,
+                batch_epoch=exc.epoch,
                 reason=str(exc),
             )
             raise
@@ -316,13 +326,18 @@ class Node:
             await self.disk.write_quorum_state(ready.quorum_state)
         if ready.install_snapshot is not None:
             image = ready.install_snapshot
-            records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
+            keep = ready.install_keeps_log
+            records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data, keep_log=keep)
             with collector_paused():
                 self.qc.install_snapshot(LazyRecords(records), image.end_offset)
             self.qc.on_snapshot_installed(now_ms(), image)
             self._stats.snapshot_size_bytes = len(image.data)
-            self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
+            self.log.info(
+                "installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch, kept_log=keep
+            )
             self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed", release=True)
+        if ready.repair:
+            await self._repair(ready)
         flushed_now: int | None = None  # the durable end offset of an inline flush
         group_commit = self.group_commit
         role = self.core.role
@@ -379,6 +394,22 @@ class Node:
             follow = self.qc.take_ready()
             if not follow.is_empty():
                 await self._perform(follow)
+
+    async def _repair(self, ready: Ready) -> None:
+        """Ready.repair: the Ready's truncation, then each damaged batch overwritten in place with
+        a peer's intact copy and fsynced, before anything else of the Ready (the core counts a
+        repaired batch as durable at once). Rare, so awaited behind the writer's queue."""
+        await self.disk.repair(ready.truncate_to, [entry.data for entry in ready.repair])
+        ready.truncate_to = None  # done
+        for entry in ready.repair:
+            self.log.warning(
+                "repaired a damaged batch from the quorum",
+                offset=entry.base_offset,
+                end_offset=entry.next_offset,
+                batch_epoch=entry.epoch,
+                high_watermark=self.core.high_watermark,
+                damaged_left=len(self.core.damaged),
+            )
 
     def _apply_committed_entries(self, entries: list[Entry]) -> None:
         if not entries and not self.qc.has_deferred:
