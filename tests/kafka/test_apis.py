@@ -70,7 +70,8 @@ def test_metadata_lists_the_alive_brokers_at_the_nodes_listeners() -> None:
     assert admin.calls == [
         # The node's own image, as a Kafka broker answers from its metadata cache: no leader round trip.
         ("DescribeCluster", controller_pb2.DescribeClusterRequest(consistency=controller_pb2.STALE)),
-        ("DescribeTopics", controller_pb2.DescribeTopicsRequest()),  # None = every topic
+        # None = every topic, from the same image: a broker's metadata cache, never the controller.
+        ("DescribeTopics", controller_pb2.DescribeTopicsRequest(consistency=controller_pb2.STALE)),
     ]
     (topic,) = response.topics
     assert (topic.name, topic.topic_id, topic.error_code) == ("orders", TOPIC_ID, ErrorCode.none)
@@ -323,6 +324,8 @@ def test_create_partitions_manual_assignment_is_indexed_from_the_current_count()
         },
     )
     assert admin.methods() == ["DescribeTopics", "CreatePartitions"]
+    # The counts the new indexes follow are the controller's own (linearizable), not a node's image.
+    assert admin.sent(0).consistency == controller_pb2.LINEARIZABLE
     sent = admin.calls[1][1]
     assert sent == controller_pb2.CreatePartitionsRequest(
         topics=[
@@ -736,6 +739,7 @@ def test_describe_topic_partitions_hands_its_limit_and_cursor_to_the_controller(
         topics=["orders"],
         response_partition_limit=2,
         cursor=controller_pb2.DescribeTopicsCursor(topic_name="orders", partition_index=0),
+        consistency=controller_pb2.STALE,  # the node's own image, as a broker's metadata cache
     )
     assert [p.partition_index for p in response.topics[0].partitions] == [0, 1]
     assert (response.next_cursor.topic_name, response.next_cursor.partition_index) == ("orders", 2)
