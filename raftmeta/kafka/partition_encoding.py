@@ -16,10 +16,11 @@ tagged field, is refused when the layout is first read rather than written wrong
 from __future__ import annotations
 
 import dataclasses
+import io
 import struct
 import typing
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
@@ -35,6 +36,7 @@ from raftmeta.v1 import controller_pb2, errors_pb2
 LEADER_NOT_AVAILABLE: Final = errors_pb2.LEADER_NOT_AVAILABLE
 PARTITIONS_FIELD: Final = "partitions"
 TOPICS_FIELD: Final = "topics"
+BROKERS_FIELD: Final = "brokers"
 # A partition entry's fields: its scalars first (int16/int32), then its int32 arrays (asserted
 # when a layout is read), each array one of the partition's lists or always empty.
 _SCALARS: Final[dict[str, str]] = {"error_code": "h", "partition_index": "i", "leader_id": "i", "leader_epoch": "i"}
@@ -48,8 +50,9 @@ CACHE_BYTES_MAX: Final = 32 << 20
 
 
 @dataclass(frozen=True, slots=True)
-class EncodedPartitions:
-    """A response's partitions array as bytes: its length prefix and every entry."""
+class EncodedArray:
+    """An array of a response as bytes (a topic's partitions, Metadata's brokers): its length
+    prefix and every entry."""
 
     data: bytes
     count: int
@@ -209,17 +212,17 @@ class _Cache:
 _CACHE = _Cache(CACHE_BYTES_MAX)
 
 
-def encode_partitions(api_key: int, api_version: int, topic: controller_pb2.TopicDescription) -> EncodedPartitions:
+def encode_partitions(api_key: int, api_version: int, topic: controller_pb2.TopicDescription) -> EncodedArray:
     """``topic``'s partitions array in (api_key, api_version)'s response, as kio would write it.
     Clients ask for the same topics again and again (metadata refreshes), so a topic's bytes are
     kept by its content: the controller's description serialized (~0.1 ms for 1000 partitions,
     where encoding them costs a few ms)."""
     layout = _layout(api_key, api_version)
     data = _CACHE.get(layout, topic.partitions, topic.SerializeToString(deterministic=True))
-    return EncodedPartitions(data, len(topic.partitions))
+    return EncodedArray(data, len(topic.partitions))
 
 
-# -- writing a response that holds EncodedPartitions --------------------------------------------
+# -- writing a response that holds EncodedArray --------------------------------------------
 Writer = Callable[[Writable, Any], None]
 
 
@@ -237,11 +240,44 @@ def _plan(cls: type[Any]) -> tuple[tuple[str, Writer, type[Any] | None], ...]:
     return tuple(plan)
 
 
+# Brokers arrays kept, by (api key, version, the brokers' values); a fleet changes seldom.
+_BROKERS_MAX: Final = 64
+_brokers: OrderedDict[tuple[int, int, Hashable], EncodedArray] = OrderedDict()
+
+
+def encode_brokers(
+    api_key: int, api_version: int, key: Hashable, values: Callable[[], list[dict[str, Any]]]
+) -> EncodedArray:
+    """The response's ``brokers`` array written by kio's own writer for the field, kept by
+    ``key`` (the brokers as advertised: a hashable value that changes with any of them), so
+    Metadata answers do not build and write an entity per broker each time."""
+    cache_key = (api_key, api_version, key)
+    found = _brokers.get(cache_key)
+    if found is not None:
+        _brokers.move_to_end(cache_key)
+        return found
+    cls: Any = load_response_schema(api_key, api_version)
+    field = _field(cls, BROKERS_FIELD)
+    entity = _tuple_entity(field.type)
+    assert entity is not None, f"api {api_key} v{api_version}: brokers is not an array of entities"
+    from raftmeta.kafka.build import build  # build imports this module (EncodedArray)
+
+    brokers = values()
+    out = io.BytesIO()
+    writer = get_field_writer(field, flexible=cls.__flexible__, is_request_header=False, is_tag=False)
+    writer(out, tuple(build(entity, b) for b in brokers))
+    encoded = EncodedArray(out.getvalue(), len(brokers))
+    _brokers[cache_key] = encoded
+    if len(_brokers) > _BROKERS_MAX:
+        _brokers.popitem(last=False)
+    return encoded
+
+
 def _write(buffer: Writable, entity: Any) -> None:
     cls: Any = type(entity)
     for name, writer, topic_class in _plan(cls):
         value = getattr(entity, name)
-        if isinstance(value, EncodedPartitions):
+        if isinstance(value, EncodedArray):
             buffer.write(value.data)
         elif topic_class is not None:
             buffer.write(_array_length(cls.__flexible__, len(value)))
@@ -254,9 +290,9 @@ def _write(buffer: Writable, entity: Any) -> None:
 
 
 def holds_encoded(entity: Any) -> bool:
-    """Whether ``entity``'s topics carry :class:`EncodedPartitions` (kio cannot write those)."""
-    return any(
-        isinstance(getattr(t, PARTITIONS_FIELD, None), EncodedPartitions) for t in getattr(entity, TOPICS_FIELD, ())
+    """Whether ``entity`` or its topics carry an :class:`EncodedArray` (kio cannot write those)."""
+    return isinstance(getattr(entity, BROKERS_FIELD, None), EncodedArray) or any(
+        isinstance(getattr(t, PARTITIONS_FIELD, None), EncodedArray) for t in getattr(entity, TOPICS_FIELD, ())
     )
 
 

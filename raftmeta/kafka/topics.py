@@ -21,7 +21,7 @@ from raftmeta.kafka.brokers import advertised_cluster
 from raftmeta.kafka.configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from raftmeta.kafka.context import ApiContext, CallRefused, call, timeout_s
 from raftmeta.kafka.framing import Request
-from raftmeta.kafka.partition_encoding import encode_partitions
+from raftmeta.kafka.partition_encoding import encode_brokers, encode_partitions
 from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2, errors_pb2
 
@@ -111,7 +111,7 @@ async def metadata(ctx: ApiContext, request: Request) -> dict[str, Any]:
     )
     values: dict[str, Any] = {
         "throttle_time": 0,
-        "brokers": cluster.values(),
+        "brokers": encode_brokers(request.api_key, request.api_version, cluster.brokers, cluster.values),
         "cluster_id": ctx.cluster_id,
         "controller_id": cluster.controller_id,
         "cluster_authorized_operations": -(2**31),

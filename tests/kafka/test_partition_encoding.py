@@ -14,7 +14,14 @@ from kio.serial import entity_writer
 
 from raftmeta.kafka.build import build
 from raftmeta.kafka.framing import SIZE_BYTES, encode_response
-from raftmeta.kafka.partition_encoding import _CACHE, _encode, _layout, encode_partitions, holds_encoded
+from raftmeta.kafka.partition_encoding import (
+    _CACHE,
+    _encode,
+    _layout,
+    encode_brokers,
+    encode_partitions,
+    holds_encoded,
+)
 from raftmeta.kafka.versions import SUPPORTED
 from raftmeta.v1 import controller_pb2, errors_pb2
 
@@ -68,10 +75,14 @@ def response_values(
         }
         for t in topics
     ]
-    brokers = [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}]
+    brokers = [
+        {"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None},
+        {"node_id": 7, "host": "::1", "port": 65535, "rack": "r\u00e9"},
+    ]
+    key = tuple(tuple(sorted(b.items(), key=str)) for b in brokers)
     return {
         "throttle_time": 0,
-        "brokers": brokers,
+        "brokers": encode_brokers(api_key, version, key, lambda: brokers) if fast and api_key == 3 else brokers,
         "cluster_id": "cluster",
         "controller_id": 1,
         "cluster_authorized_operations": -(2**31),
