@@ -11,9 +11,10 @@ voter is back; the ends are the leader's DescribeQuorum timestamps the bench alr
 * **start to following**: the process started until it follows the leader -- raftmeta's
   ``role changed`` to follower, KRaft's ``Completed transition to FollowerState`` (its first
   Fetch goes out at once): interpreter or JVM start, opening the empty log, finding the leader;
-* **snapshot**: from following until the snapshot is fetched and loaded -- raftmeta's ``installed
-  snapshot from the leader``, KRaft's MetadataLoader ``handleLoadSnapshot(...): generated a
-  metadata delta``;
+* **snapshot**: from following until the snapshot is fetched and the log starts at it --
+  raftmeta's ``installed snapshot from the leader`` (its image is built from it by then),
+  KafkaRaftClient's ``Fully truncated the log at (...) after downloading snapshot`` (KRaft's
+  controller loads it into its image beside the fetching that goes on);
 * **log catch-up**: from the loaded snapshot until the leader saw the voter caught up (KRaft: as
   an observer);
 * **readmission**: KRaft: from the observer caught up until the new directory is a voter caught
@@ -40,7 +41,7 @@ KRAFT_LINE: Final = re.compile(r"^\[([0-9-]+ [0-9:,]+)\] (.*)$")
 KRAFT_TIME_FORMAT: Final = "%Y-%m-%d %H:%M:%S,%f"
 KRAFT_MARKS: Final = {
     FOLLOWING: re.compile(r"Completed transition to FollowerState"),
-    SNAPSHOT_LOADED: re.compile(r"handleLoadSnapshot\(\S+\): generated a metadata delta"),
+    SNAPSHOT_LOADED: re.compile(r"Fully truncated the log at .* after downloading snapshot"),
 }
 RAFTMETA_MARKS: Final[dict[str, Callable[[dict[str, Any]], bool]]] = {
     FOLLOWING: lambda event: event.get("event") == "role changed" and event.get("role") == "follower",
