@@ -134,21 +134,31 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
         event_loop=event_loop_name(),
         transport=tls_mode(config.tls),
     )
-    if config.client_listen is not None:
-        listeners.append(
-            await _listener(config.client_listen, config.client_tls, (CONTROLLER_SERVICE,), controller_servicer, node)
-        )
-        log.info("listening for clients", address=config.client_listen, transport=tls_mode(config.client_tls))
-    from raftmeta.kafka.server import start_kafka_listener
+    # The node takes part in the quorum from here on: the listeners for clients below (the Kafka
+    # one imports kio's schemas, ~0.4 s on a loaded machine) must not delay a restarted voter's
+    # first Fetch. A listener that cannot start still ends serve() with its error.
+    runner = asyncio.create_task(node.run())
+    try:
+        if config.client_listen is not None:
+            listeners.append(
+                await _listener(
+                    config.client_listen, config.client_tls, (CONTROLLER_SERVICE,), controller_servicer, node
+                )
+            )
+            log.info("listening for clients", address=config.client_listen, transport=tls_mode(config.client_tls))
+        from raftmeta.kafka.server import start_kafka_listener
 
-    kafka = await start_kafka_listener(config, controller_servicer)
+        kafka = await start_kafka_listener(config, controller_servicer)
+    except BaseException:
+        node.stop()  # the node already runs: stop it before the error ends serve()
+        await asyncio.gather(runner, return_exceptions=True)
+        raise
     if kafka is not None:
         log.info("listening for Kafka clients", address=config.kafka_listener)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = asyncio.create_task(node.run())
     if ready is not None:
         ready.set()
     stopper = asyncio.create_task(stop.wait())

@@ -1,0 +1,62 @@
+"""The node takes part in its quorum before its Kafka listener is up: starting that listener
+(kio's schemas imported, ~0.4 s on a loaded machine) must not delay a restarted or wiped voter's
+first Fetch (the wiped-follower phases in docs/performance.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raftmeta.server import app
+from raftmeta.server.config import NodeConfig
+
+CLUSTER_ID = "0tInpP8uQ1eFQthtY7WMZg"
+
+
+def free_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return f"127.0.0.1:{port}"
+
+
+@pytest.mark.timeout(60)
+def test_the_node_leads_before_its_kafka_listener_has_started(tmp_path: Path, monkeypatch: Any) -> None:
+    listen = free_address()
+    config = NodeConfig(
+        node_id=1,
+        listen=listen,
+        voters={1: listen},
+        data_dir=tmp_path,
+        cluster_id=CLUSTER_ID,
+        kafka_listener=free_address(),
+    )
+    seen: dict[str, bool] = {}
+
+    async def slow_kafka_listener(config: NodeConfig, admin: Any) -> None:
+        # Returns only once the node, running without it, has elected itself (a single voter).
+        node = admin.node
+        while not node.is_leader:
+            await node.leader_changed.wait()
+            node.leader_changed.clear()
+        seen["leading before the Kafka listener"] = True
+
+    import raftmeta.kafka.server
+
+    monkeypatch.setattr(raftmeta.kafka.server, "start_kafka_listener", slow_kafka_listener)
+
+    async def scenario() -> None:
+        ready = asyncio.Event()
+        serving = asyncio.create_task(app.serve(config, ready=ready))
+        waiting = asyncio.create_task(ready.wait())
+        done, _ = await asyncio.wait({serving, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        assert waiting in done, "serve() ended before it was ready"
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert seen == {"leading before the Kafka listener": True}
