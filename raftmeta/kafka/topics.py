@@ -34,12 +34,19 @@ TOPIC_CONFIG_SOURCE = DYNAMIC_TOPIC_CONFIG
 UNKNOWN_TOPIC = errors_pb2.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_REQUEST = errors_pb2.INVALID_REQUEST
 NULL_UUID = uuid.UUID(int=0)
-# Metadata and DescribeTopicPartitions read what a Kafka broker reads, its metadata cache: the
-# image as committed and replayed on the node asked (KafkaApis answers both from
-# KRaftMetadataCache, never asking the controller), so no leader round trip and an answer even
-# without a leader. The gRPC DescribeTopics stays linearizable by default (docs/kafka-protocol.md).
-BROKER_READ = controller_pb2.STALE
+STALE = controller_pb2.STALE
 LINEARIZABLE = controller_pb2.LINEARIZABLE
+
+
+def broker_read(ctx: ApiContext) -> controller_pb2.ReadConsistency.ValueType:
+    """How Metadata and DescribeTopicPartitions read topics. A Kafka broker answers both from its
+    metadata cache, the image as committed and replayed (KafkaApis never asks the controller). The
+    leader's node does the same: its committed image already holds every write the leader
+    acknowledged, so no read-index round is needed for a client to read its own writes. A
+    follower's image learns a commit one Fetch later, so a topic just created could be missing
+    from it; a follower reads through the leader (linearizable) and stays read-your-writes for
+    clients that spread their requests over the nodes (docs/kafka-protocol.md)."""
+    return STALE if ctx.leads() else LINEARIZABLE
 
 
 def _uuid(raw: bytes) -> uuid.UUID:
@@ -86,7 +93,7 @@ async def _describe_or_refusal(
     ctx: ApiContext, names: list[str]
 ) -> list[controller_pb2.TopicDescription] | CallRefused:
     try:
-        return await _describe(ctx, names, BROKER_READ)
+        return await _describe(ctx, names, broker_read(ctx))
     except CallRefused as exc:
         return exc
 
@@ -302,7 +309,7 @@ async def describe_topic_partitions(ctx: ApiContext, request: Request) -> dict[s
     body = request.body
     names = [t.name for t in body.topics]
     described = controller_pb2.DescribeTopicsRequest(
-        topics=names, response_partition_limit=max(1, body.response_partition_limit), consistency=BROKER_READ
+        topics=names, response_partition_limit=max(1, body.response_partition_limit), consistency=broker_read(ctx)
     )
     if body.cursor is not None:
         described.cursor.topic_name = body.cursor.topic_name

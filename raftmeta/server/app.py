@@ -148,7 +148,7 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
             log.info("listening for clients", address=config.client_listen, transport=tls_mode(config.client_tls))
         from raftmeta.kafka.server import start_kafka_listener
 
-        kafka = await start_kafka_listener(config, controller_servicer)
+        kafka = await start_kafka_listener(config, controller_servicer, leads=lambda: node.is_leader)
     except BaseException:
         node.stop()  # the node already runs: stop it before the error ends serve()
         await asyncio.gather(runner, return_exceptions=True)
