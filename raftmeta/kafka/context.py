@@ -51,6 +51,9 @@ class ApiContext:
     new_request_id: Callable[[], str] = lambda: f"kafka-{uuid.uuid4().hex}"
     # How long a call waits when its Kafka request carries no timeout (Metadata, configs, ...).
     default_timeout_s: float = DEFAULT_TIMEOUT_S
+    # Whether this node leads the quorum now: its committed image then holds every write it
+    # acknowledged, so Metadata reads it at once (raftmeta.kafka.topics.broker_read).
+    leads: Callable[[], bool] = lambda: False
 
 
 class CallRefused(Exception):
