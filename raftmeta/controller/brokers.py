@@ -10,7 +10,11 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
   (A broker removed by UnregisterBrokerRecord takes its epoch with it; that is the one case where
   an epoch number could be reused, for a different broker or incarnation.)
 - A heartbeat with the right epoch unfences a fenced broker (UnfenceBrokerRecord, then leaderless
-  partitions elect again), or fences an unfenced one that asks to be (``want_fence``). The time of
+  partitions elect again), or fences an unfenced one that asks to be (``want_fence``). A heartbeat
+  that carries ``current_metadata_offset`` (a real broker's: it replays the log) unfences only once
+  that offset reaches the committed offset of the broker's registration (Kafka's
+  BrokerHeartbeatManager: the broker has caught up with the log; ``is_caught_up`` says so); the
+  simulated fleet sends none and is unfenced by its first heartbeat. The time of
   the last heartbeat is soft state the controller object keeps, never logged.
 - **Controlled shutdown** (``want_shutdown_now``, Kafka's): the broker leaves every leadership and
   every ISR it is not the last member of, then is fenced -- one batch, so no election can pick it
@@ -26,6 +30,9 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from placement.rng import RandomSource
 from raftmeta.controller.elections import fence_steps, unfence_steps, unregister_steps
@@ -119,6 +126,46 @@ def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     return None
 
 
+class RegistrationOffset(NamedTuple):
+    """Where a broker's registration was committed: its broker epoch and the last offset of the
+    log batch that holds its RegisterBrokerRecord (a broker that applied that batch saw it)."""
+
+    broker_epoch: int
+    offset: int
+
+
+def registration_offsets_after(
+    before: MetadataImage, after: MetadataImage, last_offset: int, known: dict[int, RegistrationOffset]
+) -> None:
+    """Record in ``known`` the brokers that ``after`` (committed at ``last_offset``) registers
+    anew: a broker epoch changes only with a RegisterBrokerRecord. A broker gone from ``after``
+    is forgotten."""
+    if after.brokers is before.brokers:
+        return
+    for broker in after.brokers.values():
+        previous = before.brokers.get(broker.id)
+        if previous is None or previous.epoch != broker.epoch:
+            known[broker.id] = RegistrationOffset(broker.epoch, last_offset)
+    for broker_id in [b for b in known if b not in after.brokers]:
+        del known[broker_id]
+
+
+def is_caught_up(
+    request: controller_pb2.BrokerHeartbeatRequest, registrations: Mapping[int, RegistrationOffset]
+) -> bool:
+    """Kafka's ``currentMetadataOffset >= registerBrokerRecordOffset``; a heartbeat without an
+    offset (the simulated fleet) counts as caught up, and a registration not committed yet (or
+    an earlier incarnation's) is not caught up with."""
+    if not request.HasField("current_metadata_offset"):
+        return True
+    registered = registrations.get(request.broker_id)
+    return (
+        registered is not None
+        and registered.broker_epoch == request.broker_epoch
+        and request.current_metadata_offset >= registered.offset
+    )
+
+
 def broker_heartbeat(
     image: MetadataImage,
     request: controller_pb2.BrokerHeartbeatRequest,
@@ -126,7 +173,10 @@ def broker_heartbeat(
     ids: TopicIdSource,
     random: RandomSource,
     config: ControllerConfig = DEFAULT_CONFIG,
+    registrations: Mapping[int, RegistrationOffset] | None = None,
 ) -> ControllerResult[controller_pb2.BrokerHeartbeatResponse]:
+    """``registrations``: where each broker's registration was committed (the Controller keeps
+    them as it commits; :func:`registration_offsets_after`)."""
     del now_ms, ids, random
     response = controller_pb2.BrokerHeartbeatResponse(session_timeout_ms=config.session_timeout_ms)
     error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
@@ -134,6 +184,7 @@ def broker_heartbeat(
         response.error_code = error.code  # type: ignore[assignment]
         response.error_message = error.message
         return ControllerResult((), response)
+    response.is_caught_up = is_caught_up(request, registrations or {})
     return start(_heartbeat(image, request, response, config), response)
 
 
@@ -156,9 +207,14 @@ def _heartbeat(
         return ControllerResult(tuple(records), response)
     if request.want_fence and not broker.fenced:
         image, records = yield from fence_steps(image, broker.id, unclean, budget)
+        response.is_fenced = True
     elif not request.want_fence and broker.fenced:
-        image, records = yield from unfence_steps(image, broker.id, unclean, budget)
-    response.is_fenced = request.want_fence
+        if response.is_caught_up:
+            image, records = yield from unfence_steps(image, broker.id, unclean, budget)
+        # Not caught up with its registration: it stays fenced until a later heartbeat is.
+        response.is_fenced = not response.is_caught_up
+    else:
+        response.is_fenced = broker.fenced
     if not request.want_fence and (request.caught_up_replicas or image.reassigning):
         # ``image`` is the working image the last turn began with.
         after = image.replay_all(records) if records else image
