@@ -981,10 +981,16 @@ class AlterPartitionPartition(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     PARTITION_EPOCH_FIELD_NUMBER: _builtins.int
     NEW_ISR_WITH_EPOCHS_FIELD_NUMBER: _builtins.int
+    LEADER_RECOVERY_STATE_FIELD_NUMBER: _builtins.int
     partition_index: _builtins.int
     leader_epoch: _builtins.int
     """The leader epoch and partition epoch the leader's change was computed from."""
     partition_epoch: _builtins.int
+    leader_recovery_state: _builtins.int
+    """Kafka's LeaderRecoveryState (KIP-704): 0 RECOVERED, 1 RECOVERING (the leader is recovering
+    from an unclean election). raftmeta's partitions are always RECOVERED, so 1 is refused as
+    Kafka refuses a move from RECOVERED to RECOVERING.
+    """
     @_builtins.property
     def new_isr_with_epochs(self) -> _containers.RepeatedCompositeFieldContainer[Global___BrokerIdAndEpoch]: ...
     def __init__(
@@ -994,10 +1000,11 @@ class AlterPartitionPartition(_message.Message):
         leader_epoch: _builtins.int = ...,
         partition_epoch: _builtins.int = ...,
         new_isr_with_epochs: _abc.Iterable[Global___BrokerIdAndEpoch] | None = ...,
+        leader_recovery_state: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_epoch", b"leader_epoch", "new_isr_with_epochs", b"new_isr_with_epochs", "partition_epoch", b"partition_epoch", "partition_index", b"partition_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_epoch", b"leader_epoch", "leader_recovery_state", b"leader_recovery_state", "new_isr_with_epochs", b"new_isr_with_epochs", "partition_epoch", b"partition_epoch", "partition_index", b"partition_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
