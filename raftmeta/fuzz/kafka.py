@@ -79,7 +79,7 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
          "rack": "r1", "is_migrating_zk_broker": False, "log_dirs": [uuid.UUID(int=0x5678 << 64)],
          "previous_broker_epoch": -1},
     63: {"broker_id": 1, "broker_epoch": 10, "current_metadata_offset": 42, "want_fence": False,
-         "want_shut_down": False, "offline_log_dirs": []},
+         "want_shut_down": False, "offline_log_dirs": [], "cordoned_log_dirs": []},
     75: {"topics": [{"name": "orders"}], "response_partition_limit": 2000, "cursor": None},
     80: {"cluster_id": None, "timeout": 30000, "voter_id": 4, "voter_directory_id": uuid.UUID(int=7),
          "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9094}]},

@@ -12,7 +12,8 @@ with the error KRaft's ClusterControlManager gives:
 
 What raftmeta's registration does not keep (its RegisterBrokerRecord has no place for it): the
 listeners' security protocols, the features and their ranges, the log directories and
-``previous_broker_epoch``; docs/kafka-protocol.md lists the differences.
+``previous_broker_epoch``; nor does a heartbeat's ``offline_log_dirs`` (v1) or
+``cordoned_log_dirs`` (v2) change anything. docs/kafka-protocol.md lists the differences.
 
 A heartbeat carries ``current_metadata_offset``: the controller unfences a fenced broker once it
 reaches the offset of the broker's committed registration and answers ``is_caught_up``, as KRaft

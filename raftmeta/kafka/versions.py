@@ -28,7 +28,7 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     56: (2, 3),  # AlterPartition (from partition leaders: brokers)
     60: (0, 2),  # DescribeCluster
     62: (0, 4),  # BrokerRegistration (brokers)
-    63: (0, 1),  # BrokerHeartbeat (brokers)
+    63: (0, 2),  # BrokerHeartbeat (brokers)
     75: (0, 0),  # DescribeTopicPartitions
     80: (0, 0),  # AddRaftVoter
     81: (0, 0),  # RemoveRaftVoter
