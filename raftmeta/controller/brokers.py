@@ -2,8 +2,11 @@
 fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + heartbeat manager).
 
 - A broker registers fenced. Re-registering with the same incarnation id and the same details is
-  idempotent (no record, the same epoch). A new incarnation while the old one is unfenced (its
-  session alive) is DUPLICATE_BROKER_REGISTRATION; once the old one is fenced it replaces it.
+  idempotent (no record, the same epoch). A new incarnation while the old one's session is alive
+  is DUPLICATE_BROKER_REGISTRATION: while it is unfenced, or (Kafka 4's BrokerHeartbeatTracker)
+  while its last heartbeat is within the session timeout, fenced or not -- a broker restarted
+  right after its controlled shutdown registers once the old session has expired, as on KRaft.
+  Then the new incarnation replaces the old one.
 - **Broker epoch rule.** Kafka uses the offset of the RegisterBrokerRecord, which a handler cannot
   know. raftmeta uses 1 + the highest epoch of any registered broker: deterministic, rising with
   every registration, and distinct across brokers, so a stale incarnation's epoch never matches.
@@ -31,7 +34,7 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 from placement.rng import RandomSource
@@ -65,7 +68,10 @@ def register_broker(
     ids: TopicIdSource,
     random: RandomSource,
     config: ControllerConfig = DEFAULT_CONFIG,
+    live_sessions: Collection[int] = frozenset(),
 ) -> ControllerResult[controller_pb2.RegisterBrokerResponse]:
+    """``live_sessions``: the brokers whose last heartbeat is within the session timeout (the
+    Controller's soft state; :func:`live_sessions`)."""
     del now_ms, ids, random
     if request.cluster_id and config.cluster_id and request.cluster_id != config.cluster_id:
         return _register_error(
@@ -94,7 +100,7 @@ def register_broker(
                     "rack, pool or endpoints; a changed broker must register with a new incarnation id.",
                 )
             return ControllerResult((), controller_pb2.RegisterBrokerResponse(broker_epoch=existing.epoch))
-        if not existing.fenced:
+        if not existing.fenced or existing.id in live_sessions:
             return _register_error(
                 errors_pb2.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id."
             )
@@ -276,6 +282,11 @@ def describe_cluster(
             ],
         )
     return ControllerResult((), response)
+
+
+def live_sessions(last_contact_ms: Mapping[int, int], now_ms: int, session_timeout_ms: int) -> frozenset[int]:
+    """The brokers heard from within the session timeout, fenced or not."""
+    return frozenset(b for b, contact in last_contact_ms.items() if now_ms - contact <= session_timeout_ms)
 
 
 def stale_brokers(

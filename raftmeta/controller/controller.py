@@ -357,6 +357,10 @@ class Controller:
             # The one handler that reads log offsets: whether the broker caught up with its
             # registration, which the image (made of records, not offsets) cannot say.
             result = brokers.broker_heartbeat(self.image, request, now_ms, ids, random, self.config, self.registrations)
+        elif isinstance(request, controller_pb2.RegisterBrokerRequest):
+            # Whose session is alive is soft state (heartbeat times), not in the image either.
+            sessions = brokers.live_sessions(self.last_contact_ms, now_ms, self.config.session_timeout_ms)
+            result = brokers.register_broker(self.image, request, now_ms, ids, random, self.config, sessions)
         else:
             result = spec.handler(self.image, request, now_ms, ids, random, self.config)
         self._note_contact(method, request, result.response, now_ms)

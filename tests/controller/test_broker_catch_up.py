@@ -8,17 +8,17 @@ from __future__ import annotations
 from placement.rng import JavaRandom
 from raftmeta.controller import Controller
 from raftmeta.controller.brokers import RegistrationOffset
-from raftmeta.v1 import controller_pb2
+from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.controller.helpers import CounterIds, incarnation
 
 IDS, RANDOM = CounterIds(), JavaRandom(1)
 
 
-def _register(controller: Controller, broker_id: int, generation: int = 1) -> int:
+def _register(controller: Controller, broker_id: int, generation: int = 1, now_ms: int = 0) -> int:
     handled = controller.handle(
         "RegisterBroker",
         controller_pb2.RegisterBrokerRequest(broker_id=broker_id, incarnation_id=incarnation(broker_id, generation)),
-        0,
+        now_ms,
         IDS,
         RANDOM,
     )
@@ -72,7 +72,8 @@ def test_a_new_incarnation_must_catch_up_with_its_own_registration() -> None:
     assert _beat(controller, 1, first, 0).is_fenced is False
     fenced = _beat_want_fence(controller, 1, first)
     assert fenced.is_fenced
-    second = _register(controller, 1, generation=2)
+    # Past the old incarnation's session (9 s since its last heartbeat).
+    second = _register(controller, 1, generation=2, now_ms=9_001)
     controller.commit(1, 20)
     assert controller.registrations[1] == RegistrationOffset(second, 20)
     assert _beat(controller, 1, second, 19).is_fenced is True
@@ -120,3 +121,29 @@ def test_followers_and_snapshots_know_where_brokers_registered() -> None:
     )
     leader.commit(1, 3 + len(unregistered.records))
     assert leader.registrations == {}
+
+
+def test_a_new_incarnation_waits_for_the_old_ones_session_even_when_fenced() -> None:
+    """Kafka 4's BrokerHeartbeatTracker: a session is alive while heartbeats come within the
+    session timeout (9 s here), fenced or not; a restart right after a controlled shutdown
+    registers once it has expired."""
+    controller = Controller()
+    first = _register(controller, 1)
+    controller.commit(1, 0)
+    assert _beat(controller, 1, first, 0).is_fenced is False
+    shut_down = controller.handle(
+        "BrokerHeartbeat",
+        controller_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=first, want_shutdown_now=True),
+        1_000,
+        IDS,
+        RANDOM,
+    )
+    controller.commit(1, controller.committed_offset + len(shut_down.records))
+    assert controller.committed_image.brokers[1].fenced
+    restarted = controller_pb2.RegisterBrokerRequest(broker_id=1, incarnation_id=incarnation(1, 2))
+    refused = controller.handle("RegisterBroker", restarted, 10_000, IDS, RANDOM)
+    assert refused.response.error_code == errors_pb2.DUPLICATE_BROKER_REGISTRATION  # type: ignore[union-attr]
+    assert refused.records == ()
+    accepted = controller.handle("RegisterBroker", restarted, 10_001, IDS, RANDOM)
+    assert accepted.response.error_code == errors_pb2.NONE  # type: ignore[union-attr]
+    assert accepted.response.broker_epoch > first  # type: ignore[union-attr]

@@ -62,14 +62,6 @@ KNOWN: tuple[KnownDifference, ...] = (
         ("is_fenced", "should_shut_down"),
     ),
     KnownDifference(
-        "a fenced broker's session",
-        "KRaft 4.4 refuses a new incarnation while the old one has heartbeated within the session "
-        "timeout, fenced or not (BrokerHeartbeatTracker); raftmeta refuses it only while the old one "
-        "is unfenced",
-        "register B4, new incarnation, fenced but its session alive",
-        ("error_code", "broker_epoch"),
-    ),
-    KnownDifference(
         "no features",
         "raftmeta finalizes no feature (no metadata.version), so it checks none at registration; "
         "KRaft refuses a broker that does not support its finalized levels (UNSUPPORTED_VERSION)",
@@ -80,7 +72,7 @@ KNOWN: tuple[KnownDifference, ...] = (
         "no log directories",
         "raftmeta's registration keeps no log directories, so it cannot see one registered by two "
         "brokers; KRaft refuses the second (INVALID_REGISTRATION)",
-        "register B5 with B1's log directory",
+        "register B4 with B1's log directory",
         ("error_code", "broker_epoch"),
     ),
 )
