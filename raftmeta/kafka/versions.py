@@ -25,7 +25,10 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     45: (0, 0),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
     55: (0, 2),  # DescribeQuorum
+    56: (2, 3),  # AlterPartition (from partition leaders: brokers)
     60: (0, 2),  # DescribeCluster
+    62: (0, 4),  # BrokerRegistration (brokers)
+    63: (0, 2),  # BrokerHeartbeat (brokers)
     75: (0, 0),  # DescribeTopicPartitions
     80: (0, 0),  # AddRaftVoter
     81: (0, 0),  # RemoveRaftVoter
