@@ -18,7 +18,7 @@ leaves out), so that two nodes' batches at one offset compare by value.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -88,10 +88,14 @@ def schema() -> StructType:
     return parsed
 
 
-def log_files(log_dir: Path) -> list[str]:
-    """The segment and snapshot file names of ``log_dir``, in name (offset) order, as the JVM
-    reader plans them."""
-    return sorted(p.name for p in log_dir.iterdir() if p.name.endswith(LOG_FILE_SUFFIXES) and p.is_file())
+def log_files(log_dir: Path, only: Collection[str] | None = None) -> list[str]:
+    """The segment and snapshot file names of ``log_dir`` (only those named in ``only`` when
+    given), in name (offset) order, as the JVM reader plans them."""
+    return sorted(
+        p.name
+        for p in log_dir.iterdir()
+        if p.name.endswith(LOG_FILE_SUFFIXES) and p.is_file() and (only is None or p.name in only)
+    )
 
 
 def _node(log_dir: Path) -> int | None:
@@ -99,12 +103,13 @@ def _node(log_dir: Path) -> int | None:
     return None if meta is None else meta.node_id
 
 
-def python_rows(log_dirs: Sequence[str]) -> list[dict[str, Any]]:
-    """Every row of every file of ``log_dirs``, by raftmeta's Python reader."""
+def python_rows(log_dirs: Sequence[str], files: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Every row of every file of ``log_dirs`` (of the ``files`` named, when given), by
+    raftmeta's Python reader."""
     rows: list[dict[str, Any]] = []
     for log_dir in log_dirs:
         node = _node(Path(log_dir))
-        for name in log_files(Path(log_dir)):
+        for name in log_files(Path(log_dir), files):
             base = {"node": node, "log_dir": log_dir, "file": name}
             rows.extend(file_rows((Path(log_dir) / name).read_bytes(), base))
     return rows
@@ -184,7 +189,8 @@ def record_columns(record: LogRecord) -> dict[str, Any]:
             isr=_ints(data["Isr"]),
             adding_replicas=_ints(data["AddingReplicas"]),
             removing_replicas=_ints(data["RemovingReplicas"]),
-            elr=_ints(data["EligibleLeaderReplicas"]),
+            # Not in versions before 1: null, as Kafka's accessor gives its default.
+            elr=_ints(data.values.get("EligibleLeaderReplicas")),
             leader=data["Leader"],
         )
         if name == "PartitionRecord":  # a change record carries no epochs: Kafka's replay derives them
@@ -217,14 +223,19 @@ def record_columns(record: LogRecord) -> dict[str, Any]:
     return columns
 
 
-def read_log_rows(spark: SparkSession, log_dirs: Sequence[str], reader: Reader) -> DataFrame:
-    """The rows of ``log_dirs`` as a DataFrame: decoded in Spark's JVM by Kafka's code (``jvm``;
-    its jar must be on ``spark.jars``, :func:`raftmeta.jobs.kafka_log_jar.reader_jars`), or by
-    raftmeta's Python reader in this process (``python``, the fallback where no JVM build is
-    possible)."""
+def read_log_rows(
+    spark: SparkSession, log_dirs: Sequence[str], reader: Reader, files: Collection[str] | None = None
+) -> DataFrame:
+    """The rows of ``log_dirs`` (of the ``files`` named, when given) as a DataFrame: decoded in
+    Spark's JVM by Kafka's code (``jvm``; its jar must be on ``spark.jars``,
+    :func:`raftmeta.jobs.kafka_log_jar.reader_jars`), or by raftmeta's Python reader in this
+    process (``python``, the fallback where no JVM build is possible)."""
     if reader == "jvm":
         from raftmeta.jobs.kafka_log_jar import SHORT_NAME
 
-        return spark.read.format(SHORT_NAME).option("paths", ",".join(log_dirs)).load()
-    rows = python_rows(log_dirs)
+        source = spark.read.format(SHORT_NAME).option("paths", ",".join(log_dirs))
+        if files is not None:
+            source = source.option("files", ",".join(files))
+        return source.load()
+    rows = python_rows(log_dirs, files)
     return spark.createDataFrame([tuple(row[name] for name in COLUMN_NAMES) for row in rows], schema())

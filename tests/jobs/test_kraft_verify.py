@@ -122,7 +122,7 @@ def test_a_partition_state_breaking_invariant_7_fails_naming_the_partition_and_o
 
 def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) -> None:
     runner = CliRunner()
-    passed = runner.invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    passed = runner.invoke(cli, ["verify", "--reader", "python", "--data-dir", str(quorum), "--output", "json"])
     assert passed.exit_code == 0, passed.output
     document = json.loads(passed.stdout)
     assert (document["format"], document["passed"]) == ("kafka", True)
@@ -130,17 +130,19 @@ def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) ->
     data = segment.read_bytes()
     last = list(iter_batches(data))[-1][0]
     segment.write_bytes(data[: last + 30])  # the last batch torn: a write in progress, not damage
-    torn = runner.invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    torn = runner.invoke(cli, ["verify", "--reader", "python", "--data-dir", str(quorum), "--output", "json"])
     assert torn.exit_code == 0, torn.output
     integrity = json.loads(torn.stdout)["checks"][0]
     assert integrity["detail"].endswith(f"controller 3001: {SEGMENT} ends inside the batch at byte {last} (torn tail)")
     doctored = bytearray(data)
     doctored[last + 40] ^= 0x01
     segment.write_bytes(bytes(doctored))
-    failed_run = runner.invoke(cli, ["verify", "--data-dir", str(quorum)])
+    failed_run = runner.invoke(cli, ["verify", "--reader", "python", "--data-dir", str(quorum)])
     assert failed_run.exit_code == 1
     assert "controller 3001" in failed_run.output
-    refused = runner.invoke(cli, ["verify", "--data-dir", str(quorum), "--report-dir", str(quorum / "out")])
+    refused = runner.invoke(
+        cli, ["verify", "--reader", "python", "--data-dir", str(quorum), "--report-dir", str(quorum / "out")]
+    )
     assert refused.exit_code == 2
     assert "holds KRaft metadata logs in Kafka's format, which --report-dir does not read" in refused.output
 

@@ -1,6 +1,7 @@
 package dev.raftmeta.spark.kafkalog;
 
 import java.util.Map;
+import java.util.Set;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
@@ -11,12 +12,15 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * {@code spark.read.format("raftmeta-kafka-log").option("paths", "dir1,dir2").load()}: the rows
  * of every segment ({@code *.log}) and snapshot ({@code *.checkpoint}) in the given
- * {@code __cluster_metadata-0} directories, decoded by the pinned Kafka release's own code
+ * {@code __cluster_metadata-0} directories ({@code option("files", ...)} keeps only the files of
+ * those names), decoded by the pinned Kafka release's own code
  * ({@link LogRows} says which row is what).
  */
 public final class KafkaLogSource implements TableProvider, DataSourceRegister {
   public static final String SHORT_NAME = "raftmeta-kafka-log";
   public static final String PATHS_OPTION = "paths";
+  /** Optional: only the files of these names (comma-separated), e.g. one snapshot of each node. */
+  public static final String FILES_OPTION = "files";
 
   @Override
   public String shortName() {
@@ -35,6 +39,7 @@ public final class KafkaLogSource implements TableProvider, DataSourceRegister {
       throw new IllegalArgumentException(
           "option \"" + PATHS_OPTION + "\": give the __cluster_metadata-0 directories to read, comma-separated");
     }
-    return new KafkaLogTable(paths.split(","));
+    String files = properties.get(FILES_OPTION);
+    return new KafkaLogTable(paths.split(","), files == null ? null : Set.of(files.split(",")));
   }
 }

@@ -23,9 +23,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /** The table, its scan and its batch: one input partition per segment or snapshot file. */
 final class KafkaLogTable implements SupportsRead, ScanBuilder, Scan, Batch {
   private final String[] logDirs;
+  private final Set<String> onlyFiles; // null: every segment and snapshot
 
-  KafkaLogTable(String[] logDirs) {
+  KafkaLogTable(String[] logDirs, Set<String> onlyFiles) {
     this.logDirs = logDirs;
+    this.onlyFiles = onlyFiles;
   }
 
   @Override
@@ -80,6 +82,7 @@ final class KafkaLogTable implements SupportsRead, ScanBuilder, Scan, Batch {
         files
             .map(p -> p.getFileName().toString())
             .filter(n -> n.endsWith(".log") || n.endsWith(".checkpoint"))
+            .filter(n -> onlyFiles == null || onlyFiles.contains(n))
             .sorted()
             .forEach(n -> splits.add(new LogFileSplit(node, logDir, n)));
       } catch (IOException e) {
