@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from raftmeta.records.kafka.batch import batch_size, iter_batches
+from raftmeta.records.kafka.batch import batch_size, encode_batch, iter_batches
+from raftmeta.records.kafka.frames import metadata_record, new_batch
 from tests.jobs.kafka_log_compare import rows_both_ways
-from tests.jobs.test_kraft_verify import SEGMENT, SNAPSHOT, quorum, segment_of  # noqa: F401 (fixture)
+from tests.jobs.test_kraft_verify import SEGMENT, SNAPSHOT, TOPIC_T1, quorum, segment_of  # noqa: F401 (fixture)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,3 +73,19 @@ def test_a_doctored_copy_reads_the_same_both_ways(spark: SparkSession, quorum: P
     assert by_node[3001][-1]["damage"] == "truncated"
     unreadable = [r for r in rows if r["file"] == SNAPSHOT and r["damage"] is not None]
     assert [(r["node"], r["position"], r["damage"]) for r in unreadable] == [(3002, second_at, "unreadable")]
+
+
+def test_fields_a_records_version_lacks_read_the_same_both_ways(spark: SparkSession, quorum: Path) -> None:  # noqa: F811
+    # Version 0 of PartitionRecord and PartitionChangeRecord has no ELR: null both ways (Kafka's default).
+    records = [
+        metadata_record("PartitionRecord", 0, TopicId=TOPIC_T1, PartitionId=7, Replicas=(0, 1), Isr=(0, 1), Leader=0),
+        metadata_record("PartitionChangeRecord", 0, TopicId=TOPIC_T1, PartitionId=7, Isr=(0,)),
+    ]
+    segment = segment_of(quorum, 3001)
+    segment.write_bytes(segment.read_bytes() + encode_batch(new_batch(157, 1, records, 1_800_000_000_000)))
+    rows = rows_both_ways(spark, log_dirs(quorum))
+    added = [r for r in rows if r["node"] == 3001 and r["file"] == SEGMENT and r["base_offset"] == 157]
+    assert [(r["record_type"], r["record_version"], r["elr"], r["isr"]) for r in added] == [
+        ("PartitionRecord", 0, None, [0, 1]),
+        ("PartitionChangeRecord", 0, None, [0]),
+    ]
