@@ -207,3 +207,18 @@ def test_a_static_quorums_controllers_are_the_leader_changes_voters() -> None:
 
 def _found(batch: RecordBatch) -> FoundKafkaBatch:
     return FoundKafkaBatch(0, 0, 0, True, batch, tuple(batch_records(batch)))
+
+
+def test_a_version_0_partition_record_without_an_elr_is_replayed(quorum: Path) -> None:
+    # PartitionRecord and PartitionChangeRecord have no EligibleLeaderReplicas before version 1.
+    records = [
+        metadata_record("PartitionRecord", 0, TopicId=TOPIC_T1, PartitionId=7, Replicas=(0, 1), Isr=(0, 1), Leader=0),
+        metadata_record("PartitionChangeRecord", 0, TopicId=TOPIC_T1, PartitionId=7, Isr=(0,)),
+    ]
+    batch = encode_batch(new_batch(157, 1, records, 1_800_000_000_000))
+    for node_id in CONTROLLERS:
+        segment = segment_of(quorum, node_id)
+        segment.write_bytes(segment.read_bytes() + batch)
+    result = verify_kraft(quorum)
+    assert result.passed, result.checks
+    assert (result.figures["records"], result.figures["partitions"]) == (159, 4)
