@@ -10,6 +10,18 @@ import click
 
 from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_error
 
+MIB = 1 << 20
+# Where ``--reader auto`` takes the JVM path: Spark's fixed cost (about 17 jobs) loses to the
+# in-process checks on a KRaft quorum's usual few MB of log, and the JVM path was 3.2x faster on
+# 3 x 100,000 records (about 30 MB; docs/verify.md, `bench kafka-verify`).
+JVM_READER_FROM_BYTES = 32 * MIB
+
+
+def kafka_log_bytes(data_dir: str | Path) -> int:
+    """The bytes of every segment and snapshot under ``data_dir`` (what a verify reads)."""
+    return sum(path.stat().st_size for pattern in ("*.log", "*.checkpoint") for path in Path(data_dir).rglob(pattern))
+
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -42,11 +54,12 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--reader",
-    type=click.Choice(["jvm", "python"]),
-    default=None,
+    type=click.Choice(["auto", "jvm", "python"]),
+    default="auto",
     help="For KRaft logs in Kafka's format: decode in Spark's JVM with Kafka's own code and check in Spark SQL "
-    "(jvm), or decode and check in this process (python) [default: jvm when its jar is built "
-    "(make jvm-reader), else python].",
+    "(jvm), or decode and check in this process (python); auto takes jvm for logs of "
+    f"{JVM_READER_FROM_BYTES // MIB} MiB or more when its jar is built (make jvm-reader), python below "
+    "(Spark's fixed cost; docs/verify.md).",
 )
 @output_option
 def verify(
@@ -57,7 +70,7 @@ def verify(
     spark_log_level: str,
     incremental: bool,
     digest_store: Path | None,
-    reader: str | None,
+    reader: str,
     output: str,
 ) -> None:
     """Replay every node's committed log with Spark and check that the quorum agreed.
@@ -82,7 +95,7 @@ def verify(
             spark_log_level=spark_log_level,
         )
         return
-    if reader is not None:
+    if reader != "auto":
         raise usage_error(
             "--reader chooses how KRaft logs in Kafka's format are read; this data dir is raftmeta's", "--reader"
         )
@@ -133,7 +146,7 @@ def _verify_kraft(
     history: str | None,
     incremental: bool,
     output: str,
-    reader: str | None,
+    reader: str,
     master: str,
     spark_log_level: str,
 ) -> None:
@@ -149,8 +162,8 @@ def _verify_kraft(
             raise usage_error(
                 f"{data_dir} holds KRaft metadata logs in Kafka's format, which {flag} does not read", flag
             )
-    if reader is None:
-        reader = "jvm" if reader_built() else "python"
+    if reader == "auto":
+        reader = "jvm" if reader_built() and kafka_log_bytes(data_dir) >= JVM_READER_FROM_BYTES else "python"
     result: KraftVerifyResult
     if reader == "jvm":
         from raftmeta.jobs.kraft_spark import verify_kraft_spark
@@ -168,7 +181,7 @@ def _verify_kraft(
     else:
         result = verify_kraft(data_dir)
     if output == "json":
-        emit_json(result.to_json(str(data_dir)))
+        emit_json({**result.to_json(str(data_dir)), "reader": reader})
     else:
         console = _print_checks("raftmeta verify (Kafka's format)", result.passed, result.checks)
         f = result.figures

@@ -222,3 +222,20 @@ def test_a_version_0_partition_record_without_an_elr_is_replayed(quorum: Path) -
     result = verify_kraft(quorum)
     assert result.passed, result.checks
     assert (result.figures["records"], result.figures["partitions"]) == (159, 4)
+
+
+def test_verify_auto_reads_a_small_kraft_quorum_in_process(quorum: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--reader auto`` (the default) keeps a few MB of log off Spark's fixed cost; past
+    JVM_READER_FROM_BYTES it takes the JVM path when its jar is built."""
+    import raftmeta.cli.verify as verify_cli
+    import raftmeta.jobs.kafka_log_jar as jar
+
+    assert 0 < verify_cli.kafka_log_bytes(quorum) < verify_cli.JVM_READER_FROM_BYTES
+    small = CliRunner().invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    assert small.exit_code == 0, small.output
+    assert json.loads(small.stdout)["reader"] == "python"
+    # Past the threshold and with no jar, auto still answers in process (nothing to fail over).
+    monkeypatch.setattr(verify_cli, "JVM_READER_FROM_BYTES", 1)
+    monkeypatch.setattr(jar, "reader_built", lambda: False)
+    unbuilt = CliRunner().invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    assert json.loads(unbuilt.stdout)["reader"] == "python"
