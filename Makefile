@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: venv kafka kafka-clients test test-all lint format proto demo clean
+.PHONY: venv kafka kafka-clients jvm-reader test test-all lint format proto demo clean
 
 # setuptools warns on every editable install of a flat layout ("Editable installation ... folders
 # with the same name as your package"): nothing a user can act on, so it is not shown.
@@ -22,10 +22,14 @@ venv: $(STAMP)
 # runtime jars land in build/kafka/lib for the KRaft launcher, Kafka's tools and the AdminClient.
 KAFKA_LIB := build/kafka/lib
 KAFKA_STAMP := build/kafka/.resolved-stamp
-$(KAFKA_STAMP): deploy/kafka/pom.xml
+# kafka-metadata-shell has its own class path, build/kafka/shell-lib (deploy/kafka/shell/pom.xml says why).
+KAFKA_SHELL_LIB := build/kafka/shell-lib
+$(KAFKA_STAMP): deploy/kafka/pom.xml deploy/kafka/shell/pom.xml
 	@mkdir -p build/kafka
 	@mvn -q -B -f deploy/kafka/pom.xml package -Dkafka.lib.dir=$(CURDIR)/$(KAFKA_LIB) >build/kafka/maven.log 2>&1 \
 	  || { echo "make: could not resolve Apache Kafka with Maven (deploy/kafka/pom.xml); see build/kafka/maven.log" >&2; exit 1; }
+	@mvn -q -B -f deploy/kafka/shell/pom.xml package -Dkafka.shell.lib.dir=$(CURDIR)/$(KAFKA_SHELL_LIB) >>build/kafka/maven.log 2>&1 \
+	  || { echo "make: could not resolve kafka-shell with Maven (deploy/kafka/shell/pom.xml); see build/kafka/maven.log" >&2; exit 1; }
 	@touch $(KAFKA_STAMP)
 
 kafka: $(KAFKA_STAMP)
@@ -40,6 +44,18 @@ $(KAFKAJS_STAMP): tests/kafka/js/package.json tests/kafka/js/package-lock.json
 	  || { echo "make: could not install kafkajs (npm ci --prefix tests/kafka/js); see build/kafkajs-npm.log" >&2; exit 1; }
 	@touch $(KAFKAJS_STAMP)
 
+# The JVM reader of Kafka-format metadata logs (deploy/spark/kafka-log-reader): a Spark data source
+# compiled with javac against the jars of the installed PySpark (Spark 4.3.0 is not on Maven Central)
+# and the pinned Kafka's; no download. docs/verify.md, "The JVM reader".
+READER_JAR := build/kafka-log-reader/raftmeta-kafka-log-reader.jar
+READER_SOURCES := $(shell find deploy/spark/kafka-log-reader/src -type f)
+$(READER_JAR): $(STAMP) $(KAFKA_STAMP) $(READER_SOURCES)
+	@mkdir -p build/kafka-log-reader
+	@$(BIN)/python -m raftmeta.jobs.kafka_log_jar $(READER_JAR) >build/kafka-log-reader/javac.log 2>&1 \
+	  || { echo "make: could not build the JVM reader (deploy/spark/kafka-log-reader); see build/kafka-log-reader/javac.log" >&2; exit 1; }
+
+jvm-reader: $(READER_JAR)
+
 kafka-clients: $(KAFKAJS_STAMP)
 	@command -v kcat >/dev/null 2>&1 || { mkdir -p build; { DEBIAN_FRONTEND=noninteractive apt-get install -y kcat || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y kcat; }; } >build/kcat-apt.log 2>&1; } \
 	  || { echo "make: kcat is missing and apt-get install -y kcat failed (needs root on Debian); see build/kcat-apt.log" >&2; exit 1; }
@@ -49,13 +65,13 @@ kafka-clients: $(KAFKAJS_STAMP)
 ## on real processes, JVMs and timers. The tests against real Apache Kafka (`kraft`) run next in one
 ## process, so its session-scoped KRaft cluster starts once. The chaos runs go last, alone: they
 ## kill and pause node processes under a workload with default timeouts, on a machine nothing else loads.
-test: $(STAMP) $(KAFKA_STAMP) kafka-clients
+test: $(STAMP) $(KAFKA_STAMP) $(READER_JAR) kafka-clients
 	$(BIN)/python -m pytest -m "not slow and not chaos and not kraft" --numprocesses auto --maxprocesses 4 --dist worksteal $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m "not slow and kraft" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m "not slow and chaos" $(PYTEST_ARGS)
 
 ## make test-all: everything, including the slow soaks.
-test-all: $(STAMP) $(KAFKA_STAMP) kafka-clients
+test-all: $(STAMP) $(KAFKA_STAMP) $(READER_JAR) kafka-clients
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -71,7 +87,7 @@ format: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python proto/generate.py
 
-demo: $(STAMP) $(KAFKA_STAMP)
+demo: $(STAMP) $(KAFKA_STAMP) $(READER_JAR)
 	$(BIN)/raftmeta demo
 
 clean:

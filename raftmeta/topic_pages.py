@@ -22,6 +22,8 @@ async def describe_every_page(
     whole = controller_pb2.DescribeTopicsResponse()
     while True:
         page = await send(request)
+        if not whole.topics and request.cursor.partition_index == 0 and not page.HasField("next_cursor"):
+            return page  # one page is the whole answer: no copy of its topics (a deep copy each)
         topics = list(page.topics)
         if request.cursor.partition_index > 0:  # the page goes on with the topic the last one cut
             cut = whole.topics[-1]

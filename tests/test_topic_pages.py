@@ -66,3 +66,10 @@ def test_a_topic_deleted_between_two_pages_is_left_out() -> None:
         Response(topics=[topic("b", b"B", range(1))]),
     ])  # fmt: skip
     assert described(whole) == [("b", [0])]
+
+
+def test_a_one_page_answer_is_that_page_not_a_copy_of_it() -> None:
+    # Copying a page's topics deep-copies every partition (0.3 ms for 1000 of them) for nothing.
+    only = Response(topics=[topic("a", b"A", range(1000))])
+    whole, sent = read([only])
+    assert whole is only and len(sent) == 1

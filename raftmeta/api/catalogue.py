@@ -68,6 +68,13 @@ class Rpc(Generic[Req, Resp]):
         return self.retry is Retry.REQUEST_ID
 
     @property
+    def reports_unknown_outcome(self) -> bool:
+        """A failure after an attempt may have reached the quorum is an unknown outcome, not a
+        refusal: a write with a request id (a retry resolves it) or a voter change. A broker's
+        registration, heartbeats and ISR changes are sent again on the broker's own schedule."""
+        return self.retry in (Retry.REQUEST_ID, Retry.ALREADY_DONE)
+
+    @property
     def reads_stale(self) -> bool:
         """The request may ask to be answered from the local image (``consistency: STALE``)."""
         return "consistency" in self.request_type.DESCRIPTOR.fields_by_name
@@ -127,11 +134,11 @@ INCREMENTAL_ALTER_CONFIGS: Final = Rpc(
 )  # fmt: skip
 REGISTER_BROKER: Final = Rpc(
     "RegisterBroker", C.RegisterBrokerRequest, C.RegisterBrokerResponse, CONTROLLER, True, Retry.EPOCHS,
-    ("error_code",), limits=limits.register_broker_limits,
+    ("error_code",), (62,), limits=limits.register_broker_limits,
 )  # fmt: skip
 BROKER_HEARTBEAT: Final = Rpc(
     "BrokerHeartbeat", C.BrokerHeartbeatRequest, C.BrokerHeartbeatResponse, CONTROLLER, True, Retry.EPOCHS,
-    ("error_code",), limits=limits.broker_heartbeat_limits,
+    ("error_code",), (63,), limits=limits.broker_heartbeat_limits,
 )  # fmt: skip
 UNREGISTER_BROKER: Final = Rpc(
     "UnregisterBroker", C.UnregisterBrokerRequest, C.UnregisterBrokerResponse, CONTROLLER, True, Retry.REQUEST_ID,
@@ -139,7 +146,7 @@ UNREGISTER_BROKER: Final = Rpc(
 )  # fmt: skip
 ALTER_PARTITION: Final = Rpc(
     "AlterPartition", C.AlterPartitionRequest, C.AlterPartitionResponse, CONTROLLER, True, Retry.UNSAFE,
-    ("error_code", "topics.partitions.error_code"), limits=limits.alter_partition_limits,
+    ("error_code", "topics.partitions.error_code"), (56,), limits=limits.alter_partition_limits,
 )  # fmt: skip
 DESCRIBE_QUORUM: Final = Rpc(
     "DescribeQuorum", C.DescribeQuorumRequest, C.DescribeQuorumResponse, NODE, False, Retry.READ, (), (55,),
@@ -210,7 +217,10 @@ KAFKA_APIS: Final[dict[int, KafkaApi]] = {
         KafkaApi(45, "AlterPartitionReassignments", 0, 0),
         KafkaApi(46, "ListPartitionReassignments", 0, 0),
         KafkaApi(55, "DescribeQuorum", 0, 2),
+        KafkaApi(56, "AlterPartition", 2, 3),  # from partition leaders: brokers
         KafkaApi(60, "DescribeCluster", 0, 2),
+        KafkaApi(62, "BrokerRegistration", 0, 4),  # brokers
+        KafkaApi(63, "BrokerHeartbeat", 0, 2),  # brokers
         KafkaApi(75, "DescribeTopicPartitions", 0, 0),
         KafkaApi(80, "AddRaftVoter", 0, 0),
         KafkaApi(81, "RemoveRaftVoter", 0, 0),

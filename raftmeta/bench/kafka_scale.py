@@ -36,8 +36,12 @@ first, while the machine is freshest for the slower side to start), from one cli
    command line; KRaft's dynamic quorum needs ``kafka-storage format --no-initial-controllers``
    (a new directory id), the controller started as an observer, then RemoveRaftVoter of the old
    directory and AddRaftVoter of the new one (what ``kafka-metadata-quorum remove-controller`` and
-   ``add-controller`` send) once it has caught up. Timed from its start to the leader seeing it
-   caught up as a voter again (``seconds``), with the observer catch-up alone for KRaft.
+   ``add-controller`` send) once it has caught up. Timed from the operator's first step on the
+   replaced disk (KRaft: the format; raftmeta: the start) to the leader seeing it caught up as a
+   voter again (``seconds``: what the user waits for), from the process start alone
+   (``from_start_s``), with the observer catch-up alone for KRaft, and
+   split into phases (``phases_s``: format, start to following the leader, snapshot, log
+   catch-up, readmission as a voter) from the voter's own log (:mod:`raftmeta.bench.comeback`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from typing import Any, ClassVar, Final
 
 import click
 
+from raftmeta.bench.comeback import kraft_marks, phases, raftmeta_marks
 from raftmeta.bench.compare import SIDES, Better, meets_target, ratios
 from raftmeta.bench.kafka_ops import KafkaError, QuorumState, create_topic, describe_quorum, describe_topic
 from raftmeta.bench.results import machine, median, rss_bytes
@@ -697,7 +702,11 @@ async def wipe_voter(side: ScaleSide, node_id: int) -> dict[str, Any]:
         started_ms = int(time.time() * 1000)
         await asyncio.to_thread(side.start_voter, node_id)
         seconds, _ = await caught_up_since(side.quorum_addresses(), node_id, started_ms)
-        result: dict[str, Any] = {"node": node_id, "seconds": round(seconds, 3)}
+        # No operator step comes before the start: from the wiped disk is from the start.
+        result: dict[str, Any] = {"node": node_id, "seconds": round(seconds, 3), "from_start_s": round(seconds, 3)}
+        # Its voter never left the voter set: caught up is caught up as a voter.
+        marks = raftmeta_marks(Path(side.quorum.node(node_id).log), started_ms / 1000)
+        result.update(phases(started_ms / 1000, marks, seconds, seconds))
     else:
         assert isinstance(side, KraftScale)
         result = await wiped_kraft_voter(side, node_id)
@@ -719,6 +728,7 @@ async def wiped_kraft_voter(side: KraftScale, node_id: int) -> dict[str, Any]:
     old_directory = next(v.directory_id for v in state.voters if v.replica_id == node_id)
     data = Path(node.node_dir) / "data"
     shutil.rmtree(data)
+    procedure_ms = int(time.time() * 1000)  # the operator's first step on the replaced disk
     formatting = time.monotonic()
     await asyncio.to_thread(
         format_all, cluster.cluster_id, [FormatJob(node_id, Path(node.node_dir) / "server.properties", None)]
@@ -746,9 +756,12 @@ async def wiped_kraft_voter(side: KraftScale, node_id: int) -> dict[str, Any]:
     finally:
         await connection.close()
     seconds, _ = await caught_up_since(addresses, node_id, started_ms)
+    marks = kraft_marks(node.log, started_ms / 1000)
     return {
         "node": node_id,
-        "seconds": round(seconds, 3),
+        "seconds": round(seconds + (started_ms - procedure_ms) / 1000, 3),
+        "from_start_s": round(seconds, 3),
+        **phases(started_ms / 1000, marks, observer_s, seconds, format_s),
         "observer_caught_up_s": round(observer_s, 3),
         "format_s": round(format_s, 3),
         "add_voter_attempts": add_attempts,
@@ -938,6 +951,8 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
                 f"{side['snapshot']['max_bytes']:,} bytes; restart {side['restart']['seconds']} s; "
                 f"wiped follower {side['wiped_follower']['seconds']} s"
             )
+            wiped_phases = side["wiped_follower"].get("phases_s", {})
+            lines.append("  wiped follower phases: " + ", ".join(f"{k} {v} s" for k, v in wiped_phases.items()))
     for path, value in document.get("ratio", {}).items():
         lines.append(f"ratio {path}: {value} (good when {document['ratio_better'][path]})")
     return lines

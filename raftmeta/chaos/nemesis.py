@@ -15,6 +15,9 @@ Families and variants:
   that cannot see each other, one node seeing both); flapping (a split toggled every few hundred
   ms); delay (50-200 ms on every link of one node).
 - ``torn-write``: SIGKILL a node, append a partial batch to its active segment, restart it.
+- ``storage``: SIGKILL a minority of the nodes at once, damage a different committed batch of
+  each one's log (a flipped bit or a zeroed sector, :mod:`raftmeta.chaos.disk_damage`), restart
+  them: each must repair its batch from the quorum with no operator.
 - ``broker``: stop one or two simulated brokers' heartbeats past the session timeout (they are
   fenced, partition leaders move), then resume them (unfenced, leaderless partitions recover).
 - ``membership``: voter changes through AddRaftVoter / RemoveRaftVoter -- add an observer, remove
@@ -39,6 +42,7 @@ import grpc
 from raftmeta.addresses import parse_host_port
 from raftmeta.chaos import membership
 from raftmeta.chaos.cluster import ChaosCluster
+from raftmeta.chaos.disk_damage import DiskDamage, damage_committed_batch
 from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.membership import Outcome, VoterChange, VoterRequest
 from raftmeta.chaos.monitor import QuorumMonitor
@@ -51,13 +55,14 @@ from raftmeta.v1 import controller_pb2, errors_pb2
 
 # The default set (``--faults``'s default). ``membership`` is opted into: it adds an observer
 # process and ends the run with another voter set, so the default runs keep the quorum they had.
-DEFAULT_FAMILIES: tuple[str, ...] = ("kill", "pause", "partition", "torn-write", "broker")
+DEFAULT_FAMILIES: tuple[str, ...] = ("kill", "pause", "partition", "torn-write", "storage", "broker")
 FAMILIES: tuple[str, ...] = (*DEFAULT_FAMILIES, "membership")
 VARIANTS: dict[str, tuple[str, ...]] = {
     "kill": ("one", "leader", "majority", "all"),
     "pause": ("one", "leader"),
     "partition": ("isolate-leader", "majority-minority", "one-way", "bridge", "flapping", "delay"),
     "torn-write": ("one", "leader"),
+    "storage": ("bit-flip", "zeroed-sector"),
     "broker": ("one", "two"),
     "membership": membership.VARIANTS,
 }
@@ -98,7 +103,7 @@ def hold_range_s(family: str, fetch_timeout_s: float, session_timeout_s: float) 
         # How long its requests are retried: a change commits in a fetch round or two, an observer
         # catches up within a fetch timeout, and an election in between takes about as much.
         return 2.0 * fetch_timeout_s, 4.0 * fetch_timeout_s
-    return 0.5, 2.5  # kill, torn-write: the outage before the restart
+    return 0.5, 2.5  # kill, torn-write, storage: the outage before the restart
 
 
 def plan_faults(
@@ -139,6 +144,7 @@ class Nemesis:
         self.counts: dict[str, int] = dict.fromkeys(FAMILIES, 0)
         self._next_id = 0
         self.voter_requests: list[VoterRequest] = []  # every AddRaftVoter / RemoveRaftVoter attempt
+        self.disk_damage: list[DiskDamage] = []  # every committed batch the storage faults damaged
         self._voter_client: ControllerClient | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -170,6 +176,7 @@ class Nemesis:
             "pause": self._pause,
             "partition": self._partition,
             "torn-write": self._torn_write,
+            "storage": self._storage,
             "broker": self._broker,
             "membership": self._membership,
         }[step.family]
@@ -212,6 +219,33 @@ class Nemesis:
         await asyncio.sleep(step.hold_s)
         self.cluster.restart(node)
         self.timeline.add("heal", "torn-write", f"restarted node {node}", fault_id)
+
+    async def _storage(self, step: FaultStep, fault_id: int) -> None:
+        """A minority killed at once, a different committed batch damaged on each, restarted."""
+        ids = self.cluster.node_ids
+        targets = sorted(self.rng.sample(ids, max(1, (len(ids) - 1) // 2)))
+        for node in targets:
+            self.cluster.kill(node)
+        # Never an offset damaged before in this run, on any node: a majority of damaged copies of
+        # one batch may be unrepairable by design.
+        avoid = {d.base_offset for d in self.disk_damage}
+        done: list[str] = []
+        for node in targets:
+            await self.cluster.wait_dead(node)
+            damage = await asyncio.to_thread(
+                damage_committed_batch, node, self.cluster.node_dir(node), step.variant, self.rng, avoid
+            )
+            if damage is None:
+                done.append(f"node {node} holds no committed batch to damage yet")
+                continue
+            self.disk_damage.append(damage)
+            avoid.add(damage.base_offset)
+            done.append(damage.describe())
+        self.timeline.add("fault", "storage", f"SIGKILL nodes {targets}, then {'; '.join(done)}", fault_id)
+        await asyncio.sleep(step.hold_s)
+        for node in targets:
+            self.cluster.restart(node)
+        self.timeline.add("heal", "storage", f"restarted nodes {targets}", fault_id)
 
     async def _pause(self, step: FaultStep, fault_id: int) -> None:
         (node,) = await self._targets(step.variant)

@@ -11,7 +11,7 @@ import asyncio
 import random
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from raftmeta.chaos.checker import availability, check_history, outcome_counts, spark_history
 from raftmeta.chaos.cluster import ChaosCluster, ClusterConfig
 from raftmeta.chaos.committed import read_committed
+from raftmeta.chaos.disk_damage import REPAIRED_EVENT, DiskDamage, judge_repairs
 from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.history import HistoryWriter, Op, write_history
 from raftmeta.chaos.linearizable import TIMELINE, check_linearizable
@@ -243,6 +244,9 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
         "reads": tape.reads,
         "gaps": [list(g) for g in gaps[:20]],
     }
+    if nemesis is not None and "storage" in config.families:
+        checks.append(_storage_check(nemesis.disk_damage, data_dir / "logs", cluster.node_ids))
+        figures["storage_faults"] = [d.to_json() for d in nemesis.disk_damage]
     figures["log_tracebacks"] = _tracebacks(data_dir / "logs")
     figures["exercised"] = _exercised(data_dir / "logs")
     ops = history.ops
@@ -424,6 +428,24 @@ async def _watch_processes(cluster: ChaosCluster, timeline: Timeline, crashes: l
                 timeline.add("fault", "crash", f"{what} exited on its own")
 
 
+def _storage_check(damages: list[DiskDamage], logs: Path, node_ids: Sequence[int]) -> Check:
+    """``storage-faults-repaired``: every committed batch a storage fault damaged was repaired from
+    the quorum by its node (or replaced by a snapshot it installed), as its log says."""
+    texts = {}
+    for node_id in node_ids:
+        path = logs / f"node-{node_id}.log"
+        texts[node_id] = path.read_text(errors="replace") if path.exists() else ""
+    verdict = judge_repairs(damages, texts)
+    return Check(
+        "storage-faults-repaired",
+        not verdict.missing,
+        "not repaired: " + "; ".join(verdict.missing[:10])
+        if verdict.missing
+        else f"{len(damages)} damaged committed batches, with no operator: {verdict.repaired} repaired in place from "
+        f"the quorum, {verdict.replaced} replaced by a snapshot installed from the leader",
+    )
+
+
 def _tracebacks(logs: Path) -> dict[str, int]:
     """Tracebacks per process log: reported, not judged (a server may log an error it handled)."""
     return {path.name: path.read_text(errors="replace").count("Traceback") for path in sorted(logs.glob("*.log"))}
@@ -434,6 +456,7 @@ EXERCISED_EVENTS = {
     "snapshots_taken": '"event": "snapshot taken"',
     "snapshots_installed_from_leader": '"event": "installed snapshot from the leader"',
     "torn_tails_truncated": '"event": "truncating a torn write at the log tail"',
+    "damaged_batches_repaired": f'"event": "{REPAIRED_EVENT}"',
 }
 
 

@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "core": "raftmeta.bench.core:command",
     "failover": "raftmeta.bench.failover:command",
     "kafka-format": "raftmeta.bench.kafka_format:command",
+    "kafka-verify": "raftmeta.bench.kafka_verify:command",
     "placement": "raftmeta.bench.placement:command",
     "replay": "raftmeta.bench.replay:command",
     "scale": "raftmeta.bench.scale:command",

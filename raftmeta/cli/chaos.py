@@ -10,7 +10,8 @@ import click
 
 from raftmeta.cli.common import EXIT_FAILED, SEED, CheckFailed, emit_json, int_range, output_option, usage_error
 
-FAULT_KINDS = "kill,pause,partition,torn-write,broker"  # the default; membership is opted into
+# The default, nemesis.DEFAULT_FAMILIES (not imported: it would load grpc for --help); membership is opted into.
+FAULT_KINDS = "kill,pause,partition,torn-write,storage,broker"
 ALL_FAULT_KINDS = f"{FAULT_KINDS},membership"
 
 

@@ -1,6 +1,7 @@
 """``raftmeta log dump``: every batch and record of a node's log or of a snapshot, decoded
 field by field (like ``kafka-dump-log --cluster-metadata-decoder``); ``raftmeta log repair``:
-truncate a stopped node's log where recovery refused to.
+truncate a stopped node's log where recovery refused to; ``raftmeta log export --format kafka``:
+the log and snapshots as a Kafka ``__cluster_metadata-0`` directory (raftmeta/storage/kafka_export.py).
 
 ``dump`` is read-only: it never repairs anything. Damage is printed where it is found (file,
 byte position, offset, reason) and the dump goes on; the exit code is then 1 (a torn tail of
@@ -34,12 +35,21 @@ from raftmeta.cli.log_kafka import (
 )
 from raftmeta.ids import UUID_BYTES, uuid_to_str
 from raftmeta.records.decode import NotARecordError, parse_record
+from raftmeta.records.kafka.mapping import UnmappableRecordError, from_kafka_value
 from raftmeta.records.kafka.schemas import SNAPSHOT_FOOTER, SNAPSHOT_HEADER
 from raftmeta.records.log_format import LogFormat, UnknownLogFormatError
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError, StorageError
 from raftmeta.storage.high_watermark import HighWatermarkCheckpoint, read_high_watermark
-from raftmeta.storage.inspect import BatchEntry, Corruption, segment_files, walk_file, walk_log_dir
+from raftmeta.storage.inspect import (
+    BatchEntry,
+    Corruption,
+    repairable_in_log_dir,
+    segment_files,
+    walk_file,
+    walk_log_dir,
+)
+from raftmeta.storage.kafka_export import ExportError, export_kafka
 from raftmeta.storage.log import TruncationPlan, apply_truncation, log_gap, plan_truncation
 from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
@@ -291,6 +301,8 @@ def dump_command(
         else:
             entries.extend(walk_log_dir(log_dir, from_offset=from_offset))
         document["gap"] = _gap_document(log_dir, entries)
+        if log_format is not LogFormat.KAFKA:
+            document["repairable"] = _repairable_document(log_dir, document.get("high_watermark"))
     document["format"] = None if log_format is None else log_format.value
     # One document per entry, in file order, so text output interleaves damage where it was found.
     items = [_entry_document(e, records) for e in entries]
@@ -317,6 +329,24 @@ def dump_command(
         raise SystemExit(EXIT_FAILED)
 
 
+def _repairable_document(log_dir: Path, high_watermark: object) -> list[dict[str, Any]]:
+    """The damaged batches a node started on ``log_dir`` repairs from the quorum (their slot is
+    known); other damage it truncates (a torn tail) or refuses (docs/storage.md)."""
+    floor = high_watermark if isinstance(high_watermark, int) else 0
+    return [
+        {
+            "file": str(path),
+            "position": slot.position,
+            "offset": slot.base_offset,
+            "end_offset": slot.next_offset,
+            "epoch": slot.epoch,
+            "size_bytes": slot.size,
+            "reason": slot.reason,
+        }
+        for path, slot in repairable_in_log_dir(log_dir, floor)
+    ]
+
+
 def _format_of(paths: list[Path], param: str) -> LogFormat | None:
     """The log format of ``paths``, or a usage error naming the file and what it holds."""
     try:
@@ -329,8 +359,27 @@ def _entry_document(entry: BatchEntry | KafkaBatchEntry | Corruption, with_recor
     if isinstance(entry, BatchEntry):
         return "batch", batch_document(entry, with_records)
     if isinstance(entry, KafkaBatchEntry):
-        return "batch", kafka_batch_document(entry, with_records)
+        doc = kafka_batch_document(entry, with_records)
+        if "records" in doc:
+            _add_raftmeta_views(doc["records"], entry)
+        return "batch", doc
     return "corruption", corruption_document(entry)
+
+
+def _add_raftmeta_views(documents: list[dict[str, Any]], entry: KafkaBatchEntry) -> None:
+    """Each record's ``raftmeta`` view (JSON only): the raftmeta record it maps to
+    (raftmeta/records/kafka/mapping.py), shown as a raftmeta log's dump shows it, so an exported
+    log's dump can be read against the native one record for record. A Kafka record raftmeta
+    has no record for (a feature level, an ACL ...) has none."""
+    batch = entry.found.batch
+    for document, stored in zip(documents, batch.records, strict=True):
+        try:
+            record = from_kafka_value(batch.is_control, stored.key, stored.value, document["offset"])
+        except UnmappableRecordError:
+            continue
+        kind = record.WhichOneof("record")
+        if kind is not None:
+            document["raftmeta"] = {"type": kind, "fields": message_fields(getattr(record, kind))}
 
 
 def _walk_kafka_log_dir(log_dir: Path, from_offset: int) -> list[KafkaBatchEntry | Corruption]:
@@ -415,6 +464,12 @@ def _print_text(document: dict[str, Any], items: list[tuple[str, dict[str, Any]]
             print_corruption(doc)
     if "snapshot" in document and not document["valid"]:
         click.echo(f"INVALID snapshot: {document['error']}")
+    for slot in document.get("repairable") or []:
+        click.echo(
+            f"REPAIRABLE: offsets {slot['offset']}..{slot['end_offset'] - 1} (epoch {slot['epoch']}) at byte "
+            f"{slot['position']} of {slot['file']}: {slot['reason']}; a node started on this data dir keeps the "
+            "batch and repairs it from the quorum (docs/storage.md, Repair from the quorum)"
+        )
     s = document["summary"]
     click.echo(f"{s['batches']} batches, {s['records']} records, {s['bytes']} bytes, {s['corruptions']} corruptions")
 
@@ -601,3 +656,47 @@ def _repair_done(doc: dict[str, Any], output: str, message: str | None) -> None:
         emit_json(doc)
     elif message is not None:
         click.echo(message)
+
+
+# -- raftmeta log export ------------------------------------------------------------------------
+
+
+@log.command("export")
+@click.option(
+    "--format",
+    "export_format",
+    type=click.Choice([LogFormat.KAFKA.value]),
+    required=True,
+    help="The format to write: kafka (a __cluster_metadata-0 directory Kafka's own tools read).",
+)
+@click.argument("data_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@output_option
+def export_command(export_format: str, data_dir: Path, out_dir: Path, output: str) -> None:
+    """Write a node's log and snapshots (DATA_DIR, or its __cluster_metadata-0) into OUT_DIR in
+    Kafka's format: the same offsets, epochs and segment and snapshot names, with Kafka's
+    bootstrap snapshot before a log that starts at offset 0 (docs/log-format.md).
+
+    Read-only on DATA_DIR (export a stopped node, or a copy of a live one's dir). OUT_DIR must not
+    exist or be empty. Damage in DATA_DIR is refused naming the file, byte and offset, and nothing
+    is left in OUT_DIR.
+    """
+    assert export_format == LogFormat.KAFKA.value
+    try:
+        result = export_kafka(data_dir, out_dir)
+    except ExportError as exc:
+        raise CheckFailed(str(exc), code="EXPORT_REFUSED") from exc
+    document = {
+        "format": export_format,
+        "log_dir": str(result.log_dir),
+        "segments": result.segments,
+        "snapshots": result.snapshots,
+        "batches": result.batches,
+        "records": result.records,
+    }
+    if output == "json":
+        emit_json(document)
+        return
+    click.echo(f"wrote {result.log_dir} in Kafka's format: {result.records} records in {result.batches} batches")
+    click.echo(f"segments: {', '.join(result.segments) or '(none)'}")
+    click.echo(f"snapshots: {', '.join(result.snapshots) or '(none)'}")

@@ -10,6 +10,18 @@ import click
 
 from raftmeta.cli.common import EXIT_FAILED, emit_json, output_option, usage_error
 
+MIB = 1 << 20
+# Where ``--reader auto`` takes the JVM path: Spark's fixed cost (about 17 jobs) loses to the
+# in-process checks on a KRaft quorum's usual few MB of log, and the JVM path was 3.2x faster on
+# 3 x 100,000 records (about 30 MB; docs/verify.md, `bench kafka-verify`).
+JVM_READER_FROM_BYTES = 32 * MIB
+
+
+def kafka_log_bytes(data_dir: str | Path) -> int:
+    """The bytes of every segment and snapshot under ``data_dir`` (what a verify reads)."""
+    return sum(path.stat().st_size for pattern in ("*.log", "*.checkpoint") for path in Path(data_dir).rglob(pattern))
+
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -40,6 +52,15 @@ if TYPE_CHECKING:
     default=None,
     help="The digest store of --incremental [default: REPORT_DIR/digests].",
 )
+@click.option(
+    "--reader",
+    type=click.Choice(["auto", "jvm", "python"]),
+    default="auto",
+    help="For KRaft logs in Kafka's format: decode in Spark's JVM with Kafka's own code and check in Spark SQL "
+    "(jvm), or decode and check in this process (python); auto takes jvm for logs of "
+    f"{JVM_READER_FROM_BYTES // MIB} MiB or more when its jar is built (make jvm-reader), python below "
+    "(Spark's fixed cost; docs/verify.md).",
+)
 @output_option
 def verify(
     data_dir: str,
@@ -49,6 +70,7 @@ def verify(
     spark_log_level: str,
     incremental: bool,
     digest_store: Path | None,
+    reader: str,
     output: str,
 ) -> None:
     """Replay every node's committed log with Spark and check that the quorum agreed.
@@ -62,8 +84,21 @@ def verify(
     from raftmeta.jobs.layout import LayoutError, discover
 
     if "://" not in data_dir and find_kraft_logs(Path(data_dir)):
-        _verify_kraft(Path(data_dir), report_dir=report_dir, history=history, incremental=incremental, output=output)
+        _verify_kraft(
+            Path(data_dir),
+            report_dir=report_dir,
+            history=history,
+            incremental=incremental,
+            output=output,
+            reader=reader,
+            master=master,
+            spark_log_level=spark_log_level,
+        )
         return
+    if reader != "auto":
+        raise usage_error(
+            "--reader chooses how KRaft logs in Kafka's format are read; this data dir is raftmeta's", "--reader"
+        )
     try:
         discover(data_dir)
     except (LayoutError, FileNotFoundError, OSError) as exc:
@@ -105,20 +140,48 @@ def verify(
 
 
 def _verify_kraft(
-    data_dir: Path, *, report_dir: Path | None, history: str | None, incremental: bool, output: str
+    data_dir: Path,
+    *,
+    report_dir: Path | None,
+    history: str | None,
+    incremental: bool,
+    output: str,
+    reader: str,
+    master: str,
+    spark_log_level: str,
 ) -> None:
-    """The checks of a real KRaft quorum's metadata logs (Kafka's format): raftmeta/jobs/kraft_verify.py."""
+    """The checks of a real KRaft quorum's metadata logs (Kafka's format): in Spark SQL over the JVM
+    reader's rows (raftmeta/jobs/kraft_spark.py), or in this process (raftmeta/jobs/kraft_verify.py)."""
 
-    from raftmeta.jobs.kraft_verify import verify_kraft
+    from raftmeta.jobs.kafka_log_jar import ReaderNotBuilt, reader_built, reader_jars
+    from raftmeta.jobs.kraft_verify import KraftVerifyResult, verify_kraft
+    from raftmeta.kraft.classpath import KafkaNotResolved
 
     for given, flag in ((report_dir, "--report-dir"), (history, "--history"), (incremental or None, "--incremental")):
         if given is not None:
             raise usage_error(
                 f"{data_dir} holds KRaft metadata logs in Kafka's format, which {flag} does not read", flag
             )
-    result = verify_kraft(data_dir)
+    if reader == "auto":
+        reader = "jvm" if reader_built() and kafka_log_bytes(data_dir) >= JVM_READER_FROM_BYTES else "python"
+    result: KraftVerifyResult
+    if reader == "jvm":
+        from raftmeta.jobs.kraft_spark import verify_kraft_spark
+        from raftmeta.jobs.session import build_session
+
+        try:
+            jars = reader_jars()
+        except (ReaderNotBuilt, KafkaNotResolved) as exc:
+            raise usage_error(f"--reader jvm: {exc}", "--reader") from exc
+        spark = build_session(master, log_level=spark_log_level, jars=jars)
+        try:
+            result = verify_kraft_spark(spark, data_dir, "jvm")
+        finally:
+            spark.stop()
+    else:
+        result = verify_kraft(data_dir)
     if output == "json":
-        emit_json(result.to_json(str(data_dir)))
+        emit_json({**result.to_json(str(data_dir)), "reader": reader})
     else:
         console = _print_checks("raftmeta verify (Kafka's format)", result.passed, result.checks)
         f = result.figures
@@ -126,11 +189,12 @@ def _verify_kraft(
             f"nodes {f['nodes']}  controllers {f['controllers']}  batches {f['batches']}  records {f['records']}  "
             f"topics {f['topics']}  partitions {f['partitions']}  brokers {f['brokers']}"
         )
-        console.print(
-            f"replica skew {f['replica_skew']}  leader skew {f['leader_skew']}  rack spread violations "
-            f"{f['rack_spread_violations']}  under-replicated {f['under_replicated_partitions']}  leaderless "
-            f"{f['leaderless_partitions']}  fenced brokers {f['fenced_brokers']}"
-        )
+        if "replica_skew" in f:  # the JVM path leaves the balance figures to --reader python (kraft_spark.py)
+            console.print(
+                f"replica skew {f['replica_skew']}  leader skew {f['leader_skew']}  rack spread violations "
+                f"{f['rack_spread_violations']}  under-replicated {f['under_replicated_partitions']}  leaderless "
+                f"{f['leaderless_partitions']}  fenced brokers {f['fenced_brokers']}"
+            )
     if not result.passed:
         raise SystemExit(EXIT_FAILED)
 

@@ -2,15 +2,22 @@
 fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + heartbeat manager).
 
 - A broker registers fenced. Re-registering with the same incarnation id and the same details is
-  idempotent (no record, the same epoch). A new incarnation while the old one is unfenced (its
-  session alive) is DUPLICATE_BROKER_REGISTRATION; once the old one is fenced it replaces it.
+  idempotent (no record, the same epoch). A new incarnation while the old one's session is alive
+  is DUPLICATE_BROKER_REGISTRATION: while it is unfenced, or (Kafka 4's BrokerHeartbeatTracker)
+  while its last heartbeat is within the session timeout, fenced or not -- a broker restarted
+  right after its controlled shutdown registers once the old session has expired, as on KRaft.
+  Then the new incarnation replaces the old one.
 - **Broker epoch rule.** Kafka uses the offset of the RegisterBrokerRecord, which a handler cannot
   know. raftmeta uses 1 + the highest epoch of any registered broker: deterministic, rising with
   every registration, and distinct across brokers, so a stale incarnation's epoch never matches.
   (A broker removed by UnregisterBrokerRecord takes its epoch with it; that is the one case where
   an epoch number could be reused, for a different broker or incarnation.)
 - A heartbeat with the right epoch unfences a fenced broker (UnfenceBrokerRecord, then leaderless
-  partitions elect again), or fences an unfenced one that asks to be (``want_fence``). The time of
+  partitions elect again), or fences an unfenced one that asks to be (``want_fence``). A heartbeat
+  that carries ``current_metadata_offset`` (a real broker's: it replays the log) unfences only once
+  that offset reaches the committed offset of the broker's registration (Kafka's
+  BrokerHeartbeatManager: the broker has caught up with the log; ``is_caught_up`` says so); the
+  simulated fleet sends none and is unfenced by its first heartbeat. The time of
   the last heartbeat is soft state the controller object keeps, never logged.
 - **Controlled shutdown** (``want_shutdown_now``, Kafka's): the broker leaves every leadership and
   every ISR it is not the last member of, then is fenced -- one batch, so no election can pick it
@@ -26,6 +33,9 @@ fencing that ``Controller.tick`` drives (Kafka's ``ClusterControlManager`` + hea
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import NamedTuple
 
 from placement.rng import RandomSource
 from raftmeta.controller.elections import fence_steps, unfence_steps, unregister_steps
@@ -58,7 +68,10 @@ def register_broker(
     ids: TopicIdSource,
     random: RandomSource,
     config: ControllerConfig = DEFAULT_CONFIG,
+    live_sessions: Collection[int] = frozenset(),
 ) -> ControllerResult[controller_pb2.RegisterBrokerResponse]:
+    """``live_sessions``: the brokers whose last heartbeat is within the session timeout (the
+    Controller's soft state; :func:`live_sessions`)."""
     del now_ms, ids, random
     if request.cluster_id and config.cluster_id and request.cluster_id != config.cluster_id:
         return _register_error(
@@ -87,7 +100,7 @@ def register_broker(
                     "rack, pool or endpoints; a changed broker must register with a new incarnation id.",
                 )
             return ControllerResult((), controller_pb2.RegisterBrokerResponse(broker_epoch=existing.epoch))
-        if not existing.fenced:
+        if not existing.fenced or existing.id in live_sessions:
             return _register_error(
                 errors_pb2.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id."
             )
@@ -119,6 +132,46 @@ def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) 
     return None
 
 
+class RegistrationOffset(NamedTuple):
+    """Where a broker's registration was committed: its broker epoch and the last offset of the
+    log batch that holds its RegisterBrokerRecord (a broker that applied that batch saw it)."""
+
+    broker_epoch: int
+    offset: int
+
+
+def registration_offsets_after(
+    before: MetadataImage, after: MetadataImage, last_offset: int, known: dict[int, RegistrationOffset]
+) -> None:
+    """Record in ``known`` the brokers that ``after`` (committed at ``last_offset``) registers
+    anew: a broker epoch changes only with a RegisterBrokerRecord. A broker gone from ``after``
+    is forgotten."""
+    if after.brokers is before.brokers:
+        return
+    for broker in after.brokers.values():
+        previous = before.brokers.get(broker.id)
+        if previous is None or previous.epoch != broker.epoch:
+            known[broker.id] = RegistrationOffset(broker.epoch, last_offset)
+    for broker_id in [b for b in known if b not in after.brokers]:
+        del known[broker_id]
+
+
+def is_caught_up(
+    request: controller_pb2.BrokerHeartbeatRequest, registrations: Mapping[int, RegistrationOffset]
+) -> bool:
+    """Kafka's ``currentMetadataOffset >= registerBrokerRecordOffset``; a heartbeat without an
+    offset (the simulated fleet) counts as caught up, and a registration not committed yet (or
+    an earlier incarnation's) is not caught up with."""
+    if not request.HasField("current_metadata_offset"):
+        return True
+    registered = registrations.get(request.broker_id)
+    return (
+        registered is not None
+        and registered.broker_epoch == request.broker_epoch
+        and request.current_metadata_offset >= registered.offset
+    )
+
+
 def broker_heartbeat(
     image: MetadataImage,
     request: controller_pb2.BrokerHeartbeatRequest,
@@ -126,7 +179,10 @@ def broker_heartbeat(
     ids: TopicIdSource,
     random: RandomSource,
     config: ControllerConfig = DEFAULT_CONFIG,
+    registrations: Mapping[int, RegistrationOffset] | None = None,
 ) -> ControllerResult[controller_pb2.BrokerHeartbeatResponse]:
+    """``registrations``: where each broker's registration was committed (the Controller keeps
+    them as it commits; :func:`registration_offsets_after`)."""
     del now_ms, ids, random
     response = controller_pb2.BrokerHeartbeatResponse(session_timeout_ms=config.session_timeout_ms)
     error = check_broker_epoch(image, request.broker_id, request.broker_epoch)
@@ -134,6 +190,7 @@ def broker_heartbeat(
         response.error_code = error.code  # type: ignore[assignment]
         response.error_message = error.message
         return ControllerResult((), response)
+    response.is_caught_up = is_caught_up(request, registrations or {})
     return start(_heartbeat(image, request, response, config), response)
 
 
@@ -156,9 +213,14 @@ def _heartbeat(
         return ControllerResult(tuple(records), response)
     if request.want_fence and not broker.fenced:
         image, records = yield from fence_steps(image, broker.id, unclean, budget)
+        response.is_fenced = True
     elif not request.want_fence and broker.fenced:
-        image, records = yield from unfence_steps(image, broker.id, unclean, budget)
-    response.is_fenced = request.want_fence
+        if response.is_caught_up:
+            image, records = yield from unfence_steps(image, broker.id, unclean, budget)
+        # Not caught up with its registration: it stays fenced until a later heartbeat is.
+        response.is_fenced = not response.is_caught_up
+    else:
+        response.is_fenced = broker.fenced
     if not request.want_fence and (request.caught_up_replicas or image.reassigning):
         # ``image`` is the working image the last turn began with.
         after = image.replay_all(records) if records else image
@@ -220,6 +282,11 @@ def describe_cluster(
             ],
         )
     return ControllerResult((), response)
+
+
+def live_sessions(last_contact_ms: Mapping[int, int], now_ms: int, session_timeout_ms: int) -> frozenset[int]:
+    """The brokers heard from within the session timeout, fenced or not."""
+    return frozenset(b for b, contact in last_contact_ms.items() if now_ms - contact <= session_timeout_ms)
 
 
 def stale_brokers(

@@ -200,6 +200,12 @@ class Controller:
         self._pending: deque[_PendingBatch] = deque()
         # Soft state: broker id -> time of its last heartbeat (or registration), in ms.
         self.last_contact_ms: dict[int, int] = {}
+        # Broker id -> where its registration was committed (Kafka's registerBrokerRecordOffsets):
+        # derived from the committed log on every node, so a new leader has it too. A broker
+        # known only from a snapshot counts as registered at the snapshot's offset.
+        self.registrations: dict[int, brokers.RegistrationOffset] = {
+            b.id: brokers.RegistrationOffset(b.epoch, committed_offset) for b in self._committed.brokers.values()
+        }
         # Soft state: when the next automatic preferred-leader round is due (None: not scheduled;
         # the first tick of a leadership schedules it one check interval later, as Kafka does).
         self.next_balance_ms: int | None = None
@@ -268,7 +274,16 @@ class Controller:
                         "a retry must resend the same request; new work needs a new request_id"
                     )
                 return self._answer(method, spec.response_type.FromString(entry.response))
-        result = spec.handler(self.image, request, now_ms, ids, random, self.config)
+        if isinstance(request, controller_pb2.BrokerHeartbeatRequest):
+            # The one handler that reads log offsets: whether the broker caught up with its
+            # registration, which the image (made of records, not offsets) cannot say.
+            result = brokers.broker_heartbeat(self.image, request, now_ms, ids, random, self.config, self.registrations)
+        elif isinstance(request, controller_pb2.RegisterBrokerRequest):
+            # Whose session is alive is soft state (heartbeat times), not in the image either.
+            sessions = brokers.live_sessions(self.last_contact_ms, now_ms, self.config.session_timeout_ms)
+            result = brokers.register_broker(self.image, request, now_ms, ids, random, self.config, sessions)
+        else:
+            result = spec.handler(self.image, request, now_ms, ids, random, self.config)
         self._note_contact(method, request, result.response, now_ms)
         if result.more is not None:
             self._work = _Work(result.more, method, request, request_id, digest)
@@ -453,6 +468,7 @@ class Controller:
             head = pending.popleft()
             for encoded in head.encoded:
                 self.encoded.add(last_offset, encoded)
+        brokers.registration_offsets_after(self._committed, head.image, last_offset, self.registrations)
         self._committed = head.image
         self._committed_offset = last_offset
 
@@ -476,7 +492,9 @@ class Controller:
             raise ValueError(f"batch ending at {last_offset} does not follow committed offset {self._committed_offset}")
         builder = ImageBuilder(self._committed, keep_encoded=True)
         builder.replay_all(records)
-        self._committed = builder.build()
+        committed = builder.build()
+        brokers.registration_offsets_after(self._committed, committed, last_offset, self.registrations)
+        self._committed = committed
         self._committed_offset = last_offset
         for encoded in builder.encoded:
             self.encoded.add(last_offset, encoded)

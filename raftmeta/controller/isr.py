@@ -11,7 +11,8 @@ version 3 (topic ids, KIP-903's broker epochs per ISR member), with Kafka's erro
   a sender that is not the partition's leader: INVALID_REQUEST; an older partition epoch:
   INVALID_UPDATE_VERSION (the leader must refresh its metadata and recompute);
 - a new ISR with a broker outside the replica set, a broker twice, or without the leader:
-  INVALID_REQUEST;
+  INVALID_REQUEST; so is a leader recovery state of RECOVERING (KIP-704: raftmeta's partitions
+  are always RECOVERED, and Kafka refuses a move from RECOVERED to RECOVERING);
 - a new ISR with a broker that is not registered, is fenced, or whose broker epoch (when given)
   is not its registered one: INELIGIBLE_REPLICA.
 
@@ -39,6 +40,9 @@ from raftmeta.ids import id_text
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 UNKNOWN_BROKER_EPOCH = -1
+# Kafka's LeaderRecoveryState values.
+RECOVERED = 0
+RECOVERING = 1
 
 
 def alter_partition(
@@ -167,6 +171,20 @@ def validate_alter_partition(
     if part.leader not in new_isr:
         return ApiError(
             errors_pb2.INVALID_REQUEST, f"new_isr {new_isr} of {where} does not include its leader {part.leader}."
+        )
+    if data.leader_recovery_state == RECOVERING:
+        # Kafka first refuses a recovering leader with more than itself in the ISR, then any move
+        # from RECOVERED to RECOVERING; both are INVALID_REQUEST, and every raftmeta partition is
+        # RECOVERED (it has no leader recovery state), so either way the answer is this one.
+        return ApiError(
+            errors_pb2.INVALID_REQUEST,
+            f"The leader recovery state of {where} cannot change from RECOVERED to RECOVERING.",
+        )
+    if data.leader_recovery_state != RECOVERED:
+        return ApiError(
+            errors_pb2.INVALID_REQUEST,
+            f"leader_recovery_state of {where} must be 0 (RECOVERED) or 1 (RECOVERING), "
+            f"got {data.leader_recovery_state}.",
         )
     ineligible = ineligible_replicas(image, data.new_isr_with_epochs)
     if ineligible:

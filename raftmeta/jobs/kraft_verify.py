@@ -402,8 +402,10 @@ class KafkaReplay:
         if row is None:
             return [f"{where}: a PartitionChangeRecord of a partition the log never created"]
         state = advance(previous if record.name == "PartitionChangeRecord" else None, row)
-        if data["EligibleLeaderReplicas"] is not None or record.name == "PartitionRecord":
-            self.elr[key] = tuple(data["EligibleLeaderReplicas"] or ())  # type: ignore[arg-type]
+        # Not in versions before 1: absent as Kafka's default, null.
+        elr = data.values.get("EligibleLeaderReplicas")
+        if elr is not None or record.name == "PartitionRecord":
+            self.elr[key] = tuple(elr or ())  # type: ignore[arg-type]
         rules = broken_rules(state, previous, offset, None, self.brokers)
         self.states[key] = state
         self.replayed += 1

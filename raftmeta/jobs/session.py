@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,10 +29,13 @@ def build_session(
     local_dir: str | None = None,
     driver_memory: str = "2g",
     shuffle_partitions: int = 8,
+    jars: Sequence[Path] = (),
 ) -> SparkSession:
     """Create (or reuse) the session and register the ``raftmeta`` data source on it.
 
-    ``master=None`` leaves the master to ``spark-submit``.
+    ``master=None`` leaves the master to ``spark-submit``. ``jars`` go on ``spark.jars`` (the JVM
+    reader of Kafka-format logs: :func:`raftmeta.jobs.kafka_log_jar.reader_jars`); a reused
+    session keeps the jars it was created with.
     """
     from pyspark.sql import SparkSession
 
@@ -57,6 +62,8 @@ def build_session(
         builder = builder.master(master)
     if local_dir is not None:
         builder = builder.config("spark.local.dir", local_dir)
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     spark.dataSource.register(RaftmetaDataSource)

@@ -57,7 +57,11 @@ class AdvertisedCluster:
 
 def node_for(broker_id: int, nodes: Sequence[KafkaNode]) -> KafkaNode:
     """The node whose Kafka listener advertises ``broker_id``: the (id mod N)-th in node-id order."""
-    ordered = sorted(nodes, key=lambda n: n.node_id)
+    return _node_for(broker_id, sorted(nodes, key=lambda n: n.node_id))
+
+
+def _node_for(broker_id: int, ordered: Sequence[KafkaNode]) -> KafkaNode:
+    """:func:`node_for` with the nodes already in node-id order (sorted once per answer)."""
     return ordered[broker_id % len(ordered)]
 
 
@@ -79,13 +83,14 @@ def advertise(
     if not alive:
         return nodes_as_brokers(node_id, nodes)
     listed = sorted((b for b in registered if include_fenced or not b.fenced), key=lambda b: b.broker_id)
+    ordered = sorted(nodes, key=lambda n: n.node_id)
     brokers = []
     for broker in listed:
-        node = node_for(broker.broker_id, nodes)
+        node = _node_for(broker.broker_id, ordered)
         rack = broker.rack if broker.HasField("rack") else None
         brokers.append(AdvertisedBroker(broker.broker_id, rack, node.host, node.port, broker.fenced))
     # The alive brokers advertised at the node asked: the client keeps talking to it.
-    here = [b for b in alive if node_for(b, nodes).node_id == node_id]
+    here = [b for b in alive if _node_for(b, ordered).node_id == node_id]
     return AdvertisedCluster(tuple(brokers), (here or alive)[0])
 
 

@@ -20,6 +20,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
+from raftmeta.kafka.partition_encoding import EncodedArray
+
 ZERO_MS = i32Timedelta.parse(datetime.timedelta(0))
 
 
@@ -41,8 +43,8 @@ def _fields(cls: Any) -> tuple[tuple[str, Any, type[Any] | None], ...]:
 
 
 def _convert(tp: Any, nested: type[Any] | None, value: Any) -> Any:
-    if value is None:
-        return None
+    if value is None or isinstance(value, EncodedArray):
+        return value  # EncodedArray: already the version's bytes (framing writes them)
     if nested is not None:
         if isinstance(value, Mapping):
             return build(nested, value)

@@ -52,6 +52,9 @@ class ApiContext:
     new_request_id: Callable[[], str] = lambda: f"kafka-{uuid.uuid4().hex}"
     # How long a call waits when its Kafka request carries no timeout (Metadata, configs, ...).
     default_timeout_s: float = DEFAULT_TIMEOUT_S
+    # Whether this node leads the quorum now: its committed image then holds every write it
+    # acknowledged, so Metadata reads it at once (raftmeta.kafka.topics.broker_read).
+    leads: Callable[[], bool] = lambda: False
 
 
 class CallRefused(Exception):
@@ -104,7 +107,7 @@ async def call(ctx: ApiContext, method: str, request: Message, timeout_s: float 
         setattr(request, "request_id", ctx.new_request_id())  # noqa: B010
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (ctx.default_timeout_s if timeout_s is None else timeout_s)
-    writes = rpc_row(method).mutating
+    writes = rpc_row(method).reports_unknown_outcome
     maybe_applied = False
     for attempt in itertools.count():
         try:

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 from kio.index import load_response_schema
 
-from raftmeta.kafka import cluster, configs, log_dirs, partitions, topics, voters
+from raftmeta.kafka import alter_partition, broker_lifecycle, cluster, configs, log_dirs, partitions, topics, voters
 from raftmeta.kafka.build import build
 from raftmeta.kafka.context import ApiContext
 from raftmeta.kafka.framing import Request, UnsupportedVersion, encode_response
@@ -29,7 +29,10 @@ HANDLERS: Final[dict[int, Handler]] = {
     45: partitions.alter_partition_reassignments,
     46: partitions.list_partition_reassignments,
     55: cluster.describe_quorum,
+    56: alter_partition.alter_partition,
     60: cluster.describe_cluster,
+    62: broker_lifecycle.broker_registration,
+    63: broker_lifecycle.broker_heartbeat,
     75: topics.describe_topic_partitions,
     80: voters.add_raft_voter,
     81: voters.remove_raft_voter,

@@ -24,6 +24,7 @@ from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_int16, read_int32
 
+from raftmeta.kafka.partition_encoding import write_body
 from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
 from raftmeta.limits import KAFKA_FRAME_BYTES_MAX
 
@@ -158,7 +159,7 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     entity_writer(header_type)(buffer, header_type(correlation_id=correlation_id))
-    entity_writer(type(response))(buffer, response)
+    write_body(buffer, response)
     data = buffer.getbuffer()
     data[0:SIZE_BYTES] = (len(data) - SIZE_BYTES).to_bytes(SIZE_BYTES, "big")
     return bytes(data)

@@ -8,6 +8,7 @@ settings means mutual TLS (client certificates required), as on the gRPC listene
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 
 from raftmeta.addresses import parse_host_port
 from raftmeta.kafka.context import AdminPath, ApiContext, KafkaNode
@@ -39,12 +40,17 @@ def kafka_nodes(config: NodeConfig) -> list[KafkaNode]:
     return nodes
 
 
-async def start_kafka_listener(config: NodeConfig, admin: AdminPath) -> KafkaListener | None:
-    """The started listener, or None when ``kafka_listener`` is not set."""
+async def start_kafka_listener(
+    config: NodeConfig, admin: AdminPath, leads: Callable[[], bool] = lambda: False
+) -> KafkaListener | None:
+    """The started listener, or None when ``kafka_listener`` is not set. ``leads`` tells whether
+    the node leads the quorum now (raftmeta.kafka.context.ApiContext.leads)."""
     if config.kafka_listener is None:
         return None
     tls = config.client_tls if config.client_listen is not None else config.tls
-    ctx = ApiContext(admin=admin, node_id=config.node_id, cluster_id=config.cluster_id, nodes=kafka_nodes(config))
+    ctx = ApiContext(
+        admin=admin, node_id=config.node_id, cluster_id=config.cluster_id, nodes=kafka_nodes(config), leads=leads
+    )
     listener = KafkaListener(
         ctx,
         config.kafka_listener,

@@ -21,6 +21,7 @@ from raftmeta.kafka.brokers import advertised_cluster
 from raftmeta.kafka.configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from raftmeta.kafka.context import ApiContext, CallRefused, call, timeout_s
 from raftmeta.kafka.framing import Request
+from raftmeta.kafka.partition_encoding import encode_brokers, encode_partitions
 from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2, errors_pb2
 
@@ -32,8 +33,20 @@ POOL_CONFIG = "raftmeta.broker.pool"
 TOPIC_CONFIG_SOURCE = DYNAMIC_TOPIC_CONFIG
 UNKNOWN_TOPIC = errors_pb2.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_REQUEST = errors_pb2.INVALID_REQUEST
-LEADER_NOT_AVAILABLE = errors_pb2.LEADER_NOT_AVAILABLE
 NULL_UUID = uuid.UUID(int=0)
+STALE = controller_pb2.STALE
+LINEARIZABLE = controller_pb2.LINEARIZABLE
+
+
+def broker_read(ctx: ApiContext) -> controller_pb2.ReadConsistency.ValueType:
+    """How Metadata and DescribeTopicPartitions read topics. A Kafka broker answers both from its
+    metadata cache, the image as committed and replayed (KafkaApis never asks the controller). The
+    leader's node does the same: its committed image already holds every write the leader
+    acknowledged, so no read-index round is needed for a client to read its own writes. A
+    follower's image learns a commit one Fetch later, so a topic just created could be missing
+    from it; a follower reads through the leader (linearizable) and stays read-your-writes for
+    clients that spread their requests over the nodes (docs/kafka-protocol.md)."""
+    return STALE if ctx.leads() else LINEARIZABLE
 
 
 def _uuid(raw: bytes) -> uuid.UUID:
@@ -49,41 +62,30 @@ def _duplicate_message(name: str) -> str:
     return f"Duplicate topic name {name!r} in the request."
 
 
-def _partition_values(partition: controller_pb2.PartitionDescription) -> dict[str, Any]:
-    return {
-        "error_code": LEADER_NOT_AVAILABLE if partition.leader < 0 else 0,
-        "partition_index": partition.partition,
-        "leader_id": partition.leader,
-        "leader_epoch": partition.leader_epoch,
-        "replica_nodes": list(partition.replicas),
-        "isr_nodes": list(partition.isr),
-        "offline_replicas": [],
-        # KIP-966: raftmeta has no eligible leader replicas; Kafka's brokers answer empty lists
-        # (kafka-topics --describe fails on null).
-        "eligible_leader_replicas": [],
-        "last_known_elr": [],
-    }
-
-
-def topic_values(topic: controller_pb2.TopicDescription) -> dict[str, Any]:
+def topic_values(topic: controller_pb2.TopicDescription, request: Request) -> dict[str, Any]:
+    """A described topic as the request's version answers it; its partitions are written as bytes
+    (:mod:`raftmeta.kafka.partition_encoding`), the one part that grows with the topic."""
     return {
         "error_code": int(topic.error_code),
         "name": topic.name,
         "topic_id": _uuid(topic.topic_id),
         "is_internal": False,
-        "partitions": [_partition_values(p) for p in topic.partitions] if topic.error_code == 0 else [],
+        "partitions": encode_partitions(request.api_key, request.api_version, topic) if topic.error_code == 0 else [],
         "topic_authorized_operations": -(2**31),
     }
 
 
-async def _describe(ctx: ApiContext, names: list[str]) -> list[controller_pb2.TopicDescription]:
+async def _describe(
+    ctx: ApiContext, names: list[str], consistency: controller_pb2.ReadConsistency.ValueType
+) -> list[controller_pb2.TopicDescription]:
     """Every topic named (every topic when none are), whole: Metadata has no paging of its own."""
 
     async def send(request: controller_pb2.DescribeTopicsRequest) -> controller_pb2.DescribeTopicsResponse:
         page: controller_pb2.DescribeTopicsResponse = await call(ctx, "DescribeTopics", request)
         return page
 
-    response = await describe_every_page(send, controller_pb2.DescribeTopicsRequest(topics=names))
+    request = controller_pb2.DescribeTopicsRequest(topics=names, consistency=consistency)
+    response = await describe_every_page(send, request)
     return list(response.topics)
 
 
@@ -91,7 +93,7 @@ async def _describe_or_refusal(
     ctx: ApiContext, names: list[str]
 ) -> list[controller_pb2.TopicDescription] | CallRefused:
     try:
-        return await _describe(ctx, names)
+        return await _describe(ctx, names, broker_read(ctx))
     except CallRefused as exc:
         return exc
 
@@ -116,7 +118,7 @@ async def metadata(ctx: ApiContext, request: Request) -> dict[str, Any]:
     )
     values: dict[str, Any] = {
         "throttle_time": 0,
-        "brokers": cluster.values(),
+        "brokers": encode_brokers(request.api_key, request.api_version, cluster.brokers, cluster.values),
         "cluster_id": ctx.cluster_id,
         "controller_id": cluster.controller_id,
         "cluster_authorized_operations": -(2**31),
@@ -130,7 +132,7 @@ async def metadata(ctx: ApiContext, request: Request) -> dict[str, Any]:
             {"error_code": exc.error_code, "name": name, "topic_id": NULL_UUID, "partitions": []} for name in names
         ]
         return values
-    topics = [topic_values(t) for t in described]
+    topics = [topic_values(t, request) for t in described]
     if by_id:
         known = {t["topic_id"]: t for t in topics}
         wanted_names = set(names)
@@ -269,7 +271,8 @@ async def create_partitions(ctx: ApiContext, request: Request) -> dict[str, Any]
     manual = [t.name for t in wanted if t.assignments]
     results: dict[str, dict[str, Any]] = {}
     try:
-        counts = {t.name: len(t.partitions) for t in await _describe(ctx, manual)} if manual else {}
+        # The controller's current counts (a linearizable read): the indexes it will check.
+        counts = {t.name: len(t.partitions) for t in await _describe(ctx, manual, LINEARIZABLE)} if manual else {}
         grpc_request = controller_pb2.CreatePartitionsRequest(
             validate_only=body.validate_only, timeout_ms=int(timeout_s(body.timeout) * 1000)
         )
@@ -306,7 +309,7 @@ async def describe_topic_partitions(ctx: ApiContext, request: Request) -> dict[s
     body = request.body
     names = [t.name for t in body.topics]
     described = controller_pb2.DescribeTopicsRequest(
-        topics=names, response_partition_limit=max(1, body.response_partition_limit)
+        topics=names, response_partition_limit=max(1, body.response_partition_limit), consistency=broker_read(ctx)
     )
     if body.cursor is not None:
         described.cursor.topic_name = body.cursor.topic_name
@@ -321,4 +324,8 @@ async def describe_topic_partitions(ctx: ApiContext, request: Request) -> dict[s
         if response.HasField("next_cursor")
         else None
     )
-    return {"throttle_time": 0, "topics": [topic_values(t) for t in response.topics], "next_cursor": next_cursor}
+    return {
+        "throttle_time": 0,
+        "topics": [topic_values(t, request) for t in response.topics],
+        "next_cursor": next_cursor,
+    }

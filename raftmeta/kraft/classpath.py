@@ -13,9 +13,13 @@ import shutil
 from pathlib import Path
 
 KAFKA_LIB_ENV = "RAFTMETA_KAFKA_LIB"
+KAFKA_SHELL_LIB_ENV = "RAFTMETA_KAFKA_SHELL_LIB"
 # The checkout this package was installed from (editable installs and the test suite).
 CHECKOUT = Path(__file__).resolve().parents[2]
 DEFAULT_KAFKA_LIB = CHECKOUT / "build" / "kafka" / "lib"
+# kafka-metadata-shell's own class path (deploy/kafka/shell/pom.xml: no 4.4.0 build of it exists).
+DEFAULT_KAFKA_SHELL_LIB = CHECKOUT / "build" / "kafka" / "shell-lib"
+SHELL_MARKER_JAR_PREFIX = "kafka-shell-"
 # The jar whose presence says the release was resolved (the broker and controller themselves).
 MARKER_JAR_PREFIX = "kafka_2.13-"
 
@@ -34,6 +38,18 @@ def kafka_lib_dir() -> Path:
             f"with Maven) or set {KAFKA_LIB_ENV} to a folder holding them"
         )
     return lib
+
+
+def kafka_shell_classpath() -> str:
+    """The class path of kafka-metadata-shell (``make kafka`` resolves it beside the release)."""
+    configured = os.environ.get(KAFKA_SHELL_LIB_ENV)
+    lib = Path(configured) if configured else DEFAULT_KAFKA_SHELL_LIB
+    if not lib.is_dir() or not any(p.name.startswith(SHELL_MARKER_JAR_PREFIX) for p in lib.glob("*.jar")):
+        raise KafkaNotResolved(
+            f"kafka-metadata-shell's jars are not in {lib}: run `make kafka` (resolves deploy/kafka/shell/pom.xml "
+            f"with Maven) or set {KAFKA_SHELL_LIB_ENV} to a folder holding them"
+        )
+    return str(lib / "*")
 
 
 def kafka_version() -> str:

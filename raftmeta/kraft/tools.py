@@ -27,21 +27,24 @@ class KafkaToolError(RuntimeError):
     """A tool exited non-zero; the message holds its command line and output."""
 
 
-def tool_argv(main_class: str, arguments: Sequence[str]) -> list[str]:
+def tool_argv(main_class: str, arguments: Sequence[str], classpath: str | None = None) -> list[str]:
     return [
         java_executable(),
         *TOOL_JVM_FLAGS,
         f"-Dlog4j2.configurationFile={TOOLS_LOG4J2}",
         "-cp",
-        kafka_classpath(),
+        kafka_classpath() if classpath is None else classpath,
         main_class,
         *arguments,
     ]
 
 
-def run_tool(main_class: str, *arguments: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run one Kafka tool to its end; KafkaToolError if it fails and ``check``."""
-    argv = tool_argv(main_class, arguments)
+def run_tool(
+    main_class: str, *arguments: str, check: bool = True, classpath: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run one Kafka tool to its end (on the release's class path unless ``classpath`` is
+    given); KafkaToolError if it fails and ``check``."""
+    argv = tool_argv(main_class, arguments, classpath)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
     if check and done.returncode != 0:
         raise KafkaToolError(

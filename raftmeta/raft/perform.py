@@ -35,7 +35,10 @@ class Step(enum.Enum):
     ANNOUNCE_ROLE = "announce role"
     # Write and fsync the fetched snapshot, reload the state machine, ``on_snapshot_installed``.
     INSTALL_SNAPSHOT = "install snapshot"
-    # Truncate, repair and append the log; its fsync is asked for by REQUEST_FLUSH.
+    # Truncate, then overwrite each damaged batch with a peer's intact copy and fsync, before the
+    # rest (the core counts a repaired batch as durable at once).
+    REPAIR_LOG = "repair log"
+    # Truncate (unless REPAIR_LOG did) and append the log; its fsync is asked for by REQUEST_FLUSH.
     WRITE_LOG = "write log"
     # Truncate and append, and fsync now on the driver's task (reported by REPORT_FLUSH).
     WRITE_AND_FLUSH_LOG = "write and flush log"
@@ -58,7 +61,7 @@ def plan(ready: Ready, *, leader: bool, waiting: int, inline_flush_allowed: bool
     ``inline_flush_allowed``: the driver's disk could fsync this Ready's append on the task now
     (a small append, nothing queued on the disk). A leader never flushes inline: its own fsync
     runs beside the followers' Fetch round trip, and its task serves every client."""
-    writes = ready.truncate_to is not None or bool(ready.append) or bool(ready.repair)
+    writes = (ready.truncate_to is not None and not ready.repair) or bool(ready.append)
     inline = inline_flush_allowed and writes and ready.flush and not leader
     steps: list[Step] = []
     if ready.quorum_state is not None:
@@ -67,6 +70,8 @@ def plan(ready: Ready, *, leader: bool, waiting: int, inline_flush_allowed: bool
         steps.append(Step.ANNOUNCE_ROLE)
     if ready.install_snapshot is not None:
         steps.append(Step.INSTALL_SNAPSHOT)
+    if ready.repair:
+        steps.append(Step.REPAIR_LOG)
     if writes:
         steps.append(Step.WRITE_AND_FLUSH_LOG if inline else Step.WRITE_LOG)
     answer_first = bool(ready.committed) and leader and waiting <= ANSWER_FIRST_MAX_WAITING

@@ -157,6 +157,13 @@ class PartitionEncoder:
         )
 
 
+def partition_record(topic_prefix: bytes, partition_id: int, tail: bytes) -> bytes:
+    """:meth:`PartitionEncoder.record` from the topic's :meth:`~PartitionEncoder.topic_prefix` and
+    the state's :meth:`~PartitionEncoder.tail`, both already encoded (a reader that keeps them)."""
+    body = topic_prefix + _partition_id_field(partition_id) + tail
+    return _METADATA_PARTITION + _int(len(body)) + body
+
+
 # A partition id's field (its tag and varint; none for 0, left out), for the ids most topics have.
 _PARTITION_ID_FIELDS = [b""] + [_PARTITION_ID + _SMALL[pid] for pid in range(1, 1 << 14)]
 

@@ -12,6 +12,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable, Coroutine
+from importlib import import_module
 from typing import Any, TypeVar
 
 import grpc
@@ -58,6 +59,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
+KAFKA_SERVER_MODULE = "raftmeta.kafka.server"
 RAFT_SERVICE = raft_pb2.DESCRIPTOR.services_by_name["RaftService"].full_name
 CONTROLLER_SERVICE = controller_pb2.DESCRIPTOR.services_by_name["ControllerService"].full_name
 SERVICE_NAMES = (
@@ -132,21 +134,33 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
         event_loop=event_loop_name(),
         transport=tls_mode(config.tls),
     )
-    if config.client_listen is not None:
-        listeners.append(
-            await _listener(config.client_listen, config.client_tls, (CONTROLLER_SERVICE,), controller_servicer, node)
-        )
-        log.info("listening for clients", address=config.client_listen, transport=tls_mode(config.client_tls))
-    from raftmeta.kafka.server import start_kafka_listener
-
-    kafka = await start_kafka_listener(config, controller_servicer)
+    # The node takes part in the quorum from here on: the listeners for clients below (the Kafka
+    # one imports kio's schemas, ~0.4 s on a loaded machine) must not delay a restarted voter's
+    # first Fetch. A listener that cannot start still ends serve() with its error.
+    runner = asyncio.create_task(node.run())
+    try:
+        if config.client_listen is not None:
+            listeners.append(
+                await _listener(
+                    config.client_listen, config.client_tls, (CONTROLLER_SERVICE,), controller_servicer, node
+                )
+            )
+            log.info("listening for clients", address=config.client_listen, transport=tls_mode(config.client_tls))
+        # The Kafka listener's modules (kio's generated schemas) take 0.4-0.7 s to import on a
+        # loaded machine: imported in a thread, so the node's loop runs meanwhile (a restarted
+        # voter sends its first Fetch, or waits out its election timeout, instead of waiting).
+        kafka_server: Any = await asyncio.to_thread(import_module, KAFKA_SERVER_MODULE)
+        kafka = await kafka_server.start_kafka_listener(config, controller_servicer, leads=lambda: node.is_leader)
+    except BaseException:
+        node.stop()  # the node already runs: stop it before the error ends serve()
+        await asyncio.gather(runner, return_exceptions=True)
+        raise
     if kafka is not None:
         log.info("listening for Kafka clients", address=config.kafka_listener)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = asyncio.create_task(node.run())
     if ready is not None:
         ready.set()
     stopper = asyncio.create_task(stop.wait())

@@ -50,6 +50,8 @@ async def open_disk(config: NodeConfig) -> DiskWriter:
         repair=config.repair_log,
         segment_bytes=config.segment_bytes,
         directory_id=config.voter_directory_ids.get(config.node_id, b""),
+        # A damaged batch whose slot is known goes to the raft core for repair from the quorum.
+        report_damage=True,
     )
     return DiskWriter(storage, list(config.voters))
 
@@ -135,11 +137,13 @@ class DiskWriter:
             check_voters(storage.quorum_state_file.path, stored, self.voters)
         start_offset = snapshot.snapshot_id.offset if snapshot is not None else 0
         log = storage.log
+        stored_batches = await self._run(lambda: list(log.iter_stored(max(start_offset, log.log_start_offset))))
         return DurableState(
             # The voter list an older file names was checked above; the core keeps none (KIP-853).
             quorum_state=dataclasses.replace(stored, voters=()) if stored else None,
             quorum_state_problem=storage.quorum_state_problem,
-            entries=[Entry.from_batch(b) for b in log.iter_batches(max(start_offset, log.log_start_offset))],
+            entries=[Entry(b.base_offset, b.epoch, b.next_offset, b.data) for b in stored_batches],
+            damaged=[b.base_offset for b in stored_batches if b.damage is not None],
             snapshot=(
                 SnapshotImage(snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch, snapshot_bytes)
                 if snapshot is not None
@@ -166,6 +170,18 @@ class DiskWriter:
                 on_failure(error)
 
         self._queue(fn).add_done_callback(done)
+
+    async def repair(self, truncate_to: int | None, copies: Sequence[bytes]) -> None:
+        """Truncate (if asked), then overwrite damaged batches with intact copies, each fsynced
+        (the core counts a repaired batch as durable at once), behind everything queued before."""
+
+        def work() -> None:
+            if truncate_to is not None:
+                self.storage.truncate_log(truncate_to)
+            for data in copies:
+                self.storage.log.repair_batch(data)
+
+        await self._run(work)
 
     def truncate_and_append(
         self, truncate_to: int | None, batches: Sequence[bytes], on_failure: Callable[[BaseException], None]
@@ -258,15 +274,17 @@ class DiskWriter:
         await self._run(attach)
         return data, count
 
-    async def install_snapshot(self, end_offset: int, epoch: int, data: bytes) -> list[bytes]:
-        """Write a snapshot fetched from the leader and make the log continue from it; return its
-        records."""
+    async def install_snapshot(
+        self, end_offset: int, epoch: int, data: bytes, *, keep_log: bool = False
+    ) -> list[bytes]:
+        """Write a snapshot fetched from the leader and make the log continue from it (``keep_log``:
+        the log from its end on stays, see NodeStorage.install_snapshot); return its records."""
 
         def work() -> Snapshot:
             writer = self.storage.receive_snapshot(SnapshotId(end_offset, epoch))
             try:
                 writer.write_chunk(0, data)
-                snapshot = self.storage.install_snapshot(writer)
+                snapshot = self.storage.install_snapshot(writer, keep_log=keep_log)
             except BaseException:
                 writer.abort()
                 raise

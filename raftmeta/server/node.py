@@ -3,7 +3,7 @@
 owns it and performs its Readies in the order of the perform policy it shares with the simulator
 (raftmeta/raft/perform.py), within the core's driver contract (raftmeta/raft/__init__.py):
 
-    quorum state (fsync'd) -> role -> snapshot install -> truncate/append -> send -> flush -> apply
+    quorum state (fsync'd) -> role -> snapshot install -> repair (fsync'd) -> truncate/append -> send -> flush -> apply
 
 (appends, flushes and high-watermark checkpoints are queued on the writer thread, in order,
 without the task waiting for them: see raftmeta/server/disk.py). Inputs arrive on one inbox:
@@ -38,7 +38,16 @@ from raftmeta.controller import Controller
 from raftmeta.controller.errors import NotControllerError
 from raftmeta.logs import get_logger
 from raftmeta.metrics.node import NodeMetrics, raft_view
-from raftmeta.raft import NO_LEADER, CommittedTruncationError, Entry, Envelope, Ready, Role, SnapshotImage
+from raftmeta.raft import (
+    NO_LEADER,
+    CommittedTruncationError,
+    Entry,
+    Envelope,
+    Ready,
+    Role,
+    SnapshotImage,
+    UnrepairableEntryError,
+)
 from raftmeta.raft.perform import Step, plan
 from raftmeta.records.decode import LazyRecords
 from raftmeta.server.addresses import AddressBook
@@ -116,6 +125,8 @@ class Node:
             log_end_offset=durable.log_end_offset,
             high_watermark=durable.high_watermark,
             snapshot=snapshot.end_offset if snapshot is not None else 0,
+            # Kept for repair from the quorum (docs/storage.md): the core vouches for nothing from the first on.
+            damaged_batches=list(durable.damaged),
         )
 
     @property
@@ -132,6 +143,14 @@ class Node:
                 "stopping: refused to truncate committed offsets",
                 offset=exc.offset,
                 high_watermark=exc.high_watermark,
+                reason=str(exc),
+            )
+            raise
+        except UnrepairableEntryError as exc:
+            self.log.error(
+                "stopping: a damaged batch no other voter holds intact",
+                offset=exc.base_offset,
+                batch_epoch=exc.epoch,
                 reason=str(exc),
             )
             raise
@@ -313,7 +332,7 @@ class Node:
         role = self.core.role
         leader = role is Role.LEADER
         observe_ready(self.metrics, ready, leader)
-        writes = ready.truncate_to is not None or bool(ready.append)
+        writes = (ready.truncate_to is not None and not ready.repair) or bool(ready.append)
         steps = plan(
             ready,
             leader=leader,
@@ -331,7 +350,9 @@ class Node:
                 self._on_soft_state(soft.role, soft.epoch, soft.leader_id)
             elif step is Step.INSTALL_SNAPSHOT:
                 assert ready.install_snapshot is not None
-                await self._install_snapshot(ready.install_snapshot)
+                await self._install_snapshot(ready.install_snapshot, keep_log=ready.install_keeps_log)
+            elif step is Step.REPAIR_LOG:
+                await self._repair(ready)
             elif step is Step.WRITE_LOG:
                 self.disk.truncate_and_append(ready.truncate_to, [e.data for e in ready.append], self._disk_failed)
             elif step is Step.WRITE_AND_FLUSH_LOG:
@@ -361,13 +382,15 @@ class Node:
                 return
         self._deliver()
 
-    async def _install_snapshot(self, image: SnapshotImage) -> None:
-        records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data)
+    async def _install_snapshot(self, image: SnapshotImage, *, keep_log: bool) -> None:
+        records = await self.disk.install_snapshot(image.end_offset, image.epoch, image.data, keep_log=keep_log)
         with collector_paused():
             self.qc.install_snapshot(LazyRecords(records), image.end_offset)
         self.qc.on_snapshot_installed(now_ms(), image)
         self._stats.snapshot_size_bytes = len(image.data)
-        self.log.info("installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch)
+        self.log.info(
+            "installed snapshot from the leader", end_offset=image.end_offset, epoch=image.epoch, kept_log=keep_log
+        )
         self._heap.freeze(self.core.high_watermark, self.log, "snapshot installed", release=True)
 
     def _send(self, messages: list[Envelope]) -> None:
@@ -382,6 +405,22 @@ class Node:
                 future = self._inbound.pop(envelope.correlation_id, None)
                 if future is not None and not future.done():
                     future.set_result(envelope.message)
+
+    async def _repair(self, ready: Ready) -> None:
+        """Ready.repair: the Ready's truncation, then each damaged batch overwritten in place with
+        a peer's intact copy and fsynced, before anything else of the Ready (the core counts a
+        repaired batch as durable at once). Rare, so awaited behind the writer's queue."""
+        await self.disk.repair(ready.truncate_to, [entry.data for entry in ready.repair])
+        ready.truncate_to = None  # done
+        for entry in ready.repair:
+            self.log.warning(
+                "repaired a damaged batch from the quorum",
+                offset=entry.base_offset,
+                end_offset=entry.next_offset,
+                batch_epoch=entry.epoch,
+                high_watermark=self.core.high_watermark,
+                damaged_left=len(self.core.damaged),
+            )
 
     def _apply_committed_entries(self, entries: list[Entry]) -> None:
         if not entries and not self.qc.has_deferred:

@@ -124,6 +124,8 @@ def recover_quorum_controller(
         first_correlation_id=time.time_ns() << 8,
         # A damaged file (set aside) is a lost vote even next to an empty log: not a new node's.
         election_state_lost=(durable.quorum_state_problem or "").startswith("unreadable"),
+        # Batches whose bytes are damaged (their slot is known): repaired from the quorum.
+        damaged=durable.damaged,
     )
     if core.start_note is not None:
         log.warning(

@@ -32,6 +32,9 @@ class DurableState:
     log_end_offset: int
     # The data dir's directory id (meta.properties; KIP-853's replica key with the node id).
     directory_id: bytes = b""
+    # Base offsets of the batches of ``entries`` whose bytes are damaged (their slot is known):
+    # the raft core repairs them from the quorum (docs/storage.md, "Repair from the quorum").
+    damaged: Sequence[int] = ()
 
 
 class Disk(Protocol):
@@ -51,8 +54,16 @@ class Disk(Protocol):
 
     async def write_quorum_state(self, state: QuorumStateData) -> None: ...
 
-    async def install_snapshot(self, end_offset: int, epoch: int, data: bytes) -> Sequence[bytes]:
-        """Make a snapshot fetched from the leader the log's start; return its records."""
+    async def install_snapshot(
+        self, end_offset: int, epoch: int, data: bytes, *, keep_log: bool = False
+    ) -> Sequence[bytes]:
+        """Make a snapshot fetched from the leader the log's start (``keep_log``: the core's
+        ``install_keeps_log``, the log from its end on stays); return its records."""
+        ...
+
+    async def repair(self, truncate_to: int | None, copies: Sequence[bytes]) -> None:
+        """Truncate (if asked), then overwrite damaged batches in place with the intact
+        ``copies`` (Ready.repair), fsynced on return."""
         ...
 
     def append_and_flush_now(self, truncate_to: int | None, batches: Sequence[bytes]) -> int:

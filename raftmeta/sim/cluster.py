@@ -511,6 +511,8 @@ class Simulation:
             elif step is Step.INSTALL_SNAPSHOT:
                 assert ready.install_snapshot is not None
                 self._install(node, core, ready.install_snapshot, keeps_log=ready.install_keeps_log)
+            elif step is Step.REPAIR_LOG:
+                self._repair_log(node, ready)
             elif step is Step.WRITE_LOG:
                 self._write_log(node, core, ready)
             elif step is Step.APPLY_COMMITTED:
@@ -552,19 +554,27 @@ class Simulation:
         self.result.snapshots_installed += 1
         self._trace(f"n{node_id} install snapshot end={image.end_offset}")
 
+    def _truncate(self, node: SimNode, ready: Ready) -> None:
+        if ready.truncate_to is not None:
+            self.checker.on_truncate(node.node_id, ready.truncate_to, node.last_hw)
+            node.disk.truncate_to(ready.truncate_to)
+            self._trace(f"n{node.node_id} truncate to {ready.truncate_to}")
+
+    def _repair_log(self, node: SimNode, ready: Ready) -> None:
+        """The Ready's truncation, then each damaged batch overwritten with a peer's intact copy."""
+        self._truncate(node, ready)
+        for entry in ready.repair:
+            self.checker.on_repair(node.node_id, entry)
+            node.disk.repair(entry)
+            self._count("storage_repaired")
+            self._trace(f"n{node.node_id} repair ({entry.base_offset}, {entry.epoch})")
+
     def _write_log(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
         checker = self.checker
         disk = node.disk
         node_id = node.node_id
-        if ready.truncate_to is not None:
-            checker.on_truncate(node_id, ready.truncate_to, node.last_hw)
-            disk.truncate_to(ready.truncate_to)
-            self._trace(f"n{node_id} truncate to {ready.truncate_to}")
-        for entry in ready.repair:
-            checker.on_repair(node_id, entry)
-            disk.repair(entry)
-            self._count("storage_repaired")
-            self._trace(f"n{node_id} repair ({entry.base_offset}, {entry.epoch})")
+        if not ready.repair:
+            self._truncate(node, ready)  # else REPAIR_LOG did
         for entry in ready.append:
             checker.on_append(node_id, disk.last_entry(), entry)
             disk.append(entry)

@@ -31,7 +31,7 @@ from raftmeta.storage.high_watermark import (
     HighWatermarkCheckpoint,
     read_high_watermark,
 )
-from raftmeta.storage.log import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_BYTES, SegmentLog
+from raftmeta.storage.log import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_BYTES, SegmentLog, first_segment_base
 from raftmeta.storage.meta_properties import MetaProperties, ensure_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
 from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotChunkWriter, SnapshotId, SnapshotStore
@@ -72,6 +72,7 @@ class NodeStorage:
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         high_watermark_interval_ms: int = 1000,
         directory_id: bytes = b"",
+        report_damage: bool = False,
     ) -> NodeStorage:
         """Open and recover a node's data dir (created if empty).
 
@@ -85,7 +86,9 @@ class NodeStorage:
         ``quorum_state_problem`` says why (the core recovers from the log). With
         ``repair=True`` (``raftmeta node --repair-log``) such damage is cut away instead, the
         high-watermark checkpoint is lowered to what is left, and the node refetches the rest
-        from the leader; docs/storage.md explains the risk.
+        from the leader; docs/storage.md explains the risk. ``report_damage`` (the node's mode):
+        a damaged batch whose slot is known is kept and listed by ``log.damaged_batches()`` for
+        repair from the quorum instead (SegmentLog.open).
         """
         logger = get_logger("storage.datadir", data_dir=str(data_dir))
         meta = ensure_meta_properties(data_dir, cluster_id, node_id, required_directory_id=directory_id)
@@ -106,7 +109,10 @@ class NodeStorage:
         floor = read_high_watermark(data_dir)
         snapshots = SnapshotStore(log_dir(data_dir))
         log_dir(data_dir).mkdir(parents=True, exist_ok=True)
-        latest = snapshots.load_latest(repair=repair)  # ignores .part files
+        # The node's mode may fall back from a damaged snapshot to an older one and the log: it
+        # needs where the log starts, read from the segment file names before anything changes.
+        first_segment = first_segment_base(log_dir(data_dir)) if report_damage else None
+        latest = snapshots.load_latest(repair=repair, log_start_offset=first_segment)  # ignores .part files
         log = SegmentLog.open(
             log_dir(data_dir),
             segment_bytes=segment_bytes,
@@ -115,6 +121,7 @@ class NodeStorage:
             recovery_floor_file=data_dir / HIGH_WATERMARK_CHECKPOINT,
             snapshot_id=latest.snapshot_id if latest is not None else None,
             repair=repair,
+            report_damage=report_damage,
         )
         # Only now: a refusal to start (a log gap, damage) must leave every file as it was.
         snapshots.remove_partial()
@@ -198,12 +205,20 @@ class NodeStorage:
         ``write_chunk(position, data)``, then call :meth:`install_snapshot` with it."""
         return self.snapshots.chunk_writer(snapshot_id)
 
-    def install_snapshot(self, writer: SnapshotChunkWriter) -> Snapshot:
+    def install_snapshot(self, writer: SnapshotChunkWriter, *, keep_log: bool = False) -> Snapshot:
         """Validate and rename a received snapshot, then replace the whole log by an empty log
         starting at the snapshot's end offset (the raft core's ``install_snapshot`` contract;
-        Kafka's truncateFullyAndStartAt). A bad file raises SnapshotError and changes nothing."""
+        Kafka's truncateFullyAndStartAt). A bad file raises SnapshotError and changes nothing.
+
+        ``keep_log`` (the core's ``install_keeps_log``: the snapshot replaces a damaged batch the
+        leader holds only in its snapshot): the log from the snapshot's end on stays, only the
+        segments wholly below it go."""
         snapshot = writer.finish()
-        self.log.reset_to(snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch)
+        offset, epoch = snapshot.snapshot_id
+        if keep_log and self.log.log_start_offset <= offset <= self.log.log_end_offset:
+            self.log.delete_before(offset)
+        else:
+            self.log.reset_to(offset, epoch)
         self._set_latest(snapshot)
         return snapshot
 

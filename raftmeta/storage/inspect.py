@@ -17,6 +17,7 @@ from pathlib import Path
 from raftmeta.records import codec
 from raftmeta.records.codec import BatchHeader
 from raftmeta.records.walk import Damage, walk_batches
+from raftmeta.storage.damage import DamagedBatch, repairable_batches
 from raftmeta.storage.segment import parse_log_file_name
 
 
@@ -83,3 +84,18 @@ def walk_log_dir(log_dir: Path, *, from_offset: int = 0) -> Iterator[BatchEntry 
         base = parse_log_file_name(path.name)
         assert base is not None
         yield from walk_file(path, first_offset=base, from_offset=from_offset, last_segment=i == len(files) - 1)
+
+
+def repairable_in_log_dir(log_dir: Path, high_watermark: int) -> list[tuple[Path, DamagedBatch]]:
+    """The damaged batches of ``log_dir`` whose slot is known: the ones a node started on it
+    keeps and repairs from the quorum (docs/storage.md, "Repair from the quorum"), with their
+    segment file. Reads only."""
+    files = segment_files(log_dir)
+    out: list[tuple[Path, DamagedBatch]] = []
+    for i, path in enumerate(files):
+        base = parse_log_file_name(path.name)
+        next_base = parse_log_file_name(files[i + 1].name) if i + 1 < len(files) else None
+        assert base is not None
+        slots = repairable_batches(path.read_bytes(), base, high_watermark=high_watermark, next_segment_base=next_base)
+        out.extend((path, slot) for slot in slots)
+    return out

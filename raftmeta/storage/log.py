@@ -48,6 +48,7 @@ from raftmeta.logs import get_logger
 from raftmeta.records import codec
 from raftmeta.records.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
 from raftmeta.records.walk import PEEK, PEEK_SIZE, IntactBatches
+from raftmeta.storage.damage import DamagedBatch
 from raftmeta.storage.epoch_index import EpochIndex
 from raftmeta.storage.errors import (
     HighWatermarkAboveLogError,
@@ -81,6 +82,18 @@ MID_LOG_HINT = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """One batch as the log holds it: ``damage`` None for an intact batch, else why its bytes
+    (``data``) are not the batch of its slot."""
+
+    base_offset: int
+    epoch: int
+    next_offset: int
+    data: bytes
+    damage: str | None
+
+
 class SegmentLog:
     """An append-only, fsync-explicit log of batches in segment files. Use :meth:`open`."""
 
@@ -100,6 +113,10 @@ class SegmentLog:
         self._lock = threading.Lock()
         self._closed = False
         self._log = get_logger("storage.log", log_dir=str(directory))
+        # Recovery's rules for damage: report a batch whose slot is known (the node), and the
+        # checkpointed high watermark that decides which batches were acknowledged.
+        self._report_damage = False
+        self._recovery_floor = 0
 
     # -- opening and recovery -----------------------------------------------------------------
 
@@ -114,6 +131,7 @@ class SegmentLog:
         snapshot_id: tuple[int, int] | None = None,
         repair: bool = False,
         recovery_floor_file: Path | None = None,
+        report_damage: bool = False,
     ) -> SegmentLog:
         """Open (creating if needed) the log in ``directory`` and recover it.
 
@@ -130,8 +148,15 @@ class SegmentLog:
         below it are deleted, and a log that does not reach it is restarted empty at its end
         offset. A log that starts above it (above 0 without one) is refused with
         :class:`LogGapError` before any file is changed, unless ``repair``, which discards it.
+
+        ``report_damage`` (the node's mode): a damaged batch whose slot the batches around it
+        prove (raftmeta/storage/damage.py) is neither refused nor truncated but kept, bytes and
+        all, in :meth:`damaged_batches` for the raft core to repair from the quorum
+        (:meth:`repair_batch`); only damage without a known slot meets the rules above.
         """
         log = cls(directory, segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes)
+        log._report_damage = report_damage
+        log._recovery_floor = recovery_floor_offset
         try:
             log._recover(recovery_floor_offset, snapshot_id, repair, recovery_floor_file)
         except BaseException:
@@ -180,7 +205,7 @@ class SegmentLog:
                         "segment index unusable, rebuilding it by a scan", file=str(exc.path), reason=exc.reason
                     )
                 scanned_bytes += seg.file_size()
-                error = seg.scan(min_epoch)
+                error = self._scan(seg, min_epoch, None if last else segments[i + 1].base_offset)
                 if error is None and not last:
                     seg.fsync()
                     seg.write_index()
@@ -225,6 +250,8 @@ class SegmentLog:
         # one fsync makes "everything recovered is durable" true before anything is reported.
         self._segments[-1].fsync()
         self._durable_end = self._end
+        for seg in self._segments:
+            self._report(seg)
         self._log.info(
             "log opened",
             log_start_offset=self.log_start_offset,
@@ -233,6 +260,26 @@ class SegmentLog:
             scanned_bytes=scanned_bytes,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
+
+    def _scan(self, seg: Segment, min_epoch: int, next_base: int | None) -> ScanError | None:
+        return seg.scan(
+            min_epoch, report_damage=self._report_damage, high_watermark=self._recovery_floor, next_base=next_base
+        )
+
+    def _report(self, seg: Segment) -> None:
+        """Log each damaged batch of ``seg`` that recovery kept for repair."""
+        for slot in seg.damaged.values():
+            self._log.error(
+                "damaged batch kept for repair from the quorum",
+                file=str(seg.path),
+                position=slot.position,
+                offset=slot.base_offset,
+                epoch=slot.epoch,
+                end_offset=slot.next_offset,
+                size=slot.size,
+                reason=slot.reason,
+                high_watermark=self._recovery_floor,
+            )
 
     def _cut(self, index: int, error: ScanError, floor: int, repair: bool) -> None:
         """Truncate the log at a bad batch of segment ``index`` found by recovery; drop later segments.
@@ -546,8 +593,10 @@ class SegmentLog:
                 )
             i = bisect.bisect_right(self._bases, offset) - 1
             seg = self._segments[i]
-            pos = seg.find_position(offset)
-            new_end = seg.peek_header(pos).base_offset
+            try:
+                pos, new_end = seg.locate(offset)
+            except CorruptBatchError as exc:
+                raise LogCorruptionError(seg.path, exc.position, exc.base_offset, exc.reason) from None
             doomed = self._segments[i + 1 :]
             if new_end == seg.base_offset and i > 0:
                 doomed.insert(0, seg)
@@ -713,6 +762,10 @@ class SegmentLog:
         last: tuple[int, int] | None = None  # position and base offset of the last batch taken
         try:
             while pos < seg.size:
+                if limit <= expected < seg.next_offset:
+                    # The read ends inside this segment: never look at a header past it (it may be
+                    # damaged, kept for repair). At the segment's end the checks below still run.
+                    return True, taken
                 rel = pos - block_pos
                 if rel + PEEK_SIZE > len(block):
                     _flush_run(parts, block, run_start, rel)
@@ -784,6 +837,95 @@ class SegmentLog:
         if epoch != indexed:
             return f"epoch {epoch}, the log's epoch index has {indexed} for offset {base}"
         return None
+
+    # -- damaged batches kept for repair (``report_damage``) ------------------------------------
+
+    def damaged_batches(self) -> list[DamagedBatch]:
+        """The damaged batches whose slot is known, kept on disk until :meth:`repair_batch`, by offset."""
+        with self._lock:
+            return sorted((d for seg in self._segments for d in seg.damaged.values()), key=lambda d: d.base_offset)
+
+    def iter_stored(self, from_offset: int) -> Iterator[StoredBatch]:
+        """Every batch from ``from_offset`` (a batch boundary), intact or damaged with a known slot,
+        for the node's start: what the raft core is built from. A bad batch met on the way that
+        recovery did not scan (a sealed or cleanly closed segment is trusted through its index) has
+        its segment rescanned: with ``report_damage`` its slot is then known, or the read's
+        LogCorruptionError stands, naming file, byte and offset."""
+        offset = from_offset
+        while True:
+            damaged = next((d for d in self.damaged_batches() if d.base_offset >= offset), None)
+            try:
+                upto = damaged.base_offset if damaged is not None else None
+                for batch in self.iter_batches(offset, upto_offset=upto):
+                    yield StoredBatch(batch.base_offset, batch.epoch, batch.next_offset, batch.data, None)
+                    offset = batch.next_offset
+            except LogCorruptionError as error:
+                self._rescan(error)
+                continue
+            if damaged is None:
+                return
+            yield StoredBatch(
+                damaged.base_offset, damaged.epoch, damaged.next_offset, self._raw(damaged), damaged.reason
+            )
+            offset = damaged.next_offset
+
+    def _raw(self, slot: DamagedBatch) -> bytes:
+        with self._lock:
+            return self._segment_of(slot.base_offset).read(slot.position, slot.size)
+
+    def _segment_of(self, offset: int) -> Segment:
+        return self._segments[bisect.bisect_right(self._bases, offset) - 1]
+
+    def _rescan(self, error: LogCorruptionError) -> None:
+        """Rescan the segment a read found damaged, keeping the damaged batches whose slot is known;
+        re-raise ``error`` when that finds no new one to report."""
+        if not self._report_damage:
+            raise error
+        with self._lock:
+            i = next((k for k, seg in enumerate(self._segments) if seg.path == error.path), None)
+            if i is None:
+                raise error
+            seg = self._segments[i]
+            before = (seg.next_offset, seg.size, set(seg.damaged))
+            min_epoch = next((s.last_epoch for s in reversed(self._segments[:i]) if s.last_epoch is not None), 0)
+            next_base = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
+            found = self._scan(seg, min_epoch, next_base)
+            if found is not None or (seg.next_offset, seg.size) != before[:2] or set(seg.damaged) == before[2]:
+                raise LogCorruptionError(
+                    error.path, error.position, error.offset, f"{error.reason}; {REPAIR_HINT}"
+                ) from None
+            self._rebuild_offsets()
+        self._report(seg)
+
+    def repair_batch(self, data: bytes) -> None:
+        """Overwrite a damaged batch with an intact copy of it from a peer (the raft core's
+        ``Ready.repair``): the copy must pass its CRC and name the damaged slot's base offset,
+        epoch and end, and be its size (same offset and epoch: the same batch on every replica).
+        In place and fsynced on return; nothing else of the log changes. StorageError otherwise,
+        nothing written."""
+        self._check_open()
+        try:
+            header = codec.check_batch(data)
+        except CorruptBatchError as exc:
+            raise InvalidAppendError(f"refused repair: {exc}") from None
+        with self._lock:
+            seg = self._segment_of(header.base_offset)
+            slot = seg.damaged.get(header.base_offset)
+        found = (header.epoch, header.next_offset, header.size_bytes, len(data))
+        if slot is None or found != (slot.epoch, slot.next_offset, slot.size, slot.size):
+            raise InvalidAppendError(
+                f"refused repair: no damaged batch of epoch {header.epoch}, offsets {header.base_offset}.."
+                f"{header.next_offset - 1} and {len(data)} bytes in {seg.path}"
+            )
+        seg.overwrite(slot, data)
+        self._log.warning(
+            "damaged batch repaired from the quorum",
+            file=str(seg.path),
+            position=slot.position,
+            offset=slot.base_offset,
+            epoch=slot.epoch,
+            end_offset=slot.next_offset,
+        )
 
     def iter_batches(self, from_offset: int, *, upto_offset: int | None = None) -> Iterator[Batch]:
         """Every batch from the one holding ``from_offset`` (CRC-checked), for replay and scans."""
@@ -875,6 +1017,12 @@ class TruncationPlan:
     @property
     def changes_nothing(self) -> bool:
         return self.position == self.segment_size and not self.deleted_segments and not self.restart
+
+
+def first_segment_base(directory: Path) -> int | None:
+    """The base offset of the first segment file in ``directory`` (None: none), from the names alone."""
+    bases = _segment_bases(directory) if directory.is_dir() else []
+    return bases[0] if bases else None
 
 
 def _segment_bases(directory: Path) -> list[int]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from raftmeta.records import codec
 from raftmeta.records.codec import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptBatchError
 from raftmeta.records.walk import PEEK, PEEK_SIZE, IntactBatches, find_intact_batches, peek_intact
+from raftmeta.storage.damage import DamagedBatch, damaged_slot
 from raftmeta.storage.errors import InvalidFileError
 from raftmeta.storage.fileio import atomic_write, pread_exact, pwrite_all
 
@@ -84,6 +85,9 @@ class Segment:
         self.positions = array("q")
         self.epochs: list[tuple[int, int]] = []
         self._bytes_since_index = 0
+        # Batches of this file whose slot is known but whose bytes are damaged (a scan with
+        # ``report_damage``), by base offset: kept in place until a repair overwrites them.
+        self.damaged: dict[int, DamagedBatch] = {}
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -117,10 +121,15 @@ class Segment:
         self.positions = array("q")
         self.epochs = []
         self._bytes_since_index = 0
+        self.damaged = {}
 
-    def note_batch(self, base_offset: int, epoch: int, next_offset: int, position: int, size: int) -> None:
-        """Account for a batch now present at ``position`` (appended, or found by a scan)."""
-        if not self.offsets or self._bytes_since_index >= self.index_interval_bytes:
+    def note_batch(
+        self, base_offset: int, epoch: int, next_offset: int, position: int, size: int, *, indexed: bool = False
+    ) -> None:
+        """Account for a batch now present at ``position`` (appended, or found by a scan);
+        ``indexed``: give it an index entry whatever the interval (a damaged batch: walks of the
+        headers start past it, never through it)."""
+        if indexed or not self.offsets or self._bytes_since_index >= self.index_interval_bytes:
             self.offsets.append(base_offset)
             self.positions.append(position)
             self._bytes_since_index = 0
@@ -130,10 +139,22 @@ class Segment:
         self.size = position + size
         self.next_offset = next_offset
 
-    def scan(self, min_epoch: int) -> ScanError | None:
+    def note_damaged(self, slot: DamagedBatch) -> None:
+        """Account for a damaged batch whose slot is known: indexed, and so is the batch after it."""
+        self.note_batch(slot.base_offset, slot.epoch, slot.next_offset, slot.position, slot.size, indexed=True)
+        self._bytes_since_index = self.index_interval_bytes
+        self.damaged[slot.base_offset] = slot
+
+    def scan(
+        self, min_epoch: int, *, report_damage: bool = False, high_watermark: int = 0, next_base: int | None = None
+    ) -> ScanError | None:
         """Rebuild the index by reading and checking every batch (CRC, contiguity, epochs).
 
         Stops at the first bad batch and returns where; the index then covers the valid prefix.
+        With ``report_damage``, a bad batch whose slot the bytes around it prove
+        (:func:`raftmeta.storage.damage.damaged_slot`, given the checkpointed ``high_watermark``
+        and ``next_base``, the next segment file's base offset) is kept in :attr:`damaged` and
+        the scan goes on past it.
         """
         self._reset_index()
         buf = pread_exact(self.fd, self.file_size(), 0)
@@ -146,6 +167,18 @@ class Segment:
             # The checks of codec.check_batch without building a BatchHeader (walk.peek_intact);
             # check_batch itself only for the precise reason of a batch that fails them.
             fields = peek_intact(buf, pos, 0)
+            if report_damage and (fields is None or fields[0] != expected):
+                slot = damaged_slot(
+                    buf, pos, expected, last_epoch, high_watermark=high_watermark, next_segment_base=next_base
+                )
+                if slot is not None:
+                    if not self.epochs or self.epochs[-1][0] != slot.epoch:
+                        epoch_positions.append(pos)
+                    self.note_damaged(slot)
+                    expected = slot.next_offset
+                    pos += slot.size
+                    last_epoch = slot.epoch
+                    continue
             if fields is None:
                 try:
                     codec.check_batch(buf, pos)
@@ -271,6 +304,8 @@ class Segment:
         if offset >= self.next_offset:
             return self.size, self.next_offset
         i = bisect.bisect_right(self.offsets, offset) - 1
+        if i >= 0 and self.offsets[i] == offset:
+            return self.positions[i], offset  # the index vouches for it: no header to trust (it may be damaged)
         pos, expected = (self.positions[i], self.offsets[i]) if i >= 0 else (0, self.base_offset)
         block = b""
         block_start = pos
@@ -317,9 +352,19 @@ class Segment:
         del self.offsets[keep:]
         del self.positions[keep:]
         self.epochs = [(e, s) for e, s in self.epochs if s < next_offset]
+        self.damaged = {b: d for b, d in self.damaged.items() if b < next_offset}
         self.size = position
         self.next_offset = next_offset
         self._bytes_since_index = position - self.positions[-1] if self.positions else 0
+
+    def overwrite(self, slot: DamagedBatch, data: bytes) -> None:
+        """Put ``data`` (an intact copy of the batch, the same size) in place of the damaged batch
+        of ``slot`` and fsync: a crash on the way leaves old or new bytes there, or a mix of them
+        that fails the CRC, and the next start finds that slot damaged again."""
+        assert len(data) == slot.size, "a repair fills the same slot"
+        pwrite_all(self.fd, data, slot.position)
+        os.fsync(self.fd)
+        del self.damaged[slot.base_offset]
 
     def fsync(self) -> None:
         os.fsync(self.fd)

@@ -339,23 +339,58 @@ class SnapshotStore:
     def read(self, snapshot_id: SnapshotId) -> Snapshot:
         return read_snapshot(self.path(snapshot_id))
 
-    def load_latest(self, *, repair: bool = False) -> Snapshot | None:
+    def load_latest(self, *, repair: bool = False, log_start_offset: int | None = None) -> Snapshot | None:
         """The newest snapshot, validated. A damaged one is refused (SnapshotError) unless
         ``repair``: then it is renamed to ``.corrupt`` (kept for inspection) and the next
-        newest is tried."""
-        for snapshot_id in reversed(self.ids()):
+        newest is tried.
+
+        ``log_start_offset`` (the node's mode: where its first segment file starts, None without
+        one): a damaged snapshot is also set aside, without ``repair``, when the log still holds
+        everything from an older intact snapshot's end (from 0 when there is none) -- the older
+        snapshot and the log then give the same state, nothing is lost. Without such a fallback
+        it is refused as above."""
+        ids = self.ids()
+        for i in range(len(ids) - 1, -1, -1):
             try:
-                return self.read(snapshot_id)
+                return self.read(ids[i])
             except SnapshotError as exc:
-                if not repair:
+                fallback = self._fallback(ids[:i], log_start_offset)
+                if not repair and fallback is None:
                     raise SnapshotError(
                         exc.path, f"{exc.reason}; refusing to start (start with --repair-log to set it aside)"
                     ) from None
                 aside = exc.path.with_name(exc.path.name + CORRUPT_SUFFIX)
-                self._log.error("repairing: setting a corrupt snapshot aside", file=str(exc.path), reason=exc.reason)
+                if repair:
+                    self._log.error(
+                        "repairing: setting a corrupt snapshot aside", file=str(exc.path), reason=exc.reason
+                    )
+                else:
+                    self._log.error(
+                        "damaged snapshot set aside: falling back to an older snapshot and the log",
+                        file=str(exc.path),
+                        reason=exc.reason,
+                        moved_to=str(aside),
+                        fallback_offset=fallback,
+                        log_start_offset=log_start_offset,
+                    )
                 os.replace(exc.path, aside)
                 fsync_dir(self.directory)
         return None
+
+    def _fallback(self, older: list[SnapshotId], log_start_offset: int | None) -> int | None:
+        """Where the state is rebuilt from if the snapshot after ``older`` is set aside: the end of
+        the newest intact one of ``older`` (0: none) that the log reaches back to, or None."""
+        if log_start_offset is None:
+            return None
+        for snapshot_id in reversed(older):
+            if snapshot_id.offset < log_start_offset:
+                return None  # the log starts above it: the offsets in between are nowhere else
+            try:
+                self.read(snapshot_id)
+            except SnapshotError:
+                continue
+            return snapshot_id.offset
+        return 0 if log_start_offset == 0 else None
 
     def reader(self, snapshot_id: SnapshotId) -> SnapshotReader:
         return SnapshotReader(self.path(snapshot_id))

@@ -805,6 +805,7 @@ class BrokerHeartbeatRequest(_message.Message):
     WANT_FENCE_FIELD_NUMBER: _builtins.int
     CAUGHT_UP_REPLICAS_FIELD_NUMBER: _builtins.int
     WANT_SHUTDOWN_NOW_FIELD_NUMBER: _builtins.int
+    CURRENT_METADATA_OFFSET_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     broker_epoch: _builtins.int
     want_fence: _builtins.bool
@@ -813,6 +814,12 @@ class BrokerHeartbeatRequest(_message.Message):
     """Controlled shutdown (Kafka's want_shutdown_now): the controller moves every leadership off
     this broker and removes it from every ISR it is not the last member of, then fences it, in
     one batch; the answer says should_shut_down once that is done.
+    """
+    current_metadata_offset: _builtins.int
+    """The offset of the last metadata record the broker has applied (Kafka's
+    current_metadata_offset). Given, a fenced broker is unfenced only once it reaches the offset
+    of its registration (Kafka's BrokerHeartbeatManager: it has caught up with the log); absent
+    (the simulated fleet, which replays no log), its first heartbeat unfences it.
     """
     @_builtins.property
     def caught_up_replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicIdPartition]:
@@ -830,12 +837,15 @@ class BrokerHeartbeatRequest(_message.Message):
         want_fence: _builtins.bool = ...,
         caught_up_replicas: _abc.Iterable[Global___TopicIdPartition] | None = ...,
         want_shutdown_now: _builtins.bool = ...,
+        current_metadata_offset: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_current_metadata_offset", b"_current_metadata_offset", "current_metadata_offset", b"current_metadata_offset"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "caught_up_replicas", b"caught_up_replicas", "want_fence", b"want_fence", "want_shutdown_now", b"want_shutdown_now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_metadata_offset", b"_current_metadata_offset", "broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "caught_up_replicas", b"caught_up_replicas", "current_metadata_offset", b"current_metadata_offset", "want_fence", b"want_fence", "want_shutdown_now", b"want_shutdown_now"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__current_metadata_offset: _TypeAlias = _typing.Literal["current_metadata_offset"]  # noqa: Y015
+    _WhichOneofArgType__current_metadata_offset: _TypeAlias = _typing.Literal["_current_metadata_offset", b"_current_metadata_offset"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__current_metadata_offset) -> _WhichOneofReturnType__current_metadata_offset | None: ...
 
 Global___BrokerHeartbeatRequest: _TypeAlias = BrokerHeartbeatRequest  # noqa: Y015
 
@@ -849,6 +859,7 @@ class BrokerHeartbeatResponse(_message.Message):
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     ADDING_REPLICAS_FIELD_NUMBER: _builtins.int
     SHOULD_SHUT_DOWN_FIELD_NUMBER: _builtins.int
+    IS_CAUGHT_UP_FIELD_NUMBER: _builtins.int
     error_code: _errors_pb2.ErrorCode.ValueType
     error_message: _builtins.str
     is_fenced: _builtins.bool
@@ -856,6 +867,10 @@ class BrokerHeartbeatResponse(_message.Message):
     """The controller's session timeout, so the broker can pick its heartbeat interval."""
     should_shut_down: _builtins.bool
     """The controlled shutdown asked for is complete: the broker may stop."""
+    is_caught_up: _builtins.bool
+    """Kafka's is_caught_up: current_metadata_offset has reached the broker's committed
+    registration (true when the request gave no offset).
+    """
     @_builtins.property
     def adding_replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopicIdPartition]:
         """Partitions being reassigned onto this broker whose ISR it has not joined yet (as of this
@@ -871,10 +886,11 @@ class BrokerHeartbeatResponse(_message.Message):
         session_timeout_ms: _builtins.int = ...,
         adding_replicas: _abc.Iterable[Global___TopicIdPartition] | None = ...,
         should_shut_down: _builtins.bool = ...,
+        is_caught_up: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "error_code", b"error_code", "error_message", b"error_message", "is_fenced", b"is_fenced", "session_timeout_ms", b"session_timeout_ms", "should_shut_down", b"should_shut_down"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "error_code", b"error_code", "error_message", b"error_message", "is_caught_up", b"is_caught_up", "is_fenced", b"is_fenced", "session_timeout_ms", b"session_timeout_ms", "should_shut_down", b"should_shut_down"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -965,10 +981,16 @@ class AlterPartitionPartition(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     PARTITION_EPOCH_FIELD_NUMBER: _builtins.int
     NEW_ISR_WITH_EPOCHS_FIELD_NUMBER: _builtins.int
+    LEADER_RECOVERY_STATE_FIELD_NUMBER: _builtins.int
     partition_index: _builtins.int
     leader_epoch: _builtins.int
     """The leader epoch and partition epoch the leader's change was computed from."""
     partition_epoch: _builtins.int
+    leader_recovery_state: _builtins.int
+    """Kafka's LeaderRecoveryState (KIP-704): 0 RECOVERED, 1 RECOVERING (the leader is recovering
+    from an unclean election). raftmeta's partitions are always RECOVERED, so 1 is refused as
+    Kafka refuses a move from RECOVERED to RECOVERING.
+    """
     @_builtins.property
     def new_isr_with_epochs(self) -> _containers.RepeatedCompositeFieldContainer[Global___BrokerIdAndEpoch]: ...
     def __init__(
@@ -978,10 +1000,11 @@ class AlterPartitionPartition(_message.Message):
         leader_epoch: _builtins.int = ...,
         partition_epoch: _builtins.int = ...,
         new_isr_with_epochs: _abc.Iterable[Global___BrokerIdAndEpoch] | None = ...,
+        leader_recovery_state: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_epoch", b"leader_epoch", "new_isr_with_epochs", b"new_isr_with_epochs", "partition_epoch", b"partition_epoch", "partition_index", b"partition_index"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_epoch", b"leader_epoch", "leader_recovery_state", b"leader_recovery_state", "new_isr_with_epochs", b"new_isr_with_epochs", "partition_epoch", b"partition_epoch", "partition_index", b"partition_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -34,3 +34,10 @@ def test_chaos_is_listed_and_the_unsafe_flags_are_hidden() -> None:
 def test_membership_is_a_fault_kind_with_observers() -> None:
     result = CliRunner().invoke(cli, ["chaos", "--help"])
     assert "membership" in result.output and "--observers" in result.output
+
+
+def test_the_cli_default_fault_kinds_are_the_nemesis_defaults() -> None:
+    from raftmeta.chaos.nemesis import DEFAULT_FAMILIES
+    from raftmeta.cli.chaos import FAULT_KINDS
+
+    assert FAULT_KINDS.split(",") == list(DEFAULT_FAMILIES)

@@ -43,6 +43,7 @@ def _alter(
     partition_epoch: int | None = None,
     epochs: dict[int, int] | None = None,
     sender_epoch: int | None = None,
+    leader_recovery_state: int = 0,
 ) -> Any:
     """AlterPartition for ``name-pid`` from its leader (or ``sender``), on the current epochs unless
     given; every ISR member's broker epoch is the registered one unless ``epochs`` says otherwise."""
@@ -58,6 +59,7 @@ def _alter(
         partition_index=pid,
         leader_epoch=part.leader_epoch if leader_epoch is None else leader_epoch,
         partition_epoch=part.partition_epoch if partition_epoch is None else partition_epoch,
+        leader_recovery_state=leader_recovery_state,
     )
     for broker_id in new_isr:
         registered = ctx.image.brokers.get(broker_id)
@@ -124,6 +126,12 @@ def test_an_unchanged_isr_writes_nothing() -> None:
         ({"new_isr": [2, 3, 7]}, "INVALID_REQUEST"),
         ({"new_isr": [3, 1]}, "INVALID_REQUEST"),
         ({"epochs": {1: 99}}, "INELIGIBLE_REPLICA"),
+        # KIP-704: a RECOVERED partition (raftmeta's always are) cannot move to RECOVERING...
+        ({"leader_recovery_state": 1}, "INVALID_REQUEST"),
+        ({"leader_recovery_state": 1, "new_isr": [2]}, "INVALID_REQUEST"),
+        ({"leader_recovery_state": 7}, "INVALID_REQUEST"),
+        # ... and the checks before it come first (Kafka's order).
+        ({"leader_recovery_state": 1, "leader_epoch": 0}, "FENCED_LEADER_EPOCH"),
     ],
 )
 def test_refusals_use_kafkas_codes_and_write_nothing(change: dict[str, Any], expected: str) -> None:

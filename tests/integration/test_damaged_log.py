@@ -1,10 +1,14 @@
-"""A damaged log on a real node (docs/storage.md, "Damaged disk").
+"""A damaged log on a real node (docs/storage.md, "Repair from the quorum" and "Damaged disk").
+
+A flipped bit in a committed batch of a stopped node is repaired from the quorum when it starts
+again, without an operator: the node keeps the damaged bytes, the core fetches the batch from its
+leader and overwrites the slot in place. Afterwards the node's metrics show the repair, every
+acknowledged create is in its image and every node's log is byte-identical batch by batch. Damage
+whose slot the bytes cannot prove (a zeroed range over several batches) is still refused, naming
+where and how much follows, until ``raftmeta log repair`` accepts the truncation.
 
 The high-watermark checkpoint is written at most once a second, so a follower killed right after
-a burst of creates holds acknowledged batches above it. One flipped byte in the first of them,
-with intact batches after it, is corruption in the middle of the log, not a torn tail: the node
-refuses to start, says where and how much is behind the damage, and keeps every byte; after
-``raftmeta log repair`` it starts, refetches the dropped batches from the leader and rejoins.
+a burst of creates holds acknowledged batches above it: the refusal case damages those.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,7 @@ import pytest
 
 from raftmeta import local_quorum
 from raftmeta.client import SyncControllerClient
+from raftmeta.jobs.consistency import facts_to_checks, local_facts
 from raftmeta.records import codec
 from raftmeta.storage.datadir import log_dir
 from raftmeta.storage.high_watermark import read_high_watermark
@@ -106,7 +112,123 @@ def error_events(stderr: str) -> list[dict[str, Any]]:
     return out
 
 
-def test_mid_log_corruption_is_refused_then_log_repair_lets_the_node_rejoin(
+def stop(quorum: local_quorum.LocalQuorum, node_id: int) -> None:
+    """SIGTERM: a clean stop (the active segment's index is written, so the next open trusts it
+    and the damage shows only when the node reads its log back)."""
+    pid = local_quorum.signal_node(quorum, node_id, signal.SIGTERM)
+    wait_until(lambda: not local_quorum.alive(pid), timeout_s=30, what=f"node {node_id} exiting")
+
+
+def metric(node: local_quorum.NodeProcess, name: str) -> float:
+    """One unlabelled sample of the node's Prometheus endpoint."""
+    assert node.metrics_address is not None
+    with urllib.request.urlopen(f"http://{node.metrics_address}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    (value,) = [line.split()[1] for line in text.splitlines() if line.startswith(f"{name} ")]
+    return float(value)
+
+
+def node_events(node: local_quorum.NodeProcess) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(node.log).read_text().splitlines() if line.startswith("{")]
+
+
+def flip_committed(data_dir: Path, index_from_end: int) -> tuple[OnDisk, bytes]:
+    """Flip a bit in a record of a committed batch (below the node's checkpoint) with intact
+    batches on both sides; return the batch as it was and the damaged file."""
+    checkpoint = read_high_watermark(data_dir)
+    committed = [b for b in batches_on_disk(data_dir) if b.next_offset <= checkpoint and b.base_offset > 0]
+    victim = committed[-index_from_end]
+    damaged = bytearray(victim.path.read_bytes())
+    damaged[victim.position + len(victim.data) - 7] ^= 0x08  # a record byte: covered by the CRC
+    victim.path.write_bytes(damaged)
+    return victim, bytes(damaged)
+
+
+def repaired_from_the_quorum(
+    quorum: local_quorum.LocalQuorum, client: SyncControllerClient, node_id: int, victim: OnDisk, topic: str
+) -> None:
+    """Restart ``node_id`` and check that it repaired ``victim`` with no operator: its metrics, its
+    log events, the slot's bytes on disk."""
+    node = quorum.node(node_id)
+    restart_and_catch_up(quorum, client, node_id, topic)
+    wait_until(lambda: metric(node, "raftmeta_raft_repairs_total") >= 1, what=f"node {node_id} repairing")
+    assert metric(node, "raftmeta_raft_damaged_batches") == 0
+    events = node_events(node)
+    kept = [e for e in events if e["event"] == "damaged batch kept for repair from the quorum"]
+    assert [(e["offset"], e["position"]) for e in kept[-1:]] == [(victim.base_offset, victim.position)]
+    assert any(e["event"] == "repaired a damaged batch from the quorum" and e["offset"] == victim.base_offset
+               for e in events)  # fmt: skip
+    data = victim.path.read_bytes()
+    assert data[victim.position : victim.position + len(victim.data)] == victim.data, "the intact copy, in place"
+
+
+def all_acknowledged_and_identical(quorum: local_quorum.LocalQuorum, acknowledged: list[str]) -> None:
+    """Every acknowledged create is in every node's image; then, with the quorum down, every
+    node's log is the same batch for batch (the verify job's checks, single-process) and byte
+    for byte."""
+    for node in quorum.nodes:
+        with SyncControllerClient(node.address) as direct:
+            names = {t.name for t in direct.describe_topics(acknowledged, stale=True, exclude_partitions=True).topics}
+        assert set(acknowledged) <= names, (node.id, sorted(set(acknowledged) - names))
+    local_quorum.down(quorum)
+    failed = [f"{c.name}: {c.detail}" for c in facts_to_checks(local_facts(quorum.data_dir)) if not c.passed]
+    assert failed == [], failed
+    logs = [batches_on_disk(Path(node.data_dir)) for node in quorum.nodes]
+    common = min(len(log) for log in logs)
+    assert common > 0
+    for log in logs[1:]:
+        assert [(b.base_offset, b.data) for b in log[:common]] == [(b.base_offset, b.data) for b in logs[0][:common]]
+
+
+def create_checkpointed(quorum: local_quorum.LocalQuorum, client: SyncControllerClient) -> list[str]:
+    """Create topics until every node's high-watermark checkpoint covers the first eight: those
+    batches are committed as far as each node's disk knows. Returns every topic acknowledged."""
+    acknowledged = [f"t{i}" for i in range(8)]
+    for name in acknowledged:
+        assert create(client, name, partitions=12).error_code == errors_pb2.NONE
+    target = client.describe_quorum().high_watermark
+
+    def checkpointed() -> bool:
+        # The checkpoint is written at most once a second, by a commit: one more create each time.
+        acknowledged.append(f"filler-{len(acknowledged)}")
+        assert create(client, acknowledged[-1], partitions=1).error_code == errors_pb2.NONE
+        time.sleep(0.2)
+        return all(read_high_watermark(Path(n.data_dir)) >= target for n in quorum.nodes)
+
+    wait_until(checkpointed, timeout_s=60, what=f"every node's checkpoint reaching {target}")
+    return acknowledged
+
+
+def test_a_flipped_bit_in_a_followers_committed_batch_is_repaired_from_the_quorum(
+    quorum: local_quorum.LocalQuorum, client: SyncControllerClient
+) -> None:
+    acknowledged = create_checkpointed(quorum, client)
+    follower = next(n for n in quorum.nodes if n.id != leader_of(client))
+    stop(quorum, follower.id)
+    victim, _ = flip_committed(Path(follower.data_dir), 3)
+
+    repaired_from_the_quorum(quorum, client, follower.id, victim, "after-repair")
+    acknowledged.append("after-repair")
+    all_acknowledged_and_identical(quorum, acknowledged)
+
+
+def test_different_batches_damaged_on_two_nodes_one_at_a_time_are_both_repaired(
+    quorum: local_quorum.LocalQuorum, client: SyncControllerClient
+) -> None:
+    """A follower, then the leader: killed (SIGKILL: its active segment is rescanned on start),
+    a different committed batch flipped on each, restarted one at a time so the quorum holds."""
+    acknowledged = create_checkpointed(quorum, client)
+    leader = leader_of(client)
+    follower = next(n.id for n in quorum.nodes if n.id != leader)
+    for node_id, index_from_end, topic in ((follower, 2, "after-first"), (leader, 5, "after-second")):
+        kill(quorum, node_id)
+        victim, _ = flip_committed(Path(quorum.node(node_id).data_dir), index_from_end)
+        repaired_from_the_quorum(quorum, client, node_id, victim, topic)
+        acknowledged.append(topic)
+    all_acknowledged_and_identical(quorum, acknowledged)
+
+
+def test_damage_over_several_batches_is_refused_then_log_repair_lets_the_node_rejoin(
     quorum: local_quorum.LocalQuorum, client: SyncControllerClient
 ) -> None:
     create(client, "before")
@@ -114,10 +236,14 @@ def test_mid_log_corruption_is_refused_then_log_repair_lets_the_node_rejoin(
     data_dir = Path(follower.data_dir)
     checkpoint, batches = kill_with_batches_above_the_checkpoint(quorum, client, follower.id)
     victim = next(b for b in batches if b.base_offset >= checkpoint)
-    after = batches[batches.index(victim) + 1 :]
-    assert after, "intact batches follow the damaged one"
+    second = batches[batches.index(victim) + 1]
+    after = batches[batches.index(victim) + 2 :]
+    assert after, "intact batches follow the damaged ones"
+    # Zeroes over two whole batches: no header says where one ends, so no slot is known.
     damaged = bytearray(victim.path.read_bytes())
-    damaged[victim.position + codec.HEADER_SIZE + 6] ^= 0x20  # a record byte: covered by the CRC
+    damaged[victim.position : second.position + len(second.data)] = bytes(
+        second.position + len(second.data) - victim.position
+    )
     victim.path.write_bytes(damaged)
 
     # The node refuses to start, at ERROR, naming the segment, byte, offset and what follows.

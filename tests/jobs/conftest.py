@@ -1,4 +1,6 @@
-"""One SparkSession for the whole test run (JVM start-up costs ~5-10 s on this machine)."""
+"""One SparkSession for the whole test run (JVM start-up costs ~5-10 s on this machine), with the
+JVM reader of Kafka-format logs on its ``spark.jars`` when it is built (``make jvm-reader``; the
+tests that use it fail, naming what is missing, when it is not)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,13 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    from raftmeta.jobs.kafka_log_jar import reader_built, reader_jars
     from raftmeta.jobs.session import build_session
 
     local_dir: Path = tmp_path_factory.mktemp("spark-local")
-    session = build_session("local[2]", app_name="raftmeta-tests", local_dir=str(local_dir), driver_memory="1g")
+    jars = reader_jars() if reader_built() else []
+    session = build_session(
+        "local[2]", app_name="raftmeta-tests", local_dir=str(local_dir), driver_memory="1g", jars=jars
+    )
     yield session
     session.stop()

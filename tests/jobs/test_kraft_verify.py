@@ -122,7 +122,7 @@ def test_a_partition_state_breaking_invariant_7_fails_naming_the_partition_and_o
 
 def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) -> None:
     runner = CliRunner()
-    passed = runner.invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    passed = runner.invoke(cli, ["verify", "--reader", "python", "--data-dir", str(quorum), "--output", "json"])
     assert passed.exit_code == 0, passed.output
     document = json.loads(passed.stdout)
     assert (document["format"], document["passed"]) == ("kafka", True)
@@ -130,17 +130,19 @@ def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) ->
     data = segment.read_bytes()
     last = list(iter_batches(data))[-1][0]
     segment.write_bytes(data[: last + 30])  # the last batch torn: a write in progress, not damage
-    torn = runner.invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    torn = runner.invoke(cli, ["verify", "--reader", "python", "--data-dir", str(quorum), "--output", "json"])
     assert torn.exit_code == 0, torn.output
     integrity = json.loads(torn.stdout)["checks"][0]
     assert integrity["detail"].endswith(f"controller 3001: {SEGMENT} ends inside the batch at byte {last} (torn tail)")
     doctored = bytearray(data)
     doctored[last + 40] ^= 0x01
     segment.write_bytes(bytes(doctored))
-    failed_run = runner.invoke(cli, ["verify", "--data-dir", str(quorum)])
+    failed_run = runner.invoke(cli, ["verify", "--reader", "python", "--data-dir", str(quorum)])
     assert failed_run.exit_code == 1
     assert "controller 3001" in failed_run.output
-    refused = runner.invoke(cli, ["verify", "--data-dir", str(quorum), "--report-dir", str(quorum / "out")])
+    refused = runner.invoke(
+        cli, ["verify", "--reader", "python", "--data-dir", str(quorum), "--report-dir", str(quorum / "out")]
+    )
     assert refused.exit_code == 2
     assert "holds KRaft metadata logs in Kafka's format, which --report-dir does not read" in refused.output
 
@@ -205,3 +207,35 @@ def test_a_static_quorums_controllers_are_the_leader_changes_voters() -> None:
 
 def _found(batch: RecordBatch) -> FoundKafkaBatch:
     return FoundKafkaBatch(0, 0, 0, True, batch, tuple(batch_records(batch)))
+
+
+def test_a_version_0_partition_record_without_an_elr_is_replayed(quorum: Path) -> None:
+    # PartitionRecord and PartitionChangeRecord have no EligibleLeaderReplicas before version 1.
+    records = [
+        metadata_record("PartitionRecord", 0, TopicId=TOPIC_T1, PartitionId=7, Replicas=(0, 1), Isr=(0, 1), Leader=0),
+        metadata_record("PartitionChangeRecord", 0, TopicId=TOPIC_T1, PartitionId=7, Isr=(0,)),
+    ]
+    batch = encode_batch(new_batch(157, 1, records, 1_800_000_000_000))
+    for node_id in CONTROLLERS:
+        segment = segment_of(quorum, node_id)
+        segment.write_bytes(segment.read_bytes() + batch)
+    result = verify_kraft(quorum)
+    assert result.passed, result.checks
+    assert (result.figures["records"], result.figures["partitions"]) == (159, 4)
+
+
+def test_verify_auto_reads_a_small_kraft_quorum_in_process(quorum: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--reader auto`` (the default) keeps a few MB of log off Spark's fixed cost; past
+    JVM_READER_FROM_BYTES it takes the JVM path when its jar is built."""
+    import raftmeta.cli.verify as verify_cli
+    import raftmeta.jobs.kafka_log_jar as jar
+
+    assert 0 < verify_cli.kafka_log_bytes(quorum) < verify_cli.JVM_READER_FROM_BYTES
+    small = CliRunner().invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    assert small.exit_code == 0, small.output
+    assert json.loads(small.stdout)["reader"] == "python"
+    # Past the threshold and with no jar, auto still answers in process (nothing to fail over).
+    monkeypatch.setattr(verify_cli, "JVM_READER_FROM_BYTES", 1)
+    monkeypatch.setattr(jar, "reader_built", lambda: False)
+    unbuilt = CliRunner().invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
+    assert json.loads(unbuilt.stdout)["reader"] == "python"

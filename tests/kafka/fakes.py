@@ -106,6 +106,26 @@ def full_admin() -> FakeAdmin:
             ]
         ),
         "AddRaftVoter": lambda r: controller_pb2.AddRaftVoterResponse(),
+        "RegisterBroker": lambda r: controller_pb2.RegisterBrokerResponse(broker_epoch=10),
+        "BrokerHeartbeat": lambda r: controller_pb2.BrokerHeartbeatResponse(is_caught_up=True),
+        "AlterPartition": lambda r: controller_pb2.AlterPartitionResponse(
+            topics=[
+                controller_pb2.AlterPartitionTopicResult(
+                    topic_id=t.topic_id,
+                    partitions=[
+                        controller_pb2.AlterPartitionPartitionResult(
+                            partition_index=p.partition_index,
+                            leader_id=r.broker_id,
+                            leader_epoch=p.leader_epoch,
+                            partition_epoch=p.partition_epoch + 1,
+                            isr=[b.broker_id for b in p.new_isr_with_epochs],
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in r.topics
+            ]
+        ),
         "RemoveRaftVoter": lambda r: controller_pb2.RemoveRaftVoterResponse(
             error_code=errors_pb2.VOTER_NOT_FOUND, error_message="no voter 4"
         ),

@@ -4,6 +4,7 @@ decode → handler → encode path, with a fake admin path standing in for the n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from typing import Any
 
@@ -70,7 +71,8 @@ def test_metadata_lists_the_alive_brokers_at_the_nodes_listeners() -> None:
     assert admin.calls == [
         # The node's own image, as a Kafka broker answers from its metadata cache: no leader round trip.
         ("DescribeCluster", controller_pb2.DescribeClusterRequest(consistency=controller_pb2.STALE)),
-        ("DescribeTopics", controller_pb2.DescribeTopicsRequest()),  # None = every topic
+        # None = every topic; this node (2) follows, so through the leader (see below for a leader).
+        ("DescribeTopics", controller_pb2.DescribeTopicsRequest()),
     ]
     (topic,) = response.topics
     assert (topic.name, topic.topic_id, topic.error_code) == ("orders", TOPIC_ID, ErrorCode.none)
@@ -79,6 +81,21 @@ def test_metadata_lists_the_alive_brokers_at_the_nodes_listeners() -> None:
         (1, 1, (1, 2), (1, 2)),
         (2, 2, (2, 3), (2, 3)),
     ]
+
+
+@pytest.mark.parametrize(("leads", "consistency"), [(True, controller_pb2.STALE), (False, controller_pb2.LINEARIZABLE)])
+def test_topics_are_read_from_the_leaders_image_at_once_and_through_the_leader_elsewhere(
+    leads: bool, consistency: int
+) -> None:
+    # A Kafka broker answers from its metadata cache; the leader's image holds every write it
+    # acknowledged, a follower's learns them a Fetch later (a topic just created would be missing).
+    admin = full_admin()
+    ctx = dataclasses.replace(context(admin), leads=lambda: leads)
+    for api_key, version, values in ((3, top(3), REQUESTS[3]), (75, 0, REQUESTS[75])):
+        request = decode_request(request_bytes(api_key, version, values))
+        asyncio.run(handle(ctx, request))
+    described: list[Any] = [request for method, request in admin.calls if method == "DescribeTopics"]
+    assert [r.consistency for r in described] == [consistency, consistency]
 
 
 def test_metadata_of_an_empty_topic_list_asks_only_the_brokers_and_v0_empty_means_all() -> None:
@@ -323,6 +340,8 @@ def test_create_partitions_manual_assignment_is_indexed_from_the_current_count()
         },
     )
     assert admin.methods() == ["DescribeTopics", "CreatePartitions"]
+    # The counts the new indexes follow are the controller's own (linearizable), not a node's image.
+    assert admin.sent(0).consistency == controller_pb2.LINEARIZABLE
     sent = admin.calls[1][1]
     assert sent == controller_pb2.CreatePartitionsRequest(
         topics=[

@@ -47,11 +47,21 @@ def test_scale_rows_on_both_sides_in_one_run(tmp_path: Path) -> None:
         restart, wiped = side["restart"], side["wiped_follower"]
         assert restart["node"] != wiped["node"] and 0 < restart["seconds"] < 600 and 0 < wiped["seconds"] < 600
         assert wiped["operator_steps"], name
+        # Its seconds split into phases from the voter's own log (raftmeta.bench.comeback): each
+        # mark found in the real logs, and the phases after the format add up to the seconds.
+        wiped_phases = wiped["phases_s"]
+        assert wiped_phases["start_to_following"] is not None and wiped_phases["snapshot"] is not None, (name, wiped)
+        after_format = sum(v for k, v in wiped_phases.items() if k != "format")
+        assert after_format == pytest.approx(wiped["from_start_s"], abs=0.01), (name, wiped_phases)
+        # The row is what the user waits for: from the replaced disk, the operator's steps included.
+        assert wiped["seconds"] >= wiped["from_start_s"] + wiped_phases["format"] - 0.01, (name, wiped)
         assert side["leader"]["before"] not in (restart["node"], wiped["node"])
     # KRaft's wiped controller came back under a new directory id, through remove and add voter.
     kraft_wiped = document["kraft"]["wiped_follower"]
     assert kraft_wiped["new_directory_id"] != kraft_wiped["old_directory_id"]
     assert 0 < kraft_wiped["observer_caught_up_s"] <= kraft_wiped["seconds"]
+    assert kraft_wiped["phases_s"]["format"] == kraft_wiped["format_s"] > 0
+    assert document["raftmeta"]["wiped_follower"]["phases_s"]["readmission"] == 0.0  # never left the voters
     assert document["ratio_better"] == SCALE_BETTER
     for path, direction in SCALE_BETTER.items():
         ours, theirs = lookup(document["raftmeta"], path), lookup(document["kraft"], path)

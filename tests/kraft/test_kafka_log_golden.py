@@ -17,6 +17,7 @@ import pytest
 
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.kraft.dump_log import DumpedFile, differences, dump_log_segments, parse_dump
+from raftmeta.records.kafka import fast
 from raftmeta.records.kafka.batch import batch_size, encode_batch, iter_batches
 from raftmeta.records.kafka.frames import ControlRecord, LogRecord, batch_records, metadata_record, new_batch
 from raftmeta.records.kafka.json_view import file_view
@@ -115,3 +116,39 @@ def test_kafka_dump_log_reads_what_raftmeta_writes(worked_kraft_cluster: KraftCl
     shown = [r.payload.get("type") for b in dumped[files[0]].batches for r in b.records]
     for kind in ("FENCE_BROKER_RECORD", "UNFENCE_BROKER_RECORD", "UNREGISTER_BROKER_RECORD", "PRODUCER_IDS_RECORD"):
         assert kind in shown
+
+
+def test_the_fast_path_reads_and_writes_every_partition_record_of_a_live_quorum_byte_for_byte(
+    worked_kraft_cluster: KraftCluster,
+) -> None:
+    """raftmeta/records/kafka/fast.py against the field tables on a real quorum's records: every
+    PartitionRecord and PartitionChangeRecord (creations, ISR changes, a reassignment's adding and
+    removing replicas) is read by the fast path into the fields the generic reader reads, and
+    written back to its very bytes."""
+    counts: Counter[str] = Counter()
+    for log_dir in worked_kraft_cluster.log_dirs().values():
+        for path in _metadata_files(log_dir):
+            for _, batch in iter_batches(path.read_bytes()):
+                if batch.is_control:
+                    continue
+                for stored, (_, record) in zip(batch.records, batch_records(batch), strict=True):
+                    assert stored.value is not None and isinstance(record.data, Struct)
+                    if record.name == "PartitionRecord":
+                        partition = fast.read_partition(stored.value)
+                        assert partition is not None, (path, record)
+                        assert fast.partition_value(partition) == stored.value
+                        fields = record.data
+                        assert (partition.replicas, partition.isr, partition.leader, partition.leader_epoch) == (
+                            fields["Replicas"], fields["Isr"], fields["Leader"], fields["LeaderEpoch"],
+                        )  # fmt: skip
+                        counts["partition"] += 1
+                    elif record.name == "PartitionChangeRecord":
+                        change = fast.read_partition_change(stored.value)
+                        assert change is not None, (path, record)
+                        assert fast.partition_change_value(change) == stored.value
+                        assert (change.isr, change.leader, change.replicas, change.adding_replicas) == (
+                            record.data["Isr"], record.data["Leader"], record.data["Replicas"],
+                            record.data["AddingReplicas"],
+                        )  # fmt: skip
+                        counts["change"] += 1
+    assert counts["partition"] >= 5 and counts["change"] >= 3, counts

@@ -69,3 +69,11 @@ def test_the_quorum_state_is_durable_before_anything_else() -> None:
         Step.REQUEST_FLUSH,
         Step.APPLY_COMMITTED,
     )
+
+
+def test_a_repair_is_fsynced_before_the_rest_and_takes_the_truncation_with_it() -> None:
+    ready = Ready(seq=1, truncate_to=3, repair=[BATCH], append=[Entry(1, 1, 2, b"y")], flush=True)
+    steps = plan(ready, leader=False, waiting=0, inline_flush_allowed=False)
+    assert steps == (Step.REPAIR_LOG, Step.WRITE_LOG, Step.SEND, Step.REQUEST_FLUSH)
+    only_repair = Ready(seq=1, truncate_to=3, repair=[BATCH])
+    assert plan(only_repair, leader=False, waiting=0, inline_flush_allowed=True) == (Step.REPAIR_LOG, Step.SEND)

@@ -37,6 +37,8 @@ class MemoryDisk:
         self.high_watermark = 0
         self.fsyncs = 0
         self.installed = 0  # snapshots fetched from a leader
+        # Base offsets of entries whose bytes are damaged, reported on load (a repair clears one).
+        self.damaged: set[int] = set()
 
     @property
     def idle(self) -> bool:
@@ -59,6 +61,7 @@ class MemoryDisk:
             high_watermark=self.high_watermark,
             log_start_offset=start,
             log_end_offset=self.end_offset,
+            damaged=sorted(self.damaged),
         )
 
     def _write(self) -> None:
@@ -69,7 +72,9 @@ class MemoryDisk:
         self._write()
         self.quorum_state = state
 
-    async def install_snapshot(self, end_offset: int, epoch: int, data: bytes) -> Sequence[bytes]:
+    async def install_snapshot(
+        self, end_offset: int, epoch: int, data: bytes, *, keep_log: bool = False
+    ) -> Sequence[bytes]:
         self._write()
         # The image's records: the data batches (a control batch holds the voter set).
         records = [
@@ -77,9 +82,18 @@ class MemoryDisk:
         ]
         self.snapshot = SnapshotImage(end_offset, epoch, data)
         self.snapshot_records = records
-        self.entries = []
+        self.entries = [e for e in self.entries if e.base_offset >= end_offset] if keep_log else []
         self.installed += 1
         return records
+
+    async def repair(self, truncate_to: int | None, copies: Sequence[bytes]) -> None:
+        self._truncate_and_append(truncate_to, [])
+        for copy in copies:
+            (entry,) = entries_of(copy)
+            i = next(k for k, e in enumerate(self.entries) if e.base_offset == entry.base_offset)
+            assert (self.entries[i].epoch, self.entries[i].next_offset) == (entry.epoch, entry.next_offset)
+            self.entries[i] = entry
+            self.damaged.discard(entry.base_offset)
 
     def _truncate_and_append(self, truncate_to: int | None, batches: Sequence[bytes]) -> None:
         self._write()

@@ -149,11 +149,17 @@ def encode_batch(batch: RecordBatch) -> bytes:
         )
         + body
     )
+    return frame_tail(batch.base_offset, batch.partition_leader_epoch, tail)
+
+
+def frame_tail(base_offset: int, partition_leader_epoch: int, tail: bytes) -> bytes:
+    """A batch from what its CRC covers (``tail``: attributes onwards): its first 21 bytes --
+    base offset, length, epoch, magic and the CRC32C of ``tail`` -- then ``tail``."""
     batch_length = len(tail) + (CRC_START - LOG_OVERHEAD)
     if batch_length + LOG_OVERHEAD > BATCH_BYTES_MAX:
         raise ValueError(f"batch of {batch_length} bytes exceeds BATCH_BYTES_MAX={BATCH_BYTES_MAX}")
     crc = google_crc32c.value(tail)
-    return struct.pack(">qiibI", batch.base_offset, batch_length, batch.partition_leader_epoch, MAGIC, crc) + tail
+    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC, crc) + tail
 
 
 def batch_size(data: bytes, position: int = 0) -> int:

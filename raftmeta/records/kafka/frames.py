@@ -26,7 +26,7 @@ from kio.serial.readers import read_unsigned_varint
 from raftmeta.records.kafka import message
 from raftmeta.records.kafka.batch import ATTR_CONTROL, Record, RecordBatch
 from raftmeta.records.kafka.message import MalformedMessageError, Struct
-from raftmeta.records.kafka.schema import Field
+from raftmeta.records.kafka.schema import Field, Schemas
 from raftmeta.records.kafka.schemas import (
     CONTROL_RECORD_NAMES,
     CONTROL_RECORDS,
@@ -103,26 +103,27 @@ def _uvarint(data: bytes, pos: int, what: str) -> tuple[int, int]:
     return int(value), pos + size
 
 
-def decode_metadata(value: bytes) -> MetadataRecord:
-    """A metadata record's value (an ApiMessageAndVersion frame) -> the record."""
+def decode_metadata(value: bytes, schemas: Schemas = METADATA_RECORDS) -> MetadataRecord:
+    """A metadata record's value (an ApiMessageAndVersion frame) -> the record. ``schemas``: the
+    field tables to read with (Kafka's; raftmeta's mapping reads with its extended ones)."""
     frame_version, pos = _uvarint(value, 0, "frame version")
     if frame_version != FRAME_VERSION:
         hint = " (KRaft's 2.8 preview format, which Kafka does not read either)" if frame_version == 0 else ""
         raise MalformedMessageError("frame version", 0, f"{frame_version}, expected {FRAME_VERSION}{hint}")
     api_key, pos = _uvarint(value, pos, "api key")
     version, pos = _uvarint(value, pos, "version")
-    schema = METADATA_RECORDS.get(api_key)
+    schema = schemas.get(api_key)
     if schema is None or version not in schema.valid:
         return MetadataRecord(api_key, version, value[pos:])
     return MetadataRecord(api_key, version, message.decode(schema, version, value, pos))
 
 
-def encode_metadata(record: MetadataRecord) -> bytes:
+def encode_metadata(record: MetadataRecord, schemas: Schemas = METADATA_RECORDS) -> bytes:
     """The record's value bytes: the frame, then the message."""
     head = unsigned_varint(FRAME_VERSION) + unsigned_varint(record.api_key) + unsigned_varint(record.version)
     if isinstance(record.data, bytes):
         return head + record.data
-    schema = METADATA_RECORDS.get(record.api_key)
+    schema = schemas.get(record.api_key)
     if schema is None:
         raise ValueError(f"api key {record.api_key} has no schema: give its message as bytes")
     return head + message.encode(schema, record.version, record.data)
@@ -148,7 +149,7 @@ def struct_of(fields: tuple[Field, ...], version: int, values: dict[str, object]
 # -- control records ---------------------------------------------------------------------------
 
 
-def decode_control(key: bytes | None, value: bytes | None) -> ControlRecord:
+def decode_control(key: bytes | None, value: bytes | None, schemas: Schemas = CONTROL_RECORDS) -> ControlRecord:
     if key is None or len(key) < CONTROL_KEY.size:
         raise MalformedMessageError("control record key", 0, f"{0 if key is None else len(key)} bytes, needs 4")
     key_version, type_ = CONTROL_KEY.unpack_from(key)
@@ -156,37 +157,43 @@ def decode_control(key: bytes | None, value: bytes | None) -> ControlRecord:
         raise MalformedMessageError("control record key", CONTROL_KEY.size, f"{len(key) - 4} bytes after the type")
     if value is None:
         raise MalformedMessageError(CONTROL_RECORD_NAMES.get(type_, "control record"), 0, "null value")
-    schema = CONTROL_RECORDS.get(type_)
+    schema = schemas.get(type_)
     if schema is None:
         return ControlRecord(type_, value, key_version)
     return ControlRecord(type_, message.decode(schema, CONTROL_VALUE_VERSION, value), key_version)
 
 
-def encode_control(record: ControlRecord) -> tuple[bytes, bytes]:
+def encode_control(record: ControlRecord, schemas: Schemas = CONTROL_RECORDS) -> tuple[bytes, bytes]:
     """The control record's key and value."""
     key = CONTROL_KEY.pack(record.key_version, record.type)
     if isinstance(record.data, bytes):
         return key, record.data
-    return key, message.encode(CONTROL_RECORDS[record.type], CONTROL_VALUE_VERSION, record.data)
+    return key, message.encode(schemas[record.type], CONTROL_VALUE_VERSION, record.data)
 
 
 # -- a batch's records -------------------------------------------------------------------------
 
 
-def batch_records(batch: RecordBatch) -> Iterator[tuple[int, LogRecord]]:
-    """Each record of ``batch`` with its offset, decoded as the batch's control flag says."""
+def batch_records(
+    batch: RecordBatch,
+    *,
+    metadata_schemas: Schemas = METADATA_RECORDS,
+    control_schemas: Schemas = CONTROL_RECORDS,
+) -> Iterator[tuple[int, LogRecord]]:
+    """Each record of ``batch`` with its offset, decoded as the batch's control flag says (with
+    Kafka's field tables unless others are given)."""
     control = batch.is_control
     for record in batch.records:
         offset = batch.base_offset + record.offset_delta
         try:
             if control:
-                yield offset, decode_control(record.key, record.value)
+                yield offset, decode_control(record.key, record.value, control_schemas)
                 continue
             if record.value is None:
                 raise MalformedMessageError("value", 0, "null: a metadata record's value is its frame")
             if record.key is not None:
                 raise MalformedMessageError("key", 0, f"{len(record.key)} bytes: a metadata record's key is null")
-            yield offset, decode_metadata(record.value)
+            yield offset, decode_metadata(record.value, metadata_schemas)
         except MalformedMessageError as exc:
             raise MalformedRecordError(offset, exc.field, f"{exc.reason} (byte {exc.position} of its value)") from exc
 

@@ -1,0 +1,99 @@
+package dev.raftmeta.spark.kafkalog;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Stream;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+/** The table, its scan and its batch: one input partition per segment or snapshot file. */
+final class KafkaLogTable implements SupportsRead, ScanBuilder, Scan, Batch {
+  private final String[] logDirs;
+  private final Set<String> onlyFiles; // null: every segment and snapshot
+
+  KafkaLogTable(String[] logDirs, Set<String> onlyFiles) {
+    this.logDirs = logDirs;
+    this.onlyFiles = onlyFiles;
+  }
+
+  @Override
+  public String name() {
+    return KafkaLogSource.SHORT_NAME;
+  }
+
+  @Override
+  @SuppressWarnings("deprecation")
+  public StructType schema() {
+    return LogRows.SCHEMA;
+  }
+
+  @Override
+  public Set<TableCapability> capabilities() {
+    return EnumSet.of(TableCapability.BATCH_READ);
+  }
+
+  @Override
+  public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+    return this;
+  }
+
+  @Override
+  public Scan build() {
+    return this;
+  }
+
+  @Override
+  public StructType readSchema() {
+    return LogRows.SCHEMA;
+  }
+
+  @Override
+  public Batch toBatch() {
+    return this;
+  }
+
+  /**
+   * Every segment and snapshot of every directory, in name order (the offset order Kafka's file
+   * names give), each with the node id its directory's meta.properties names. A directory that
+   * cannot be listed fails the job by name: a missing node must not read as an empty one.
+   */
+  @Override
+  public InputPartition[] planInputPartitions() {
+    List<InputPartition> splits = new ArrayList<>();
+    for (String raw : logDirs) {
+      String logDir = raw.strip();
+      Path dir = Paths.get(logDir);
+      Integer node = NodeIds.of(dir);
+      try (Stream<Path> files = Files.list(dir)) {
+        files
+            .map(p -> p.getFileName().toString())
+            .filter(n -> n.endsWith(".log") || n.endsWith(".checkpoint"))
+            .filter(n -> onlyFiles == null || onlyFiles.contains(n))
+            .sorted()
+            .forEach(n -> splits.add(new LogFileSplit(node, logDir, n)));
+      } catch (IOException e) {
+        throw new UncheckedIOException("cannot list the metadata log directory " + logDir, e);
+      }
+    }
+    return splits.toArray(new InputPartition[0]);
+  }
+
+  @Override
+  public PartitionReaderFactory createReaderFactory() {
+    return new LogFileReaderFactory();
+  }
+}

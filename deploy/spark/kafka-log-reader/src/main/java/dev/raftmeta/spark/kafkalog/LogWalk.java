@@ -1,0 +1,200 @@
+package dev.raftmeta.spark.kafkalog;
+
+import java.nio.ByteBuffer;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.Iterator;
+import java.util.List;
+import java.util.NoSuchElementException;
+import org.apache.kafka.common.protocol.ApiMessage;
+import org.apache.kafka.common.protocol.ByteBufferAccessor;
+import org.apache.kafka.common.record.internal.CompressionType;
+import org.apache.kafka.common.record.internal.ControlRecordType;
+import org.apache.kafka.common.record.internal.ControlRecordUtils;
+import org.apache.kafka.common.record.internal.MemoryRecords;
+import org.apache.kafka.common.record.internal.Record;
+import org.apache.kafka.common.record.internal.RecordBatch;
+import org.apache.kafka.metadata.MetadataRecordSerde;
+import org.apache.kafka.server.common.ApiMessageAndVersion;
+import org.apache.spark.sql.catalyst.InternalRow;
+
+/**
+ * The rows of one file, batch by batch. Only the batch boundaries are found here, from each
+ * batch's length header (so that a damaged batch is a row that says so and the walk goes on past
+ * it); every batch, record and message is decoded by Kafka's own code: kafka-clients'
+ * MemoryRecords and record batch v2, ControlRecordUtils for KRaft's control records, and
+ * kafka-metadata's MetadataRecordSerde for the metadata records. Like raftmeta's walk
+ * (raftmeta/records/kafka/walk.py) it stops where a length cannot be trusted.
+ */
+final class LogWalk implements Iterable<InternalRow> {
+  private static final int LOG_OVERHEAD = 12; // baseOffset and batchLength
+  private static final int HEADER_SIZE = 61;
+  private static final int MAGIC_POSITION = 16;
+  private static final long BATCH_BYTES_MAX = 64L * 1024 * 1024; // raftmeta's (records/codec.py)
+  private static final int CONTROL_KEY_SIZE = 4; // int16 version, int16 type
+
+  private final LogFileSplit split;
+  private final byte[] data;
+
+  LogWalk(LogFileSplit split, byte[] data) {
+    this.split = split;
+    this.data = data;
+  }
+
+  @Override
+  public Iterator<InternalRow> iterator() {
+    return new Iterator<>() {
+      private int position = 0;
+      private boolean stopped = false;
+      private Iterator<InternalRow> pending = List.<InternalRow>of().iterator();
+
+      @Override
+      public boolean hasNext() {
+        while (!pending.hasNext() && !stopped && position < data.length) {
+          pending = nextBatch().iterator();
+        }
+        return pending.hasNext();
+      }
+
+      @Override
+      public InternalRow next() {
+        if (!hasNext()) {
+          throw new NoSuchElementException();
+        }
+        return pending.next();
+      }
+
+      private List<InternalRow> nextBatch() {
+        LogRows.Row row = new LogRows.Row();
+        row.set("node", split.node())
+            .set("log_dir", split.logDir())
+            .set("file", split.file())
+            .set("position", (long) position);
+        int remaining = data.length - position;
+        if (remaining < LOG_OVERHEAD) {
+          return stop(row, LogRows.DAMAGE_TRUNCATED);
+        }
+        ByteBuffer buffer = ByteBuffer.wrap(data);
+        row.set("base_offset", buffer.getLong(position));
+        int batchLength = buffer.getInt(position + 8);
+        if (batchLength < HEADER_SIZE - LOG_OVERHEAD || batchLength + (long) LOG_OVERHEAD > BATCH_BYTES_MAX) {
+          return stop(row, LogRows.DAMAGE_UNREADABLE);
+        }
+        if (remaining < HEADER_SIZE) {
+          return stop(row, LogRows.DAMAGE_TRUNCATED);
+        }
+        if (data[position + MAGIC_POSITION] != RecordBatch.MAGIC_VALUE_V2) {
+          return stop(row, LogRows.DAMAGE_UNREADABLE);
+        }
+        int size = LOG_OVERHEAD + batchLength;
+        if (size > remaining) {
+          return stop(row, LogRows.DAMAGE_TRUNCATED);
+        }
+        ByteBuffer bytes = ByteBuffer.wrap(data, position, size).slice();
+        RecordBatch batch;
+        List<Record> records = new ArrayList<>();
+        try {
+          batch = MemoryRecords.readableRecords(bytes.duplicate()).batches().iterator().next();
+          if (batch.compressionType() != CompressionType.NONE) {
+            return stop(row, LogRows.DAMAGE_UNREADABLE); // KRaft writes its batches uncompressed
+          }
+          batch.forEach(records::add);
+        } catch (RuntimeException e) { // Kafka's framing refuses the batch's records
+          return stop(row, LogRows.DAMAGE_UNREADABLE);
+        }
+        row.set("last_offset", batch.lastOffset())
+            .set("partition_leader_epoch", batch.partitionLeaderEpoch())
+            .set("control", batch.isControlBatch())
+            .set("crc_ok", batch.isValid())
+            .set("batch_digest", digest(bytes));
+        position += size;
+        return recordRows(row, batch.isControlBatch(), records);
+      }
+
+      private List<InternalRow> stop(LogRows.Row row, String damage) {
+        stopped = true;
+        return List.of(row.set("damage", damage).build());
+      }
+    };
+  }
+
+  /** A row per record, or one row naming the first record that does not decode. */
+  private static List<InternalRow> recordRows(LogRows.Row batchRow, boolean control, List<Record> records) {
+    List<InternalRow> rows = new ArrayList<>(records.size());
+    for (int index = 0; index < records.size(); index++) {
+      Record record = records.get(index);
+      LogRows.Row row = batchRow.copy().set("record_index", index).set("offset", record.offset());
+      try {
+        if (control) {
+          control(row, record);
+        } else {
+          metadata(row, record);
+        }
+      } catch (RuntimeException e) {
+        LogRows.Row damaged = batchRow.copy().set("offset", record.offset()).set("damage", LogRows.DAMAGE_RECORD);
+        return List.of(damaged.build());
+      }
+      rows.add(row.build());
+    }
+    return rows;
+  }
+
+  private static void metadata(LogRows.Row row, Record record) {
+    if (!record.hasValue()) {
+      throw new IllegalArgumentException("a metadata record's value is its frame; it is null");
+    }
+    if (record.hasKey()) {
+      throw new IllegalArgumentException("a metadata record's key is null");
+    }
+    ByteBuffer value = record.value();
+    ApiMessageAndVersion decoded = MetadataRecordSerde.INSTANCE.read(new ByteBufferAccessor(value), value.remaining());
+    ApiMessage message = decoded.message();
+    row.set("record_type", message.getClass().getSimpleName()).set("record_version", (int) decoded.version());
+    RecordColumns.fill(row, message);
+  }
+
+  private static void control(LogRows.Row row, Record record) {
+    ByteBuffer key = record.key();
+    if (key == null || key.remaining() != CONTROL_KEY_SIZE) {
+      throw new IllegalArgumentException("a control record's key is an int16 version and an int16 type");
+    }
+    short type = ControlRecordType.parseTypeId(key);
+    row.set("record_version", (int) key.getShort(key.position()));
+    ApiMessage message =
+        switch (ControlRecordType.fromTypeId(type)) {
+          case LEADER_CHANGE -> ControlRecordUtils.deserializeLeaderChangeMessage(record);
+          case SNAPSHOT_HEADER -> ControlRecordUtils.deserializeSnapshotHeaderRecord(record);
+          case SNAPSHOT_FOOTER -> ControlRecordUtils.deserializeSnapshotFooterRecord(record);
+          case KRAFT_VERSION -> ControlRecordUtils.deserializeKRaftVersionRecord(record);
+          case KRAFT_VOTERS -> ControlRecordUtils.deserializeVotersRecord(record);
+          default -> null;
+        };
+    if (message == null) {
+      row.set("record_type", controlName(type));
+      return;
+    }
+    row.set("record_type", message.getClass().getSimpleName());
+    RecordColumns.fill(row, message);
+  }
+
+  /** The names raftmeta's tables give the control types that carry no KRaft message. */
+  private static String controlName(short type) {
+    return switch (ControlRecordType.fromTypeId(type)) {
+      case ABORT -> "AbortMarker";
+      case COMMIT -> "CommitMarker";
+      default -> "UnknownControlRecord(type=" + type + ")";
+    };
+  }
+
+  private static String digest(ByteBuffer bytes) {
+    try {
+      MessageDigest sha256 = MessageDigest.getInstance("SHA-256");
+      sha256.update(bytes.duplicate());
+      return HexFormat.of().formatHex(sha256.digest());
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("every Java platform has SHA-256", e);
+    }
+  }
+}

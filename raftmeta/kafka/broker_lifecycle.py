@@ -1,0 +1,126 @@
+"""BrokerRegistration (62) and BrokerHeartbeat (63): a real Kafka broker's lifecycle towards its
+controller, on the node's Kafka listener.
+
+Both are the gRPC fleet's calls (RegisterBroker, BrokerHeartbeat) through the node's admin path:
+the controller's broker rules (raftmeta.controller.brokers) answer, whichever door the broker
+came in by. This module only translates fields and refuses what the gRPC request cannot carry,
+with the error KRaft's ClusterControlManager gives:
+
+- ``is_migrating_zk_broker``: BROKER_ID_NOT_REGISTERED (KRaft 4 registers no ZooKeeper broker);
+- ``log_dirs`` empty (always before v2), holding a reserved directory id (the zero uuid and the ids below 100
+  that Kafka keeps for itself, DirectoryId.reserved) or one id twice: INVALID_REGISTRATION.
+
+What raftmeta's registration does not keep (its RegisterBrokerRecord has no place for it): the
+listeners' security protocols, the features and their ranges, the log directories and
+``previous_broker_epoch``; nor does a heartbeat's ``offline_log_dirs`` (v1) or
+``cordoned_log_dirs`` (v2) change anything. docs/kafka-protocol.md lists the differences.
+
+A heartbeat carries ``current_metadata_offset``: the controller unfences a fenced broker once it
+reaches the offset of the broker's committed registration and answers ``is_caught_up``, as KRaft
+does. An answer with an error keeps Kafka's defaults (``is_fenced`` true, ``is_caught_up`` and
+``should_shut_down`` false), as KRaft's ControllerApis answers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+from raftmeta.kafka.context import ApiContext, CallRefused, call
+from raftmeta.kafka.framing import Request
+from raftmeta.v1 import controller_pb2, errors_pb2
+
+# Kafka's DirectoryId.reserved: ids whose most significant 64 bits are 0 and least below 100
+# (UNASSIGNED, LOST, MIGRATING and room for more).
+RESERVED_DIRECTORY_IDS_BELOW: Final = 100
+
+
+def _reserved_directory(directory: uuid.UUID | None) -> bool:
+    return directory is None or (
+        directory.int >> 64 == 0 and directory.int & (2**64 - 1) < RESERVED_DIRECTORY_IDS_BELOW
+    )
+
+
+def registration_refusal(body: Any) -> int | None:
+    """The Kafka error code of a registration the controller must not see, or None."""
+    if getattr(body, "is_migrating_zk_broker", False):
+        return int(errors_pb2.BROKER_ID_NOT_REGISTERED)
+    # Before v2 a registration has no log directories: KRaft 4's metadata versions all assign
+    # partitions to directories, so it refuses those as it refuses an empty list.
+    log_dirs = tuple(getattr(body, "log_dirs", ()))
+    if not log_dirs or any(_reserved_directory(d) for d in log_dirs) or len(set(log_dirs)) != len(log_dirs):
+        return int(ErrorCode.invalid_registration.value)
+    return None
+
+
+def registration_request(body: Any) -> controller_pb2.RegisterBrokerRequest:
+    """BrokerRegistration's fields as the controller's RegisterBroker."""
+    incarnation: uuid.UUID | None = body.incarnation_id
+    request = controller_pb2.RegisterBrokerRequest(
+        broker_id=int(body.broker_id),
+        incarnation_id=b"" if incarnation is None else incarnation.bytes,
+        cluster_id=str(body.cluster_id),
+        endpoints=[
+            controller_pb2.BrokerEndpointInfo(name=listener.name, host=listener.host, port=int(listener.port))
+            for listener in body.listeners
+        ],
+    )
+    if body.rack is not None:
+        request.rack = body.rack
+    return request
+
+
+async def broker_registration(ctx: ApiContext, request: Request) -> dict[str, Any]:
+    refused = registration_refusal(request.body)
+    if refused is not None:
+        return {"throttle_time": 0, "error_code": refused, "broker_epoch": -1}
+    try:
+        response: controller_pb2.RegisterBrokerResponse = await call(
+            ctx, "RegisterBroker", registration_request(request.body)
+        )
+    except CallRefused as exc:
+        return {"throttle_time": 0, "error_code": exc.error_code, "broker_epoch": -1}
+    if response.error_code != errors_pb2.NONE:
+        return {"throttle_time": 0, "error_code": int(response.error_code), "broker_epoch": -1}
+    return {"throttle_time": 0, "error_code": 0, "broker_epoch": int(response.broker_epoch)}
+
+
+def heartbeat_request(body: Any) -> controller_pb2.BrokerHeartbeatRequest:
+    """BrokerHeartbeat's fields as the controller's: want_shut_down is its controlled shutdown."""
+    return controller_pb2.BrokerHeartbeatRequest(
+        broker_id=int(body.broker_id),
+        broker_epoch=int(body.broker_epoch),
+        want_fence=bool(body.want_fence),
+        want_shutdown_now=bool(body.want_shut_down),
+        current_metadata_offset=int(body.current_metadata_offset),
+    )
+
+
+def _heartbeat_error(error_code: int) -> dict[str, Any]:
+    return {
+        "throttle_time": 0,
+        "error_code": error_code,
+        "is_caught_up": False,
+        "is_fenced": True,
+        "should_shut_down": False,
+    }
+
+
+async def broker_heartbeat(ctx: ApiContext, request: Request) -> dict[str, Any]:
+    try:
+        response: controller_pb2.BrokerHeartbeatResponse = await call(
+            ctx, "BrokerHeartbeat", heartbeat_request(request.body)
+        )
+    except CallRefused as exc:
+        return _heartbeat_error(exc.error_code)
+    if response.error_code != errors_pb2.NONE:
+        return _heartbeat_error(int(response.error_code))
+    return {
+        "throttle_time": 0,
+        "error_code": 0,
+        "is_caught_up": response.is_caught_up,
+        "is_fenced": response.is_fenced,
+        "should_shut_down": response.should_shut_down,
+    }

@@ -1,0 +1,140 @@
+"""Where a damaged batch of a segment sits: its *slot* (base offset, epoch, end offset, byte
+position and size), found from the intact batches around it, so that the node can report it to
+the raft core for repair from the quorum instead of refusing to start (docs/storage.md, "Repair
+from the quorum").
+
+Pure: it reads a segment's bytes, never a file. A slot is known only when the bytes prove that
+the damage is one batch and say which:
+
+* **The batch after it is intact** (found by resynchronising past the damage) and continues the
+  log: it starts above the offset the damaged batch should start at, with an epoch no older than
+  the batch before. The damaged bytes are one batch if their header's length reaches exactly
+  that next batch, or if their header names the expected base offset and a record count that
+  reaches it (a damaged length field). The epoch is the header's when the header names the
+  expected base offset and an epoch between its neighbours'; otherwise (a misdirected write:
+  another slot's batch here) only when both neighbours have the same epoch.
+* **Nothing intact follows** (the last batch of the file): a torn write looks the same, so the
+  slot is trusted only when the header says the batch fills the file exactly and either the next
+  segment file starts where it ends, or the whole batch lies below the checkpointed high
+  watermark (it was durable and acknowledged, so a crash did not cut it short).
+
+Anything else -- a damaged region spanning several batches, an unreadable header with nothing to
+prove its extent, the torn tail of the log -- has no known slot, and recovery keeps its rules:
+truncate a torn tail, refuse the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raftmeta.records import codec
+from raftmeta.records.codec import LOG_OVERHEAD, CorruptBatchError
+from raftmeta.records.walk import MAGIC_BYTE, MAGIC_POSITION, PEEK, PEEK_SIZE, peek_intact
+
+
+@dataclass(frozen=True, slots=True)
+class DamagedBatch:
+    """A batch whose slot is known but whose bytes are not the batch: ``position`` and ``size``
+    within its segment file, offsets [``base_offset``, ``next_offset``) in ``epoch``."""
+
+    base_offset: int
+    epoch: int
+    next_offset: int
+    position: int
+    size: int
+    reason: str
+
+
+def next_intact(buf: bytes, start: int, min_offset: int, min_epoch: int) -> tuple[int, int, int] | None:
+    """``(position, base offset, epoch)`` of the first intact batch of ``buf`` at or after byte
+    ``start`` whose base offset is at least ``min_offset`` and epoch at least ``min_epoch``."""
+    position = buf.find(MAGIC_BYTE, start + MAGIC_POSITION)
+    while position >= 0:
+        candidate = position - MAGIC_POSITION
+        fields = peek_intact(buf, candidate, min_offset)
+        if fields is not None and fields[2] >= min_epoch:
+            return candidate, fields[0], fields[2]
+        position = buf.find(MAGIC_BYTE, position + 1)
+    return None
+
+
+def _reason(buf: bytes, position: int, end: int, expected: int) -> str:
+    """Why the bytes [position, end) are not the batch at offset ``expected``."""
+    try:
+        header = codec.check_batch(buf[position:end])
+    except CorruptBatchError as exc:
+        return exc.reason
+    if header.base_offset != expected:
+        return f"the intact batch of offset {header.base_offset} (epoch {header.epoch}) where offset {expected} belongs"
+    return f"{end - position} bytes where the batch header says {header.size_bytes}"
+
+
+def damaged_slot(
+    buf: bytes,
+    position: int,
+    expected: int,
+    last_epoch: int,
+    *,
+    high_watermark: int,
+    next_segment_base: int | None,
+) -> DamagedBatch | None:
+    """The slot of the bad batch at byte ``position`` of a segment's bytes ``buf`` (where the
+    batch at offset ``expected`` belongs, after a batch of ``last_epoch``), or None when the
+    bytes do not prove it (see the module docstring)."""
+    header = PEEK.unpack_from(buf, position) if position + PEEK_SIZE <= len(buf) else None
+    after = next_intact(buf, position + 1, expected + 1, last_epoch)
+    if after is not None:
+        end, next_offset, next_epoch = after
+        if header is None:
+            return None
+        base, length, epoch, _magic, _crc, _attrs, count = header
+        one_batch = LOG_OVERHEAD + length == end - position or (base == expected and count == next_offset - expected)
+        if not one_batch or end - position > codec.BATCH_BYTES_MAX:
+            return None
+        if base == expected and last_epoch <= epoch <= next_epoch:
+            slot_epoch = epoch
+        elif last_epoch == next_epoch:
+            slot_epoch = last_epoch
+        else:
+            return None
+        return DamagedBatch(
+            expected, slot_epoch, next_offset, position, end - position, _reason(buf, position, end, expected)
+        )
+    if header is None:
+        return None
+    base, length, epoch, _magic, _crc, _attrs, count = header
+    end = position + LOG_OVERHEAD + length
+    next_offset = expected + count
+    if base != expected or end != len(buf) or count < 1 or epoch < last_epoch:
+        return None
+    if next_offset != next_segment_base if next_segment_base is not None else next_offset > high_watermark:
+        return None  # maybe a torn write at the tail: recovery's rule for that stands
+    return DamagedBatch(expected, epoch, next_offset, position, end - position, _reason(buf, position, end, expected))
+
+
+def repairable_batches(
+    buf: bytes, first_offset: int, *, high_watermark: int, next_segment_base: int | None
+) -> list[DamagedBatch]:
+    """The damaged batches of one segment's bytes whose slot is known, as recovery with
+    ``report_damage`` finds them (raftmeta/storage/segment.py, ``Segment.scan``): walking from
+    ``first_offset``, up to the first damage whose slot is not known. Reads only: for ``raftmeta
+    log dump``, to say which damage a node repairs from the quorum when it starts."""
+    found: list[DamagedBatch] = []
+    position, expected, last_epoch = 0, first_offset, 0
+    while position < len(buf):
+        fields = peek_intact(buf, position, 0)
+        if fields is not None and fields[0] == expected and fields[2] >= last_epoch:
+            expected, last_epoch = fields[0] + fields[6], fields[2]
+            position += LOG_OVERHEAD + fields[1]
+            continue
+        if fields is not None and fields[0] == expected:
+            return found  # an epoch going back: recovery's own rule, no slot
+        slot = damaged_slot(
+            buf, position, expected, last_epoch, high_watermark=high_watermark, next_segment_base=next_segment_base
+        )
+        if slot is None:
+            return found
+        found.append(slot)
+        expected, last_epoch = slot.next_offset, slot.epoch
+        position += slot.size
+    return found

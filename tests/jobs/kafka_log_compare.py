@@ -1,0 +1,34 @@
+"""Row-for-row comparison of the JVM and Python readers of Kafka-format metadata logs
+(raftmeta/jobs/kafka_log_rows.py), shared by the sample's test and the live KRaft cluster's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from raftmeta.jobs.kafka_log_jar import reader_jar
+from raftmeta.jobs.kafka_log_rows import COLUMN_NAMES, python_rows, read_log_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _order(row: dict[str, Any]) -> tuple[str, str, int, int]:
+    index = row["record_index"]
+    return (row["log_dir"], row["file"], row["position"], -1 if index is None else index)
+
+
+def rows_both_ways(spark: SparkSession, log_dirs: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of ``log_dirs``, asserted identical through both readers; fails naming the jar
+    when the JVM reader is not built (never skips)."""
+    reader_jar()
+    jvm = sorted((row.asDict() for row in read_log_rows(spark, log_dirs, "jvm").collect()), key=_order)
+    python = sorted(python_rows(log_dirs), key=_order)
+    assert [tuple(row) for row in jvm] == [COLUMN_NAMES] * len(jvm)  # the JVM's columns, in order
+    differing = [
+        {name: (mine[name], theirs[name]) for name in COLUMN_NAMES if mine[name] != theirs[name]} | {"at": _order(mine)}
+        for mine, theirs in zip(jvm, python, strict=False)
+        if mine != theirs
+    ]
+    assert (len(jvm), differing[:3]) == (len(python), []), "JVM (Kafka's decoder) vs Python: (jvm, python)"
+    return python

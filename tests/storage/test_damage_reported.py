@@ -1,0 +1,280 @@
+"""A damaged batch whose slot is known is kept and reported for repair from the quorum, never
+refused or dropped (docs/storage.md, "Repair from the quorum"): ``report_damage``, the node's mode.
+
+The slot is known from the intact batches around the damage (raftmeta/storage/damage.py). Its
+bytes stay on disk until :meth:`SegmentLog.repair_batch` overwrites them in place with the intact
+copy; a crash mid-repair leaves bytes the next start finds damaged again. Damage without a known
+slot (several batches in one damaged range, a torn tail) meets recovery's old rules.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from raftmeta.cli.main import cli
+from raftmeta.records import codec
+from raftmeta.storage.damage import repairable_batches
+from raftmeta.storage.datadir import NodeStorage, log_dir
+from raftmeta.storage.errors import InvalidAppendError, LogCorruptionError, SnapshotError
+from raftmeta.storage.snapshot import SnapshotId
+from tests.storage.conftest import simulate_crash, topic_record
+from tests.storage.test_mid_log_corruption import Placed, build_node, flip
+
+
+def open_reporting(data_dir: Path) -> NodeStorage:
+    return NodeStorage.open(data_dir, cluster_id="c1", node_id=1, segment_bytes=1 << 20, report_damage=True)
+
+
+def stored(node: NodeStorage) -> list[tuple[int, int, int, bool]]:
+    return [(b.base_offset, b.epoch, b.next_offset, b.damage is not None) for b in node.log.iter_stored(0)]
+
+
+def slots(placed: list[Placed]) -> list[tuple[int, int]]:
+    return [(p.base_offset, p.next_offset) for p in placed]
+
+
+@pytest.mark.parametrize("high_watermark", [0, 21, 200])
+def test_a_flipped_bit_is_kept_and_reported_with_its_slot_then_repaired_in_place(
+    tmp_path: Path, high_watermark: int
+) -> None:
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 40, high_watermark=min(high_watermark, 78))
+    victim = placed[17]
+    original = victim.path.read_bytes()
+    copy = original[victim.position : victim.position + victim.size]
+    damaged = flip(victim.path, victim.position + 40)  # a record byte: a CRC mismatch
+
+    node = open_reporting(data_dir)
+    (slot,) = node.log.damaged_batches()
+    assert (slot.base_offset, slot.next_offset, slot.position, slot.size) == (
+        victim.base_offset,
+        victim.next_offset,
+        victim.position,
+        victim.size,
+    )
+    assert slot.epoch == codec.check_batch(copy).epoch and "CRC32C mismatch" in slot.reason
+    assert victim.path.read_bytes() == damaged, "the damaged bytes stay on disk, nothing is cut"
+    assert node.log.log_end_offset == placed[-1].next_offset
+    got = stored(node)
+    assert [(b, n) for b, _, n, _ in got] == slots(placed)
+    assert [b for b, _, _, bad in got if bad] == [victim.base_offset]
+
+    node.log.repair_batch(copy)
+    assert victim.path.read_bytes() == original, "repaired in place, byte for byte"
+    assert node.log.damaged_batches() == []
+    simulate_crash(node.log)
+    again = open_reporting(data_dir)
+    assert again.log.damaged_batches() == [] and not any(bad for *_, bad in stored(again))
+
+
+def test_a_crash_mid_repair_leaves_the_slot_damaged_for_the_next_start(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 20, high_watermark=12)
+    victim = placed[5]
+    copy = victim.path.read_bytes()[victim.position : victim.position + victim.size]
+    flip(victim.path, victim.position + victim.size - 3)
+    half = bytearray(victim.path.read_bytes())
+    half[victim.position : victim.position + victim.size // 2] = copy[: victim.size // 2]  # the write cut short
+    victim.path.write_bytes(half)
+    node = open_reporting(data_dir)
+    assert [d.base_offset for d in node.log.damaged_batches()] == [victim.base_offset]
+
+
+def test_damage_in_a_cleanly_closed_segment_is_found_by_the_start_up_read(tmp_path: Path) -> None:
+    """A clean close writes the active segment's index, so the next open trusts it and scans
+    nothing: the node's start-up read (iter_stored) meets the damage and rescans that segment."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=30)
+    open_reporting(data_dir).close()  # a clean close: the index is written
+    victim = placed[11]
+    flip(victim.path, victim.position + 50)
+    node = open_reporting(data_dir)
+    assert node.log.damaged_batches() == [], "the index is trusted at open"
+    got = stored(node)
+    assert [b for b, _, _, bad in got if bad] == [victim.base_offset]
+    assert [(b, n) for b, _, n, _ in got] == slots(placed)
+
+
+def test_a_misdirected_write_is_reported_in_the_slot_it_overwrote(tmp_path: Path) -> None:
+    """Another slot's intact batch (the same size) written where batch 9 belongs: its CRC passes,
+    its header names another offset. The neighbours prove the slot, and the same epoch on both
+    sides says its epoch."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    target = placed[12]  # batches of 1, 2, 3 records: 12 and 15 hold one record each, epoch 2
+    source = placed[15]
+    assert target.size == source.size
+    data = bytearray(target.path.read_bytes())
+    data[target.position : target.position + target.size] = data[source.position : source.position + source.size]
+    target.path.write_bytes(data)
+    node = open_reporting(data_dir)
+    (slot,) = node.log.damaged_batches()
+    assert (slot.base_offset, slot.next_offset, slot.epoch) == (target.base_offset, target.next_offset, 2)
+    assert f"offset {source.base_offset}" in slot.reason
+
+
+def test_damage_spanning_several_batches_has_no_known_slot_and_is_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    first, last = placed[6], placed[8]
+    data = bytearray(first.path.read_bytes())
+    data[first.position : last.position + last.size] = bytes(last.position + last.size - first.position)
+    first.path.write_bytes(data)
+    with pytest.raises(LogCorruptionError, match="below the checkpointed high watermark"):
+        open_reporting(data_dir)
+    assert first.path.read_bytes() == bytes(data), "refused: every byte kept"
+
+
+def test_a_torn_tail_is_still_truncated(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 10, high_watermark=6)
+    last = placed[-1]
+    data = last.path.read_bytes()
+    last.path.write_bytes(data[: len(data) - 5])
+    node = open_reporting(data_dir)
+    assert node.log.damaged_batches() == [] and node.log.log_end_offset == last.base_offset
+
+
+def test_a_damaged_last_batch_below_the_checkpoint_is_reported_not_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 10, high_watermark=19)
+    last = placed[-1]
+    assert last.next_offset == 19
+    flip(last.path, last.position + last.size - 2)
+    node = open_reporting(data_dir)
+    assert [(d.base_offset, d.next_offset) for d in node.log.damaged_batches()] == [(last.base_offset, 19)]
+
+
+def test_a_repair_with_a_copy_that_does_not_fill_the_slot_is_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 20, high_watermark=12)
+    victim, other = placed[5], placed[6]
+    data = victim.path.read_bytes()
+    damaged = flip(victim.path, victim.position + 40)
+    node = open_reporting(data_dir)
+    with pytest.raises(InvalidAppendError, match="refused repair"):
+        node.log.repair_batch(data[other.position : other.position + other.size])
+    bad = bytearray(data[victim.position : victim.position + victim.size])
+    bad[-1] ^= 1
+    with pytest.raises(InvalidAppendError, match="refused repair"):
+        node.log.repair_batch(bytes(bad))
+    assert [d.base_offset for d in node.log.damaged_batches()] == [victim.base_offset]
+    assert victim.path.read_bytes() == damaged, "nothing written"
+
+
+def test_log_dump_names_the_damage_a_node_repairs_from_the_quorum(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    victim = placed[9]
+    flip(victim.path, victim.position + 45)
+    result = CliRunner().invoke(cli, ["log", "dump", "--data-dir", str(data_dir), "--no-records", "--output", "json"])
+    assert result.exit_code == 1, "damage found"
+    document = json.loads(result.stdout)
+    (slot,) = document["repairable"]
+    assert (slot["offset"], slot["end_offset"], slot["position"]) == (
+        victim.base_offset,
+        victim.next_offset,
+        victim.position,
+    )
+    text = CliRunner().invoke(cli, ["log", "dump", "--data-dir", str(data_dir), "--no-records"]).output
+    assert f"REPAIRABLE: offsets {victim.base_offset}..{victim.next_offset - 1}" in text
+
+
+def test_the_dumps_read_only_walk_finds_what_recovery_keeps(tmp_path: Path) -> None:
+    """repairable_batches (the dump's walk) and Segment.scan with report_damage (recovery) apply
+    one rule: for flips all over a log, and two at once, they name the same slots."""
+    src = tmp_path / "src"
+    placed = build_node(src, 12, high_watermark=19)
+    segment = placed[0].path.read_bytes()
+    rng = random.Random(5)
+    compared = 0
+    for trial in range(60):
+        data = bytearray(segment)
+        for _ in range(1 + trial % 2):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        data_dir = tmp_path / f"t{trial}"
+        shutil.copytree(src, data_dir)
+        (log_dir(data_dir) / placed[0].path.name).write_bytes(data)
+        walked = repairable_batches(bytes(data), 0, high_watermark=19, next_segment_base=None)
+        try:
+            node = open_reporting(data_dir)
+        except LogCorruptionError:
+            continue  # damage without a known slot first: refused (the walk stops there too)
+        assert node.log.damaged_batches() == walked, trial
+        compared += len(walked)
+        simulate_crash(node.log)
+    assert compared >= 30, "most flips leave a known slot"
+
+
+def test_the_last_batch_of_a_sealed_segment_has_its_end_from_the_next_segments_name(tmp_path: Path) -> None:
+    """Nothing follows it in its file, but the next segment file starts where it ends: its slot is
+    known whatever the checkpoint, and the batches after it (next segment) are read past it."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 40, high_watermark=0, segment_bytes=1024)
+    files = sorted({p.path for p in placed})
+    assert len(files) >= 3
+    victim = [p for p in placed if p.path == files[0]][-1]
+    copy = victim.path.read_bytes()[victim.position : victim.position + victim.size]
+    flip(victim.path, victim.position + victim.size - 4)
+    node = open_reporting(data_dir)
+    assert node.log.damaged_batches() == [], "a sealed segment is trusted through its index at open"
+    got = stored(node)
+    assert [(b, n) for b, _, n, _ in got] == slots(placed)
+    assert [b for b, _, _, bad in got if bad] == [victim.base_offset]
+    node.log.repair_batch(copy)
+    assert not any(bad for *_, bad in stored(node))
+
+
+def snapshot_at(node: NodeStorage, offset: int) -> Path:
+    snapshot_id = SnapshotId(offset, node.log.epoch_for_offset(offset - 1))
+    node.take_snapshot(
+        snapshot_id, [topic_record(f"s{offset}")], last_contained_log_timestamp_ms=0, append_timestamp_ms=0
+    )
+    return node.snapshots.path(snapshot_id)
+
+
+def damage_file(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("older", [False, True])
+def test_a_damaged_snapshot_falls_back_to_an_older_one_and_the_log_that_covers_it(tmp_path: Path, older: bool) -> None:
+    """The log still holds everything from the older snapshot's end (from 0 without one): the same
+    state. The damaged file is kept beside, as ``.corrupt``."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 40, high_watermark=78)
+    node = open_reporting(data_dir)
+    first = snapshot_at(node, 42) if older else None
+    newest = snapshot_at(node, 60)
+    node.close()
+    damage_file(newest)
+    with pytest.raises(SnapshotError):
+        NodeStorage.open(data_dir, cluster_id="c1", node_id=1, segment_bytes=1 << 20)  # offline: refused
+
+    node = open_reporting(data_dir)
+    expected = SnapshotId(42, node.log.epoch_for_offset(41)) if older else None
+    assert (node.latest_snapshot.snapshot_id if node.latest_snapshot else None) == expected
+    assert first is None or first.exists()
+    assert not newest.exists() and newest.with_name(newest.name + ".corrupt").exists(), "kept beside"
+    assert node.log.log_end_offset == placed[-1].next_offset
+
+
+def test_a_damaged_snapshot_the_log_does_not_reach_behind_is_still_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    build_node(data_dir, 40, high_watermark=78, segment_bytes=1024)
+    node = open_reporting(data_dir)
+    newest = snapshot_at(node, 60)  # deletes the segments wholly below it: the log starts above 0
+    assert node.log.log_start_offset > 0
+    node.close()
+    damage_file(newest)
+    with pytest.raises(SnapshotError, match="refusing to start"):
+        open_reporting(data_dir)
+    assert newest.exists(), "refused: nothing moved"
