@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import grpc
 import grpc.aio
 
-from raftmeta.limits import grpc_channel_options
+from raftmeta.api.limits import grpc_channel_options
 
 if TYPE_CHECKING:
     from cryptography import x509

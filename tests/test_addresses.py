@@ -1,11 +1,11 @@
-"""raftmeta/addresses.py: the one HOST:PORT parser, with IPv6 in brackets and errors naming the
+"""raftmeta/api/addresses.py: the one HOST:PORT parser, with IPv6 in brackets and errors naming the
 field and the rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftmeta.addresses import join_host_port, parse_host_port
+from raftmeta.api.addresses import join_host_port, parse_host_port
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from raftmeta import local_quorum
 from raftmeta.bench import commit, failover, kafka_commit, kafka_failover
 from raftmeta.bench.sides import RaftmetaSide, make_side
+from raftmeta.local import quorum as local_quorum
 
 
 @pytest.fixture

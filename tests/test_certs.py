@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from raftmeta.certs import existing_files, make_certs
 from raftmeta.cli.main import cli
+from raftmeta.local.certs import existing_files, make_certs
 from raftmeta.tls import TlsConfig
 
 

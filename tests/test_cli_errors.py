@@ -20,8 +20,8 @@ import grpc.aio
 import pytest
 from click.testing import CliRunner
 
+from raftmeta.api.rpc_errors import POLICY_VIOLATION, error_metadata
 from raftmeta.cli.main import cli
-from raftmeta.rpc_errors import POLICY_VIOLATION, error_metadata
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.fakes import ScriptedController, ServerThread
 

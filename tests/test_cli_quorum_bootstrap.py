@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from raftmeta import local_quorum
 from raftmeta.cli.main import cli
+from raftmeta.local import quorum as local_quorum
 
 ROOT = Path(__file__).resolve().parent.parent
 

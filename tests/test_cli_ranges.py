@@ -52,7 +52,7 @@ SERVER = ["--bootstrap-server", "127.0.0.1:1"]
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        # A topic's flags advertise the quorum's own caps (raftmeta.limits), not Kafka's field ranges.
+        # A topic's flags advertise the quorum's own caps (raftmeta.api.limits), not Kafka's field ranges.
         (["topics", "create", *SERVER, "--topic", "t", "--partitions", "100000"],
          "Invalid value for '--partitions': 100000 is not in the range 1..10000"),
         (["topics", "create", *SERVER, "--topic", "t", "--replication-factor", "17"],

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import COMMAND_HELP, COMMANDS, cli
-from raftmeta.python_command import python_command
+from raftmeta.local.python_command import python_command
 
 # Imports that cost tens of milliseconds each and that listing commands does not need.
 HEAVY = ("numpy", "grpc", "structlog", "google.protobuf", "placement", "raftmeta.cli.topics", "importlib.metadata")

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner
 
+from raftmeta.api.ids import uuid_from_str, uuid_to_str
 from raftmeta.cli.main import cli
-from raftmeta.ids import uuid_from_str, uuid_to_str
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.fakes import ServerThread, sample_describe
 

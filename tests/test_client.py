@@ -16,6 +16,7 @@ import grpc.aio
 import pytest
 import pytest_asyncio
 
+from raftmeta.api.rpc_errors import error_metadata, may_have_applied
 from raftmeta.client import (
     ClientError,
     ControllerClient,
@@ -25,7 +26,6 @@ from raftmeta.client import (
     UnavailableError,
     parse_bootstrap,
 )
-from raftmeta.rpc_errors import error_metadata, may_have_applied
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
 from tests.fakes import serve_controller
 

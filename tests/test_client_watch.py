@@ -1,4 +1,4 @@
-"""The client's watch of a call that takes long (raftmeta/client.py, ``probe_after_s``): a node that
+"""The client's watch of a call that takes long (raftmeta/client/__init__.py, ``probe_after_s``): a node that
 stops answering (paused, partitioned) is left for the next one, and a node that names a new
 controller is asked again, without waiting out the per-attempt deadline. Fake nodes on loopback;
 the per-attempt deadline is set far above what the tests take, so an attempt that was not

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
 from raftmeta.client import ControllerClient, RetryPolicy
-from raftmeta.fleet import FLEET_ENDPOINT, BrokerFleet, FleetServicer, plan_fleet, rack_name, start_control_server
+from raftmeta.local.fleet import FLEET_ENDPOINT, BrokerFleet, FleetServicer, plan_fleet, rack_name, start_control_server
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2, fleet_pb2_grpc
 from tests.controller.grpc_controller import ControllerServer
 

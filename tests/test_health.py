@@ -1,12 +1,11 @@
-"""``raftmeta.health``: Kafka's partition health rules (TopicCommand's describe filters and the
+"""``raftmeta.api.health``: Kafka's partition health rules (TopicCommand's describe filters and the
 controller's offline / preferred-replica-imbalance counts), one partition at a time."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftmeta.controller.configs import MIN_INSYNC_REPLICAS, TOPIC_CONFIGS
-from raftmeta.health import (
+from raftmeta.api.health import (
     DEFAULT_MIN_INSYNC_REPLICAS,
     DESCRIBE_FILTERS,
     PartitionHealth,
@@ -14,6 +13,7 @@ from raftmeta.health import (
     min_insync_replicas,
     replication_factor,
 )
+from raftmeta.controller.configs import MIN_INSYNC_REPLICAS, TOPIC_CONFIGS
 
 LIVE = {1, 2, 3}
 
@@ -97,4 +97,4 @@ def test_the_health_rules_are_pure() -> None:
     """The CLI and the Spark job share this module: it must stay free of IO (DESIGN.md §2)."""
     from tests.test_purity import ROOT, violations
 
-    assert violations(ROOT / "raftmeta" / "health.py") == []
+    assert violations(ROOT / "raftmeta" / "api" / "health.py") == []

@@ -1,4 +1,4 @@
-"""raftmeta/ids.py: the one text form of topic ids (Kafka's Uuid.toString), read back."""
+"""raftmeta/api/ids.py: the one text form of topic ids (Kafka's Uuid.toString), read back."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from raftmeta.ids import id_text, uuid_from_str, uuid_to_str
+from raftmeta.api.ids import id_text, uuid_from_str, uuid_to_str
 
 
 def test_an_id_prints_as_kafka_prints_it_and_reads_back() -> None:

@@ -1,4 +1,4 @@
-"""raftmeta.limits and check_controller_request: every limit, a request at it passes and one just
+"""raftmeta.api.limits and check_controller_request: every limit, a request at it passes and one just
 over it is refused with the right status and a message naming the field, the limit and its value;
 and the largest request the limits admit still appends a batch that fits in one Fetch response."""
 
@@ -13,7 +13,7 @@ import pytest
 from google.protobuf.message import Message
 
 from placement.rng import JavaRandom
-from raftmeta import limits
+from raftmeta.api import limits
 from raftmeta.api.catalogue import check_controller_request
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.configs import TOPIC_CONFIGS
@@ -409,7 +409,7 @@ def test_the_largest_admitted_request_appends_a_batch_one_fetch_can_carry() -> N
 def test_servers_accept_the_keepalive_pings_every_channel_sends() -> None:
     """A server that allows fewer pings than its peers send answers GOAWAY too_many_pings (seen in
     node logs between nodes): the server's minimum ping interval must be below the keepalive time."""
-    from raftmeta.limits import grpc_channel_options, grpc_server_options
+    from raftmeta.api.limits import grpc_channel_options, grpc_server_options
 
     channel = dict(grpc_channel_options())
     server = dict(grpc_server_options())

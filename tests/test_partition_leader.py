@@ -1,9 +1,9 @@
-"""The simulated partition leaders' ISR rule (raftmeta.partition_leader): Kafka's maybeExpandIsr /
+"""The simulated partition leaders' ISR rule (raftmeta.local.partition_leader): Kafka's maybeExpandIsr /
 maybeShrinkIsr on time instead of offsets, and the AlterPartition requests it makes."""
 
 from __future__ import annotations
 
-from raftmeta.partition_leader import BrokerLiveness, PartitionState, alter_partition_requests, isr_changes
+from raftmeta.local.partition_leader import BrokerLiveness, PartitionState, alter_partition_requests, isr_changes
 
 T = b"\x01" * 16
 

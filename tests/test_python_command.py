@@ -1,4 +1,4 @@
-"""Every Python process raftmeta starts goes through raftmeta.python_command (issue 46, item 6):
+"""Every Python process raftmeta starts goes through raftmeta.local.python_command (issue 46, item 6):
 ``python -m``/``-c`` without ``-P`` lets the working directory shadow the package."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from raftmeta.python_command import python_command, raftmeta_command
+from raftmeta.local.python_command import python_command, raftmeta_command
 
 PACKAGE = Path(__file__).resolve().parent.parent / "raftmeta"
 # sys.executable followed (on the same or the next lines) by -m or -c: a spawn of our interpreter.

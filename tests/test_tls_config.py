@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 
-from raftmeta.certs import CertSet, make_certs
 from raftmeta.cli.main import cli
 from raftmeta.client import ControllerClient, RetryPolicy, SyncControllerClient, UnavailableError
+from raftmeta.local.certs import CertSet, make_certs
 from raftmeta.server.config import NodeConfig
 from raftmeta.tls import TlsConfig, TlsError, add_port, material
 

@@ -1,10 +1,10 @@
-"""A whole DescribeTopics answer from its pages (raftmeta.topic_pages), against a scripted node."""
+"""A whole DescribeTopics answer from its pages (raftmeta.api.topic_pages), against a scripted node."""
 
 from __future__ import annotations
 
 import asyncio
 
-from raftmeta.topic_pages import describe_every_page
+from raftmeta.api.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2
 
 Request = controller_pb2.DescribeTopicsRequest

@@ -2,7 +2,7 @@
 
 The controller's dispatch (raftmeta/controller/controller.py) pairs each row it serves with its
 handler; the gRPC servicers (raftmeta/server/services.py) serve and forward every row; the client
-(raftmeta/client.py) gives request ids, retries and judges outcomes by it; the Kafka listener
+(raftmeta/client/__init__.py) gives request ids, retries and judges outcomes by it; the Kafka listener
 (raftmeta/kafka) maps its api keys onto rows. Adding an RPC is a row here, its handler and its
 tests (docs/architecture.md, "Adding an RPC").
 
@@ -18,8 +18,8 @@ from typing import Any, Final, Generic, TypeVar
 
 from google.protobuf.message import Message
 
-from raftmeta import request_limits as limits
-from raftmeta.request_limits import LimitViolation
+from raftmeta.api import request_limits as limits
+from raftmeta.api.request_limits import LimitViolation
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 Req = TypeVar("Req", bound=Message)
@@ -59,7 +59,7 @@ class Rpc(Generic[Req, Resp]):
     kafka_api_keys: tuple[int, ...] = ()
     # The error code a retry of an applied change is refused with (Retry.ALREADY_DONE only).
     already_done: int | None = None
-    # The bounds of raftmeta.limits a request must keep, checked before forwarding.
+    # The bounds of raftmeta.api.limits a request must keep, checked before forwarding.
     limits: Callable[[Any], Iterator[LimitViolation | None]] | None = None
 
     @property
@@ -242,8 +242,8 @@ def kafka_rpcs(api_key: int) -> tuple[Rpc[Any, Any], ...]:
 
 
 def check_controller_request(method: str, request: Message) -> LimitViolation | None:
-    """The first bound of :mod:`raftmeta.limits` that ``request`` breaks, or None: its size, then
-    the row's own limits in field order (see :mod:`raftmeta.request_limits`)."""
+    """The first bound of :mod:`raftmeta.api.limits` that ``request`` breaks, or None: its size, then
+    the row's own limits in field order (see :mod:`raftmeta.api.request_limits`)."""
     violation = limits.check_size(request)
     if violation is not None:
         return violation

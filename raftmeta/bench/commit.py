@@ -51,6 +51,7 @@ import click
 import grpc
 import grpc.aio
 
+from raftmeta.api.limits import grpc_channel_options
 from raftmeta.bench.compare import SIDES, TARGETS
 from raftmeta.bench.results import (
     machine,
@@ -65,8 +66,7 @@ from raftmeta.bench.results import (
     write_result,
 )
 from raftmeta.cli.common import CheckFailed, emit_json, output_option
-from raftmeta.limits import grpc_channel_options
-from raftmeta.python_command import python_command
+from raftmeta.local.python_command import python_command
 from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 from raftmeta.v1 import controller_pb2
 
@@ -508,7 +508,7 @@ def measure_round(
 ) -> dict[str, Any]:
     """One round: the bare-Raft floor (unless ``raft_floor`` is off) and the node's load, each on
     processes of its own, and the ratios of the two (with ``floors``, measured once per run)."""
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
     from raftmeta.server.app import run
 
     round_dir.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 A local quorum (default timeouts, fsync on) runs a steady create load: ``--clients`` tasks in
 this process, one topic per request, each with its own client whose bootstrap list holds every
 node (starting at a different one), with the client's own retry policy -- its default per-attempt
-deadline and its watch of a call that takes long (raftmeta/client.py) -- and quick backoff. Each
+deadline and its watch of a call that takes long (raftmeta/client/__init__.py) -- and quick backoff. Each
 round breaks the leader with one ``--fault``:
 
 - ``kill``: SIGKILL. Its followers see the connection refused and elect at once (the node's
@@ -151,7 +151,7 @@ class LocalTarget(Target):
         self.quorum: Any = None
 
     async def start(self) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         self.quorum = await asyncio.to_thread(
             local_quorum.up, self.work_dir / "quorum", nodes=self.nodes, brokers=3, racks=3
@@ -164,13 +164,13 @@ class LocalTarget(Target):
         return pid
 
     async def inject(self, fault: Fault, node_id: int) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         sig = {"kill": signal.SIGKILL, "pause": signal.SIGSTOP}[fault]
         local_quorum.signal_node(self.quorum, node_id, sig)
 
     async def heal(self, fault: Fault, node_id: int) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         if fault == "pause":
             local_quorum.signal_node(self.quorum, node_id, signal.SIGCONT)
@@ -179,7 +179,7 @@ class LocalTarget(Target):
         local_quorum.restart(self.quorum, node_id)
 
     async def close(self) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         if self.quorum is not None:
             await asyncio.to_thread(local_quorum.down, self.quorum)
@@ -209,8 +209,8 @@ class ProxiedTarget(Target):
         self.client_proxies: list[Any] = []
 
     async def start(self) -> None:
-        from raftmeta import local_quorum
         from raftmeta.chaos.proxy import LinkProxy
+        from raftmeta.local import quorum as local_quorum
 
         await self.cluster.start()
         ids = self.cluster.node_ids
@@ -299,7 +299,7 @@ async def measure_round(acks: Acks, broken: float, clients: int, timeout_s: floa
 
 
 async def wait_exit(pid: int) -> None:
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     for _ in range(1000):
         if not local_quorum.alive(pid):

@@ -183,8 +183,8 @@ class RaftmetaScale(ScaleSide):
         self.interval = 0
 
     def start(self) -> None:
-        from raftmeta import local_quorum
         from raftmeta.bench.scale import FLEET_ISR_CHECK_INTERVAL_MS, ScaleParams
+        from raftmeta.local import quorum as local_quorum
 
         p = self.params
         # The bound `bench scale` computes for its own steps bounds these (fewer) too.
@@ -203,7 +203,7 @@ class RaftmetaScale(ScaleSide):
         )
 
     def stop(self) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         if self.quorum is not None:
             local_quorum.down(self.quorum, timeout_s=60.0)
@@ -269,15 +269,15 @@ class RaftmetaScale(ScaleSide):
         return await leader_state(self.quorum_addresses())
 
     def stop_voter(self, node_id: int) -> None:
-        from raftmeta import local_quorum
-        from raftmeta.local_quorum import terminate
+        from raftmeta.local import quorum as local_quorum
+        from raftmeta.local.quorum import terminate
 
         terminate([self.quorum.node(node_id).pid], 60.0)
         if local_quorum.alive(self.quorum.node(node_id).pid):
             raise click.ClickException(f"raftmeta node {node_id} did not stop")
 
     def start_voter(self, node_id: int) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         local_quorum.restart(self.quorum, node_id)
 
@@ -330,7 +330,7 @@ class KraftScale(ScaleSide):
 
     async def ready(self) -> None:
         from raftmeta.bench.kafka_brokers import BrokerFleet, SimulatedBroker
-        from raftmeta.fleet import rack_name
+        from raftmeta.local.fleet import rack_name
 
         # Ids 1..B: the real broker is 0. Racks as raftmeta's fleet names them.
         brokers = [
@@ -601,7 +601,7 @@ def memory_figures(side: ScaleSide) -> dict[str, Any]:
 async def create_all(side: ScaleSide, params: KafkaScaleParams) -> Creation:
     """``params.topics`` topics, ``params.pipeline`` workers each with its own connection to where
     the leader takes creates, one create in flight each; until done or stopped (a stop reason)."""
-    from raftmeta.local_quorum import alive
+    from raftmeta.local.quorum import alive
 
     outcome = Creation()
     names = iter(range(params.topics))

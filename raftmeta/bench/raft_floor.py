@@ -47,9 +47,9 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from raftmeta.limits import grpc_server_options
+from raftmeta.api.limits import grpc_server_options
+from raftmeta.local.python_command import python_command
 from raftmeta.logs import get_logger
-from raftmeta.python_command import python_command
 from raftmeta.raft import Envelope
 from raftmeta.raft.quorum import majority_offset
 from raftmeta.records.codec import encode_batch

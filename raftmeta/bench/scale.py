@@ -148,7 +148,7 @@ def node_memory(quorum: Any) -> dict[str, dict[str, int]]:
 
 
 async def wait_exit(pid: int, timeout_s: float = 60.0) -> None:
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     deadline = time.monotonic() + timeout_s
     while local_quorum.alive(pid):
@@ -481,7 +481,7 @@ def last_snapshots(quorum: Any, high_watermark: int) -> dict[str, Any]:
 async def restart_follower(client: Any, quorum: Any, node_id: int, *, wipe: bool) -> dict[str, Any]:
     """Stop a follower (SIGTERM), optionally delete its data directory, start it with the same
     command line and time its catch-up."""
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     node = quorum.node(node_id)
     os.kill(node.pid, signal.SIGTERM)
@@ -720,7 +720,7 @@ def targets(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def run_size(params: ScaleParams, work_dir: Path) -> dict[str, Any]:
     """One size on a quorum of its own."""
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
     from raftmeta.server.app import run
 
     progress("starting quorum", partitions=params.partitions, brokers=params.brokers, racks=params.racks)

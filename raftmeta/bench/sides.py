@@ -100,7 +100,7 @@ class RaftmetaSide(Side):
     name = "raftmeta"
 
     def __init__(self, work_dir: Path, nodes: int = 3, brokers: int = 3, node_args: Sequence[str] = ()) -> None:
-        from raftmeta.local_quorum import LocalQuorum
+        from raftmeta.local.quorum import LocalQuorum
 
         self.work_dir = work_dir
         self.nodes = nodes
@@ -109,7 +109,7 @@ class RaftmetaSide(Side):
         self.quorum: LocalQuorum | None = None
 
     def start(self) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         self.quorum = local_quorum.up(
             self.work_dir,
@@ -139,14 +139,14 @@ class RaftmetaSide(Side):
         return [] if self.quorum.brokers_pid is None else [self.quorum.brokers_pid]
 
     async def inject(self, fault: Fault, node_id: int) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         assert self.quorum is not None, "not started"
         local_quorum.signal_node(self.quorum, node_id, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
 
     async def heal(self, fault: Fault, node_id: int) -> None:
-        from raftmeta import local_quorum
         from raftmeta.bench.failover import wait_exit
+        from raftmeta.local import quorum as local_quorum
 
         assert self.quorum is not None, "not started"
         if fault == "pause":
@@ -156,7 +156,7 @@ class RaftmetaSide(Side):
         await asyncio.to_thread(local_quorum.restart, self.quorum, node_id)
 
     def stop(self) -> None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         if self.quorum is not None:
             local_quorum.down(self.quorum)

@@ -1,7 +1,7 @@
 """The cluster under test: N real node processes whose every peer link runs through a proxy of
 the chaos process, plus a simulated broker fleet.
 
-Processes are started and recorded with :mod:`raftmeta.local_quorum` (``DIR/quorum.json`` has
+Processes are started and recorded with :mod:`raftmeta.local.quorum` (``DIR/quorum.json`` has
 each node's exact command line, so ``raftmeta quorum down --data-dir DIR`` cleans up a run that
 was itself killed). Node ``i`` gets its own ``--voters`` view (:meth:`ProxyMesh.voters_for`):
 Raft traffic and ControllerService forwarding both use those addresses, so both cross the
@@ -24,10 +24,10 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
-from raftmeta import local_quorum
+from raftmeta.api.limits import grpc_channel_options
 from raftmeta.chaos.proxy import Network, ProxyMesh
-from raftmeta.limits import grpc_channel_options
-from raftmeta.python_command import raftmeta_command
+from raftmeta.local import quorum as local_quorum
+from raftmeta.local.python_command import raftmeta_command
 from raftmeta.server.config import format_voters
 from raftmeta.v1 import fleet_pb2, fleet_pb2_grpc
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.chaos import membership
 from raftmeta.chaos.cluster import ChaosCluster
 from raftmeta.chaos.disk_damage import DiskDamage, damage_committed_batch

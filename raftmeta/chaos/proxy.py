@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 
 # One read from a socket; bounded so a delayed direction's queue holds at most this per chunk.
 CHUNK_BYTES_MAX = 64 * 1024

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftmeta.api.health import classify
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.chaos.checker import availability, check_history, outcome_counts, spark_history
 from raftmeta.chaos.cluster import ChaosCluster, ClusterConfig
 from raftmeta.chaos.committed import read_committed
@@ -32,8 +34,6 @@ from raftmeta.chaos.tape import CommittedTape
 from raftmeta.chaos.voter_log import check_voters, committed_voter_records, read_node_voters
 from raftmeta.chaos.workload import Workload, WorkloadConfig
 from raftmeta.client import ClientError, ControllerClient, RetryPolicy
-from raftmeta.health import classify
-from raftmeta.ids import uuid_to_str
 from raftmeta.jobs.checks import Check
 from raftmeta.jobs.consistency import facts_to_checks, local_facts
 from raftmeta.v1 import controller_pb2

@@ -37,10 +37,10 @@ from typing import TypeVar
 
 import grpc
 
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.chaos.events import wall_ms
 from raftmeta.chaos.history import CANCEL_REASSIGNMENT, REASSIGN, HistoryWriter, Op, Outcome
 from raftmeta.client import ClientError, ControllerClient, OutcomeUnknownError, RetryPolicy
-from raftmeta.ids import uuid_to_str
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 R = TypeVar("R")

@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 import grpc
 
+from raftmeta.api.limits import grpc_channel_options
 from raftmeta.cli.common import (
     BROKER_ID,
     INT32_MAX,
@@ -32,8 +33,14 @@ from raftmeta.cli.common import (
 from raftmeta.cli.connect import bootstrap_options, connect, tls_from_context, tls_options
 from raftmeta.cli.topics import error_name
 from raftmeta.client import ControllerClient, RetryPolicy, parse_bootstrap
-from raftmeta.fleet import FLEET_ENDPOINT, BrokerFleet, BrokerSpec, FleetServicer, plan_fleet, start_control_server
-from raftmeta.limits import grpc_channel_options
+from raftmeta.local.fleet import (
+    FLEET_ENDPOINT,
+    BrokerFleet,
+    BrokerSpec,
+    FleetServicer,
+    plan_fleet,
+    start_control_server,
+)
 from raftmeta.tls import TlsConfig
 from raftmeta.v1 import controller_pb2, fleet_pb2, fleet_pb2_grpc
 

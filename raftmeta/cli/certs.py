@@ -34,7 +34,7 @@ def make(nodes: int, out: Path, hosts: tuple[str, ...], days: int, force: bool, 
     For trying TLS, not for production: use your own CA there, with the same names
     (docs/security.md).
     """
-    from raftmeta.certs import existing_files, make_certs
+    from raftmeta.local.certs import existing_files, make_certs
 
     node_ids = list(range(1, nodes + 1))
     found = existing_files(out, node_ids)

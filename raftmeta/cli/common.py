@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 import click
 
-from raftmeta import limits
+from raftmeta.api import limits
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -93,7 +93,7 @@ def check_int(value: int, low: int, high: int, what: str, param: str) -> int:
 
 # The ranges commands share. Ids and counts are Kafka's Java ints (non-negative where Kafka's are);
 # seeds are java.util.Random's long.
-# A topic's partitions and replicas on the quorum: the server's caps (raftmeta.limits), so a flag
+# A topic's partitions and replicas on the quorum: the server's caps (raftmeta.api.limits), so a flag
 # never advertises a range the server refuses. Offline tools (placement preview) keep Kafka's.
 TOPIC_PARTITION_COUNT = BoundedInt(1, limits.PARTITIONS_PER_TOPIC_MAX)
 TOPIC_REPLICATION_FACTOR = BoundedInt(1, limits.REPLICAS_PER_PARTITION_MAX)
@@ -130,7 +130,7 @@ def request_id_option(func: F) -> F:
 def _check_request_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
     import uuid
 
-    from raftmeta.limits import REQUEST_ID_CHARS_MAX
+    from raftmeta.api.limits import REQUEST_ID_CHARS_MAX
 
     if value is None:
         return str(uuid.uuid4())

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.cli.common import NODE_ID, CheckFailed, emit_json, output_option, usage_error
 from raftmeta.cli.connect import connect, tls_options
 from raftmeta.raft.voters import format_directory_id, parse_directory_id
@@ -54,7 +54,7 @@ def _quorum(bootstrap_server: str | None, data_dir: Path | None) -> tuple[str, T
     if data_dir is None:
         assert bootstrap_server is not None
         return bootstrap_server, None, None
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     try:
         started = local_quorum.LocalQuorum.load(data_dir)

@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 
 from raftmeta.cli.common import EXIT_FAILED
-from raftmeta.python_command import python_command, raftmeta_command
+from raftmeta.local.python_command import python_command, raftmeta_command
 
 SESSION_TIMEOUT_MS = 4000
 

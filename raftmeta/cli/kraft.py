@@ -149,7 +149,7 @@ def status(data_dir: Path, output: str) -> None:
     """Each node (running or not) and the quorum's leader. Exit 1 when a node is not running or
     no controller answers as the leader."""
     from raftmeta.kraft.cluster import KraftNodeError
-    from raftmeta.local_quorum import alive
+    from raftmeta.local.quorum import alive
 
     cluster = _load(data_dir)
     try:

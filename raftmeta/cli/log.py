@@ -23,6 +23,7 @@ from typing import Any
 import click
 from google.protobuf.message import Message
 
+from raftmeta.api.ids import UUID_BYTES, uuid_to_str
 from raftmeta.cli.common import EXIT_FAILED, CheckFailed, emit_json, output_option, usage_error
 from raftmeta.cli.log_kafka import (
     KAFKA_FORMAT,
@@ -33,7 +34,6 @@ from raftmeta.cli.log_kafka import (
     print_kafka_batch,
     walk_kafka_file,
 )
-from raftmeta.ids import UUID_BYTES, uuid_to_str
 from raftmeta.records.decode import NotARecordError, parse_record
 from raftmeta.records.kafka.mapping import UnmappableRecordError, from_kafka_value
 from raftmeta.records.kafka.schemas import SNAPSHOT_FOOTER, SNAPSHOT_HEADER
@@ -56,7 +56,7 @@ from raftmeta.storage.quorum_state import QuorumStateFile
 from raftmeta.storage.segment import parse_log_file_name
 from raftmeta.storage.snapshot import SnapshotStore, parse_snapshot_name, read_snapshot
 
-# Kafka Uuids among the records' fields: shown in Kafka's form (raftmeta.ids).
+# Kafka Uuids among the records' fields: shown in Kafka's form (raftmeta.api.ids).
 UUID_FIELDS = frozenset({"topic_id", "incarnation_id", "directory_id"})
 
 

@@ -6,8 +6,12 @@ from pathlib import Path
 
 import click
 
+from raftmeta.api.limits import (
+    KAFKA_FRAME_BYTES_MAX,
+    KAFKA_FRAME_TIMEOUT_MS_DEFAULT,
+    KAFKA_QUEUED_REQUEST_BYTES_DEFAULT,
+)
 from raftmeta.cli.common import NODE_ID, CheckFailed, check_int, int_range, usage_error
-from raftmeta.limits import KAFKA_FRAME_BYTES_MAX, KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.server.peers import FETCH_RPCS, FetchRpc
 
 # A PEM file (certificate, key or CA bundle); its content is checked by raftmeta.tls.
@@ -155,7 +159,7 @@ def node(
         material(client_tls)
     except TlsError as exc:
         raise usage_error(str(exc)) from exc
-    from raftmeta.addresses import parse_host_port
+    from raftmeta.api.addresses import parse_host_port
 
     try:
         if metrics_listen is not None:

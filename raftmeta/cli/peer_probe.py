@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass
 from enum import Enum
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 # An empty SETTINGS frame: 3-byte length 0, type 4, no flags, stream 0 (RFC 9113, 3.4).

@@ -83,7 +83,7 @@ def up(
     output: str,
 ) -> None:
     """Start the quorum; in the foreground unless --detach (Ctrl-C stops it)."""
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     if print_bootstrap_server and output == "json":
         raise FlagConflict("--print-bootstrap-server", "--output json", "the JSON document has bootstrap_server")
@@ -172,7 +172,7 @@ def up(
 @output_option
 def down(data_dir: Path, output: str) -> None:
     """Stop every process of the quorum (SIGTERM, then SIGKILL after 10 s)."""
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     try:
         stopped = local_quorum.down(local_quorum.LocalQuorum.load(data_dir))
@@ -190,7 +190,7 @@ def down(data_dir: Path, output: str) -> None:
 def bootstrap(data_dir: Path, output: str) -> None:
     """Print the bootstrap server of the quorum started in --data-dir, alone on a line:
     B=$(raftmeta quorum bootstrap --data-dir DIR)."""
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     try:
         started = local_quorum.LocalQuorum.load(data_dir)
@@ -203,7 +203,7 @@ def bootstrap(data_dir: Path, output: str) -> None:
 
 
 def _act(data_dir: Path, node_id: int, sig: signal.Signals, verb: str, output: str) -> None:
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     try:
         q = local_quorum.LocalQuorum.load(data_dir)
@@ -253,7 +253,7 @@ def resume(data_dir: Path, node_id: int, output: str) -> None:
 @output_option
 def restart(data_dir: Path, node_id: int, output: str) -> None:
     """Start a stopped or killed node again, with the same command line and data dir."""
-    from raftmeta import local_quorum
+    from raftmeta.local import quorum as local_quorum
 
     try:
         node = local_quorum.restart(local_quorum.LocalQuorum.load(data_dir), node_id)
@@ -308,7 +308,7 @@ def status(
         raise usage_error("give exactly one of --bootstrap-server or --data-dir", "--bootstrap-server")
     tls = None
     if data_dir is not None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         try:
             started = local_quorum.LocalQuorum.load(data_dir)

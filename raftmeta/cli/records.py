@@ -78,7 +78,7 @@ def decode_command(data: str, encoding: str, output: str) -> None:
     kind = record.WhichOneof("record")
     if kind is None:
         raise usage_error("the record sets no record type (empty oneof)", "DATA")
-    # As `log dump` shows records: ids in Kafka's form, other bytes as hex (raftmeta.ids).
+    # As `log dump` shows records: ids in Kafka's form, other bytes as hex (raftmeta.api.ids).
     fields = message_fields(getattr(record, kind))
     if output == "json":
         emit_json({"type": kind, "record": {kind: fields}})

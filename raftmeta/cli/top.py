@@ -236,7 +236,7 @@ def top(
     tls = None
     endpoints: dict[int, str] = {}
     if data_dir is not None:
-        from raftmeta import local_quorum
+        from raftmeta.local import quorum as local_quorum
 
         try:
             started = local_quorum.LocalQuorum.load(data_dir)

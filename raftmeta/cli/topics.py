@@ -14,6 +14,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from raftmeta.api.health import DESCRIBE_FILTERS, classify, min_insync_replicas
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.cli.common import (
     BROKER_ID,
     TOPIC_PARTITION_COUNT,
@@ -27,8 +29,6 @@ from raftmeta.cli.common import (
     usage_error,
 )
 from raftmeta.cli.connect import bootstrap_options, connect
-from raftmeta.health import DESCRIBE_FILTERS, classify, min_insync_replicas
-from raftmeta.ids import uuid_to_str
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 PLACERS = ("striped", "legacy", "balanced")
@@ -336,7 +336,7 @@ def health_filter(chosen: dict[str, bool]) -> str | None:
 def filter_partitions(
     topics_doc: list[dict[str, Any]], describe_filter: str, live_brokers: set[int]
 ) -> list[dict[str, Any]]:
-    """The topics with only the partitions the filter shows (``raftmeta.health``'s rules, the topic's
+    """The topics with only the partitions the filter shows (``raftmeta.api.health``'s rules, the topic's
     ``min.insync.replicas`` from its configs); topics left with none are dropped, topics that failed
     to describe are kept (their error is still reported)."""
     kept: list[dict[str, Any]] = []

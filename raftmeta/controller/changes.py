@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from raftmeta.api.ids import id_text
 from raftmeta.controller.image import NO_LEADER, MetadataImage
-from raftmeta.ids import id_text
 from raftmeta.v1 import records_pb2
 
 # Methods whose batches change brokers or existing partitions (CreateTopics and CreatePartitions

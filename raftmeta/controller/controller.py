@@ -61,6 +61,7 @@ from google.protobuf.message import Message
 
 from placement.rng import RandomSource
 from raftmeta.api.catalogue import RPCS, Served
+from raftmeta.api.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
 from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
 from raftmeta.controller.changes import AUTO_LEADER_REBALANCE, BROKER_SESSION_EXPIRED, LEADERLESS_ELECTED
 from raftmeta.controller.delta import ImageBuilder
@@ -84,7 +85,6 @@ from raftmeta.controller.result import (
 )
 from raftmeta.controller.snapshot import image_from_records, image_to_records
 from raftmeta.controller.work import TurnBudget, start
-from raftmeta.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
 from raftmeta.records.decode import with_record
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 

@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
+from raftmeta.api.ids import id_text
+from raftmeta.api.limits import REQUEST_ID_CHARS_MAX
 from raftmeta.controller.encoded import EncodedPartitions, encoded_partitions
 from raftmeta.controller.errors import ReplayError
 from raftmeta.controller.image import (
@@ -37,8 +39,6 @@ from raftmeta.controller.image import (
     TopicImage,
 )
 from raftmeta.controller.pmap import DELETED
-from raftmeta.ids import id_text
-from raftmeta.limits import REQUEST_ID_CHARS_MAX
 from raftmeta.records.decode import LazyRecords
 from raftmeta.records.wire import read_partition_state
 from raftmeta.v1 import records_pb2

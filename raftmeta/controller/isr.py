@@ -30,13 +30,13 @@ from collections import Counter
 from collections.abc import Iterable
 
 from placement.rng import RandomSource
+from raftmeta.api.ids import id_text
 from raftmeta.controller.brokers import check_broker_epoch
 from raftmeta.controller.elections import unclean_enabled
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, TopicIdSource
-from raftmeta.ids import id_text
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 UNKNOWN_BROKER_EPOCH = -1

@@ -17,7 +17,7 @@ metadata follows Kafka's KRaft controller (``ReplicationControlManager.alterPart
    replicas - removing is the target and replicas - adding the original, both exactly. Otherwise it
    writes Kafka's target + removing.
 2. **Catch-up.** Every heartbeat response lists the partitions the broker is adding and has not yet
-   caught up (``adding_replicas``). The broker (``raftmeta.fleet``) waits its configured delay, then
+   caught up (``adding_replicas``). The broker (``raftmeta.local.fleet``) waits its configured delay, then
    reports them in a later heartbeat (``caught_up_replicas``). Each report that still applies -- the
    broker is adding that partition, is not in its ISR, and the partition has a leader to copy from --
    is one record adding the broker to the ISR.

@@ -9,7 +9,7 @@ from typing import Generic, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
-from raftmeta import limits
+from raftmeta.api import limits
 from raftmeta.controller.delta import NewTopic
 from raftmeta.controller.image import MetadataImage
 from raftmeta.v1 import records_pb2
@@ -101,7 +101,7 @@ class ControllerConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ControllerConfig.{name} must be >= 1, got {getattr(self, name)}")
-        # The request limits (raftmeta.limits) are what keeps one request's records within one
+        # The request limits (raftmeta.api.limits) are what keeps one request's records within one
         # Fetch; the controller, which now answers them per topic, may only be stricter.
         for name, bound in (
             ("max_partitions_per_request", limits.PARTITIONS_PER_REQUEST_MAX),

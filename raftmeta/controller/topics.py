@@ -18,6 +18,7 @@ from typing import TypeVar
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from placement.rng import RandomSource
+from raftmeta.api.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
 from raftmeta.controller.delta import SHARED_STATES_MAX, NewTopic
@@ -38,7 +39,6 @@ from raftmeta.controller.result import (
     Work,
 )
 from raftmeta.controller.work import TurnBudget, Visit, partition_pass, start
-from raftmeta.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.records.decode import LazyRecords
 from raftmeta.records.wire import PartitionEncoder
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2

@@ -3,7 +3,7 @@
 A real process is the honest check that "the node never crashes": an exception that escapes a
 handler kills the node task, which an in-process harness would only see as a raised exception.
 :class:`ControllerFuzzer` starts a local quorum (3 voters and a small simulated broker fleet, via
-:mod:`raftmeta.local_quorum`), then, round after round, sends every ControllerService method
+:mod:`raftmeta.local.quorum`), then, round after round, sends every ControllerService method
 fuzzed requests (:mod:`raftmeta.fuzz.requests`) to a node drawn per request -- so forwarding to
 the leader is fuzzed too -- and judges each reply (:mod:`raftmeta.fuzz.outcomes`). After every
 request it checks that every node process is alive; after every round, that each answers the
@@ -35,7 +35,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raftmeta import local_quorum
+from raftmeta.api.limits import grpc_channel_options
 from raftmeta.chaos.tape import CommittedTape
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.fuzz.logcheck import LogReport, check_batches, check_node_log
@@ -43,7 +43,7 @@ from raftmeta.fuzz.outcomes import Reply, judge
 from raftmeta.fuzz.report import TargetReport
 from raftmeta.fuzz.requests import METHODS, ClusterView, FuzzRequest, requests
 from raftmeta.fuzz.rounds import fuzz_round
-from raftmeta.limits import grpc_channel_options
+from raftmeta.local import quorum as local_quorum
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.errors import SnapshotError
 from raftmeta.storage.snapshot import SNAPSHOT_SUFFIX, Snapshot, parse_snapshot_name, read_snapshot

@@ -28,14 +28,14 @@ from hypothesis import strategies as st
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
-from raftmeta import local_quorum
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.fuzz.report import TargetReport
 from raftmeta.fuzz.rounds import fuzz_round
 from raftmeta.kafka.framing import FrameError, UnsupportedVersion, decode_request
 from raftmeta.kafka.requests import encode_request
 from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
+from raftmeta.local import quorum as local_quorum
 
 ANSWER_TIMEOUT_S: Final = 30.0  # generous: a loaded 2-core CI machine is slow, a hang is forever
 NODE_ARGS: Final = ["--fetch-timeout-ms", "1000", "--election-timeout-ms", "500"]

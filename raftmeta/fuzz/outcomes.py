@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from raftmeta.rpc_errors import ERROR_CODE_KEY
+from raftmeta.api.rpc_errors import ERROR_CODE_KEY
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 ALLOWED_STATUSES = frozenset(

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from raftmeta.ids import uuid_to_str
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.records import codec
 from raftmeta.records.walk import Damage, FoundBatch, walk_batches
 from raftmeta.v1 import records_pb2

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from raftmeta.health import MIN_INSYNC_REPLICAS
+from raftmeta.api.health import MIN_INSYNC_REPLICAS
 from raftmeta.jobs import layout
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
 from raftmeta.jobs.columns import projected_schema, record_rows

@@ -1,11 +1,11 @@
-"""Partition health at the end of the log, in Spark: ``raftmeta.health``'s rules as column
+"""Partition health at the end of the log, in Spark: ``raftmeta.api.health``'s rules as column
 expressions over ``ClusterState.final``, summed into the report's figures, and the check that
 every partition whose replicas' brokers are all registered and unfenced has a full ISR (DESIGN.md
 §9 L2, issue 18).
 
 The rules run as Spark expressions rather than a Python UDF (no Python worker per row on a
 10 M-partition log); ``tests/jobs/test_spark_health.py`` shows they give what
-``raftmeta.health.classify`` gives on the same partitions. Only counts and, when the check fails,
+``raftmeta.api.health.classify`` gives on the same partitions. Only counts and, when the check fails,
 at most ``EXAMPLES_MAX`` offending partitions reach the driver.
 
 ``min.insync.replicas`` is each topic's last ``ConfigRecord`` for it (resource name = topic name)
@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from raftmeta.health import DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC_REPLICAS, NO_LEADER
+from raftmeta.api.health import DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC_REPLICAS, NO_LEADER
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _int_array(ids: Collection[int]) -> Column:
 
 
 def health_columns(live_brokers: Collection[int], min_isr: Column | None = None) -> list[Column]:
-    """The flags of ``raftmeta.health.classify`` as columns named by ``FLAGS``, over columns
+    """The flags of ``raftmeta.api.health.classify`` as columns named by ``FLAGS``, over columns
     ``replicas``, ``isr``, ``leader`` (nullable) and ``adding_replicas`` (nullable, absent = none) of
     the frame they are selected from; ``min_isr`` defaults to column ``min_isr``."""
     from pyspark.sql import functions as F

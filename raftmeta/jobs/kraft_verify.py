@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raftmeta.health import DEFAULT_MIN_INSYNC_REPLICAS
+from raftmeta.api.health import DEFAULT_MIN_INSYNC_REPLICAS
 from raftmeta.jobs.checks import Check, listed
 from raftmeta.jobs.partition_rules import ISR_EMPTY, PartitionState, advance, broken_rules, entries, rack_view
 from raftmeta.jobs.state import Brokers, balance_of, isr_sizes_of

@@ -6,7 +6,7 @@ its new records make: a Spark job costs more to start on a 1% delta than the del
 The full replay evaluates the same rules as Spark column expressions over every state
 (:mod:`raftmeta.jobs.state`, ``_violation_rules`` and ``_counts``): a second copy, kept equal by
 ``tests/jobs/test_partition_rules.py``, which runs both on the same states and requires the same
-rule names and the same entries. The health flags are ``raftmeta.health.classify`` itself, the
+rule names and the same entries. The health flags are ``raftmeta.api.health.classify`` itself, the
 rule the Spark health columns are tested against.
 
 Null handling follows Spark's: a rule whose inputs are missing (no previous state, no leader) does
@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from raftmeta.health import DEFAULT_MIN_INSYNC_REPLICAS, classify
+from raftmeta.api.health import DEFAULT_MIN_INSYNC_REPLICAS, classify
 from raftmeta.jobs.health import FLAGS
 from raftmeta.jobs.state import (
     HEALTH,

@@ -232,7 +232,7 @@ def run_verify(
         "committed_offset_by_node": {str(k): v for k, v in sorted(facts.committed_offset_by_node.items())},
         "log_end_offset_by_node": {str(k): v for k, v in sorted(facts.log_end_offset_by_node.items())},
         **balance_figures(state, health.isr_sizes),
-        # Kafka's health rules (raftmeta.health): under_replicated_partitions counts replicas being
+        # Kafka's health rules (raftmeta.api.health): under_replicated_partitions counts replicas being
         # added by a reassignment out of the factor, as kafka-topics.sh does.
         **health.figures(),
         **history_figures,

@@ -15,7 +15,7 @@ import contextlib
 import itertools
 from typing import Any, Final
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.kafka.framing import SIZE_BYTES
 from raftmeta.kafka.requests import decode_response, encode_request
 

@@ -3,7 +3,7 @@
 Handlers never talk to the controller directly: :class:`AdminPath` is the gRPC ControllerService's
 own path without gRPC (raftmeta.server.services.ControllerServicer.call): the same request limits,
 forwarding to the leader and answers, so a request refused there has written nothing -- except a
-write whose outcome is unknown (raftmeta.rpc_errors.may_have_applied), answered REQUEST_TIMED_OUT."""
+write whose outcome is unknown (raftmeta.api.rpc_errors.may_have_applied), answered REQUEST_TIMED_OUT."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import grpc
 from google.protobuf.message import Message
 
 from raftmeta.api.catalogue import rpc_row
-from raftmeta.rpc_errors import may_have_applied, parse_error_metadata
+from raftmeta.api.rpc_errors import may_have_applied, parse_error_metadata
 from raftmeta.server.services import AdminCallError
 from raftmeta.v1 import errors_pb2
 

@@ -24,14 +24,14 @@ from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_int16, read_int32
 
+from raftmeta.api.limits import KAFKA_FRAME_BYTES_MAX
 from raftmeta.kafka.partition_encoding import write_body
 from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
-from raftmeta.limits import KAFKA_FRAME_BYTES_MAX
 
 # Size prefix, api key + version, correlation id: a shorter request frame cannot be a request.
 SIZE_BYTES: Final = 4
 REQUEST_PREFIX_BYTES: Final = 8
-# The default largest request frame accepted (raftmeta.limits says why).
+# The default largest request frame accepted (raftmeta.api.limits says why).
 DEFAULT_FRAME_BYTES_MAX: Final = KAFKA_FRAME_BYTES_MAX
 METADATA_KEY: Final = 3
 # Metadata names topics by id from v12 on; before it a topic's name may not be null.

@@ -24,7 +24,8 @@ import ssl
 from collections.abc import Sequence
 from typing import Any, Final
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
+from raftmeta.api.limits import KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.kafka.budget import RequestBytesBudget
 from raftmeta.kafka.context import ApiContext
 from raftmeta.kafka.dispatch import handle, unsupported_api_versions
@@ -37,7 +38,6 @@ from raftmeta.kafka.framing import (
     frame_size,
     is_api_versions,
 )
-from raftmeta.limits import KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.logs import get_logger
 
 DEFAULT_IN_FLIGHT_MAX: Final = 16

@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+from raftmeta.api.topic_pages import describe_every_page
 from raftmeta.kafka.brokers import advertised_cluster
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
-from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2
 
 # Kafka's default for a log directory's TotalBytes and UsableBytes: not known.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.kafka.context import AdminPath, ApiContext, KafkaNode
 from raftmeta.kafka.listener import KafkaListener
 from raftmeta.server.config import NodeConfig

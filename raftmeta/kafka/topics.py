@@ -16,13 +16,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from raftmeta.api.topic_pages import describe_every_page
 from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.kafka.brokers import advertised_cluster
 from raftmeta.kafka.configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from raftmeta.kafka.context import ApiContext, CallRefused, call, timeout_s
 from raftmeta.kafka.framing import Request
 from raftmeta.kafka.partition_encoding import encode_brokers, encode_partitions
-from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 # Topic configs that choose raftmeta's placement instead of configuring the topic (Kafka clients

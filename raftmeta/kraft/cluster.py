@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from raftmeta.fleet import rack_name
 from raftmeta.kraft.classpath import java_executable, kafka_classpath
 from raftmeta.kraft.node_config import (
     HOST,
@@ -42,7 +41,8 @@ from raftmeta.kraft.node_config import (
 )
 from raftmeta.kraft.probe import ProbeError, QuorumView, describe_quorum, unfenced_brokers
 from raftmeta.kraft.storage_tool import FormatJob, format_all, random_uuid
-from raftmeta.local_quorum import alive, free_ports, spawn, terminate
+from raftmeta.local.fleet import rack_name
+from raftmeta.local.quorum import alive, free_ports, spawn, terminate
 from raftmeta.logs import get_logger
 from raftmeta.raft.voters import format_directory_id
 from raftmeta.storage.meta_properties import new_directory_id

@@ -26,7 +26,7 @@ from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 
 # KRaft's metadata log: the one topic-partition DescribeQuorum can be asked about.
 METADATA_TOPIC: Final = "__cluster_metadata"

@@ -24,8 +24,8 @@ import grpc.aio
 from google.protobuf.descriptor import ServiceDescriptor
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from raftmeta.api.rpc_errors import ERROR_CODE_KEY
 from raftmeta.metrics import catalog
-from raftmeta.rpc_errors import ERROR_CODE_KEY
 
 # Seconds: a unary call here takes 0.3 ms (a Vote) to a few ms (a committed CreateTopics).
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)

@@ -9,7 +9,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 
 
 @dataclass

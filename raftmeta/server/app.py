@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from raftmeta.limits import grpc_server_options
+from raftmeta.api.limits import grpc_server_options
 from raftmeta.logs import get_logger, quiet_undelivered_replies
 from raftmeta.metrics.grpc import instrument
 from raftmeta.server.config import NodeConfig

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
+from raftmeta.api.limits import KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.controller.result import ControllerConfig
-from raftmeta.limits import KAFKA_FRAME_TIMEOUT_MS_DEFAULT, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.server.peers import FetchRpc
 from raftmeta.storage.log import DEFAULT_SEGMENT_BYTES
 from raftmeta.tls import TlsConfig

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf.message import Message
 
-from raftmeta.limits import RAFT_EPOCH_MAX, RAFT_FETCH_WAIT_MS_MAX
-from raftmeta.rpc_errors import CLUSTER_AUTHORIZATION_FAILED
+from raftmeta.api.limits import RAFT_EPOCH_MAX, RAFT_FETCH_WAIT_MS_MAX
+from raftmeta.api.rpc_errors import CLUSTER_AUTHORIZATION_FAILED
 from raftmeta.tls import node_common_name
 from raftmeta.v1 import raft_pb2
 

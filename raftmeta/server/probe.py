@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.controller.quorum import QuorumController
 from raftmeta.raft import Role
 from raftmeta.server.inbox import Input, LeaderGone

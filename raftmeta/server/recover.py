@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from placement import JavaRandom
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.controller import Controller
 from raftmeta.controller.quorum import ControllerFactory, QuorumController, QuorumControllerConfig
 from raftmeta.raft import RaftConfig, RaftCore

@@ -25,10 +25,10 @@ import grpc.aio
 from google.protobuf.message import Message
 
 from raftmeta.api.catalogue import RPCS, Served, check_controller_request
+from raftmeta.api.rpc_errors import INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED, error_metadata
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.quorum import is_stale_read
 from raftmeta.logs import get_logger
-from raftmeta.rpc_errors import INVALID_REQUEST, THROTTLING_QUOTA_EXCEEDED, error_metadata
 from raftmeta.server.guards import Membership, RejectionLogLimiter, check_raft_call, claimed_id, common_names
 from raftmeta.server.node import Node, OverloadedError
 from raftmeta.tls import material, open_channel
@@ -46,7 +46,7 @@ def _remaining(context: Context) -> float:
 
 class AdminCallError(Exception):
     """A ControllerService call refused or failed as a whole: the gRPC status, a message and the
-    trailing metadata (``raftmeta-error-code`` and the known leader, see raftmeta.rpc_errors)."""
+    trailing metadata (``raftmeta-error-code`` and the known leader, see raftmeta.api.rpc_errors)."""
 
     def __init__(self, status: grpc.StatusCode, message: str, metadata: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(message)

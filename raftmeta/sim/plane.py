@@ -7,7 +7,7 @@ simulated clients, under the same seeded faults as :class:`~raftmeta.sim.cluster
   it names, or another node; an answer that does not come back in time is retried elsewhere.
 - **Brokers fail and recover** (before the heal): a failed broker stops heartbeating, is fenced
   after its session, and leaves its ISRs; recovered, it heartbeats again and is unfenced.
-- **Partition leaders** (:mod:`raftmeta.partition_leader`) read a node's committed image (a stale
+- **Partition leaders** (:mod:`raftmeta.local.partition_leader`) read a node's committed image (a stale
   read, as a broker's metadata cache lags) and send AlterPartition: a follower whose broker has
   been up for ``CATCH_UP_MS`` joins the ISR, one down for longer than ``REPLICA_LAG_TIME_MAX_MS``
   leaves it. The controller elects preferred leaders every ``LEADER_IMBALANCE_CHECK_MS``.
@@ -46,13 +46,13 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from placement import JavaRandom
+from raftmeta.api.health import classify
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError, RequestError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.quorum import QuorumController, QuorumControllerConfig, SnapshotDue
 from raftmeta.controller.snapshot import SnapshotEncoder
-from raftmeta.health import classify
-from raftmeta.partition_leader import BrokerLiveness, PartitionState, alter_partition_requests, isr_changes
+from raftmeta.local.partition_leader import BrokerLiveness, PartitionState, alter_partition_requests, isr_changes
 from raftmeta.raft import CommittedTruncationError, Entry, Envelope, Faults, RaftCore, Ready, Role, SnapshotImage
 from raftmeta.records.codec import iter_batches
 from raftmeta.records.decode import decode_records
@@ -144,7 +144,7 @@ class Broker:
     heartbeat_at_ms: int = 0
     failed: bool = False
     recover_at_ms: int = 0
-    # As partition leaders see it: up = heartbeating and unfenced (see raftmeta.partition_leader).
+    # As partition leaders see it: up = heartbeating and unfenced (see raftmeta.local.partition_leader).
     up_since_ms: int | None = None
     down_since_ms: int | None = None
     incarnation: int = 0  # restarts so far (a new incarnation id each)
@@ -994,7 +994,7 @@ def _partition_states(image: MetadataImage) -> list[PartitionState]:
 
 
 def _unhealthy(image: MetadataImage) -> list[str]:
-    """Partitions not yet back to health (raftmeta.health's rules, every registered broker live):
+    """Partitions not yet back to health (raftmeta.api.health's rules, every registered broker live):
     under-replicated, or led by another replica than the preferred one."""
     live = set(image.brokers)
     unhealthy = []

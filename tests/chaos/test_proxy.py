@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from raftmeta import local_quorum
 from raftmeta.chaos.proxy import LinkProxy, Network
+from raftmeta.local import quorum as local_quorum
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

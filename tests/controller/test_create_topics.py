@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from raftmeta.api.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.controller import ControllerConfig
 from raftmeta.controller.names import COLLISION_WARNING
 from raftmeta.controller.topics import create_topics
-from raftmeta.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 from tests.controller.helpers import Context, error_of, topic
 

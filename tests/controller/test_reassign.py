@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftmeta import limits
+from raftmeta.api import limits
 from raftmeta.api.catalogue import check_controller_request
 from raftmeta.controller import (
     Controller,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 
 # Quick failure detection keeps these tests short: elections in ~1-2 s; the broker session stays
 # well above that (Kafka: 9 s session vs 2 s fetch timeout) so a leader change fences nobody.

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.cli.brokers import _fleet_call
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 from .conftest import FAST_NODE_ARGS

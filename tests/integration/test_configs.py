@@ -8,9 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from raftmeta import local_quorum
 from raftmeta.cli.main import cli
 from raftmeta.client import SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.v1 import errors_pb2
 
 from .test_node import create

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import SyncControllerClient
 from raftmeta.jobs.consistency import facts_to_checks, local_facts
+from raftmeta.local import quorum as local_quorum
 from raftmeta.records import codec
 from raftmeta.storage.datadir import log_dir
 from raftmeta.storage.high_watermark import read_high_watermark

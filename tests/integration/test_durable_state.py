@@ -17,8 +17,8 @@ from typing import Any
 import grpc
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.raft import QuorumStateData
 from raftmeta.records.codec import encode_batch, iter_batches
 from raftmeta.storage.datadir import NodeStorage, log_dir

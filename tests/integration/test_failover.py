@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.v1 import errors_pb2
 from tests.integration.test_node import create, leader_of, wait_until
 from tests.integration.test_snapshots import events, start, stop

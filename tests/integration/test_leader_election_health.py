@@ -9,10 +9,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from raftmeta import local_quorum
 from raftmeta.cli.brokers import _fleet_call
 from raftmeta.cli.main import cli
 from raftmeta.client import SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 from .test_node import wait_until

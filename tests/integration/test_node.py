@@ -12,10 +12,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import ClientError, ControllerClient, RetryPolicy, SyncControllerClient
 from raftmeta.jobs import layout
 from raftmeta.jobs.consistency import facts_to_checks, local_facts
+from raftmeta.local import quorum as local_quorum
 from raftmeta.records import codec
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
@@ -211,7 +211,7 @@ def test_fenced_broker_moves_leadership(quorum: local_quorum.LocalQuorum, client
 
 
 def test_oversized_request_is_refused(quorum: local_quorum.LocalQuorum, client: SyncControllerClient) -> None:
-    from raftmeta.limits import GRPC_MESSAGE_BYTES_MAX
+    from raftmeta.api.limits import GRPC_MESSAGE_BYTES_MAX
     from raftmeta.v1 import controller_pb2_grpc
 
     topic = controller_pb2.CreatableTopic(

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 
 from .test_durable_state import stop
 from .test_node import create, leader_of, wait_until

@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 from .test_node import create, leader_of

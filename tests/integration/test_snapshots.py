@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.jobs.consistency import facts_to_checks, local_facts
+from raftmeta.local import quorum as local_quorum
 from raftmeta.storage.datadir import log_dir
 from raftmeta.v1 import errors_pb2
 from tests.integration.conftest import FAST_NODE_ARGS

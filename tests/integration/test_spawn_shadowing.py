@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from raftmeta import local_quorum
 from raftmeta.cli.main import cli
+from raftmeta.local import quorum as local_quorum
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from raftmeta import local_quorum
-from raftmeta.certs import CertSet, make_certs, planned
 from raftmeta.cli.main import cli
 from raftmeta.client import RetryPolicy, SyncControllerClient, UnavailableError
+from raftmeta.local import quorum as local_quorum
+from raftmeta.local.certs import CertSet, make_certs, planned
 from raftmeta.server.config import format_voters
 from raftmeta.tls import TlsConfig, material, open_channel
 from raftmeta.v1 import controller_pb2, errors_pb2, raft_pb2, raft_pb2_grpc

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from raftmeta import local_quorum
 from raftmeta.cli.main import cli
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.v1 import controller_pb2, errors_pb2
 

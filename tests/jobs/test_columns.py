@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from raftmeta.ids import uuid_to_str
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.jobs import columns
 from raftmeta.jobs.datasource import read_options
 from raftmeta.records import codec

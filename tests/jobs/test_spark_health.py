@@ -1,5 +1,5 @@
 """Partition health in the verify job: the Spark expressions give exactly what
-``raftmeta.health.classify`` gives on the same partitions, ``min.insync.replicas`` comes from the
+``raftmeta.api.health.classify`` gives on the same partitions, ``min.insync.replicas`` comes from the
 topic's own ConfigRecords, and verify reports the figures and fails on a partition left
 under-replicated with every replica's broker live."""
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from raftmeta.health import PartitionHealth, classify
+from raftmeta.api.health import PartitionHealth, classify
 from raftmeta.jobs.health import CHECK_NAME, FLAGS, health_columns, newest_topics, topic_min_isr
 from raftmeta.jobs.verify import run_verify, write_outputs
 from tests.jobs.quorum_logs import append_everywhere, fence_broker, min_isr_config, partition_change, write_quorum

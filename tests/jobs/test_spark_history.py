@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from raftmeta.ids import uuid_to_str
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.jobs.history import history_checks, read_history
 from tests.jobs.quorum_logs import write_quorum
 

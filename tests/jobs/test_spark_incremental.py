@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from raftmeta.ids import uuid_to_str
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.jobs import digests
 from raftmeta.jobs.consistency import facts_to_checks, spark_facts
 from raftmeta.jobs.digests import CHECK_NAME, SUMMARY, incremental_facts

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from raftmeta import local_quorum
 from raftmeta.client import SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from tests.integration.conftest import FAST_NODE_ARGS
 
 

@@ -12,12 +12,12 @@ import grpc
 import pytest
 from kio.schema.errors import ErrorCode
 
+from raftmeta.api.rpc_errors import error_metadata
 from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.kafka import cluster
 from raftmeta.kafka.dispatch import handle
 from raftmeta.kafka.framing import FrameError, decode_request
 from raftmeta.kafka.versions import SUPPORTED
-from raftmeta.rpc_errors import error_metadata
 from raftmeta.server.services import AdminCallError
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.kafka.fakes import fleet, full_admin, orders

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from kio.schema.errors import ErrorCode
 
-from raftmeta.rpc_errors import error_metadata
+from raftmeta.api.rpc_errors import error_metadata
 from raftmeta.server.services import AdminCallError
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.kafka.fakes import full_admin

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.bench.kafka_brokers import SimulatedBroker, registration
 from raftmeta.bench.kafka_ops import describe_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.kafka.connection import KafkaConnection
+from raftmeta.local import quorum as local_quorum
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 TIMEOUT_S = 30.0

@@ -20,8 +20,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # type: ignore[import-untyped]
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.kafka.live import advertised_brokers, kafka_quorum, placement
 

@@ -12,9 +12,9 @@ import grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from raftmeta.api.rpc_errors import error_metadata
 from raftmeta.kafka.dispatch import handle
 from raftmeta.kafka.framing import FrameError, UnsupportedVersion, decode_request
-from raftmeta.rpc_errors import error_metadata
 from raftmeta.server.services import AdminCallError
 from tests.kafka.fakes import full_admin
 from tests.kafka.helpers import FakeAdmin, context, decode_response, request_bytes

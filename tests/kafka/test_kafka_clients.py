@@ -24,12 +24,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from raftmeta import local_quorum
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.cli.brokers import _fleet_call
 from raftmeta.cli.main import cli
 from raftmeta.client import RetryPolicy, SyncControllerClient
-from raftmeta.ids import uuid_to_str
+from raftmeta.local import quorum as local_quorum
 from raftmeta.v1 import errors_pb2
 from tests.integration.test_node import wait_until
 from tests.kafka.helpers import framed, request_bytes

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from raftmeta import local_quorum
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from tests.kafka.helpers import decode_response, framed, request_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

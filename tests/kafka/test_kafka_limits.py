@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

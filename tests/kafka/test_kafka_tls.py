@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 TIMEOUT_S = 20

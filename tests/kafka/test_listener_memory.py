@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta import local_quorum
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
+from raftmeta.api.limits import KAFKA_FRAME_BYTES_MAX, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
 from raftmeta.kafka.listener import SOCKET_RECEIVE_BUFFER_BYTES, STREAM_BUFFER_BYTES
-from raftmeta.limits import KAFKA_FRAME_BYTES_MAX, KAFKA_QUEUED_REQUEST_BYTES_DEFAULT
+from raftmeta.local import quorum as local_quorum
 from tests.kafka.helpers import framed, request_bytes
 from tests.kafka.samples import REQUESTS
 

@@ -24,11 +24,11 @@ from typing import Any, Final
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.bench.kafka_brokers import supported_features
 from raftmeta.kafka.connection import KafkaConnection
 from raftmeta.kafka.versions import SUPPORTED
 from raftmeta.kraft.cluster import KraftCluster
+from raftmeta.local import quorum as local_quorum
 from tests.kraft import broker_script
 from tests.kraft.golden import KnownDifference, compare, judge, report
 

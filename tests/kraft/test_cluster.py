@@ -10,10 +10,10 @@ import re
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from raftmeta.fleet import rack_name
 from raftmeta.kraft.cluster import CLUSTER_FILE, KraftCluster
 from raftmeta.kraft.tools import METADATA_QUORUM_COMMAND, TOPIC_COMMAND, run_tool
-from raftmeta.local_quorum import alive
+from raftmeta.local.fleet import rack_name
+from raftmeta.local.quorum import alive
 
 pytestmark = pytest.mark.kraft
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raftmeta.kraft.cluster import CLUSTER_FILE, KraftCluster, KraftNodeError
-from raftmeta.local_quorum import alive
+from raftmeta.local.quorum import alive
 
 pytestmark = pytest.mark.kraft
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from raftmeta.addresses import parse_host_port
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.kraft import cluster as launcher
 from raftmeta.kraft.cluster import CLUSTER_FILE, PORT_TAKEN, KraftCluster
-from raftmeta.local_quorum import free_ports as pick_free_ports
+from raftmeta.local.quorum import free_ports as pick_free_ports
 
 pytestmark = pytest.mark.kraft
 

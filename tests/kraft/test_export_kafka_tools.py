@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from raftmeta import local_quorum
 from raftmeta.cli.brokers import _fleet_call
 from raftmeta.cli.main import cli
 from raftmeta.client import RetryPolicy, SyncControllerClient
@@ -36,6 +35,7 @@ from raftmeta.kraft.metadata_shell import (
     faults,
     read_image,
 )
+from raftmeta.local import quorum as local_quorum
 from raftmeta.storage.datadir import log_dir
 from raftmeta.storage.snapshot import parse_snapshot_name
 from raftmeta.v1 import controller_pb2, errors_pb2

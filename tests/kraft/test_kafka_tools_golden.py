@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.controller.configs import TOPIC_CONFIGS
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.kraft.tool_batch import ToolRun, run_admin_script, run_tools
+from raftmeta.local import quorum as local_quorum
 from tests.kraft.golden import (
     ABSENT,
     Difference,

@@ -17,7 +17,7 @@ import pytest
 
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.kraft.probe import unfenced_brokers
-from raftmeta.local_quorum import alive
+from raftmeta.local.quorum import alive
 
 pytestmark = pytest.mark.kraft
 

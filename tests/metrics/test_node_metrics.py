@@ -15,9 +15,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from raftmeta.api.rpc_errors import error_metadata
 from raftmeta.metrics.grpc import GrpcMetrics, instrument
 from raftmeta.metrics.http import serve_metrics
-from raftmeta.rpc_errors import error_metadata
 from raftmeta.v1 import controller_pb2 as pb
 from raftmeta.v1 import controller_pb2_grpc, raft_pb2, raft_pb2_grpc
 from tests.server.node_server import NodeServer

@@ -10,8 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from raftmeta import local_quorum
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.metrics import catalog
 from raftmeta.metrics.scrape import Scrape, fetch
 from raftmeta.v1 import controller_pb2 as pb

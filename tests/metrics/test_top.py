@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from prometheus_client import generate_latest
 from rich.console import Console
 
-from raftmeta import local_quorum
 from raftmeta.cli.main import cli
 from raftmeta.cli.top import render, top_document
 from raftmeta.client import SyncControllerClient
+from raftmeta.local import quorum as local_quorum
 from raftmeta.metrics.node import NodeMetrics, RaftView
 from raftmeta.metrics.scrape import Scrape, parse, window
 from raftmeta.v1 import controller_pb2 as pb

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import grpc.aio
 
-from raftmeta.limits import grpc_server_options
+from raftmeta.api.limits import grpc_server_options
 from raftmeta.raft import Role
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.node import Node

@@ -9,7 +9,7 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 
-from raftmeta.limits import RAFT_EPOCH_MAX, RAFT_FETCH_WAIT_MS_MAX
+from raftmeta.api.limits import RAFT_EPOCH_MAX, RAFT_FETCH_WAIT_MS_MAX
 from raftmeta.server.guards import (
     Membership,
     RejectionLogLimiter,

@@ -13,10 +13,10 @@ import pytest
 import structlog
 from google.protobuf.message import Message
 
-from raftmeta import limits
+from raftmeta.api import limits
+from raftmeta.api.rpc_errors import parse_error_metadata
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.raft import Role
-from raftmeta.rpc_errors import parse_error_metadata
 from raftmeta.v1 import controller_pb2 as pb
 from raftmeta.v1 import controller_pb2_grpc, raft_pb2, raft_pb2_grpc
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.cli.main import cli
-from raftmeta.ids import uuid_to_str
 from raftmeta.raft import QuorumStateData
 from raftmeta.records import codec
 from raftmeta.storage.datadir import NodeStorage, log_dir

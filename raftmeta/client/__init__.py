@@ -26,7 +26,7 @@ What a client of a replicated controller has to get right, in one place:
   have reached the server, or a node dies with the call open (CANCELLED, INTERNAL or UNKNOWN
   without the quorum's error code), the outcome is unknown, and the client says so
   (:class:`OutcomeUnknownError`, with the request id) rather than calling it a failure. The rule
-  is :func:`raftmeta.rpc_errors.may_have_applied`, shared with the Kafka listener.
+  is :func:`raftmeta.api.rpc_errors.may_have_applied`, shared with the Kafka listener.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from raftmeta.addresses import parse_host_port
 from raftmeta.api import catalogue
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.api.catalogue import Rpc, rpc_row
-from raftmeta.limits import grpc_channel_options
+from raftmeta.api.limits import grpc_channel_options
+from raftmeta.api.rpc_errors import POLICY_VIOLATION, may_have_applied, parse_error_metadata
+from raftmeta.api.topic_pages import describe_every_page
 from raftmeta.logs import get_logger
-from raftmeta.rpc_errors import POLICY_VIOLATION, may_have_applied, parse_error_metadata
 from raftmeta.tls import TlsConfig, material, open_channel
-from raftmeta.topic_pages import describe_every_page
 from raftmeta.v1 import controller_pb2, controller_pb2_grpc, errors_pb2
 
 T = TypeVar("T")
@@ -342,7 +342,7 @@ class ControllerClient:
                 if may_have_applied(code, exc.details() or "", details.error_code):
                     maybe_reached = True
                 # RESOURCE_EXHAUSTED also means "message larger than the limit" or a request over a
-                # limit of raftmeta.limits (POLICY_VIOLATION): retrying cannot help.
+                # limit of raftmeta.api.limits (POLICY_VIOLATION): retrying cannot help.
                 too_large = code == grpc.StatusCode.RESOURCE_EXHAUSTED and (
                     "larger than max" in (exc.details() or "") or details.error_code == POLICY_VIOLATION
                 )

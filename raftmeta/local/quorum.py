@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
-from raftmeta.python_command import raftmeta_command
+from raftmeta.local.python_command import raftmeta_command
 from raftmeta.server.config import format_voters
 from raftmeta.tls import TlsConfig
 
@@ -289,7 +289,7 @@ def _make_tls(directory: Path, node_ids: list[int]) -> tuple[dict[int, TlsConfig
     """Certificates in ``directory`` (made if missing, kept otherwise): each node's TLS settings
     (mutual: its certificate, and the CA to require and verify peers' certificates) and the
     client's. Absolute paths: the flags printed for the user must work from any directory."""
-    from raftmeta.certs import make_certs  # cryptography's x509 builder: only for TLS quorums
+    from raftmeta.local.certs import make_certs  # cryptography's x509 builder: only for TLS quorums
 
     made = make_certs(directory, node_ids)
     nodes = {i: TlsConfig(f.cert, f.key, made.ca.cert) for i, f in made.nodes.items()}

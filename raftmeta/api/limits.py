@@ -2,7 +2,7 @@
 
 Hitting a limit is a defined error that names the limit (TigerBeetle style): gRPC
 RESOURCE_EXHAUSTED or INVALID_ARGUMENT, never unbounded memory or a silent truncation.
-``raftmeta.request_limits`` checks a ControllerService request against these before the node does
+``raftmeta.api.request_limits`` checks a ControllerService request against these before the node does
 anything with it (before forwarding, so the first node a client reaches refuses it);
 ``raftmeta.server.guards`` checks RaftService calls. The exception is what Kafka answers per
 topic (the partitions and replicas of a topic being created or grown): the controller answers

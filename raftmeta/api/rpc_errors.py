@@ -5,7 +5,7 @@ aborts it with gRPC status UNAVAILABLE and trailing metadata naming the Kafka er
 the leader it knows of, so a client can retry elsewhere and a human reading the status sees why.
 
 The same metadata tells apart the two meanings of RESOURCE_EXHAUSTED: THROTTLING_QUOTA_EXCEEDED is
-a busy node (retry later), POLICY_VIOLATION a request over a limit of ``raftmeta.limits`` (retrying
+a busy node (retry later), POLICY_VIOLATION a request over a limit of ``raftmeta.api.limits`` (retrying
 the same request cannot help). A request the controller refuses as a whole (INVALID_ARGUMENT)
 carries INVALID_REQUEST. A refused RaftService call carries the reason the same way
 (INCONSISTENT_CLUSTER_ID, INCONSISTENT_VOTER_SET, INVALID_REQUEST, CLUSTER_AUTHORIZATION_FAILED).

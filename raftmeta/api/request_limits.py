@@ -1,4 +1,4 @@
-"""Check a ControllerService request against :mod:`raftmeta.limits`, before anything else.
+"""Check a ControllerService request against :mod:`raftmeta.api.limits`, before anything else.
 
 :func:`raftmeta.api.catalogue.check_controller_request` is pure: it reads the request and nothing else (no image, no
 configuration), so any node can run it before forwarding, and a request it refuses has reached
@@ -6,7 +6,7 @@ no controller and written nothing. It answers the first limit broken, in field o
 :class:`LimitViolation` whose message names the field, its size and the limit with its value, e.g.
 ``len(topics)=20000 exceeds TOPICS_PER_REQUEST_MAX=10000``.
 
-Status (the rule in :mod:`raftmeta.limits`): a value that is too long (characters) is
+Status (the rule in :mod:`raftmeta.api.limits`): a value that is too long (characters) is
 INVALID_ARGUMENT, error code INVALID_REQUEST; a request that asks for too much (bytes, counts) is
 RESOURCE_EXHAUSTED, error code POLICY_VIOLATION -- Kafka's code for "Excessively large number of
 partitions per request". Neither is retryable as it stands: clients must not retry it.
@@ -26,8 +26,8 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from raftmeta import limits
-from raftmeta.rpc_errors import INVALID_REQUEST, POLICY_VIOLATION
+from raftmeta.api import limits
+from raftmeta.api.rpc_errors import INVALID_REQUEST, POLICY_VIOLATION
 from raftmeta.v1 import controller_pb2
 
 # How much of an over-long value a message quotes.
@@ -38,7 +38,7 @@ QUOTE_CHARS = 32
 class LimitViolation:
     """A request over a limit: abort the call with ``status``, ``error_code`` and ``message``."""
 
-    limit: str  # the name of the constant in raftmeta.limits
+    limit: str  # the name of the constant in raftmeta.api.limits
     status: grpc.StatusCode
     message: str
 

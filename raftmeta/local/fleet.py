@@ -8,7 +8,7 @@ runs Kafka's controlled shutdown (leaderships and ISR memberships move away firs
 stops). The fleet's control service is advertised as each broker's ``FLEET`` endpoint so the CLI
 can find it from any node.
 
-Partition leaders (:mod:`raftmeta.partition_leader`): every ``isr_check_interval_ms`` while an
+Partition leaders (:mod:`raftmeta.local.partition_leader`): every ``isr_check_interval_ms`` while an
 ISR change may be due (a broker came up or went down recently), and once per
 ``replica_lag_time_max_ms`` otherwise, the fleet reads the partitions (a stale read from the node
 it talks to, as a broker's metadata cache lags), and each partition led by one of its live
@@ -38,18 +38,18 @@ from dataclasses import dataclass, field
 import grpc
 import grpc.aio
 
-from raftmeta.addresses import join_host_port, parse_host_port
+from raftmeta.api.addresses import join_host_port, parse_host_port
+from raftmeta.api.ids import id_text
+from raftmeta.api.limits import grpc_channel_options
 from raftmeta.client import ClientError, ControllerClient
-from raftmeta.ids import id_text
-from raftmeta.limits import grpc_channel_options
-from raftmeta.logs import get_logger
-from raftmeta.partition_leader import (
+from raftmeta.local.partition_leader import (
     REPLICA_LAG_TIME_MAX_MS,
     BrokerLiveness,
     alter_partition_requests,
     isr_changes,
     partition_states,
 )
+from raftmeta.logs import get_logger
 from raftmeta.v1 import controller_pb2, errors_pb2, fleet_pb2, fleet_pb2_grpc
 
 FLEET_ENDPOINT = "FLEET"
