@@ -7,7 +7,17 @@ from typing import Any, Final
 
 from kio.index import load_response_schema
 
-from raftmeta.kafka import alter_partition, broker_lifecycle, cluster, configs, log_dirs, partitions, topics, voters
+from raftmeta.kafka import (
+    alter_partition,
+    broker_lifecycle,
+    cluster,
+    configs,
+    log_dirs,
+    metadata_fetch,
+    partitions,
+    topics,
+    voters,
+)
 from raftmeta.kafka.build import build
 from raftmeta.kafka.context import ApiContext
 from raftmeta.kafka.framing import Request, UnsupportedVersion, encode_response
@@ -16,6 +26,7 @@ from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
 Handler = Callable[[ApiContext, Request], Awaitable[dict[str, Any]]]
 
 HANDLERS: Final[dict[int, Handler]] = {
+    1: metadata_fetch.fetch,
     3: topics.metadata,
     18: cluster.api_versions,
     19: topics.create_topics,

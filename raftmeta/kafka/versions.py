@@ -12,6 +12,7 @@ API_VERSIONS_KEY: Final = 18
 
 # api key → (min version, max version)
 SUPPORTED: Final[dict[int, tuple[int, int]]] = {
+    1: (4, 18),  # Fetch (of __cluster_metadata, from brokers as observers: as a KRaft controller)
     3: (0, 12),  # Metadata
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
