@@ -81,6 +81,10 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
               "new_isr": [1, 2], "new_isr_with_epochs": [{"broker_id": 1, "broker_epoch": 10},
                                                          {"broker_id": 2, "broker_epoch": -1}]}]}]},
     60: {"include_cluster_authorized_operations": False, "endpoint_type": 1, "include_fenced_brokers": False},
+    59: {"cluster_id": "test-cluster-id-000000", "replica_id": 5, "max_bytes": 8388608,
+         "topics": [{"name": "__cluster_metadata", "partitions": [
+             {"partition": 0, "current_leader_epoch": 3, "snapshot_id": {"end_offset": 10, "epoch": 3},
+              "position": 0, "replica_directory_id": uuid.UUID(int=9)}]}]},
     62: {"broker_id": 1, "cluster_id": "test-cluster-id-000000", "incarnation_id": uuid.UUID(int=0x1234),
          "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092, "security_protocol": 0}],
          "features": [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 27}],

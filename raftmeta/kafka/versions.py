@@ -27,6 +27,7 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     46: (0, 0),  # ListPartitionReassignments
     55: (0, 2),  # DescribeQuorum
     56: (2, 3),  # AlterPartition (from partition leaders: brokers)
+    59: (0, 1),  # FetchSnapshot (of __cluster_metadata, from brokers as observers)
     60: (0, 2),  # DescribeCluster
     62: (0, 4),  # BrokerRegistration (brokers)
     63: (0, 2),  # BrokerHeartbeat (brokers)
