@@ -7,7 +7,8 @@ the node's inbox, :class:`RaftPath`), so one rule answers both doors: the leader
 snapshot id below the log start, the long poll (the core parks the fetch until records arrive, the
 high watermark moves or ``max_wait`` passes) and the observer's progress that DescribeQuorum shows.
 The core's records are raftmeta batches; the answer carries them as Kafka record batches with the
-same offsets (raftmeta.records.kafka.mapping.to_kafka_log).
+same offsets (raftmeta.records.kafka.mapping.to_kafka_log), each VotersRecord naming the voters'
+Kafka listeners (raftmeta.kafka.voter_endpoints).
 
 Checked here first, in KRaft's order (KafkaRaftClient.handleFetchRequest): another cluster's id is
 INCONSISTENT_CLUSTER_ID and anything but exactly ``__cluster_metadata`` partition 0 (by name before
@@ -23,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from typing import Any, Final
 
 from raftmeta.controller.errors import NotControllerError
 from raftmeta.kafka.context import ApiContext, KafkaNode
 from raftmeta.kafka.framing import Request
+from raftmeta.kafka.voter_endpoints import with_kafka_listeners
 from raftmeta.records.kafka.mapping import to_kafka_log
 from raftmeta.v1 import errors_pb2, raft_pb2
 
@@ -102,7 +105,9 @@ def raft_fetch(ctx: ApiContext, body: Any, partition: Any) -> raft_pb2.FetchRequ
     )
 
 
-def _partition(error_code: int, answer: raft_pb2.FetchResponse | None) -> dict[str, Any]:
+def _partition(
+    error_code: int, answer: raft_pb2.FetchResponse | None, nodes: Sequence[KafkaNode] = ()
+) -> dict[str, Any]:
     """KRaft's partition answer; without ``answer`` (refused before the core) the defaults KRaft's
     empty answer carries."""
     values: dict[str, Any] = {
@@ -129,7 +134,7 @@ def _partition(error_code: int, answer: raft_pb2.FetchResponse | None) -> dict[s
     if answer.HasField("snapshot_id"):
         values["snapshot_id"] = {"end_offset": answer.snapshot_id.end_offset, "epoch": answer.snapshot_id.epoch}
     if answer.records:
-        values["records"] = to_kafka_log(answer.records)
+        values["records"] = to_kafka_log(with_kafka_listeners(answer.records, nodes))
     return values
 
 
@@ -173,4 +178,4 @@ async def fetch(ctx: ApiContext, request: Request) -> dict[str, Any]:
         return _answer(0, [_partition(int(errors_pb2.NOT_LEADER_OR_FOLLOWER), None)], NO_LEADER, ctx)
     if answer.error_code == errors_pb2.INCONSISTENT_CLUSTER_ID:
         return _answer(int(answer.error_code), [], NO_LEADER, ctx)  # KRaft refuses the whole request
-    return _answer(0, [_partition(int(answer.error_code), answer)], answer.leader_id, ctx)
+    return _answer(0, [_partition(int(answer.error_code), answer, ctx.nodes)], answer.leader_id, ctx)

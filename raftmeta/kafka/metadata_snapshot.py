@@ -5,7 +5,8 @@ The core answers the gRPC replication's FetchSnapshot (raft_pb2.FetchSnapshotReq
 node's inbox): the cluster id, the leader-only errors (NOT_LEADER_OR_FOLLOWER,
 FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) and SNAPSHOT_NOT_FOUND are its rules. A Kafka
 snapshot's bytes are not raftmeta's (raftmeta.records.kafka.mapping.to_kafka_snapshot adds the
-bootstrap records and renumbers), so ``position`` and ``size`` count Kafka's bytes: the handler
+bootstrap records and renumbers; its VotersRecord names the voters' Kafka listeners,
+raftmeta.kafka.voter_endpoints), so ``position`` and ``size`` count Kafka's bytes: the handler
 reads the whole raftmeta snapshot from the core in its chunks, maps it once (kept for the next
 chunk's request, a snapshot never changes under its id) and answers the slice asked for.
 A position outside the Kafka bytes is POSITION_OUT_OF_RANGE, as KRaft's
@@ -26,6 +27,7 @@ from raftmeta.controller.errors import NotControllerError
 from raftmeta.kafka.context import ApiContext, KafkaNode
 from raftmeta.kafka.framing import Request
 from raftmeta.kafka.metadata_fetch import ANSWER_GRACE_S, METADATA_PARTITION, METADATA_TOPIC, NO_LEADER, RaftPathMissing
+from raftmeta.kafka.voter_endpoints import with_kafka_listeners
 from raftmeta.records.kafka.mapping import to_kafka_snapshot
 from raftmeta.v1 import errors_pb2, raft_pb2
 
@@ -152,7 +154,7 @@ async def fetch_snapshot(ctx: ApiContext, request: Request) -> dict[str, Any]:
         if isinstance(whole, raft_pb2.FetchSnapshotResponse):
             refused = _partition(int(whole.error_code), whole.leader_id, whole.leader_epoch)
             return _answer(ctx, 0, refused, whole.leader_id)
-        mapped = to_kafka_snapshot(whole)
+        mapped = to_kafka_snapshot(with_kafka_listeners(whole, ctx.nodes))
         MAPPED.put(key, mapped)
     position = int(partition.position)
     snapshot_id = {"end_offset": first.snapshot_id.end_offset, "epoch": first.snapshot_id.epoch}

@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 from raftmeta.kafka import metadata_snapshot
 from raftmeta.kafka.dispatch import handle
 from raftmeta.kafka.framing import decode_request
+from raftmeta.records import codec
 from raftmeta.records.kafka.mapping import from_kafka_snapshot, read_kafka_batches, to_kafka_snapshot
 from raftmeta.storage.snapshot import SnapshotId, encode_snapshot
 from raftmeta.v1 import errors_pb2, raft_pb2, records_pb2
@@ -141,3 +142,26 @@ def test_another_cluster_and_another_partition_are_refused_whole() -> None:
     response = _ask(raft, 1, topics=[{"name": "orders", "partitions": [REQUESTS[59]["topics"][0]["partitions"][0]]}])
     assert (response.error_code, response.topics) == (ErrorCode.invalid_request, ())
     assert raft.sent == []
+
+
+def test_the_snapshots_voter_set_names_the_voters_kafka_listeners() -> None:
+    voters = records_pb2.VotersRecord(version=0)
+    for voter_id in (1, 2):
+        entry = voters.voters.add(voter_id=voter_id, min_supported_version=0, max_supported_version=1)
+        entry.endpoints.add(name="CONTROLLER", host="127.0.0.1", port=7000 + voter_id)  # the raft address
+    data = b"".join(
+        encode_snapshot(SnapshotId(10, 3), [], last_contained_log_timestamp_ms=1, append_timestamp_ms=1, voters=voters)
+    )
+    response = _ask(FakeRaft(snapshot=_core(data)), 1)
+    (partition,) = response.topics[0].partitions
+    served = from_kafka_snapshot(bytes(partition.unaligned_records))
+    (voter_set,) = [
+        record.voters
+        for batch in codec.iter_batches(served)
+        for record in map(records_pb2.MetadataRecord.FromString, batch.records())
+        if record.WhichOneof("record") == "voters"
+    ]
+    assert [(v.voter_id, [(e.name, e.port) for e in v.endpoints]) for v in voter_set.voters] == [
+        (1, [("CONTROLLER", 9101)]),
+        (2, [("CONTROLLER", 9102)]),
+    ]
