@@ -37,6 +37,8 @@ class RaftPath(Protocol):
 
     def submit_raft(self, source: int, message: Any) -> Awaitable[Any]: ...
 
+    def voter_ids(self) -> frozenset[int]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaNode:

@@ -14,7 +14,8 @@ Checked here first, in KRaft's order (KafkaRaftClient.handleFetchRequest): anoth
 INCONSISTENT_CLUSTER_ID and anything but exactly ``__cluster_metadata`` partition 0 (by name before
 v13, by topic id from v13) INVALID_REQUEST, both for the whole request; a negative ``max_wait`` or
 ``fetch_offset``, a negative ``last_fetched_epoch`` or one above ``current_leader_epoch``
-INVALID_REQUEST on the partition. A null cluster id is accepted, as KRaft accepts it.
+INVALID_REQUEST on the partition. A null cluster id is accepted, as KRaft accepts it. A fetch
+claiming a voter's id is INVALID_REQUEST on the partition (:func:`claims_a_voter`).
 
 What differs from KRaft: replica id -1 (a consumer-style read, which KRaft serves without
 tracking progress) is INVALID_REQUEST, the core's rule for the gRPC Fetch.
@@ -46,6 +47,14 @@ ANSWER_GRACE_S: Final = 30.0
 
 class RaftPathMissing(RuntimeError):
     """The listener was started without the node's raft path: a wiring bug, never a request's fault."""
+
+
+def claims_a_voter(ctx: ApiContext, replica_id: int) -> bool:
+    """Whether a raft request through the Kafka listener claims a voter's id. raftmeta's voters
+    replicate over gRPC, never here; a Fetch in a voter's name would count toward the high
+    watermark (commit records the voter does not hold), so the listener refuses it."""
+    assert ctx.raft is not None
+    return replica_id in ctx.raft.voter_ids()
 
 
 def _topic_matches(topic: Any, version: int) -> bool:
@@ -170,6 +179,8 @@ async def fetch(ctx: ApiContext, request: Request) -> dict[str, Any]:
     if ctx.raft is None:
         raise RaftPathMissing("the Kafka listener serves Fetch only with the node's raft path")
     wanted = raft_fetch(ctx, body, partition)
+    if claims_a_voter(ctx, wanted.replica_id):
+        return _answer(0, [_partition(int(errors_pb2.INVALID_REQUEST), None)], NO_LEADER, ctx)
     try:
         answer: raft_pb2.FetchResponse = await asyncio.wait_for(
             ctx.raft.submit_raft(wanted.replica_id, wanted), wanted.max_wait_ms / 1000 + ANSWER_GRACE_S

@@ -14,7 +14,8 @@ A position outside the Kafka bytes is POSITION_OUT_OF_RANGE, as KRaft's
 
 Checked first, as KafkaRaftClient.handleFetchSnapshotRequest does: another cluster's id is
 INCONSISTENT_CLUSTER_ID and anything but exactly ``__cluster_metadata`` partition 0
-INVALID_REQUEST, both for the whole request.
+INVALID_REQUEST, both for the whole request; a replica id that is a voter's INVALID_REQUEST on the
+partition (raftmeta.kafka.metadata_fetch.claims_a_voter).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from typing import Any, Final
 from raftmeta.controller.errors import NotControllerError
 from raftmeta.kafka.context import ApiContext, KafkaNode
 from raftmeta.kafka.framing import Request
-from raftmeta.kafka.metadata_fetch import ANSWER_GRACE_S, METADATA_PARTITION, METADATA_TOPIC, NO_LEADER, RaftPathMissing
+from raftmeta.kafka.metadata_fetch import (
+    ANSWER_GRACE_S,
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    NO_LEADER,
+    RaftPathMissing,
+    claims_a_voter,
+)
 from raftmeta.kafka.voter_endpoints import with_kafka_listeners
 from raftmeta.records.kafka.mapping import to_kafka_snapshot
 from raftmeta.v1 import errors_pb2, raft_pb2
@@ -138,6 +146,8 @@ async def fetch_snapshot(ctx: ApiContext, request: Request) -> dict[str, Any]:
         position=0,
         max_bytes=int(body.max_bytes),
     )  # fmt: skip
+    if ctx.raft is not None and claims_a_voter(ctx, first.replica_id):
+        return _answer(ctx, 0, _partition(int(errors_pb2.INVALID_REQUEST), NO_LEADER, -1), NO_LEADER)
     try:
         probe = await _ask(ctx, first)
     except NotControllerError:

@@ -264,6 +264,10 @@ class Node:
     def is_leader(self) -> bool:
         return self.qc.is_leader
 
+    def voter_ids(self) -> frozenset[int]:
+        """The voter set in force now (the Kafka listener refuses raft requests claiming a voter's id)."""
+        return frozenset(self.core.voters)
+
     def _handle(self, now: int, item: Input) -> None:
         if isinstance(item, RaftInput):
             envelope = item.envelope

@@ -96,6 +96,9 @@ class FakeRaft:
         )
         self.sent: list[tuple[int, Any]] = []
 
+    def voter_ids(self) -> frozenset[int]:
+        return frozenset({1, 2, 3})  # the nodes of NODES
+
     async def submit_raft(self, source: int, message: Any) -> Any:
         self.sent.append((source, message))
         if isinstance(message, raft_pb2.FetchSnapshotRequest):

@@ -170,3 +170,13 @@ def test_a_node_shutting_down_answers_not_leader() -> None:
     partition = response.responses[0].partitions[0]
     assert partition.error_code == ErrorCode.not_leader_or_follower
     assert partition.current_leader.leader_id == -1
+
+
+@pytest.mark.parametrize("voter", [1, 2, 3])
+def test_a_fetch_in_a_voters_name_is_refused_before_the_core(voter: int) -> None:
+    # raftmeta's voters replicate over gRPC: a fetch here in a voter's name would count toward the
+    # high watermark for records the voter does not hold.
+    raft = FakeRaft(_answer())
+    response = _fetch(raft, HIGH, replica_state={"replica_id": voter, "replica_epoch": -1})
+    assert response.responses[0].partitions[0].error_code == ErrorCode.invalid_request
+    assert raft.sent == []

@@ -165,3 +165,10 @@ def test_the_snapshots_voter_set_names_the_voters_kafka_listeners() -> None:
         (1, [("CONTROLLER", 9101)]),
         (2, [("CONTROLLER", 9102)]),
     ]
+
+
+def test_a_snapshot_fetch_in_a_voters_name_is_refused_before_the_core() -> None:
+    raft = FakeRaft(snapshot=_core(_snapshot()))
+    response = _ask(raft, 1, replica_id=2)
+    assert response.topics[0].partitions[0].error_code == ErrorCode.invalid_request
+    assert raft.sent == []
