@@ -39,6 +39,8 @@ class RaftPath(Protocol):
 
     def voter_ids(self) -> frozenset[int]: ...
 
+    def leader_and_log_start(self) -> tuple[int, int, int]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaNode:

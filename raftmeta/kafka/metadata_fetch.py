@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from raftmeta.controller.errors import NotControllerError
-from raftmeta.kafka.context import ApiContext, KafkaNode
+from raftmeta.kafka.context import ApiContext, KafkaNode, RaftPath
 from raftmeta.kafka.framing import Request
 from raftmeta.kafka.voter_endpoints import with_kafka_listeners
 from raftmeta.records.kafka.mapping import to_kafka_log
@@ -125,7 +125,7 @@ def _partition(
         "high_watermark": -1,
         "last_stable_offset": -1,
         "log_start_offset": -1,
-        "aborted_transactions": None,
+        "aborted_transactions": [],
         "preferred_read_replica": -1,
         "records": b"",
         "diverging_epoch": {"epoch": -1, "end_offset": -1},
@@ -134,7 +134,8 @@ def _partition(
     }
     if answer is None:
         return values
-    values["high_watermark"] = answer.high_watermark
+    # A refused fetch carries no high watermark (KRaft's empty answers say -1), the rest as served.
+    values["high_watermark"] = answer.high_watermark if error_code == errors_pb2.NONE else -1
     values["log_start_offset"] = answer.log_start_offset
     values["current_leader"] = {"leader_id": answer.leader_id, "leader_epoch": answer.leader_epoch}
     if answer.HasField("diverging_epoch"):
@@ -166,6 +167,14 @@ def _answer(error_code: int, partitions: list[dict[str, Any]], leader_id: int, c
     }
 
 
+def _refused(ctx: ApiContext, raft: RaftPath, error_code: int) -> dict[str, Any]:
+    """A fetch refused before the core: the error with the leader, its epoch and endpoint and the
+    log start, as KRaft's empty answer (buildEmptyFetchResponse) carries them."""
+    leader_id, epoch, log_start = raft.leader_and_log_start()
+    view = raft_pb2.FetchResponse(leader_id=leader_id, leader_epoch=epoch, log_start_offset=log_start)
+    return _answer(0, [_partition(error_code, view)], leader_id, ctx)
+
+
 async def fetch(ctx: ApiContext, request: Request) -> dict[str, Any]:
     body = request.body
     cluster_id = getattr(body, "cluster_id", None)
@@ -174,13 +183,11 @@ async def fetch(ctx: ApiContext, request: Request) -> dict[str, Any]:
     partition = _single_partition(body, request.api_version)
     if partition is None:
         return _answer(int(errors_pb2.INVALID_REQUEST), [], NO_LEADER, ctx)
-    if _invalid_partition(body, partition):
-        return _answer(0, [_partition(int(errors_pb2.INVALID_REQUEST), None)], NO_LEADER, ctx)
     if ctx.raft is None:
         raise RaftPathMissing("the Kafka listener serves Fetch only with the node's raft path")
+    if _invalid_partition(body, partition) or claims_a_voter(ctx, replica_id(body)):
+        return _refused(ctx, ctx.raft, int(errors_pb2.INVALID_REQUEST))
     wanted = raft_fetch(ctx, body, partition)
-    if claims_a_voter(ctx, wanted.replica_id):
-        return _answer(0, [_partition(int(errors_pb2.INVALID_REQUEST), None)], NO_LEADER, ctx)
     try:
         answer: raft_pb2.FetchResponse = await asyncio.wait_for(
             ctx.raft.submit_raft(wanted.replica_id, wanted), wanted.max_wait_ms / 1000 + ANSWER_GRACE_S

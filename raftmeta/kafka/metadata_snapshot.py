@@ -147,7 +147,8 @@ async def fetch_snapshot(ctx: ApiContext, request: Request) -> dict[str, Any]:
         max_bytes=int(body.max_bytes),
     )  # fmt: skip
     if ctx.raft is not None and claims_a_voter(ctx, first.replica_id):
-        return _answer(ctx, 0, _partition(int(errors_pb2.INVALID_REQUEST), NO_LEADER, -1), NO_LEADER)
+        leader_id, epoch, _ = ctx.raft.leader_and_log_start()
+        return _answer(ctx, 0, _partition(int(errors_pb2.INVALID_REQUEST), leader_id, epoch), leader_id)
     try:
         probe = await _ask(ctx, first)
     except NotControllerError:

@@ -99,6 +99,9 @@ class FakeRaft:
     def voter_ids(self) -> frozenset[int]:
         return frozenset({1, 2, 3})  # the nodes of NODES
 
+    def leader_and_log_start(self) -> tuple[int, int, int]:
+        return 2, 3, 10
+
     async def submit_raft(self, source: int, message: Any) -> Any:
         self.sent.append((source, message))
         if isinstance(message, raft_pb2.FetchSnapshotRequest):

@@ -105,6 +105,7 @@ def test_the_cores_leader_errors_are_the_partitions_with_the_leader(error: int, 
     partition = response.responses[0].partitions[0]
     assert (response.error_code, partition.error_code) == (ErrorCode.none, name)
     assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (2, 3)
+    assert (partition.high_watermark, partition.log_start_offset) == (-1, 10)  # as KRaft: no watermark
     assert [e.node_id for e in response.node_endpoints] == [2]
 
 
@@ -161,7 +162,13 @@ def test_bad_offsets_and_epochs_are_the_partitions_invalid_request(partition: di
     raft = FakeRaft(_answer())
     response = _fetch(raft, HIGH, partition=partition)
     assert response.error_code == ErrorCode.none
-    assert response.responses[0].partitions[0].error_code == ErrorCode.invalid_request
+    (answer,) = response.responses[0].partitions
+    assert answer.error_code == ErrorCode.invalid_request
+    # As KRaft's empty answer (golden: tests/kraft/test_metadata_fetch_golden.py): the leader, its
+    # epoch, endpoint and the log start; no high watermark.
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (2, 3)
+    assert (answer.high_watermark, answer.log_start_offset, answer.aborted_transactions) == (-1, 10, ())
+    assert [e.node_id for e in response.node_endpoints] == [2]
     assert raft.sent == []
 
 
