@@ -73,7 +73,8 @@ def test_a_real_kafka_broker_registers_and_is_unfenced_on_a_raftmeta_quorum(tmp_
             _until("registered and unfenced", lambda: fenced() is False, REGISTRATION_TIMEOUT_S, broker, log)
             observers = {o.replica_id for o in client.describe_quorum().observers}
             assert BROKER_ID in observers, "the broker fetches the metadata log as an observer"
-            assert "Kafka Server started" in log.read_text()
+            # The broker logs its start once it has seen itself unfenced, a moment after the controller.
+            _until("started", lambda: "Kafka Server started" in log.read_text(), REGISTRATION_TIMEOUT_S, broker, log)
 
             broker.send_signal(signal.SIGTERM)  # as kafka-server-stop does: a controlled shutdown
             # The JVM exits 128 + SIGTERM once its shutdown hook (the broker's shutdown) has run.
