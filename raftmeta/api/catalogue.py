@@ -203,6 +203,7 @@ class KafkaApi:
 KAFKA_APIS: Final[dict[int, KafkaApi]] = {
     api.key: api
     for api in (
+        KafkaApi(1, "Fetch", 4, 18),  # of __cluster_metadata, from brokers as observers: as a KRaft controller
         KafkaApi(3, "Metadata", 0, 12),
         KafkaApi(18, "ApiVersions", 0, 4),
         KafkaApi(19, "CreateTopics", 2, 7),
@@ -218,6 +219,7 @@ KAFKA_APIS: Final[dict[int, KafkaApi]] = {
         KafkaApi(46, "ListPartitionReassignments", 0, 0),
         KafkaApi(55, "DescribeQuorum", 0, 2),
         KafkaApi(56, "AlterPartition", 2, 3),  # from partition leaders: brokers
+        KafkaApi(59, "FetchSnapshot", 0, 1),  # of __cluster_metadata, from brokers as observers
         KafkaApi(60, "DescribeCluster", 0, 2),
         KafkaApi(62, "BrokerRegistration", 0, 4),  # brokers
         KafkaApi(63, "BrokerHeartbeat", 0, 2),  # brokers

@@ -45,6 +45,14 @@ EVERY_VERSION: Final = [(key, v) for key, (low, high) in sorted(SUPPORTED.items(
 # ones their version has). Topic names are the fuzz's own, so a damaged request that still
 # decodes touches nothing a user made.
 SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
+    1: {"cluster_id": "test-cluster-id-000000", "replica_id": 5,
+        "replica_state": {"replica_id": 5, "replica_epoch": -1}, "max_wait": 500, "min_bytes": 0,
+        "max_bytes": 8388608, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+        "topics": [{"topic": "__cluster_metadata", "topic_id": uuid.UUID(int=1), "partitions": [
+            {"partition": 0, "current_leader_epoch": 1, "fetch_offset": 0, "last_fetched_epoch": 0,
+             "log_start_offset": -1, "partition_max_bytes": 8388608, "replica_directory_id": uuid.UUID(int=9),
+             "high_watermark": 9223372036854775807}]}]},
     3: {"topics": [{"name": "orders", "topic_id": None}], "allow_auto_topic_creation": False,
         "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False},
     18: {"client_software_name": "tests", "client_software_version": "1.0"},
@@ -73,6 +81,10 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
               "new_isr": [1, 2], "new_isr_with_epochs": [{"broker_id": 1, "broker_epoch": 10},
                                                          {"broker_id": 2, "broker_epoch": -1}]}]}]},
     60: {"include_cluster_authorized_operations": False, "endpoint_type": 1, "include_fenced_brokers": False},
+    59: {"cluster_id": "test-cluster-id-000000", "replica_id": 5, "max_bytes": 8388608,
+         "topics": [{"name": "__cluster_metadata", "partitions": [
+             {"partition": 0, "current_leader_epoch": 3, "snapshot_id": {"end_offset": 10, "epoch": 3},
+              "position": 0, "replica_directory_id": uuid.UUID(int=9)}]}]},
     62: {"broker_id": 1, "cluster_id": "test-cluster-id-000000", "incarnation_id": uuid.UUID(int=0x1234),
          "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092, "security_protocol": 0}],
          "features": [{"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 27}],

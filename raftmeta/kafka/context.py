@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,6 +30,17 @@ RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 class AdminPath(Protocol):
     async def call(self, method: str, request: Message, *, timeout_s: float, forwarded: bool = False) -> Any: ...
+
+
+class RaftPath(Protocol):
+    """The node's raft inbox: an inbound raft request from replica ``source``, answered by the core
+    (raftmeta.server.node.Node.submit_raft)."""
+
+    def submit_raft(self, source: int, message: Any) -> Awaitable[Any]: ...
+
+    def voter_ids(self) -> frozenset[int]: ...
+
+    def leader_and_log_start(self) -> tuple[int, int, int]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,9 @@ class ApiContext:
     # Whether this node leads the quorum now: its committed image then holds every write it
     # acknowledged, so Metadata reads it at once (raftmeta.kafka.topics.broker_read).
     leads: Callable[[], bool] = lambda: False
+    # The node's raft inbox, for the raft APIs brokers call as observers (Fetch of the metadata
+    # log): raftmeta.kafka.metadata_fetch.RaftPath. None where only admin APIs are served.
+    raft: RaftPath | None = None
 
 
 class CallRefused(Exception):

@@ -7,7 +7,18 @@ from typing import Any, Final
 
 from kio.index import load_response_schema
 
-from raftmeta.kafka import alter_partition, broker_lifecycle, cluster, configs, log_dirs, partitions, topics, voters
+from raftmeta.kafka import (
+    alter_partition,
+    broker_lifecycle,
+    cluster,
+    configs,
+    log_dirs,
+    metadata_fetch,
+    metadata_snapshot,
+    partitions,
+    topics,
+    voters,
+)
 from raftmeta.kafka.build import build
 from raftmeta.kafka.context import ApiContext
 from raftmeta.kafka.framing import Request, UnsupportedVersion, encode_response
@@ -16,6 +27,7 @@ from raftmeta.kafka.versions import API_VERSIONS_KEY, SUPPORTED
 Handler = Callable[[ApiContext, Request], Awaitable[dict[str, Any]]]
 
 HANDLERS: Final[dict[int, Handler]] = {
+    1: metadata_fetch.fetch,
     3: topics.metadata,
     18: cluster.api_versions,
     19: topics.create_topics,
@@ -30,6 +42,7 @@ HANDLERS: Final[dict[int, Handler]] = {
     46: partitions.list_partition_reassignments,
     55: cluster.describe_quorum,
     56: alter_partition.alter_partition,
+    59: metadata_snapshot.fetch_snapshot,
     60: cluster.describe_cluster,
     62: broker_lifecycle.broker_registration,
     63: broker_lifecycle.broker_heartbeat,

@@ -11,7 +11,7 @@ import ssl
 from collections.abc import Callable
 
 from raftmeta.api.addresses import parse_host_port
-from raftmeta.kafka.context import AdminPath, ApiContext, KafkaNode
+from raftmeta.kafka.context import AdminPath, ApiContext, KafkaNode, RaftPath
 from raftmeta.kafka.listener import KafkaListener
 from raftmeta.server.config import NodeConfig
 from raftmeta.tls import TlsConfig
@@ -41,15 +41,21 @@ def kafka_nodes(config: NodeConfig) -> list[KafkaNode]:
 
 
 async def start_kafka_listener(
-    config: NodeConfig, admin: AdminPath, leads: Callable[[], bool] = lambda: False
+    config: NodeConfig, admin: AdminPath, leads: Callable[[], bool] = lambda: False, raft: RaftPath | None = None
 ) -> KafkaListener | None:
     """The started listener, or None when ``kafka_listener`` is not set. ``leads`` tells whether
-    the node leads the quorum now (raftmeta.kafka.context.ApiContext.leads)."""
+    the node leads the quorum now (raftmeta.kafka.context.ApiContext.leads); ``raft`` is the node's
+    raft inbox, for brokers' Fetch of the metadata log."""
     if config.kafka_listener is None:
         return None
     tls = config.client_tls if config.client_listen is not None else config.tls
     ctx = ApiContext(
-        admin=admin, node_id=config.node_id, cluster_id=config.cluster_id, nodes=kafka_nodes(config), leads=leads
+        admin=admin,
+        node_id=config.node_id,
+        cluster_id=config.cluster_id,
+        nodes=kafka_nodes(config),
+        leads=leads,
+        raft=raft,
     )
     listener = KafkaListener(
         ctx,

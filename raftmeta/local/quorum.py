@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.local.python_command import raftmeta_command
 from raftmeta.server.config import format_voters
@@ -255,6 +256,8 @@ def up(
 
         write_scrape_config(data_dir / PROMETHEUS_FILE, quorum.cluster_id, metrics_addresses)
     wait_for_leader(quorum, timeout_s)
+    if kafka:
+        wait_for_kafka_listeners(quorum, timeout_s)
     if brokers:
         fleet_argv = [
             *raftmeta_command("--log-format", "json", "--log-level", "info", "brokers", "fleet"),
@@ -316,6 +319,30 @@ def wait_for_leader(quorum: LocalQuorum, timeout_s: float) -> int:
                 pass
             time.sleep(0.1)
     raise TimeoutError(f"no leader elected within {timeout_s} s; see the logs in {Path(quorum.data_dir) / 'logs'}")
+
+
+def wait_for_kafka_listeners(quorum: LocalQuorum, timeout_s: float) -> None:
+    """Until every node's Kafka listener accepts connections: a node opens it after its gRPC
+    listener, once the Kafka modules are imported (in a thread, 0.5-1.5 s on a loaded machine), so
+    a quorum with a leader may not serve Kafka clients yet."""
+    deadline = time.monotonic() + timeout_s
+    for node in quorum.nodes:
+        if node.kafka_address is None:
+            continue
+        host, port = parse_host_port(node.kafka_address, f"node {node.id}'s Kafka listener")
+        while True:
+            if not alive(node.pid):
+                raise RuntimeError(f"node {node.id} exited; see {node.log}")
+            try:
+                socket.create_connection((host, port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"node {node.id}'s Kafka listener {node.kafka_address} did not accept connections "
+                        f"within {timeout_s} s; see {node.log}"
+                    ) from None
+                time.sleep(0.05)
 
 
 def wait_for_brokers(quorum: LocalQuorum, count: int, timeout_s: float) -> None:

@@ -150,7 +150,9 @@ async def serve(config: NodeConfig, *, ready: asyncio.Event | None = None) -> No
         # loaded machine: imported in a thread, so the node's loop runs meanwhile (a restarted
         # voter sends its first Fetch, or waits out its election timeout, instead of waiting).
         kafka_server: Any = await asyncio.to_thread(import_module, KAFKA_SERVER_MODULE)
-        kafka = await kafka_server.start_kafka_listener(config, controller_servicer, leads=lambda: node.is_leader)
+        kafka = await kafka_server.start_kafka_listener(
+            config, controller_servicer, leads=lambda: node.is_leader, raft=node
+        )
     except BaseException:
         node.stop()  # the node already runs: stop it before the error ends serve()
         await asyncio.gather(runner, return_exceptions=True)

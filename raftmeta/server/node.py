@@ -271,6 +271,15 @@ class Node:
     def is_leader(self) -> bool:
         return self.qc.is_leader
 
+    def leader_and_log_start(self) -> tuple[int, int, int]:
+        """(leader id or -1, epoch, log start offset) as the core knows them now: what a refused
+        raft request through the Kafka listener tells the fetcher, as KRaft's empty answers do."""
+        return self.core.leader_id, self.core.epoch, self.core.log.start_offset
+
+    def voter_ids(self) -> frozenset[int]:
+        """The voter set in force now (the Kafka listener refuses raft requests claiming a voter's id)."""
+        return frozenset(self.core.voters)
+
     def _handle(self, now: int, item: Input) -> None:
         if isinstance(item, RaftInput):
             envelope = item.envelope

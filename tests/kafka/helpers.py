@@ -15,6 +15,7 @@ from kio.serial import entity_reader
 from raftmeta.fuzz.kafka import request_frame
 from raftmeta.kafka.context import ApiContext, KafkaNode
 from raftmeta.kafka.framing import SIZE_BYTES
+from raftmeta.v1 import errors_pb2, raft_pb2
 
 CLUSTER_ID = "test-cluster-id-000000"
 NODES = (KafkaNode(1, "127.0.0.1", 9101), KafkaNode(2, "127.0.0.1", 9102), KafkaNode(3, "127.0.0.1", 9103))
@@ -77,6 +78,46 @@ class FakeAdmin:
         return [method for method, _ in self.calls]
 
 
-def context(admin: FakeAdmin, node_id: int = 2) -> ApiContext:
+class FakeRaft:
+    """The node's raft inbox: records each request and answers it with ``answer``, raised when
+    it is an exception, or with what ``snapshot`` answers for a FetchSnapshot (by default node 2
+    leads epoch 3, with nothing to fetch and no snapshot)."""
+
+    def __init__(
+        self,
+        answer: Message | BaseException | None = None,
+        snapshot: Callable[[raft_pb2.FetchSnapshotRequest], raft_pb2.FetchSnapshotResponse] | None = None,
+    ) -> None:
+        self.answer = answer if answer is not None else raft_pb2.FetchResponse(leader_id=2, leader_epoch=3)
+        self.snapshot = snapshot or (
+            lambda r: raft_pb2.FetchSnapshotResponse(
+                error_code=errors_pb2.SNAPSHOT_NOT_FOUND, leader_id=2, leader_epoch=3
+            )
+        )
+        self.sent: list[tuple[int, Any]] = []
+
+    def voter_ids(self) -> frozenset[int]:
+        return frozenset({1, 2, 3})  # the nodes of NODES
+
+    def leader_and_log_start(self) -> tuple[int, int, int]:
+        return 2, 3, 10
+
+    async def submit_raft(self, source: int, message: Any) -> Any:
+        self.sent.append((source, message))
+        if isinstance(message, raft_pb2.FetchSnapshotRequest):
+            return self.snapshot(message)
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+def context(admin: FakeAdmin, node_id: int = 2, raft: FakeRaft | None = None) -> ApiContext:
     # A short default wait: calls without a Kafka timeout retry a missing leader only this long.
-    return ApiContext(admin=admin, node_id=node_id, cluster_id=CLUSTER_ID, nodes=NODES, default_timeout_s=0.2)
+    return ApiContext(
+        admin=admin,
+        node_id=node_id,
+        cluster_id=CLUSTER_ID,
+        nodes=NODES,
+        default_timeout_s=0.2,
+        raft=FakeRaft() if raft is None else raft,
+    )
