@@ -46,6 +46,7 @@ from raftmeta.server.disk import open_disk
 from raftmeta.server.group_commit import GroupCommit
 from raftmeta.server.heap import HeapFreezer, collector_paused
 from raftmeta.server.inbox import AdminInput, Flushed, Inbox, Input, LeaderGone, RaftInput, SnapshotTaken, Tick
+from raftmeta.server.log_events import VOTE_RECORDED_EVENT
 from raftmeta.server.peers import grpc_peers, is_request
 from raftmeta.server.probe import LeaderProbe
 from raftmeta.server.recover import SystemRandom, now_ms, recover_quorum_controller
@@ -324,6 +325,9 @@ class Node:
         self._deliver()  # a role change may have failed waiting requests (NOT_CONTROLLER)
         if ready.quorum_state is not None:
             await self.disk.write_quorum_state(ready.quorum_state)
+            if ready.quorum_state.voted_id >= 0:
+                # Durable before any answer leaves: chaos reads these to prove one vote per epoch.
+                self.log.info(VOTE_RECORDED_EVENT, epoch=ready.quorum_state.epoch, voted_id=ready.quorum_state.voted_id)
         if ready.install_snapshot is not None:
             image = ready.install_snapshot
             keep = ready.install_keeps_log
