@@ -67,6 +67,9 @@ class NodeStorage:
     log: SegmentLog
     snapshots: SnapshotStore
     latest_snapshot: Snapshot | None
+    # The slot of a damaged newest snapshot set aside with no fallback (the node's mode): the log
+    # starts there with no state below it until the leader's snapshot is installed.
+    missing_snapshot: SnapshotId | None = None
 
     @classmethod
     def open(
@@ -121,14 +124,18 @@ class NodeStorage:
         # The node's mode may fall back from a damaged snapshot to an older one and the log: it
         # needs where the log starts, read from the segment file names before anything changes.
         first_segment = first_segment_base(log_dir(data_dir)) if report_damage else None
-        latest = snapshots.load_latest(repair=repair, log_start_offset=first_segment)  # ignores .part files
+        latest = snapshots.load_latest(
+            repair=repair, log_start_offset=first_segment, missing_ok=report_damage
+        )  # ignores .part files
+        # A damaged newest snapshot with no fallback (the node's mode): the log is held to its slot.
+        start = latest.snapshot_id if latest is not None else snapshots.missing
         log = SegmentLog.open(
             log_dir(data_dir),
             segment_bytes=segment_bytes,
             index_interval_bytes=index_interval_bytes,
             recovery_floor_offset=floor,
             recovery_floor_file=data_dir / HIGH_WATERMARK_CHECKPOINT,
-            snapshot_id=latest.snapshot_id if latest is not None else None,
+            snapshot_id=start,
             repair=repair,
             report_damage=report_damage,
         )
@@ -143,7 +150,7 @@ class NodeStorage:
                 recovered_log_end=log.log_end_offset,
             )
         high_watermark = HighWatermarkCheckpoint(data_dir, interval_ms=high_watermark_interval_ms)
-        recovered = max(log.log_end_offset, latest.snapshot_id.offset if latest is not None else 0)
+        recovered = max(log.log_end_offset, start.offset if start is not None else 0)
         if repair and recovered < high_watermark.checkpointed:
             logger.error(
                 "repairing: lowering the high-watermark checkpoint to the recovered log",
@@ -162,6 +169,7 @@ class NodeStorage:
             log=log,
             snapshots=snapshots,
             latest_snapshot=latest,
+            missing_snapshot=snapshots.missing,
         )
 
     def write_quorum_state(self, state: QuorumStateData) -> None:
@@ -237,6 +245,7 @@ class NodeStorage:
         else:
             self.log.reset_to(offset, epoch)
         self._set_latest(snapshot)
+        self.missing_snapshot = None  # the state below the log is here again
         return snapshot
 
     def install_snapshot_data(self, snapshot_id: SnapshotId, data: bytes) -> Snapshot:
