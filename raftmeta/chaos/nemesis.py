@@ -17,7 +17,10 @@ Families and variants:
 - ``torn-write``: SIGKILL a node, append a partial batch to its active segment, restart it.
 - ``storage``: SIGKILL a minority of the nodes at once, damage a different committed batch of
   each one's log (a flipped bit or a zeroed sector, :mod:`raftmeta.chaos.disk_damage`), restart
-  them: each must repair its batch from the quorum with no operator.
+  them: each must repair its batch from the quorum with no operator. Or damage each one's
+  ``quorum-state`` or high-watermark checkpoint (a flipped bit, a truncated or zeroed file,
+  :mod:`raftmeta.chaos.state_damage`): each must set the file aside and rejoin with no operator,
+  never voting twice in an epoch.
 - ``broker``: stop one or two simulated brokers' heartbeats past the session timeout (they are
   fenced, partition leaders move), then resume them (unfenced, leaderless partitions recover).
 - ``membership``: voter changes through AddRaftVoter / RemoveRaftVoter -- add an observer, remove
@@ -47,6 +50,7 @@ from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.membership import Outcome, VoterChange, VoterRequest
 from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.proxy import Link
+from raftmeta.chaos.state_damage import DAMAGE_KINDS, STATE_FILES, StateFileDamage, damage_state_file
 from raftmeta.chaos.torn import append_torn_batch
 from raftmeta.client import ClientError, ControllerClient, RetryPolicy
 from raftmeta.server.addresses import CONTROLLER_LISTENER
@@ -62,7 +66,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "pause": ("one", "leader"),
     "partition": ("isolate-leader", "majority-minority", "one-way", "bridge", "flapping", "delay"),
     "torn-write": ("one", "leader"),
-    "storage": ("bit-flip", "zeroed-sector"),
+    "storage": ("bit-flip", "zeroed-sector", *STATE_FILES),
     "broker": ("one", "two"),
     "membership": membership.VARIANTS,
 }
@@ -145,6 +149,7 @@ class Nemesis:
         self._next_id = 0
         self.voter_requests: list[VoterRequest] = []  # every AddRaftVoter / RemoveRaftVoter attempt
         self.disk_damage: list[DiskDamage] = []  # every committed batch the storage faults damaged
+        self.state_damage: list[StateFileDamage] = []  # every state file the storage faults damaged
         self._voter_client: ControllerClient | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -221,7 +226,8 @@ class Nemesis:
         self.timeline.add("heal", "torn-write", f"restarted node {node}", fault_id)
 
     async def _storage(self, step: FaultStep, fault_id: int) -> None:
-        """A minority killed at once, a different committed batch damaged on each, restarted."""
+        """A minority killed at once, a different committed batch (or the variant's state file)
+        damaged on each, restarted."""
         ids = self.cluster.node_ids
         targets = sorted(self.rng.sample(ids, max(1, (len(ids) - 1) // 2)))
         for node in targets:
@@ -232,6 +238,9 @@ class Nemesis:
         done: list[str] = []
         for node in targets:
             await self.cluster.wait_dead(node)
+            if step.variant in STATE_FILES:
+                done.append(await self._damage_state_file(node, step.variant))
+                continue
             damage = await asyncio.to_thread(
                 damage_committed_batch, node, self.cluster.node_dir(node), step.variant, self.rng, avoid
             )
@@ -246,6 +255,15 @@ class Nemesis:
         for node in targets:
             self.cluster.restart(node)
         self.timeline.add("heal", "storage", f"restarted nodes {targets}", fault_id)
+
+    async def _damage_state_file(self, node: int, file: str) -> str:
+        kind = self.rng.choice(DAMAGE_KINDS)
+        node_dir = self.cluster.node_dir(node)
+        damage = await asyncio.to_thread(damage_state_file, node, node_dir, file, kind, self.rng)
+        if damage is None:
+            return f"node {node} has written no {file} yet"
+        self.state_damage.append(damage)
+        return damage.describe()
 
     async def _pause(self, step: FaultStep, fault_id: int) -> None:
         (node,) = await self._targets(step.variant)

@@ -30,6 +30,7 @@ from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.moves import COUNTS, check_reassignments
 from raftmeta.chaos.nemesis import DEFAULT_FAMILIES, FAMILIES, FaultStep, Nemesis, plan_faults
 from raftmeta.chaos.rules import check_rules
+from raftmeta.chaos.state_damage import StateFileDamage, double_votes, unnoticed, votes_recorded
 from raftmeta.chaos.tape import CommittedTape
 from raftmeta.chaos.voter_log import check_voters, committed_voter_records, read_node_voters
 from raftmeta.chaos.workload import Workload, WorkloadConfig
@@ -245,8 +246,11 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
         "gaps": [list(g) for g in gaps[:20]],
     }
     if nemesis is not None and "storage" in config.families:
-        checks.append(_storage_check(nemesis.disk_damage, data_dir / "logs", cluster.node_ids))
+        node_logs = _node_logs(data_dir / "logs", cluster.node_ids)
+        checks.append(_storage_check(nemesis.disk_damage, node_logs))
+        checks.extend(_state_file_checks(nemesis.state_damage, node_logs))
         figures["storage_faults"] = [d.to_json() for d in nemesis.disk_damage]
+        figures["state_file_faults"] = [d.to_json() for d in nemesis.state_damage]
     figures["log_tracebacks"] = _tracebacks(data_dir / "logs")
     figures["exercised"] = _exercised(data_dir / "logs")
     ops = history.ops
@@ -428,13 +432,18 @@ async def _watch_processes(cluster: ChaosCluster, timeline: Timeline, crashes: l
                 timeline.add("fault", "crash", f"{what} exited on its own")
 
 
-def _storage_check(damages: list[DiskDamage], logs: Path, node_ids: Sequence[int]) -> Check:
-    """``storage-faults-repaired``: every committed batch a storage fault damaged was repaired from
-    the quorum by its node (or replaced by a snapshot it installed), as its log says."""
+def _node_logs(logs: Path, node_ids: Sequence[int]) -> dict[int, str]:
+    """Each node's whole log (every incarnation appends to one file)."""
     texts = {}
     for node_id in node_ids:
         path = logs / f"node-{node_id}.log"
         texts[node_id] = path.read_text(errors="replace") if path.exists() else ""
+    return texts
+
+
+def _storage_check(damages: list[DiskDamage], texts: dict[int, str]) -> Check:
+    """``storage-faults-repaired``: every committed batch a storage fault damaged was repaired from
+    the quorum by its node (or replaced by a snapshot it installed), as its log says."""
     verdict = judge_repairs(damages, texts)
     return Check(
         "storage-faults-repaired",
@@ -444,6 +453,30 @@ def _storage_check(damages: list[DiskDamage], logs: Path, node_ids: Sequence[int
         else f"{len(damages)} damaged committed batches, with no operator: {verdict.repaired} repaired in place from "
         f"the quorum, {verdict.replaced} replaced by a snapshot installed from the leader",
     )
+
+
+def _state_file_checks(damages: list[StateFileDamage], texts: dict[int, str]) -> list[Check]:
+    """``state-files-recovered``: every damaged quorum-state or checkpoint was noticed and set
+    aside by its node's next start (the run's other checks hold it to rejoining and losing
+    nothing); ``one-vote-per-epoch``: no node recorded votes for two candidates in one epoch."""
+    missing = unnoticed(damages, texts)
+    doubled = double_votes(texts)
+    return [
+        Check(
+            "state-files-recovered",
+            not missing,
+            "not noticed on start: " + "; ".join(missing[:10])
+            if missing
+            else f"{len(damages)} damaged state files, each set aside by its node's next start with no operator",
+        ),
+        Check(
+            "one-vote-per-epoch",
+            not doubled,
+            "; ".join(doubled[:10])
+            if doubled
+            else f"{votes_recorded(texts)} votes recorded by the nodes, never two candidates in one epoch",
+        ),
+    ]
 
 
 def _tracebacks(logs: Path) -> dict[str, int]:

@@ -105,6 +105,7 @@ class RaftCore:
         first_correlation_id: int = 1,
         damaged: Iterable[int] = (),
         election_state_lost: bool = False,
+        missing_snapshot: tuple[int, int] | None = None,
     ) -> None:
         """Start from what the driver recovered from disk: the quorum state file, the log's
         batches, the latest snapshot and the high-watermark checkpoint. Batches below the
@@ -114,12 +115,19 @@ class RaftCore:
         -- offset, epoch, end -- is known, their bytes are not): the core repairs them from its
         peers and vouches for nothing from the first of them on (docs/storage.md, "Repair from
         the quorum"). ``election_state_lost``: the quorum-state file exists but is damaged (set
-        aside): unlike a missing file next to an empty log, this is not a new node."""
+        aside): unlike a missing file next to an empty log, this is not a new node.
+        ``missing_snapshot``: (end offset, epoch) of a damaged newest snapshot the driver set
+        aside with no fallback (docs/storage.md, "A damaged snapshot with no fallback"): the log
+        starts there, the state below it is nowhere on this node. Until the leader's snapshot
+        is installed the core applies nothing, grants no vote, stands in no election and
+        fetches from offset 0, so that the leader answers with its snapshot."""
         self.config = config
         self.node_id = config.node_id
         self._random = random
         self._faults = config.faults
-        start = (snapshot.end_offset, snapshot.epoch) if snapshot else (0, 0)
+        start = (snapshot.end_offset, snapshot.epoch) if snapshot else missing_snapshot or (0, 0)
+        # No state below the log (a damaged snapshot with no fallback): see the docstring.
+        self.state_missing = snapshot is None and missing_snapshot is not None
         # Batches below the snapshot may still be on disk (retention): the snapshot covers them.
         kept = [e for e in entries if e.base_offset >= start[0]]
         self.log = LogView(start[0], start[1], kept)
@@ -712,6 +720,8 @@ class RaftCore:
         self._unflushed_truncations.append((self._next_seq, end))
 
     def _emit_committed(self) -> None:
+        if self.state_missing:
+            return  # nothing to apply onto until the leader's snapshot is installed
         # A damaged batch is not applied (its bytes are unknown) until it is repaired.
         end = min(self.high_watermark, self.vouched_end_offset)
         if end > self.applied_offset:
@@ -848,9 +858,10 @@ class RaftCore:
     def _become_prospective(self, now_ms: int) -> None:
         """Start a pre-vote round (KIP-996): no epoch bump, nothing persisted."""
         old = self.state
-        if self._fence is not None:
+        if self._fence is not None or self.state_missing:
             # Behind the vote fence: a candidacy is a vote for itself, in an epoch it may have
-            # voted in already. Stay, and look again after another timeout.
+            # voted in already. Without a state below its log it could not lead (nothing to
+            # serve a lagging follower, no image). Stay, and look again after another timeout.
             later = now_ms + self._election_timeout()
             if isinstance(old, FollowerState):
                 old.fetch_deadline_ms = later
@@ -1061,6 +1072,8 @@ class RaftCore:
 
     def _can_grant_pre_vote(self, now_ms: int, request: raft_pb2.VoteRequest) -> bool:
         state = self.state
+        if self.state_missing:
+            return False  # the voter set in force may be in the missing snapshot
         if request.candidate_epoch <= state.epoch:
             return False  # the prospective is behind: its candidacy would be fenced anyway
         if state.role is Role.LEADER:
@@ -1078,6 +1091,8 @@ class RaftCore:
         candidate = request.candidate_id
         if self._fence is not None:
             return False  # it cannot prove it did not vote in this epoch already
+        if self.state_missing:
+            return False  # the voter set in force may be in the missing snapshot: no vouching
         if request.candidate_epoch != state.epoch:
             return False
         if state.role is Role.FOLLOWER:
@@ -1397,6 +1412,19 @@ class RaftCore:
         # copy of the damaged one repairs it (_append_fetched).
         offset = log.end_offset if self._faults.count_damaged_toward_hw else self.vouched_end_offset
         before = log.entry_before(offset) if offset < log.end_offset else None
+        if self.state_missing:
+            # Below the leader's log start: it answers with its snapshot (Validation.SNAPSHOT).
+            return raft_pb2.FetchRequest(
+                cluster_id=self.config.cluster_id,
+                replica_id=self.node_id,
+                replica_epoch=self.state.epoch,
+                fetch_offset=0,
+                last_fetched_epoch=0,
+                max_wait_ms=0,
+                max_bytes=self.config.fetch_max_bytes,
+                log_start_offset=log.start_offset,
+                replica_directory_id=self.config.directory_id,
+            )
         return raft_pb2.FetchRequest(
             cluster_id=self.config.cluster_id,
             replica_id=self.node_id,
@@ -1473,6 +1501,10 @@ class RaftCore:
             )
         elif response.HasField("snapshot_id"):
             state.snapshot = SnapshotDownload(response.snapshot_id.end_offset, response.snapshot_id.epoch)
+        elif self.state_missing:
+            # The leader's log still reaches offset 0: it has no snapshot to send yet. Its
+            # batches from 0 do not fit before our log; ask again after a back-off.
+            state.retry_ms = now_ms + self.config.retry_backoff_ms
         else:
             # Our log is the leader's up to the fetch offset and through the batches of the answer;
             # past them (we fetched from a damaged batch) it is unchecked and takes no HW.
@@ -1781,11 +1813,15 @@ class RaftCore:
     def _install_snapshot(self, now_ms: int, image: SnapshotImage) -> None:
         # A follower asks for a snapshot only when its fetch offset is below the leader's log
         # start, so the snapshot covers everything it had (and had committed).
-        assert image.end_offset >= self.applied_offset, "a snapshot would roll back applied batches"
+        # (Without a state below the log nothing was applied: any snapshot of the leader's will do.)
+        assert self.state_missing or image.end_offset >= self.applied_offset, "a snapshot would roll back"
         end = image.end_offset
         before = self.log.entry_before(end) if self.log.entry_at(end) is not None else None
         ready = self._ready
-        if self.damaged and before is not None and before.epoch == image.epoch and not ready.append:
+        # The snapshot ends where our log starts, in the same epoch: it is the state we lost.
+        at_our_start = self.state_missing and end == self.log.start_offset and image.epoch == self.log.start_epoch
+        in_step = before is not None and before.epoch == image.epoch
+        if (self.damaged or self.state_missing) and (in_step or at_our_start) and not ready.append:
             # We fetched from a damaged batch the leader holds only in its snapshot: our log goes
             # on past the snapshot's end, in step with it (same epoch there: Log Matching), and
             # those batches may be copies the quorum counts on. Keep them; only the rest goes.
@@ -1810,3 +1846,6 @@ class RaftCore:
         self.durable_end_offset = max(end, min(self.durable_end_offset, self.log.end_offset))
         self.high_watermark = max(self.high_watermark, image.end_offset)
         self.applied_offset = image.end_offset
+        if self.state_missing:
+            self.state_missing = False
+            self._emit_committed()  # our kept batches up to the high watermark apply on top of it

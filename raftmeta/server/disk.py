@@ -135,7 +135,8 @@ class DiskWriter:
         stored = storage.quorum_state
         if stored is not None:
             check_voters(storage.quorum_state_file.path, stored, self.voters)
-        start_offset = snapshot.snapshot_id.offset if snapshot is not None else 0
+        missing = storage.missing_snapshot
+        start_offset = snapshot.snapshot_id.offset if snapshot is not None else missing.offset if missing else 0
         log = storage.log
         stored_batches = await self._run(lambda: list(log.iter_stored(max(start_offset, log.log_start_offset))))
         return DurableState(
@@ -154,6 +155,7 @@ class DiskWriter:
             log_start_offset=log.log_start_offset,
             log_end_offset=log.log_end_offset,
             directory_id=storage.meta.directory_id,
+            missing_snapshot=(missing.offset, missing.epoch) if missing is not None else None,
         )
 
     async def write_quorum_state(self, state: QuorumStateData) -> None:

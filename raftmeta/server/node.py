@@ -56,6 +56,7 @@ from raftmeta.server.disk import open_disk
 from raftmeta.server.group_commit import GroupCommit
 from raftmeta.server.heap import HeapFreezer, collector_paused
 from raftmeta.server.inbox import AdminInput, Flushed, Inbox, Input, LeaderGone, RaftInput, SnapshotTaken, Tick
+from raftmeta.server.log_events import VOTE_RECORDED_EVENT
 from raftmeta.server.peers import grpc_peers, is_request
 from raftmeta.server.probe import LeaderProbe
 from raftmeta.server.recover import SystemRandom, now_ms, recover_quorum_controller
@@ -353,6 +354,10 @@ class Node:
             if step is Step.PERSIST_QUORUM_STATE:
                 assert ready.quorum_state is not None
                 await self.disk.write_quorum_state(ready.quorum_state)
+                if ready.quorum_state.voted_id >= 0:
+                    # Durable before any answer leaves: chaos reads these to prove one vote per epoch.
+                    vote = ready.quorum_state
+                    self.log.info(VOTE_RECORDED_EVENT, epoch=vote.epoch, voted_id=vote.voted_id)
             elif step is Step.ANNOUNCE_ROLE:
                 assert ready.soft_state is not None
                 soft = ready.soft_state

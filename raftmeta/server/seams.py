@@ -35,6 +35,9 @@ class DurableState:
     # Base offsets of the batches of ``entries`` whose bytes are damaged (their slot is known):
     # the raft core repairs them from the quorum (docs/storage.md, "Repair from the quorum").
     damaged: Sequence[int] = ()
+    # (end offset, epoch) of a damaged newest snapshot set aside with no fallback: the log starts
+    # there and the state below it is missing until the leader's snapshot is installed.
+    missing_snapshot: tuple[int, int] | None = None
 
 
 class Disk(Protocol):

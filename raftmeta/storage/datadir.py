@@ -25,6 +25,7 @@ from pathlib import Path
 from raftmeta.logs import get_logger
 from raftmeta.raft.types import QuorumStateData
 from raftmeta.storage.errors import InvalidFileError
+from raftmeta.storage.fileio import set_aside
 from raftmeta.storage.high_watermark import (
     HIGH_WATERMARK_CHECKPOINT,
     CommittedTruncationRefusedError,
@@ -34,7 +35,14 @@ from raftmeta.storage.high_watermark import (
 from raftmeta.storage.log import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_BYTES, SegmentLog, first_segment_base
 from raftmeta.storage.meta_properties import MetaProperties, ensure_meta_properties
 from raftmeta.storage.quorum_state import QuorumStateFile
-from raftmeta.storage.snapshot import KEEP_SNAPSHOTS, Snapshot, SnapshotChunkWriter, SnapshotId, SnapshotStore
+from raftmeta.storage.snapshot import (
+    CORRUPT_SUFFIX,
+    KEEP_SNAPSHOTS,
+    Snapshot,
+    SnapshotChunkWriter,
+    SnapshotId,
+    SnapshotStore,
+)
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 
@@ -59,6 +67,9 @@ class NodeStorage:
     log: SegmentLog
     snapshots: SnapshotStore
     latest_snapshot: Snapshot | None
+    # The slot of a damaged newest snapshot set aside with no fallback (the node's mode): the log
+    # starts there with no state below it until the leader's snapshot is installed.
+    missing_snapshot: SnapshotId | None = None
 
     @classmethod
     def open(
@@ -77,7 +88,8 @@ class NodeStorage:
         """Open and recover a node's data dir (created if empty).
 
         Raises DataDirMismatchError for another cluster's or node's dir; InvalidFileError for a
-        damaged high-watermark checkpoint; LogGapError for a log that starts above the newest
+        damaged high-watermark checkpoint (the node's mode sets it aside as ``.corrupt`` and
+        recovers as if it were missing, see _read_floor); LogGapError for a log that starts above the newest
         snapshot (a lost snapshot), before any file is changed; HighWatermarkAboveLogError for an
         intact log that ends below the checkpoint; LogCorruptionError or SnapshotError (naming
         file and offset) for damage below the checkpointed high watermark, damage above it with
@@ -106,27 +118,39 @@ class NodeStorage:
             quorum_state = None
             quorum_state_problem = f"unreadable ({exc.reason}; moved to {kept.name})"
             logger.warning("quorum-state is unreadable", reason=exc.reason, moved_to=str(kept))
-        floor = read_high_watermark(data_dir)
+        floor, checkpoint_problem = _read_floor(data_dir, tolerate_damage=report_damage)
         snapshots = SnapshotStore(log_dir(data_dir))
         log_dir(data_dir).mkdir(parents=True, exist_ok=True)
         # The node's mode may fall back from a damaged snapshot to an older one and the log: it
         # needs where the log starts, read from the segment file names before anything changes.
         first_segment = first_segment_base(log_dir(data_dir)) if report_damage else None
-        latest = snapshots.load_latest(repair=repair, log_start_offset=first_segment)  # ignores .part files
+        latest = snapshots.load_latest(
+            repair=repair, log_start_offset=first_segment, missing_ok=report_damage
+        )  # ignores .part files
+        # A damaged newest snapshot with no fallback (the node's mode): the log is held to its slot.
+        start = latest.snapshot_id if latest is not None else snapshots.missing
         log = SegmentLog.open(
             log_dir(data_dir),
             segment_bytes=segment_bytes,
             index_interval_bytes=index_interval_bytes,
             recovery_floor_offset=floor,
             recovery_floor_file=data_dir / HIGH_WATERMARK_CHECKPOINT,
-            snapshot_id=latest.snapshot_id if latest is not None else None,
+            snapshot_id=start,
             repair=repair,
             report_damage=report_damage,
         )
         # Only now: a refusal to start (a log gap, damage) must leave every file as it was.
         snapshots.remove_partial()
+        if checkpoint_problem is not None:
+            kept = set_aside(data_dir / HIGH_WATERMARK_CHECKPOINT, CORRUPT_SUFFIX)
+            logger.error(
+                "high-watermark checkpoint is unreadable: recovering as if it were missing",
+                reason=checkpoint_problem,
+                moved_to=kept.name,
+                recovered_log_end=log.log_end_offset,
+            )
         high_watermark = HighWatermarkCheckpoint(data_dir, interval_ms=high_watermark_interval_ms)
-        recovered = max(log.log_end_offset, latest.snapshot_id.offset if latest is not None else 0)
+        recovered = max(log.log_end_offset, start.offset if start is not None else 0)
         if repair and recovered < high_watermark.checkpointed:
             logger.error(
                 "repairing: lowering the high-watermark checkpoint to the recovered log",
@@ -145,6 +169,7 @@ class NodeStorage:
             log=log,
             snapshots=snapshots,
             latest_snapshot=latest,
+            missing_snapshot=snapshots.missing,
         )
 
     def write_quorum_state(self, state: QuorumStateData) -> None:
@@ -220,6 +245,7 @@ class NodeStorage:
         else:
             self.log.reset_to(offset, epoch)
         self._set_latest(snapshot)
+        self.missing_snapshot = None  # the state below the log is here again
         return snapshot
 
     def install_snapshot_data(self, snapshot_id: SnapshotId, data: bytes) -> Snapshot:
@@ -242,3 +268,18 @@ class NodeStorage:
 
     def close(self) -> None:
         self.log.close()
+
+
+def _read_floor(data_dir: Path, *, tolerate_damage: bool) -> tuple[int, str | None]:
+    """The checkpointed high watermark recovery holds the log to, and why the file was not
+    believed (None if it was). In the node's mode a damaged checkpoint is read as a missing one
+    (0: the floor of a node that never checkpointed), not refused: the checkpoint only bounds
+    which damage recovery may cut, and the node's mode cuts none whose slot is known -- it
+    repairs it from the quorum -- while the core learns the high watermark from its leader
+    again. Elsewhere (``raftmeta log``, the jobs) the damage is refused naming the file."""
+    try:
+        return read_high_watermark(data_dir), None
+    except InvalidFileError as exc:
+        if not tolerate_damage:
+            raise
+        return 0, exc.reason

@@ -64,3 +64,17 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(temp, path)
     fsync_dir(path.parent)
+
+
+def set_aside(path: Path, suffix: str) -> Path:
+    """Rename a damaged file to ``<name><suffix>`` beside it, kept for inspection and never
+    deleted: a file set aside earlier under that name is kept too (the new one gets ``.1``,
+    ``.2``, ...). Returns the new path. Not made durable: a lost rename brings the damaged file
+    back, and the next start sets it aside again."""
+    target = path.with_name(path.name + suffix)
+    number = 1
+    while target.exists():
+        target = path.with_name(f"{path.name}{suffix}.{number}")
+        number += 1
+    path.replace(target)
+    return target

@@ -27,7 +27,7 @@ from typing import Any
 from raftmeta.raft.types import QuorumStateData
 from raftmeta.storage.checksummed_json import CHECKSUM_FIELD, check_checksum, with_checksum
 from raftmeta.storage.errors import InvalidFileError, StorageError
-from raftmeta.storage.fileio import atomic_write
+from raftmeta.storage.fileio import atomic_write, set_aside
 
 QUORUM_STATE = "quorum-state"
 DATA_VERSION = 1
@@ -117,10 +117,8 @@ class QuorumStateFile:
         return parse_quorum_state(self.path, text)
 
     def set_aside(self, suffix: str = ".unreadable") -> Path:
-        """Rename a damaged file out of the way (kept for inspection); returns its new path."""
-        target = self.path.with_name(self.path.name + suffix)
-        self.path.replace(target)
-        return target
+        """Rename a damaged file out of the way (kept for inspection, an earlier one too); returns its new path."""
+        return set_aside(self.path, suffix)
 
     def write(self, state: QuorumStateData) -> None:
         """Durably replace the file; returns only once the new state survives a crash."""

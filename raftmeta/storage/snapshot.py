@@ -39,7 +39,7 @@ from raftmeta.records.snapshot_batches import (
     snapshot_batches,
 )
 from raftmeta.storage.errors import SnapshotError
-from raftmeta.storage.fileio import fsync_dir, pread_exact, pwrite_all, write_all
+from raftmeta.storage.fileio import fsync_dir, pread_exact, pwrite_all, set_aside, write_all
 from raftmeta.v1 import records_pb2
 
 SNAPSHOT_SUFFIX = ".checkpoint"
@@ -277,6 +277,9 @@ class SnapshotStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._log = get_logger("storage.snapshot", log_dir=str(directory))
+        # Set by load_latest(missing_ok=True): the slot of a damaged newest snapshot with no
+        # fallback, set aside; the node starts without the state below its log.
+        self.missing: SnapshotId | None = None
 
     def path(self, snapshot_id: SnapshotId) -> Path:
         return self.directory / snapshot_id.file_name
@@ -339,7 +342,9 @@ class SnapshotStore:
     def read(self, snapshot_id: SnapshotId) -> Snapshot:
         return read_snapshot(self.path(snapshot_id))
 
-    def load_latest(self, *, repair: bool = False, log_start_offset: int | None = None) -> Snapshot | None:
+    def load_latest(
+        self, *, repair: bool = False, log_start_offset: int | None = None, missing_ok: bool = False
+    ) -> Snapshot | None:
         """The newest snapshot, validated. A damaged one is refused (SnapshotError) unless
         ``repair``: then it is renamed to ``.corrupt`` (kept for inspection) and the next
         newest is tried.
@@ -348,13 +353,52 @@ class SnapshotStore:
         one): a damaged snapshot is also set aside, without ``repair``, when the log still holds
         everything from an older intact snapshot's end (from 0 when there is none) -- the older
         snapshot and the log then give the same state, nothing is lost. Without such a fallback
-        it is refused as above."""
+        it is refused as above, unless ``missing_ok`` (the node's mode) and the log reaches the
+        newest snapshot's end (or is empty): then the damaged snapshot is set aside all the same,
+        :attr:`missing` names its slot (end offset and epoch, from its file name) and None is
+        returned -- the node fetches its leader's snapshot (docs/storage.md, "A damaged snapshot
+        with no fallback"). A node that stopped before it had one starts the same way again."""
         ids = self.ids()
+        if missing_ok and not repair:
+            still = self._still_missing(ids, log_start_offset)
+            if still is not None:
+                self.missing = still
+                self._log.error(
+                    "still without the state below the log: fetching the leader's snapshot",
+                    set_aside=still.file_name + CORRUPT_SUFFIX,
+                    offset=still.offset,
+                    epoch=still.epoch,
+                    log_start_offset=log_start_offset,
+                )
+                return None
         for i in range(len(ids) - 1, -1, -1):
             try:
                 return self.read(ids[i])
             except SnapshotError as exc:
                 fallback = self._fallback(ids[:i], log_start_offset)
+                newest = i == len(ids) - 1
+                missing = (
+                    missing_ok
+                    and not repair
+                    and fallback is None
+                    and newest
+                    and (log_start_offset is None or log_start_offset <= ids[i].offset)
+                )
+                if missing:
+                    aside = set_aside(exc.path, CORRUPT_SUFFIX)
+                    self._set_aside_damaged(ids[:i])
+                    fsync_dir(self.directory)
+                    self.missing = ids[i]
+                    self._log.error(
+                        "damaged snapshot set aside: no fallback, fetching the leader's snapshot",
+                        file=str(exc.path),
+                        reason=exc.reason,
+                        moved_to=str(aside),
+                        offset=ids[i].offset,
+                        epoch=ids[i].epoch,
+                        log_start_offset=log_start_offset,
+                    )
+                    return None
                 if not repair and fallback is None:
                     raise SnapshotError(
                         exc.path, f"{exc.reason}; refusing to start (start with --repair-log to set it aside)"
@@ -376,6 +420,32 @@ class SnapshotStore:
                 os.replace(exc.path, aside)
                 fsync_dir(self.directory)
         return None
+
+    def _still_missing(self, ids: list[SnapshotId], log_start_offset: int | None) -> SnapshotId | None:
+        """The slot of a snapshot set aside with no fallback on an earlier start, if the node
+        stopped before it installed its leader's: the newest ``.corrupt`` snapshot, newer than
+        every snapshot here, that the log reaches while starting above every one of them."""
+        if log_start_offset is None or not self.directory.is_dir():
+            return None
+        suffix = CORRUPT_SUFFIX
+        aside = [parse_snapshot_name(p.name[: -len(suffix)]) for p in self.directory.glob(f"*{suffix}")]
+        newest = max((a for a in aside if a is not None), default=None)
+        floor = max((i.offset for i in ids), default=0)
+        if newest is None or (ids and newest <= ids[-1]):
+            return None
+        return newest if floor < log_start_offset <= newest.offset else None
+
+    def _set_aside_damaged(self, older: list[SnapshotId]) -> None:
+        """Set the damaged ones of ``older`` aside as ``.corrupt`` too: left under their names,
+        retention (:meth:`prune`) would delete them once newer snapshots arrive."""
+        for snapshot_id in older:
+            try:
+                self.read(snapshot_id)
+            except SnapshotError as exc:
+                aside = set_aside(exc.path, CORRUPT_SUFFIX)
+                self._log.error(
+                    "damaged older snapshot set aside", file=str(exc.path), reason=exc.reason, moved_to=str(aside)
+                )
 
     def _fallback(self, older: list[SnapshotId], log_start_offset: int | None) -> int | None:
         """Where the state is rebuilt from if the snapshot after ``older`` is set aside: the end of

@@ -176,3 +176,29 @@ def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path:
     exercised = result.figures["exercised"]
     assert exercised["damaged_batches_repaired"] >= 1, exercised
     assert exercised["damaged_batches_repaired"] + exercised["snapshots_installed_from_leader"] >= len(damaged)
+
+
+def test_damaged_state_files_are_set_aside_and_no_node_votes_twice_in_an_epoch(tmp_path: Path) -> None:
+    """quorum-state and high-watermark checkpoints damaged on stopped nodes (a flipped bit, a
+    truncated or zeroed file): every node notices on start and rejoins with no operator, no node
+    records two votes in one epoch, nothing acknowledged is lost and every node's log ends
+    identical."""
+    plan = (
+        FaultStep("storage", "quorum-state", 1.0, 2.0),
+        FaultStep("storage", "high-watermark-checkpoint", 1.0, 2.0),
+        FaultStep("storage", "quorum-state", 1.0, 2.0),
+        FaultStep("storage", "high-watermark-checkpoint", 1.0, 2.0),
+    )
+    config = ChaosConfig(
+        seed=12, report_dir=tmp_path / "report", duration_s=15.0, families=("storage",), spark=False, plan=plan
+    )
+    result = run_chaos(config)
+    write_report(result)
+    assert result.passed, result.violations
+    assert result.lost_acknowledged == 0
+    names = {c.name for c in result.checks}
+    assert {"state-files-recovered", "one-vote-per-epoch", "committed-prefixes-agree"} <= names
+    damaged = result.figures["state_file_faults"]
+    assert {d["file"] for d in damaged} == {"quorum-state", "high-watermark-checkpoint"}, damaged
+    (votes,) = [c.detail for c in result.checks if c.name == "one-vote-per-epoch"]
+    assert not votes.startswith("0 votes"), votes

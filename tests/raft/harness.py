@@ -86,9 +86,9 @@ class Net:
             if ready.quorum_state is not None:
                 self.persisted[node] = ready.quorum_state
             self.network.extend(ready.messages)
-            self.committed[node].extend(ready.committed)
             if ready.install_snapshot is not None:
-                self.committed[node] = []
+                self.committed[node] = []  # as the node: the install first, then the Ready's commits
+            self.committed[node].extend(ready.committed)
             if ready.flush and node not in self.stalled_disks:
                 core.on_log_flushed(self.now, core.log_end_offset, ready.seq)
             deadline = core.poll(self.now)

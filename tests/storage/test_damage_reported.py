@@ -22,7 +22,7 @@ from raftmeta.records import codec
 from raftmeta.storage.damage import repairable_batches
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import InvalidAppendError, LogCorruptionError, SnapshotError
-from raftmeta.storage.snapshot import SnapshotId
+from raftmeta.storage.snapshot import SnapshotId, parse_snapshot_name
 from tests.storage.conftest import simulate_crash, topic_record
 from tests.storage.test_mid_log_corruption import Placed, build_node, flip
 
@@ -267,14 +267,52 @@ def test_a_damaged_snapshot_falls_back_to_an_older_one_and_the_log_that_covers_i
     assert node.log.log_end_offset == placed[-1].next_offset
 
 
-def test_a_damaged_snapshot_the_log_does_not_reach_behind_is_still_refused(tmp_path: Path) -> None:
+def test_a_damaged_snapshot_the_log_does_not_reach_behind_is_set_aside_and_reported_missing(tmp_path: Path) -> None:
+    """No fallback: offline it is refused, changing nothing; the node's mode sets it aside as
+    ``.corrupt`` (kept) and starts its log at the snapshot's slot with the state reported missing
+    (the core fetches the leader's snapshot)."""
     data_dir = tmp_path / "node-1"
     build_node(data_dir, 40, high_watermark=78, segment_bytes=1024)
     node = open_reporting(data_dir)
     newest = snapshot_at(node, 60)  # deletes the segments wholly below it: the log starts above 0
-    assert node.log.log_start_offset > 0
+    log_start, log_end = node.log.log_start_offset, node.log.log_end_offset
+    assert log_start > 0
     node.close()
     damage_file(newest)
+    damaged = newest.read_bytes()
     with pytest.raises(SnapshotError, match="refusing to start"):
-        open_reporting(data_dir)
-    assert newest.exists(), "refused: nothing moved"
+        NodeStorage.open(data_dir, cluster_id="c1", node_id=1, segment_bytes=1 << 20)
+    assert newest.read_bytes() == damaged, "refused: nothing moved"
+
+    reopened = open_reporting(data_dir)
+    slot = parse_snapshot_name(newest.name)
+    assert reopened.latest_snapshot is None and reopened.missing_snapshot == slot
+    assert not newest.exists()
+    assert newest.with_name(newest.name + ".corrupt").read_bytes() == damaged, "kept, never deleted"
+    assert (reopened.log.log_start_offset, reopened.log.log_end_offset) == (log_start, log_end), "the log is kept"
+    reopened.close()
+    # Stopped before it installed its leader's snapshot: it starts the same way again.
+    again = open_reporting(data_dir)
+    assert again.latest_snapshot is None and again.missing_snapshot == slot
+    assert (again.log.log_start_offset, again.log.log_end_offset) == (log_start, log_end)
+    again.close()
+
+
+def test_with_no_fallback_a_damaged_older_snapshot_is_set_aside_too(tmp_path: Path) -> None:
+    """Left under its name, retention would delete it once newer snapshots arrive."""
+    data_dir = tmp_path / "node-1"
+    build_node(data_dir, 40, high_watermark=78, segment_bytes=1024)
+    node = open_reporting(data_dir)
+    older = snapshot_at(node, 30)
+    newest = snapshot_at(node, 60)
+    assert node.log.log_start_offset > 30
+    node.close()
+    damage_file(older)
+    damage_file(newest)
+    contents = {older: older.read_bytes(), newest: newest.read_bytes()}
+    reopened = open_reporting(data_dir)
+    assert reopened.missing_snapshot == parse_snapshot_name(newest.name)
+    for path, data in contents.items():
+        assert not path.exists()
+        assert path.with_name(path.name + ".corrupt").read_bytes() == data
+    reopened.close()

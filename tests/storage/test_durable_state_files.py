@@ -56,3 +56,13 @@ def test_the_storage_refuses_to_truncate_below_the_checkpointed_high_watermark(t
     assert node.log.log_end_offset == 4, "nothing removed"
     assert node.truncate_log(3) == 3
     node.close()
+
+
+def test_a_second_unreadable_file_is_set_aside_beside_the_first(tmp_path: Path) -> None:
+    """Damage on two starts: both damaged files are kept, the first never overwritten."""
+    filled(tmp_path).close()
+    for content in ("first damage", "second damage"):
+        (tmp_path / "quorum-state").write_text(content)
+        NodeStorage.open(tmp_path, cluster_id="c1", node_id=1).close()
+    assert (tmp_path / "quorum-state.unreadable").read_text() == "first damage"
+    assert (tmp_path / "quorum-state.unreadable.1").read_text() == "second damage"

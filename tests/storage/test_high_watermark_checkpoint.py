@@ -112,3 +112,51 @@ def test_a_checkpoint_above_the_log_end_is_a_checkpoint_problem(tmp_path: Path, 
     node = open_node(tmp_path)
     assert (node.log.log_end_offset, node.high_watermark.checkpointed) == (12, 12)
     node.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: data.replace(b'"high_watermark": 5', b'"high_watermark": 4'), id="bit-flip"),
+        pytest.param(lambda data: data[: len(data) // 2], id="truncated"),
+        pytest.param(lambda data: bytes(len(data)), id="zeroed"),
+    ],
+)
+def test_the_nodes_mode_sets_a_damaged_checkpoint_aside_and_starts_as_if_it_were_missing(
+    tmp_path: Path, make_records: Records, damage: Callable[[bytes], bytes]
+) -> None:
+    """The node's mode (report_damage) does not refuse: the file is kept as ``.corrupt`` byte for
+    byte, recovery holds the log to 0 (a missing checkpoint's floor), the intact log is kept whole
+    and the next checkpoint writes a fresh file."""
+    node = open_node(tmp_path)
+    node.log.append_batch(1, make_records(0, 3), 0)
+    node.log.append_batch(1, make_records(3, 2), 0)
+    node.log.flush()
+    node.checkpoint_high_watermark(5)
+    node.close()
+    path = tmp_path / HIGH_WATERMARK_CHECKPOINT
+    damaged = damage(path.read_bytes())
+    path.write_bytes(damaged)
+
+    reopened = open_node(tmp_path, report_damage=True)
+    assert reopened.high_watermark.checkpointed == 0
+    assert reopened.log.log_end_offset == 5, "the intact log is kept whole"
+    assert (tmp_path / f"{HIGH_WATERMARK_CHECKPOINT}.corrupt").read_bytes() == damaged
+    assert not path.exists()
+    reopened.checkpoint_high_watermark(5)
+    reopened.close()
+    assert read_high_watermark(tmp_path) == 5
+    assert (tmp_path / f"{HIGH_WATERMARK_CHECKPOINT}.corrupt").read_bytes() == damaged, "never deleted"
+
+
+def test_a_damaged_checkpoint_set_aside_twice_keeps_both_files(tmp_path: Path, make_records: Records) -> None:
+    node = open_node(tmp_path)
+    node.log.append_batch(1, make_records(0, 3), 0)
+    node.log.flush()
+    node.close()
+    path = tmp_path / HIGH_WATERMARK_CHECKPOINT
+    for content in (b"first damage", b"second damage"):
+        path.write_bytes(content)
+        open_node(tmp_path, report_damage=True).close()
+    assert (tmp_path / f"{HIGH_WATERMARK_CHECKPOINT}.corrupt").read_bytes() == b"first damage"
+    assert (tmp_path / f"{HIGH_WATERMARK_CHECKPOINT}.corrupt.1").read_bytes() == b"second damage"
