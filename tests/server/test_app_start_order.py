@@ -49,7 +49,7 @@ def test_the_node_leads_before_its_kafka_listener_has_started(tmp_path: Path, mo
     )
     seen: dict[str, bool] = {}
 
-    async def slow_kafka_listener(config: NodeConfig, admin: Any, leads: Any) -> None:
+    async def slow_kafka_listener(config: NodeConfig, admin: Any, leads: Any, raft: Any = None) -> None:
         # Returns only once the node, running without it, has elected itself (a single voter).
         node = admin.node
         while not node.is_leader:
