@@ -37,6 +37,9 @@ class Faults:
     # After losing the quorum-state file, vote again from the log's epoch + 1 at once, without first
     # learning from every voter an epoch at or above any vote this node may have granted.
     vote_without_fence: bool = False
+    # Behind the vote fence, fetch from the leader as usual: a voter whose lost vote went to a
+    # later epoch's candidate then helps the older epoch's leader commit what that candidate lacks.
+    ack_behind_fence: bool = False
     # Serve linearizable reads without the read-index round (a deposed leader answers stale).
     stale_reads: bool = False
     # Accept a Fetch from an older epoch (Kafka fences it: FENCED_LEADER_EPOCH). Its read-barrier
