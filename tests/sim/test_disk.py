@@ -4,7 +4,7 @@ kept by a crash."""
 
 from __future__ import annotations
 
-from raftmeta.raft import Entry
+from raftmeta.raft import Entry, SnapshotImage
 from raftmeta.sim.disk import SimDisk
 from raftmeta.sim.rng import SeededRandom
 
@@ -72,3 +72,21 @@ def test_the_high_watermark_checkpoint_is_clamped_to_the_durable_log_and_monoton
     assert disk.hw_checkpoint == 2
     disk.checkpoint_high_watermark(1)
     assert disk.hw_checkpoint == 2
+
+
+def test_a_snapshot_trim_while_an_fsync_runs_leaves_it_covering_only_what_was_written_before_it() -> None:
+    """A snapshot deletes the segments below its end while an fsync of them is in flight (a
+    follower applies and snapshots what it has just appended): the fsync still covers only the
+    writes made before it started, not a write made after it in the snapshot's place."""
+    disk = SimDisk()
+    for offset in range(2):
+        disk.append(entry(offset, 1))
+    barrier, reported = disk.flush_begin()
+    disk.trim(SnapshotImage(2, 1, b""), 2)  # the snapshot covers both batches: durable on return
+    disk.append(entry(2, 1))  # written after the fsync started
+    disk.flush_end(barrier)
+    assert reported == 2
+    assert disk.durable_end_offset == 2
+    assert not disk.durably_holds(entry(2, 1)), "the fsync began before this write"
+    assert disk.crash(SeededRandom(0), keep_unflushed=False) == 1
+    assert disk.end_offset == 2
