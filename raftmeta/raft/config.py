@@ -26,6 +26,10 @@ class Faults:
     # does not wait for its own LeaderChangeRecord to reach a majority), and a follower takes
     # the leader's HW while its log still holds an older epoch's diverging tail.
     hw_from_old_epoch: bool = False
+    # The leader half of hw_from_old_epoch alone (Raft paper figure 8): a leader commits an older
+    # epoch's entry once its Fetches show it on a majority, without waiting for a batch of its own
+    # epoch (its LeaderChangeRecord) to get there.
+    commit_old_epoch_by_count: bool = False
     # Do not persist a granted vote: the quorum state is written only when the epoch or the
     # leader changes, so a crash after the grant forgets it.
     vote_not_persisted: bool = False

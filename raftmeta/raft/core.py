@@ -1371,7 +1371,8 @@ class RaftCore:
             candidate = majority_offset(known, len(committed))
         if candidate <= self.high_watermark:
             return
-        if candidate <= state.epoch_start_offset and not self._faults.hw_from_old_epoch:
+        faults = self._faults
+        if candidate <= state.epoch_start_offset and not (faults.hw_from_old_epoch or faults.commit_old_epoch_by_count):
             return  # Raft §5.4.2 / figure 8: never commit an older epoch's entry by counting replicas
         self._set_high_watermark(candidate)
         self._maybe_release_reads(state)
