@@ -90,3 +90,27 @@ def test_a_snapshot_trim_while_an_fsync_runs_leaves_it_covering_only_what_was_wr
     assert not disk.durably_holds(entry(2, 1)), "the fsync began before this write"
     assert disk.crash(SeededRandom(0), keep_unflushed=False) == 1
     assert disk.end_offset == 2
+
+
+def test_crash_points_around_a_truncation_racing_an_fsync() -> None:
+    """An fsync of offsets 0-2 (epoch 1) is in flight; the log is truncated to 1 and offset 1 of
+    epoch 2 appended. A crash at any point keeps offset 0 and never a truncated batch of epoch 1:
+    before the new append, after it (kept only as an unflushed write the disk may have written),
+    and after the old fsync completes."""
+    for point in ("after_truncation", "after_new_append", "after_old_fsync"):
+        for seed in range(20):
+            disk = SimDisk()
+            for offset in range(3):
+                disk.append(entry(offset, 1))
+            barrier, _reported = disk.flush_begin()
+            disk.truncate_to(1)
+            if point != "after_truncation":
+                disk.append(entry(1, 2))
+            if point == "after_old_fsync":
+                disk.flush_end(barrier)
+            disk.crash(SeededRandom(seed), keep_unflushed=True)
+            kept = [(e.base_offset, e.epoch) for e in disk.entries]
+            assert kept[:1] == [(0, 1)], (point, seed, kept)
+            assert kept in ([(0, 1)], [(0, 1), (1, 2)]), (point, seed, kept)
+            if point == "after_truncation":
+                assert kept == [(0, 1)]
