@@ -159,7 +159,9 @@ class SimNode:
         """The simulated time at which the node's clock reads ``node_ms`` (at its current rate,
         and as if no suspension began meanwhile: a suspended node is also paused)."""
         ahead = node_ms - self.clock(now)
-        if self.clock_permille == 1000 or ahead <= 0 or node_ms >= NEVER:
+        if ahead <= 0:
+            return now  # already due: now, never in the past (the simulation's time would run back)
+        if self.clock_permille == 1000 or node_ms >= NEVER:
             return now + ahead
         return now + -(-ahead * 1000 // self.clock_permille)
 
