@@ -26,6 +26,10 @@ class Faults:
     # does not wait for its own LeaderChangeRecord to reach a majority), and a follower takes
     # the leader's HW while its log still holds an older epoch's diverging tail.
     hw_from_old_epoch: bool = False
+    # The leader half of hw_from_old_epoch alone (Raft paper figure 8): a leader commits an older
+    # epoch's entry once its Fetches show it on a majority, without waiting for a batch of its own
+    # epoch (its LeaderChangeRecord) to get there.
+    commit_old_epoch_by_count: bool = False
     # Do not persist a granted vote: the quorum state is written only when the epoch or the
     # leader changes, so a crash after the grant forgets it.
     vote_not_persisted: bool = False
@@ -37,6 +41,9 @@ class Faults:
     # After losing the quorum-state file, vote again from the log's epoch + 1 at once, without first
     # learning from every voter an epoch at or above any vote this node may have granted.
     vote_without_fence: bool = False
+    # Behind the vote fence, fetch from the leader as usual: a voter whose lost vote went to a
+    # later epoch's candidate then helps the older epoch's leader commit what that candidate lacks.
+    ack_behind_fence: bool = False
     # Serve linearizable reads without the read-index round (a deposed leader answers stale).
     stale_reads: bool = False
     # Accept a Fetch from an older epoch (Kafka fences it: FENCED_LEADER_EPOCH). Its read-barrier

@@ -1386,7 +1386,8 @@ class RaftCore:
             candidate = majority_offset(known, len(committed))
         if candidate <= self.high_watermark:
             return
-        if candidate <= state.epoch_start_offset and not self._faults.hw_from_old_epoch:
+        faults = self._faults
+        if candidate <= state.epoch_start_offset and not (faults.hw_from_old_epoch or faults.commit_old_epoch_by_count):
             return  # Raft §5.4.2 / figure 8: never commit an older epoch's entry by counting replicas
         self._set_high_watermark(candidate)
         self._maybe_release_reads(state)
@@ -1404,13 +1405,16 @@ class RaftCore:
                     state.parked[replica_id] = ParkedFetch(parked.envelope, now_ms + linger)
 
     # -- Fetch (follower side) --------------------------------------------------------------------------
-    def _fetch_request(self, max_wait_ms: int) -> raft_pb2.FetchRequest:
+    def _fetch_request(self, max_wait_ms: int, *, acknowledge: bool = True) -> raft_pb2.FetchRequest:
         log = self.log
         state = self.state
         # A follower with a damaged batch fetches from it: the leader counts that offset as its
         # end (nothing past it toward the HW) and answers with the batches from there, whose
         # copy of the damaged one repairs it (_append_fetched).
         offset = log.end_offset if self._faults.count_damaged_toward_hw else self.vouched_end_offset
+        if not acknowledge:
+            # A fence probe: from the high watermark, an offset no leader can count toward a commit.
+            offset = max(log.start_offset, min(offset, self.high_watermark))
         before = log.entry_before(offset) if offset < log.end_offset else None
         if self.state_missing:
             # Below the leader's log start: it answers with its snapshot (Validation.SNAPSHOT).
@@ -1442,6 +1446,11 @@ class RaftCore:
 
     def _maybe_send_fetch(self, now_ms: int, state: FollowerState) -> None:
         if state.in_flight >= 0 or now_ms < state.retry_ms or self.state is not state:
+            return
+        if self._fence is not None and not self._faults.ack_behind_fence:
+            # Behind the vote fence this node may have voted in a later epoch than its leader's: a
+            # Fetch would count toward that leader's commits, which the vote promised not to do
+            # (Raft's candidate of the later epoch may lack them). It follows, and acknowledges nothing.
             return
         config = self.config
         if state.snapshot is not None:
@@ -1583,7 +1592,7 @@ class RaftCore:
         if now_ms >= self._fence_retry_ms:
             self._fence_probes.clear()
             for voter in missing:
-                self._fence_probes[self._send(voter, self._fetch_request(0))] = voter
+                self._fence_probes[self._send(voter, self._fetch_request(0, acknowledge=False))] = voter
             self._fence_retry_ms = now_ms + self.config.request_timeout_ms
         return self._fence_retry_ms
 

@@ -36,7 +36,7 @@ from raftmeta.raft import (
 from raftmeta.raft.core import VoterChangeError
 from raftmeta.raft.perform import Step, plan
 from raftmeta.raft.voters import VoterNode, voters_in_batch
-from raftmeta.sim import disk_faults
+from raftmeta.sim import disk_faults, figure8
 from raftmeta.sim.checker import Checker, InvariantViolation
 from raftmeta.sim.client_history import HistoryFailure
 from raftmeta.sim.disk import SimDisk
@@ -45,9 +45,10 @@ from raftmeta.sim.rng import SeededRandom
 from raftmeta.v1 import raft_pb2
 
 # Event kinds (small ints: compared often).
-DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH, CUSTOM, CLOCK = range(11)
+DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH, CUSTOM, CLOCK, FIGURE8 = range(12)
 KIND_NAMES = (
-    "deliver", "timer", "flush", "propose", "fault", "heal", "restart", "persisted", "crash", "custom", "clock"
+    "deliver", "timer", "flush", "propose", "fault", "heal", "restart", "persisted", "crash", "custom", "clock",
+    "figure8",
 )  # fmt: skip
 # clock_skew: the slowest a skewed clock runs, in thousandths of the simulation's rate. Only slow:
 # a fast clock would fence brokers early by the simulation's measure, which the broker-sessions
@@ -160,7 +161,9 @@ class SimNode:
         """The simulated time at which the node's clock reads ``node_ms`` (at its current rate,
         and as if no suspension began meanwhile: a suspended node is also paused)."""
         ahead = node_ms - self.clock(now)
-        if self.clock_permille == 1000 or ahead <= 0 or node_ms >= NEVER:
+        if ahead <= 0:
+            return now  # already due: now, never in the past (the simulation's time would run back)
+        if self.clock_permille == 1000 or node_ms >= NEVER:
             return now + ahead
         return now + -(-ahead * 1000 // self.clock_permille)
 
@@ -201,7 +204,18 @@ class RunResult:
 class Simulation:
     # The fault kinds this simulation injects itself (the others act through params).
     INJECTED = frozenset(
-        {"kill", "partition", "pause", "suspend", "slow_disk", "transfer", "membership", "storage", "clock_skew"}
+        {
+            "kill",
+            "partition",
+            "pause",
+            "suspend",
+            "slow_disk",
+            "transfer",
+            "membership",
+            "storage",
+            "clock_skew",
+            "figure8",
+        }
     )
 
     def __init__(
@@ -258,6 +272,9 @@ class Simulation:
         self.unproven_read: InvariantViolation | None = None
         # epoch_delay: destination -> (its epoch when the message was sent, the message).
         self.delayed: dict[int, list[tuple[int, Envelope]]] = {}
+        # The Figure 8 under way (raftmeta.sim.figure8), if any, and the number of the last one.
+        self.figure8: figure8.Figure8 | None = None
+        self._figure8_count = 0
 
     # -- event queue -------------------------------------------------------------------------------
     def _push(self, at: int, kind: int, payload: Any) -> None:
@@ -538,6 +555,8 @@ class Simulation:
             self.checker.on_leader(node_id, soft.epoch)
             self.checker.check_leader_has_committed(node_id, core)
             self._release_delayed(node_id, soft.epoch)
+            if self.figure8 is not None:
+                self._figure8_step(figure8.on_leader(self, self.figure8, node_id, soft.epoch))
         if node.pending and soft.role is not Role.LEADER:
             node.pending.clear()  # indeterminate: neither acknowledged nor rejected
 
@@ -749,6 +768,10 @@ class Simulation:
             self._trace(f"n{envelope.source}->n{envelope.destination} {describe_message(envelope)}")
         self._step(node, node.core, envelope)
         self._drive(node)
+        if self.figure8 is not None and type(message) is raft_pb2.FetchRequest:
+            scenario = self.figure8
+            figure8.on_fetch(self, scenario, node.node_id, envelope.source, message.replica_epoch, message.fetch_offset)
+            self._figure8_step(False)
 
     def _check_vouched(self, node_id: int, request: raft_pb2.FetchRequest) -> None:
         """A follower's fetch offset is what the leader counts toward the high watermark for it: it
@@ -799,8 +822,12 @@ class Simulation:
     def _fault(self) -> None:
         params = self.params
         rng = self.rng
-        kinds = sorted(params.faults & self.INJECTED)
-        if kinds:
+        kinds = sorted(params.faults & self.INJECTED - {"figure8"})
+        if self.figure8 is not None:
+            pass  # the other faults wait for the Figure 8 under way, which they would spoil
+        elif "figure8" in params.faults and (not kinds or rng.random() < figure8.FIGURE8_WEIGHT):
+            self._inject("figure8")
+        elif kinds:
             kind = kinds[rng.next_int(len(kinds))]
             self._inject(kind)
         self._push(self.now + 1 + rng.next_int(2 * params.fault_interval_ms), FAULT, None)
@@ -871,7 +898,53 @@ class Simulation:
             kind = self._change_voters()
         elif kind == "storage":
             kind = self._storage_fault()
+        elif kind == "figure8":
+            self._figure8_count += 1
+            self.figure8 = figure8.start(self, self._figure8_count)
+            if self.figure8 is None:
+                kind = "figure8_no_leader"
+            else:
+                self._figure8_step(False)
         self._count(kind)
+
+    # -- figure8 (raftmeta.sim.figure8 directs; these are its hands) -----------------------------------
+    def cut_off(self, group: set[int]) -> int:
+        """A dropping partition between ``group`` and every other node; returns its id."""
+        others = [i for i in self.node_ids if i not in group]
+        self._next_partition += 1
+        self.partitions[self._next_partition] = {(a, b) for a in group for b in others} | {
+            (b, a) for a in group for b in others
+        }
+        self._recompute_blocked()
+        return self._next_partition
+
+    def reconnect(self, partition: int) -> None:
+        if self.partitions.pop(partition, None) is not None:
+            self._recompute_blocked()
+
+    def trace_line(self, text: str) -> None:
+        self._trace(text)
+
+    def _figure8_step(self, over: bool) -> None:
+        """After the director acted: end the scenario, or give its (maybe new) phase its budget."""
+        scenario = self.figure8
+        assert scenario is not None
+        if over:
+            self._count(figure8.finish(self, scenario))
+            self.figure8 = None
+            return
+        if scenario.phase != scenario.timed_phase:
+            scenario.timed_phase = scenario.phase
+            self._push(self.now + figure8.phase_budget_ms(self), FIGURE8, (scenario.generation, scenario.phase))
+
+    def _figure8_timeout(self, payload: tuple[int, str]) -> bool:
+        """A phase's budget ran out: the scenario ends, if it is still in that phase."""
+        scenario = self.figure8
+        if scenario is None or (scenario.generation, scenario.phase) != payload:
+            return False
+        self._trace(f"figure8: {scenario.phase} waited past its budget")
+        self._figure8_step(True)
+        return True
 
     def _storage_fault(self) -> str:
         """Crash a node, damage its disk while it is down (disk_faults) and restart it later."""
@@ -1078,6 +1151,8 @@ class Simulation:
         """Phase 2: the network is whole, pauses and slow disks end, crashed voters come back
         except a minority the seed leaves down."""
         self.healed = True
+        if self.figure8 is not None:
+            self._figure8_step(True)
         self.partitions.clear()
         self._recompute_blocked()
         self.params = _healed(self.params)
@@ -1241,6 +1316,9 @@ class Simulation:
                 self._custom(payload)
             elif kind == CLOCK:
                 self._clock_rate_restored(payload)
+            elif kind == FIGURE8:
+                if not self._figure8_timeout(payload):
+                    continue  # the scenario moved on, or ended
             elif kind == CRASH:
                 node = nodes[payload[0]]
                 if node.core is None or node.incarnation != payload[1] or self.healed:

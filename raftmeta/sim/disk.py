@@ -14,6 +14,9 @@ snapshot, with the crash semantics of the real storage (raftmeta/storage).
   simulator delays it, see ``Simulation._perform``). It can also be lost outright (``lose_state``).
 * Repairs (``Ready.repair``) overwrite a damaged batch in place and are durable on return. The
   damage itself is injected by ``raftmeta.sim.disk_faults``.
+* A snapshot written while an fsync runs (a follower snapshots what it has just appended) deletes
+  the segments below it; the unflushed writes there count as done, so the fsync still covers only
+  the writes before it started (:meth:`trim`).
 * The high-watermark checkpoint is written lazily and clamped to the durable log, as
   ``HighWatermarkCheckpoint`` does; a restart starts the core from it.
 """
@@ -137,11 +140,21 @@ class SimDisk:
         for entries in (self.entries, self.durable):
             i = bisect.bisect_left(entries, log_start_offset, key=lambda e: e.base_offset)
             del entries[:i]
-        self.pending = [
-            (kind, value)
-            for kind, value in self.pending
-            if not (kind == APPEND and isinstance(value, Entry) and value.base_offset < log_start_offset)
-        ]
+        # Unflushed appends below the log start are covered by the durable snapshot now. They are
+        # the oldest writes (a truncation makes every write before it durable, so the pending ones
+        # are appends in offset order): count them as done, so that an fsync in flight still
+        # covers only the writes made before it started (its barrier counts writes).
+        covered = 0
+        for kind, value in self.pending:
+            if kind != APPEND or not isinstance(value, Entry) or value.base_offset >= log_start_offset:
+                break
+            covered += 1
+        assert all(
+            not (kind == APPEND and isinstance(value, Entry) and value.base_offset < log_start_offset)
+            for kind, value in self.pending[covered:]
+        ), "unflushed appends are in offset order"
+        del self.pending[:covered]
+        self._ops_done += covered
 
     def checkpoint_high_watermark(self, high_watermark: int) -> None:
         """Lazily persisted HW, never above the durable log, never backwards (HighWatermarkCheckpoint)."""

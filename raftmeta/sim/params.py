@@ -16,7 +16,8 @@ from raftmeta.sim.rng import SeededRandom
 # storage: a node crashes and its disk is damaged while it is down (raftmeta/sim/disk_faults.py);
 # clock_skew: a node's clock runs slow for a while (the leader's, often, sometimes cut off from
 # its peers meanwhile while clients still reach it);
-# epoch_delay: a Fetch or its answer is held until the node it is for leads a later epoch.
+# epoch_delay: a Fetch or its answer is held until the node it is for leads a later epoch;
+# figure8: Raft's Figure 8 built step by step from the run's elections (raftmeta/sim/figure8.py).
 FAULT_KINDS = (
     "kill",
     "crash_after_vote",
@@ -33,9 +34,10 @@ FAULT_KINDS = (
     "storage",
     "clock_skew",
     "epoch_delay",
+    "figure8",
 )
 # Drawn after every other parameter, so that adding them left every earlier draw of a seed as it was.
-LATE_KINDS = ("membership", "suspend", "storage", "clock_skew", "epoch_delay")
+LATE_KINDS = ("membership", "suspend", "storage", "clock_skew", "epoch_delay", "figure8")
 PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
 
 
@@ -127,4 +129,6 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
         params = replace(params, faults=params.faults | {"clock_skew"})
     if "epoch_delay" in allowed_faults and (not classic or rng.random() < 0.5):
         params = replace(params, faults=params.faults | {"epoch_delay"})
+    if "figure8" in allowed_faults and (not classic or rng.random() < 0.5):
+        params = replace(params, faults=params.faults | {"figure8"})
     return params

@@ -18,6 +18,7 @@ CORE_BUGS = (
     "ack_unpersisted",
     "double_vote",
     "hw_from_old_epoch",
+    "commit_old_epoch_by_count",
     "vote_not_persisted",
     "forget_vote_on_restart",
     "voter_change_while_pending",
@@ -27,6 +28,8 @@ CORE_BUGS = (
     "repair_unchecked",
     "count_damaged_toward_hw",
     "vote_without_fence",
+    # Behind the vote fence, acknowledge the leader's batches (caught through the figure8 fault).
+    "ack_behind_fence",
 )
 # Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes
 # it; partition leaders never ask for a caught-up follower back (the ISR never regrows); the

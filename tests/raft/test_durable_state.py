@@ -232,3 +232,48 @@ def test_a_fenced_voter_is_no_witness_and_answers_that_it_does_not_know_its_epoc
     core.poll(30)
     assert core.vote_fenced, "node 3's answer does not count"
     assert not vote_from(core, 2, epoch=5, last_epoch=4, last_offset=10)
+
+
+def fetches_after_a_leader_of(
+    core: RaftCore, epoch: int, *, leader: int = 2, since: int = 0
+) -> list[raft_pb2.FetchRequest]:
+    """The node hears of ``leader`` of ``epoch`` at ``since`` and runs a while: the Fetches it sends."""
+    begin = raft_pb2.BeginQuorumEpochRequest(cluster_id="t", leader_id=leader, leader_epoch=epoch)
+    core.step(since + 5, Envelope(leader, core.node_id, 90, begin))
+    sent: list[raft_pb2.FetchRequest] = []
+    for now in range(since + 10, since + 3_000, 50):
+        core.poll(now)
+        sent += [e.message for e in core.take_ready().messages if isinstance(e.message, raft_pb2.FetchRequest)]
+    return sent
+
+
+def test_a_fenced_voter_follows_but_acknowledges_nothing() -> None:
+    """Behind the fence the node may have voted for a candidate of a later epoch than its leader's:
+    a Fetch from its log end would let that leader count it toward committing batches the later
+    epoch's leader lacks (Raft's figure 8 through a lost vote: ``raftmeta sim --seed 32 --voters 3
+    --faults all`` broke leader completeness so). It fetches from its high watermark only, which
+    no leader can count toward a commit, until the fence closes."""
+    core = start(quorum_state=None, epochs=[1, 2, 4, 4], high_watermark=2)
+    core.take_ready()
+    sent = fetches_after_a_leader_of(core, 5)
+    assert (core.role, core.epoch, core.vote_fenced) == (Role.FOLLOWER, 5, True)
+    assert sent, "it still asks every voter for its epoch"
+    assert {f.fetch_offset for f in sent} == {2}, [f.fetch_offset for f in sent]
+    # Once every voter has told it its epoch, it acknowledges as usual.
+    answer_fence(core, {2: 5, 3: 5}, now=10_000)
+    assert not core.vote_fenced
+    sent = fetches_after_a_leader_of(core, 5, since=10_000)
+    assert 4 in {f.fetch_offset for f in sent}
+
+
+def test_acknowledging_behind_the_fence_is_the_planted_switch() -> None:
+    core = RaftCore(
+        RaftConfig(node_id=1, voters=VOTERS, cluster_id="t", faults=Faults(ack_behind_fence=True)),
+        SeededSource(1),
+        0,
+        quorum_state=None,
+        entries=make_log([1, 2, 4, 4]),
+        high_watermark=2,
+    )
+    core.take_ready()
+    assert 4 in {f.fetch_offset for f in fetches_after_a_leader_of(core, 5)}

@@ -4,7 +4,7 @@ kept by a crash."""
 
 from __future__ import annotations
 
-from raftmeta.raft import Entry
+from raftmeta.raft import Entry, SnapshotImage
 from raftmeta.sim.disk import SimDisk
 from raftmeta.sim.rng import SeededRandom
 
@@ -72,3 +72,45 @@ def test_the_high_watermark_checkpoint_is_clamped_to_the_durable_log_and_monoton
     assert disk.hw_checkpoint == 2
     disk.checkpoint_high_watermark(1)
     assert disk.hw_checkpoint == 2
+
+
+def test_a_snapshot_trim_while_an_fsync_runs_leaves_it_covering_only_what_was_written_before_it() -> None:
+    """A snapshot deletes the segments below its end while an fsync of them is in flight (a
+    follower applies and snapshots what it has just appended): the fsync still covers only the
+    writes made before it started, not a write made after it in the snapshot's place."""
+    disk = SimDisk()
+    for offset in range(2):
+        disk.append(entry(offset, 1))
+    barrier, reported = disk.flush_begin()
+    disk.trim(SnapshotImage(2, 1, b""), 2)  # the snapshot covers both batches: durable on return
+    disk.append(entry(2, 1))  # written after the fsync started
+    disk.flush_end(barrier)
+    assert reported == 2
+    assert disk.durable_end_offset == 2
+    assert not disk.durably_holds(entry(2, 1)), "the fsync began before this write"
+    assert disk.crash(SeededRandom(0), keep_unflushed=False) == 1
+    assert disk.end_offset == 2
+
+
+def test_crash_points_around_a_truncation_racing_an_fsync() -> None:
+    """An fsync of offsets 0-2 (epoch 1) is in flight; the log is truncated to 1 and offset 1 of
+    epoch 2 appended. A crash at any point keeps offset 0 and never a truncated batch of epoch 1:
+    before the new append, after it (kept only as an unflushed write the disk may have written),
+    and after the old fsync completes."""
+    for point in ("after_truncation", "after_new_append", "after_old_fsync"):
+        for seed in range(20):
+            disk = SimDisk()
+            for offset in range(3):
+                disk.append(entry(offset, 1))
+            barrier, _reported = disk.flush_begin()
+            disk.truncate_to(1)
+            if point != "after_truncation":
+                disk.append(entry(1, 2))
+            if point == "after_old_fsync":
+                disk.flush_end(barrier)
+            disk.crash(SeededRandom(seed), keep_unflushed=True)
+            kept = [(e.base_offset, e.epoch) for e in disk.entries]
+            assert kept[:1] == [(0, 1)], (point, seed, kept)
+            assert kept in ([(0, 1)], [(0, 1), (1, 2)]), (point, seed, kept)
+            if point == "after_truncation":
+                assert kept == [(0, 1)]
