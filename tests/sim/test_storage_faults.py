@@ -108,3 +108,14 @@ def test_a_node_behind_the_vote_fence_acknowledges_only_what_it_flushed(seed: in
     result = run_one(seed, steps=3000, voters=None, kinds=frozenset(FAULT_KINDS))
     assert result.violation is None, result.violation
     assert result.faults.get("storage_repaired", 0) > 0
+
+
+@pytest.mark.sim
+def test_election_state_is_lost_on_one_voter_at_a_time_also_when_a_log_is_wholly_in_its_snapshot() -> None:
+    """Seed 104184 lost the quorum-state of a second voter while the first was down with its whole
+    log in its snapshot (no batch left on disk): the check for another fenced voter missed it, two
+    of four voters restarted behind the fence and waited for each other (docs/consensus.md: that
+    needs an operator), and no leader was elected after healing (liveness)."""
+    result = run_one(104184, steps=3000, voters=None, kinds=frozenset(FAULT_KINDS))
+    assert result.violation is None, result.violation
+    assert result.faults.get("lose_state", 0) > 0
