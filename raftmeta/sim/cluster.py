@@ -1070,8 +1070,10 @@ class Simulation:
             if other.core is not None:
                 if other.core.vote_fenced:
                     return True
-            elif other.disk.quorum_state is None and (other.disk.quorum_state_lost or other.disk.durable):
-                return True
+            elif other.disk.quorum_state is None and (
+                other.disk.quorum_state_lost or other.disk.durable or other.disk.snapshot is not None
+            ):
+                return True  # a log wholly in its snapshot fences too
             elif other.disk.quorum_state is not None and other.disk.quorum_state.voted_id == VOTE_FENCED:
                 return True  # fences again at its restart
         return False

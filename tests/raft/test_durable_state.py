@@ -21,7 +21,7 @@ from raftmeta.raft import (
 from raftmeta.raft.types import NO_LEADER
 from raftmeta.v1 import errors_pb2, raft_pb2
 
-from .harness import SeededSource, make_log
+from .harness import Net, SeededSource, make_log
 
 VOTERS = (1, 2, 3)
 
@@ -277,3 +277,46 @@ def test_acknowledging_behind_the_fence_is_the_planted_switch() -> None:
     )
     core.take_ready()
     assert 4 in {f.fetch_offset for f in fetches_after_a_leader_of(core, 5)}
+
+
+def test_a_leader_whose_other_follower_is_down_never_counts_a_fenced_follower() -> None:
+    """The soak's story (``raftmeta sim --cores --faults all``, seeds 100308 and 104161, before the
+    fenced node acknowledged nothing): a node behind the vote fence followed the leader, and its
+    fence probe to that leader -- a Fetch, sent without waiting for the flush of what it had just
+    fetched -- named its log end. The leader counted it as the node's persisted end and, its other
+    follower down, committed a batch its own disk alone held (3-majority-persisted)."""
+    quorum_state = QuorumStateData(1, NO_LEADER, VOTE_UNKNOWN)
+    # Node 2's log is the longest: only it can win (node 1 is fenced, node 3 has too short a log).
+    net = Net(
+        VOTERS,
+        logs={1: make_log([1, 1]), 2: make_log([1, 1, 1]), 3: make_log([1, 1])},
+        quorum_states={2: quorum_state, 3: quorum_state},
+    )
+    fenced = net.cores[1]
+    probes: set[int] = set()
+
+    def lose_the_answers_to_probes(envelope: Envelope) -> bool:
+        # The leader gets every probe (and may count its offset); the answers are lost, so node 1
+        # asks again every request timeout and its fence stays open.
+        message = envelope.message
+        if envelope.source == 1 and isinstance(message, raft_pb2.FetchRequest) and message.max_wait_ms == 0:
+            probes.add(envelope.correlation_id)
+        return envelope.destination == 1 and envelope.correlation_id in probes
+
+    net.drop = lose_the_answers_to_probes
+    assert net.elect() == 2
+    leader = net.cores[2]
+    net.advance(500)
+    assert fenced.role is Role.FOLLOWER and fenced.vote_fenced
+    net.down.add(3)  # only node 1 can make a majority with the leader now
+    net.stalled_disks.add(1)
+    hw = leader.high_watermark
+    entry = leader.propose(net.now, [b"z"])
+    net.advance(3 * fenced.config.request_timeout_ms)
+    assert fenced.vote_fenced
+    assert any(e.source == 1 and e.destination == 2 for e in net.delivered if e.correlation_id in probes)
+    assert leader.high_watermark == hw, "only the leader's own disk holds the batch"
+    net.flush(1)
+    net.down.discard(3)  # node 3 fetches again (node 1 acknowledges nothing until its fence closes)
+    net.advance(2 * leader.config.fetch_timeout_ms)
+    assert leader.high_watermark >= entry.next_offset

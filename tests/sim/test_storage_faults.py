@@ -9,7 +9,7 @@ import pytest
 from raftmeta.raft import Entry, QuorumStateData
 from raftmeta.raft.repair import damage_of
 from raftmeta.records.codec import encode_batch
-from raftmeta.sim import run_seeds
+from raftmeta.sim import FAULT_KINDS, run_one, run_seeds
 from raftmeta.sim.disk import SimDisk
 from raftmeta.sim.disk_faults import LOG_FAULTS, STORAGE_FAULTS, damaged_slots, inject
 from raftmeta.sim.rng import SeededRandom
@@ -95,3 +95,27 @@ def test_storage_faults_alone_every_damaged_replica_is_repaired_and_nothing_ackn
     for kind in STORAGE_FAULTS:
         assert summary.faults.get(f"storage_{kind}", 0) > 0, kind
     assert summary.faults["storage_repaired"] > SEEDS
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("seed", [100308, 104161])
+def test_a_node_behind_the_vote_fence_acknowledges_only_what_it_flushed(seed: int) -> None:
+    """Seeds of the soak that broke 3-majority-persisted before a fenced node acknowledged
+    nothing: a node lost its quorum-state (and had a damaged batch repaired), followed the new
+    leader behind the vote fence, and probed that leader for its epoch while a fetched batch was
+    not flushed yet; the leader counted the probe's offset (its log end) and committed a batch on
+    a minority of disks. tests/raft/test_durable_state.py builds that story on purpose."""
+    result = run_one(seed, steps=3000, voters=None, kinds=frozenset(FAULT_KINDS))
+    assert result.violation is None, result.violation
+    assert result.faults.get("storage_repaired", 0) > 0
+
+
+@pytest.mark.sim
+def test_election_state_is_lost_on_one_voter_at_a_time_also_when_a_log_is_wholly_in_its_snapshot() -> None:
+    """Seed 104184 lost the quorum-state of a second voter while the first was down with its whole
+    log in its snapshot (no batch left on disk): the check for another fenced voter missed it, two
+    of four voters restarted behind the fence and waited for each other (docs/consensus.md: that
+    needs an operator), and no leader was elected after healing (liveness)."""
+    result = run_one(104184, steps=3000, voters=None, kinds=frozenset(FAULT_KINDS))
+    assert result.violation is None, result.violation
+    assert result.faults.get("lose_state", 0) > 0
