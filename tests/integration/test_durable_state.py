@@ -19,7 +19,7 @@ import pytest
 
 from raftmeta.client import RetryPolicy, SyncControllerClient
 from raftmeta.local import quorum as local_quorum
-from raftmeta.raft import QuorumStateData
+from raftmeta.raft import VOTE_FENCED, QuorumStateData
 from raftmeta.records.codec import encode_batch, iter_batches
 from raftmeta.storage.datadir import NodeStorage, log_dir
 from raftmeta.storage.errors import InvalidFileError
@@ -74,9 +74,11 @@ def test_a_follower_that_lost_or_damaged_its_quorum_state_rejoins_without_a_seco
                     stored = QuorumStateFile(directory).read()
                 except InvalidFileError:
                     return False  # the damaged file, before the restarted node set it aside
-                return stored is not None and stored.leader_id == leader
+                # Following, and past the vote fence: every other voter has told it its epoch (it
+                # follows the leader before its probes of the other voter are answered).
+                return stored is not None and stored.leader_id == leader and stored.voted_id != VOTE_FENCED
 
-            wait_until(following, what=f"node {node_id} following leader {leader} again")
+            wait_until(following, what=f"node {node_id} following leader {leader} again, past the vote fence")
             [warning] = log_events(quorum, node_id, "election state recovered from the log")
             assert warning["level"] == "warning"
             assert f"starting unattached in epoch {epoch} and granting no vote in it" in str(warning["detail"])
