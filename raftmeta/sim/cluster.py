@@ -823,13 +823,13 @@ class Simulation:
         params = self.params
         rng = self.rng
         kinds = sorted(params.faults & self.INJECTED - {"figure8"})
-        if self.figure8 is not None:
-            pass  # the other faults wait for the Figure 8 under way, which they would spoil
-        elif "figure8" in params.faults and (not kinds or rng.random() < figure8.FIGURE8_WEIGHT):
-            self._inject("figure8")
-        elif kinds:
-            kind = kinds[rng.next_int(len(kinds))]
-            self._inject(kind)
+        # While a Figure 8 is under way the other faults wait: they would spoil it.
+        if self.figure8 is None:
+            if "figure8" in params.faults and (not kinds or rng.random() < figure8.FIGURE8_WEIGHT):
+                self._inject("figure8")
+            elif kinds:
+                kind = kinds[rng.next_int(len(kinds))]
+                self._inject(kind)
         self._push(self.now + 1 + rng.next_int(2 * params.fault_interval_ms), FAULT, None)
 
     def _count(self, kind: str) -> None:
