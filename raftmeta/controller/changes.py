@@ -33,6 +33,7 @@ LOGGED_METHODS = frozenset(
 BROKER_SESSION_EXPIRED = "broker session expired"
 AUTO_LEADER_REBALANCE = "auto leader rebalance"
 LEADERLESS_ELECTED = "leaderless partitions elected"
+BOOTSTRAP_RECORDS = "bootstrap records"
 TIMER_CAUSES = frozenset({BROKER_SESSION_EXPIRED, AUTO_LEADER_REBALANCE, LEADERLESS_ELECTED})
 PARTITION_LINES_MAX = 20
 

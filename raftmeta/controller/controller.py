@@ -63,7 +63,12 @@ from placement.rng import RandomSource
 from raftmeta.api.catalogue import RPCS, Served
 from raftmeta.api.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
 from raftmeta.controller import brokers, isr, reassign, topic_configs, topics
-from raftmeta.controller.changes import AUTO_LEADER_REBALANCE, BROKER_SESSION_EXPIRED, LEADERLESS_ELECTED
+from raftmeta.controller.changes import (
+    AUTO_LEADER_REBALANCE,
+    BOOTSTRAP_RECORDS,
+    BROKER_SESSION_EXPIRED,
+    LEADERLESS_ELECTED,
+)
 from raftmeta.controller.delta import ImageBuilder
 from raftmeta.controller.elections import (
     ScanPass,
@@ -86,6 +91,7 @@ from raftmeta.controller.result import (
 from raftmeta.controller.snapshot import image_from_records, image_to_records
 from raftmeta.controller.work import TurnBudget, start
 from raftmeta.records.decode import with_record
+from raftmeta.records.kafka.mapping import METADATA_VERSION, METADATA_VERSION_FEATURE
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 # Record kinds that carry no metadata: consensus control records and snapshot framing.
@@ -509,6 +515,25 @@ class Controller:
         self.balance_pass = None
         self._work = None
         self.leaderless_pass = ScanPass.over(self.image)
+
+    def bootstrap(self) -> Handled | None:
+        """The records an active controller writes first when the image lacks them (Kafka's
+        ``ActivationRecordsGenerator.recordsForEmptyLog``): the FeatureLevelRecord of
+        metadata.version, without which a Kafka broker's metadata loader publishes nothing. Kafka
+        writes them only into an empty log; raftmeta also into a log written before it wrote them,
+        so brokers can join a quorum of any age. None when the image has them. Its batch answers
+        nobody and commits in order with the requests after it."""
+        if self.image.feature_level(METADATA_VERSION_FEATURE) is not None:
+            return None
+        records = [
+            records_pb2.MetadataRecord(
+                feature_level=records_pb2.FeatureLevelRecord(
+                    name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION
+                )
+            )
+        ]
+        self._pending.append(_PendingBatch(self.image.replay_all(records)))
+        return Handled("Bootstrap", tuple(records), None, False, BOOTSTRAP_RECORDS)
 
     def renounce(self) -> None:
         """Leadership lost: pending batches and work under way are dropped (the working image is

@@ -49,6 +49,7 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Below this many partitions a topic's load is counted partition by partition: a Counter costs
 # a few microseconds, more than the loop over a small topic.
 _TALLY_MIN = 16
+FEATURE_LEVEL_MAX = (1 << 15) - 1  # Kafka's FeatureLevelRecord.FeatureLevel is an int16
 _TALLY_SAMPLE = 64  # partitions looked at to choose how to count a topic's partitions (_tally)
 
 
@@ -115,6 +116,8 @@ class ImageBuilder:
         self._requests: dict[str, Any] = {}
         self._request_seqs: dict[int, Any] = {}
         self._request_len = len(image.requests)
+        self._features: dict[str, int] | None = None
+        self._next_producer_id = image.next_producer_id
         self._next_seq = image.requests.next_seq
         self._oldest_seq = image.requests.oldest_seq
         self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -336,6 +339,8 @@ class ImageBuilder:
             partition_count=self._partition_count,
             requests=requests,
             reassigning=image.reassigning.evolve(self._reassigning),
+            features=self._features if self._features is not None else image.features,
+            next_producer_id=self._next_producer_id,
         )
 
     # ---- lookups through the drafts -------------------------------------------------------------
@@ -619,6 +624,29 @@ class ImageBuilder:
         else:
             configs[rec.name] = value
 
+    def _replay_feature_level(self, rec: records_pb2.FeatureLevelRecord) -> None:
+        if not rec.name:
+            raise ReplayError("FeatureLevelRecord: name must not be empty")
+        if not 0 <= rec.feature_level <= FEATURE_LEVEL_MAX:
+            raise ReplayError(
+                f"FeatureLevelRecord {rec.name}: feature_level {rec.feature_level} is outside 0..{FEATURE_LEVEL_MAX}"
+            )
+        if self._features is None:
+            self._features = dict(self._image.features)
+        if rec.feature_level == 0:  # Kafka's rule: level 0 removes the feature
+            self._features.pop(rec.name, None)
+        else:
+            self._features[rec.name] = rec.feature_level
+
+    def _replay_producer_ids(self, rec: records_pb2.ProducerIdsRecord) -> None:
+        # Kafka's ProducerIdControlManager.replay: a block never goes back or repeats.
+        if rec.next_producer_id <= self._next_producer_id:
+            raise ReplayError(
+                f"ProducerIdsRecord: next_producer_id {rec.next_producer_id} does not rise above "
+                f"{self._next_producer_id} (producer id blocks are given out once, in order)"
+            )
+        self._next_producer_id = rec.next_producer_id
+
     def _request_entry(self, request_id: str) -> RequestEntry | None:
         entry = self._requests.get(request_id)
         if entry is None:
@@ -727,6 +755,8 @@ _DISPATCH: dict[str, Callable[[ImageBuilder, Any], None]] = {
     "unfence_broker": ImageBuilder._replay_unfence_broker,
     "config": ImageBuilder._replay_config,
     "request": ImageBuilder._replay_request,
+    "feature_level": ImageBuilder._replay_feature_level,
+    "producer_ids": ImageBuilder._replay_producer_ids,
     "leader_change": _ignore,
     "no_op": _ignore,
     "snapshot_header": _ignore,

@@ -143,6 +143,10 @@ class MetadataImage:
     # Derived index of the partitions with a reassignment in progress (adding or removing
     # replicas), so heartbeats and ListPartitionReassignments never scan every partition.
     reassigning: PMap[tuple[bytes, int], bool] = field(default_factory=PMap)
+    # Finalized feature levels (FeatureLevelRecord): name -> level, metadata.version among them.
+    features: Mapping[str, int] = field(default_factory=dict)
+    # Every producer id below this one is given out (ProducerIdsRecord, AllocateProducerIds).
+    next_producer_id: int = 0
 
     @staticmethod
     def empty(request_table_capacity: int = REQUEST_TABLE_CAPACITY) -> MetadataImage:
@@ -178,6 +182,10 @@ class MetadataImage:
         if topic is None or not 0 <= partition_id < len(topic.partitions):
             return None
         return topic.partitions[partition_id]
+
+    def feature_level(self, name: str) -> int | None:
+        """A feature's finalized level, None when no FeatureLevelRecord set it."""
+        return self.features.get(name)
 
     def is_unfenced(self, broker_id: int) -> bool:
         broker = self.brokers.get(broker_id)

@@ -802,6 +802,15 @@ class QuorumController:
         self._active = True
         self.controller.activate()
         self._events.append(("controller active", {"epoch": self.core.epoch, "committed_offset": committed_offset}))
+        bootstrap = self.controller.bootstrap()
+        if bootstrap is not None:  # before any held request: they see the image with it
+            self._stage(now_ms, bootstrap.records, None, [])
+            self._events.append(
+                (
+                    "bootstrap records appended",
+                    {"epoch": self.core.epoch, "offset": self._newest_own, "records": len(bootstrap.records)},
+                )
+            )
         self._handle_held(now_ms)
 
     def _renounce(self, refused: Sequence[Pending] = ()) -> None:

@@ -1,6 +1,6 @@
 """Snapshots: the image as a list of records, and back (KIP-630's content, without the framing).
 
-``image_to_records`` writes the fewest records that rebuild the image exactly: brokers (with their
+``image_to_records`` writes the fewest records that rebuild the image exactly: feature levels, brokers (with their
 epoch and fenced state), non-topic configs, then per topic (by name) its TopicRecord, ConfigRecords
 and full-state PartitionRecords (epochs included), then the answered request ids oldest first, so
 eviction after a reload removes the same ids as on a node that replayed the whole log.
@@ -106,8 +106,14 @@ class SnapshotEncoder:
 
 
 def _cluster_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
-    """Brokers, then non-topic configs."""
-    out: list[records_pb2.MetadataRecord] = []
+    """Feature levels (by name, first, as in Kafka's snapshots), brokers, non-topic configs, then
+    the producer id block (Kafka's snapshot form: broker 0, epoch 0)."""
+    out: list[records_pb2.MetadataRecord] = [
+        records_pb2.MetadataRecord(
+            feature_level=records_pb2.FeatureLevelRecord(name=name, feature_level=image.features[name])
+        )
+        for name in sorted(image.features)
+    ]
     for broker in sorted(image.brokers.values(), key=lambda b: b.id):
         out.append(
             records_pb2.MetadataRecord(
@@ -127,6 +133,12 @@ def _cluster_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
     for (resource_type, resource_name), configs in sorted(image.configs.items()):
         for name in sorted(configs):
             out.append(_config(resource_type, resource_name, name, configs[name]))
+    if image.next_producer_id:
+        out.append(
+            records_pb2.MetadataRecord(
+                producer_ids=records_pb2.ProducerIdsRecord(next_producer_id=image.next_producer_id)
+            )
+        )
     return out
 
 

@@ -116,16 +116,28 @@ def broker_properties(
     log_dir: Path,
     brokers: int,
     overrides: Mapping[str, str] | None = None,
+    *,
+    static_voters: Mapping[int, str] | None = None,
 ) -> dict[str, str]:
     """A broker in ``rack`` with one PLAINTEXT listener on ``address``; the internal topics'
-    replication is capped at the number of brokers, so a 1-broker cluster can serve groups."""
+    replication is capped at the number of brokers, so a 1-broker cluster can serve groups.
+    ``static_voters`` (voter id -> Kafka listener): the controllers as Kafka's static voters
+    (``controller.quorum.voters``) instead of bootstrap servers -- a raftmeta quorum's log holds
+    no voter set until its voters change, so a broker reading it from offset 0 learns where the
+    controllers are from its configuration, as with a KRaft quorum of static voters."""
     replicas = str(min(3, brokers))
     min_isr = str(min(2, brokers))
+    if static_voters is not None:
+        if bootstrap_controllers:
+            raise ValueError("a broker takes static voters or bootstrap controllers, not both")
+        quorum = {"controller.quorum.voters": ",".join(f"{i}@{a}" for i, a in sorted(static_voters.items()))}
+    else:
+        quorum = {"controller.quorum.bootstrap.servers": ",".join(bootstrap_controllers)}
     properties = {
         "process.roles": "broker",
         "node.id": str(node_id),
         "broker.rack": rack,
-        "controller.quorum.bootstrap.servers": ",".join(bootstrap_controllers),
+        **quorum,
         "listeners": f"{BROKER_LISTENER}://{address}",
         "advertised.listeners": f"{BROKER_LISTENER}://{address}",
         "inter.broker.listener.name": BROKER_LISTENER,

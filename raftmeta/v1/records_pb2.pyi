@@ -642,6 +642,64 @@ class RequestRecord(_message.Message):
 Global___RequestRecord: _TypeAlias = RequestRecord  # noqa: Y015
 
 @_typing.final
+class FeatureLevelRecord(_message.Message):
+    """A feature's finalized level (Kafka's FeatureLevelRecord). The first leader of a quorum whose
+    image has no metadata.version writes metadata.version's, as Kafka's controller writes its
+    bootstrap records into an empty log: a Kafka broker's metadata loader waits for it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    FEATURE_LEVEL_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    feature_level: _builtins.int
+    """Kafka's int16; 0 removes the feature."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        feature_level: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["feature_level", b"feature_level", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FeatureLevelRecord: _TypeAlias = FeatureLevelRecord  # noqa: Y015
+
+@_typing.final
+class ProducerIdsRecord(_message.Message):
+    """A block of producer ids given to a broker (Kafka's ProducerIdsRecord, AllocateProducerIds):
+    every id below next_producer_id is taken. In a snapshot broker_id and broker_epoch are 0, as
+    Kafka's controller writes them there.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    NEXT_PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    broker_epoch: _builtins.int
+    next_producer_id: _builtins.int
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+        next_producer_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "next_producer_id", b"next_producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProducerIdsRecord: _TypeAlias = ProducerIdsRecord  # noqa: Y015
+
+@_typing.final
 class SnapshotHeaderRecord(_message.Message):
     """First record of a snapshot file (KIP-630)."""
 
@@ -706,6 +764,8 @@ class MetadataRecord(_message.Message):
     SNAPSHOT_HEADER_FIELD_NUMBER: _builtins.int
     SNAPSHOT_FOOTER_FIELD_NUMBER: _builtins.int
     VOTERS_FIELD_NUMBER: _builtins.int
+    FEATURE_LEVEL_FIELD_NUMBER: _builtins.int
+    PRODUCER_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def topic(self) -> Global___TopicRecord: ...
     @_builtins.property
@@ -736,6 +796,10 @@ class MetadataRecord(_message.Message):
     def snapshot_footer(self) -> Global___SnapshotFooterRecord: ...
     @_builtins.property
     def voters(self) -> Global___VotersRecord: ...
+    @_builtins.property
+    def feature_level(self) -> Global___FeatureLevelRecord: ...
+    @_builtins.property
+    def producer_ids(self) -> Global___ProducerIdsRecord: ...
     def __init__(
         self,
         *,
@@ -754,12 +818,14 @@ class MetadataRecord(_message.Message):
         snapshot_header: Global___SnapshotHeaderRecord | None = ...,
         snapshot_footer: Global___SnapshotFooterRecord | None = ...,
         voters: Global___VotersRecord | None = ...,
+        feature_level: Global___FeatureLevelRecord | None = ...,
+        producer_ids: Global___ProducerIdsRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "config", "leader_change", "no_op", "request", "snapshot_header", "snapshot_footer", "voters"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "config", "leader_change", "no_op", "request", "snapshot_header", "snapshot_footer", "voters", "feature_level", "producer_ids"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 

@@ -13,6 +13,8 @@ from raftmeta.controller import Controller
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, RequestError
 from raftmeta.controller.quorum import Answer, QuorumController, QuorumControllerConfig
 from raftmeta.raft import Envelope, QuorumStateData, RaftConfig, RaftCore, Role
+from raftmeta.records import codec
+from raftmeta.records.kafka.mapping import METADATA_VERSION, METADATA_VERSION_FEATURE
 from raftmeta.v1 import controller_pb2, errors_pb2, raft_pb2, records_pb2
 
 from ..raft.harness import SeededSource
@@ -169,9 +171,9 @@ def test_a_snapshot_is_due_every_interval_of_committed_records() -> None:
     for broker in range(1, 4):
         qc.submit(ELECTED_MS, broker, "RegisterBroker", register(broker))
         drive(qc, ELECTED_MS)
-    due = qc.take_snapshot_due()  # 3 records: the LeaderChangeRecord and two registrations
+    due = qc.take_snapshot_due()  # 3 records: the LeaderChangeRecord, metadata.version, a registration
     assert due is not None and (due.end_offset, due.epoch) == (3, 1)
-    assert set(due.image.brokers) == {1, 2}
+    assert set(due.image.brokers) == {1}
     qc.submit(ELECTED_MS, 9, "RegisterBroker", register(4))
     drive(qc, ELECTED_MS)
     assert qc.take_snapshot_due() is None, "one snapshot at a time"
@@ -356,3 +358,52 @@ def test_a_voter_change_pending_when_leadership_is_lost_is_answered_not_controll
     drive(qc, now + 1)
     [lost] = qc.take_answers()
     assert lost.key == 5 and isinstance(lost.error, NotControllerError)
+
+
+def logged_kinds(qc: QuorumController) -> list[list[str]]:
+    """The record kinds of each batch of the leader's log, in order."""
+    out = []
+    for entry in qc.core.log.entries():
+        raw = codec.split_records(entry.data, codec.check_batch(entry.data))
+        out.append([str(records_pb2.MetadataRecord.FromString(r).WhichOneof("record")) for r in raw])
+    return out
+
+
+def test_the_first_leader_writes_metadata_version_before_the_requests_it_held() -> None:
+    """Kafka's controller writes its bootstrap records into an empty log when it activates; a
+    Kafka broker's metadata loader publishes nothing until metadata.version is set."""
+    qc = quorum()
+    qc.poll(ELECTED_MS)
+    qc.submit(ELECTED_MS, 1, "RegisterBroker", register(1))
+    drive(qc, ELECTED_MS)
+    assert [a.error for a in qc.take_answers()] == [None]
+    assert logged_kinds(qc) == [["leader_change"], ["feature_level"], ["register_broker"]]
+    image = qc.controller.committed_image
+    assert image.feature_level(METADATA_VERSION_FEATURE) == METADATA_VERSION
+    events = dict(qc.take_events())
+    assert events["bootstrap records appended"] == {"epoch": 1, "offset": 1, "records": 1}
+
+
+def test_a_leader_whose_image_has_metadata_version_writes_no_second_one() -> None:
+    qc = active()
+    qc.core.resign(ELECTED_MS)
+    drive(qc, ELECTED_MS)
+    later = ELECTED_MS + 60_000
+    for now in range(later, later + 20_000, 500):
+        drive(qc, now)
+        if qc.is_leader and qc.active:
+            break
+    assert qc.is_leader and qc.active, "the single voter is elected again"
+    assert sum(kinds.count("feature_level") for kinds in logged_kinds(qc)) == 1
+
+
+def test_a_leader_of_a_log_written_without_metadata_version_writes_it() -> None:
+    """A quorum whose log predates the bootstrap records (topics, no feature level) gets them
+    from its next leader: Kafka's brokers can join it too."""
+    topic = records_pb2.MetadataRecord(topic=records_pb2.TopicRecord(name="old", topic_id=b"\x07" * 16))
+    core = RaftCore(RaftConfig(node_id=1, voters=(1,), cluster_id="t"), SeededSource(1), 0)
+    qc = QuorumController(core, make_controller([topic], 0), make_controller)
+    assert qc.controller.image.feature_level(METADATA_VERSION_FEATURE) is None
+    drive(qc, ELECTED_MS)
+    assert qc.controller.committed_image.feature_level(METADATA_VERSION_FEATURE) == METADATA_VERSION
+    assert "old" in qc.controller.committed_image.topic_ids

@@ -1,12 +1,8 @@
 """A real Apache Kafka broker of the pinned release (``process.roles=broker``) whose
 ``controller.quorum.bootstrap.servers`` are a raftmeta quorum's Kafka listeners: its raft client
-finds the leader, downloads the snapshot (FetchSnapshot: the bootstrap records its metadata loader
-needs first, and the voter set naming the Kafka listeners), fetches on as an observer, registers,
-is unfenced, and leaves by controlled shutdown when stopped.
-
-The quorum snapshots every 5 records on 1 KiB segments, so the leader's log starts above 0 and
-a broker starting from 0 is sent to the snapshot: the bootstrap records (metadata.version,
-kraft.version) reach a broker only in a snapshot (docs/kafka-protocol.md).
+finds the leader, fetches the metadata log from offset 0 as an observer (the quorum has taken no
+snapshot: the metadata.version its loader waits for is the FeatureLevelRecord the first leader
+wrote), registers, is unfenced, and leaves by controlled shutdown when stopped.
 """
 
 from __future__ import annotations
@@ -24,11 +20,12 @@ from raftmeta.kraft.classpath import java_executable, kafka_classpath
 from raftmeta.kraft.node_config import JvmSettings, broker_properties, jvm_argv, log4j2_properties, render_properties
 from raftmeta.kraft.storage_tool import FormatJob, format_all
 from raftmeta.local import quorum as local_quorum
+from raftmeta.storage.snapshot import SNAPSHOT_SUFFIX
 from tests.integration.conftest import FAST_NODE_ARGS
 
 pytestmark = [pytest.mark.kraft, pytest.mark.timeout(300)]
 BROKER_ID = 10
-NODE_ARGS = [*FAST_NODE_ARGS, "--snapshot-interval-records", "5", "--segment-bytes", "1024"]
+NODE_ARGS = FAST_NODE_ARGS
 # Kafka's initial.broker.registration.timeout.ms: past it the broker gives up and exits.
 REGISTRATION_TIMEOUT_S = 60.0
 # A stopped broker asks for a controlled shutdown and exits once it is granted; this bounds a hang.
@@ -54,8 +51,10 @@ def test_a_real_kafka_broker_registers_and_is_unfenced_on_a_raftmeta_quorum(tmp_
         node_dir = tmp_path / "broker"
         node_dir.mkdir()
         (port,) = local_quorum.free_ports(1)
-        controllers = [str(n.kafka_address) for n in quorum.nodes]
-        properties = broker_properties(BROKER_ID, f"127.0.0.1:{port}", "r1", controllers, node_dir / "data", 1)
+        voters = {n.id: str(n.kafka_address) for n in quorum.nodes}
+        properties = broker_properties(
+            BROKER_ID, f"127.0.0.1:{port}", "r1", [], node_dir / "data", 1, static_voters=voters
+        )
         (node_dir / "server.properties").write_text(render_properties(properties))
         (node_dir / "log4j2.properties").write_text(log4j2_properties(node_dir / "server.log"))
         format_all(quorum.cluster_id, [FormatJob(BROKER_ID, node_dir / "server.properties", None)])
@@ -71,6 +70,8 @@ def test_a_real_kafka_broker_registers_and_is_unfenced_on_a_raftmeta_quorum(tmp_
                 return found[0] if found else None
 
             _until("registered and unfenced", lambda: fenced() is False, REGISTRATION_TIMEOUT_S, broker, log)
+            snapshots = sorted(p.name for p in (tmp_path / "q").rglob(f"*{SNAPSHOT_SUFFIX}"))
+            assert snapshots == [], "the broker read the log from offset 0, with no snapshot to start from"
             observers = {o.replica_id for o in client.describe_quorum().observers}
             assert BROKER_ID in observers, "the broker fetches the metadata log as an observer"
             # The broker logs its start once it has seen itself unfenced, a moment after the controller.

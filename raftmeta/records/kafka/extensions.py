@@ -36,6 +36,9 @@ PARTITION_EPOCH_TAG: Final = 10021
 UNCLEAN_ELECTION_TAG: Final = 10022
 # LeaderChangeMessage (control): the leader's epoch (Kafka's is the batch's partitionLeaderEpoch).
 LEADER_CHANGE_EPOCH_TAG: Final = 10030
+# FeatureLevelRecord: true on the metadata.version record a snapshot's Kafka form carries only
+# because its raftmeta form had none (mapping.to_kafka_snapshot); reading it back drops it.
+BOOTSTRAP_FEATURE_TAG: Final = 10040
 
 _NOOP: Final = (
     f("RaftmetaRequestId", "string", "0+", nullable="0+", tag=REQUEST_ID_TAG, tagged="0+", default="null"),
@@ -51,6 +54,7 @@ _PARTITION_CHANGE: Final = (
     f("RaftmetaPartitionEpoch", "int32", "0+", tag=PARTITION_EPOCH_TAG, tagged="0+", default="-1"),
     f("RaftmetaUncleanElection", "bool", "0+", tag=UNCLEAN_ELECTION_TAG, tagged="0+", default="false"),
 )
+_FEATURE_LEVEL: Final = (f("RaftmetaBootstrap", "bool", "0+", tag=BOOTSTRAP_FEATURE_TAG, tagged="0+", default="false"),)
 _LEADER_CHANGE: Final = (
     f("RaftmetaLeaderEpoch", "int32", "0+", tag=LEADER_CHANGE_EPOCH_TAG, tagged="0+", default="-1"),
 )
@@ -65,6 +69,7 @@ _BY_NAME: Final = {
     "TopicRecord": _POOL,
     "RegisterBrokerRecord": _POOL,
     "PartitionChangeRecord": _PARTITION_CHANGE,
+    "FeatureLevelRecord": _FEATURE_LEVEL,
 }
 # Kafka's metadata and control record tables with raftmeta's tagged fields added.
 METADATA: Final[Schemas] = {

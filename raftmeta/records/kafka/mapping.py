@@ -19,6 +19,8 @@ NoOpRecord                        NoOpRecord v0
 RequestRecord                     NoOpRecord v0 carrying the request's id, method, answer, digest
 LeaderChangeRecord                LeaderChangeMessage control record (+ leader epoch, tagged)
 VotersRecord                      VotersRecord control record
+FeatureLevelRecord                FeatureLevelRecord v0
+ProducerIdsRecord                 ProducerIdsRecord v0
 SnapshotHeader/FooterRecord       SnapshotHeaderRecord / SnapshotFooterRecord control records
 ================================  =================================================================
 
@@ -99,6 +101,7 @@ _BROKER_CHANGE = METADATA_RECORD_NAMES["BrokerRegistrationChangeRecord"]
 _CONFIG = METADATA_RECORD_NAMES["ConfigRecord"]
 _NO_OP = METADATA_RECORD_NAMES["NoOpRecord"]
 _FEATURE_LEVEL = METADATA_RECORD_NAMES["FeatureLevelRecord"]
+_PRODUCER_IDS = METADATA_RECORD_NAMES["ProducerIdsRecord"]
 _INT16 = (-(1 << 15), (1 << 15) - 1)
 _UINT16 = (0, (1 << 16) - 1)
 _INT8 = (-(1 << 7), (1 << 7) - 1)
@@ -109,7 +112,7 @@ class UnmappableRecordError(ValueError):
 
 
 class NotRaftmetaRecordError(UnmappableRecordError):
-    """A Kafka record of a type raftmeta has no record for (FeatureLevelRecord, an ACL ...)."""
+    """A Kafka record of a type raftmeta has no record for (an ACL, a ZK migration state ...)."""
 
 
 # -- raftmeta -> Kafka -------------------------------------------------------------------------
@@ -281,6 +284,23 @@ def to_kafka_record(record: records_pb2.MetadataRecord) -> LogRecord:
             RaftmetaRequestMethod=r.method,
             RaftmetaRequestResponse=r.response,
             RaftmetaRequestSha256=r.request_sha256,
+        )
+    if kind == "feature_level":
+        feature = record.feature_level
+        return _metadata(
+            "FeatureLevelRecord",
+            0,
+            Name=feature.name,
+            FeatureLevel=_ranged(feature.feature_level, _INT16, "FeatureLevelRecord.feature_level"),
+        )
+    if kind == "producer_ids":
+        ids = record.producer_ids
+        return _metadata(
+            "ProducerIdsRecord",
+            0,
+            BrokerId=ids.broker_id,
+            BrokerEpoch=ids.broker_epoch,
+            NextProducerId=ids.next_producer_id,
         )
     if kind == "leader_change":
         lc = record.leader_change
@@ -494,6 +514,13 @@ def from_kafka_record(record: LogRecord) -> records_pb2.MetadataRecord:
         value = d.optional_text("Value")
         if value is not None:
             config.value = value
+    elif key == _FEATURE_LEVEL:
+        out.feature_level.name = d.text("Name")
+        out.feature_level.feature_level = d.integer("FeatureLevel")
+    elif key == _PRODUCER_IDS:
+        out.producer_ids.broker_id = d.integer("BrokerId")
+        out.producer_ids.broker_epoch = d.integer("BrokerEpoch")
+        out.producer_ids.next_producer_id = d.integer("NextProducerId")
     elif key == _NO_OP:
         request_id = d.optional_text("RaftmetaRequestId")
         if request_id is None:
@@ -810,15 +837,22 @@ class BootstrapRecords:
     metadata: tuple[bytes, ...]  # the value of each metadata record
 
 
-def bootstrap_records(voters: records_pb2.VotersRecord | None) -> BootstrapRecords:
+def bootstrap_records(voters: records_pb2.VotersRecord | None, *, injected: bool = False) -> BootstrapRecords:
     """The bootstrap records, as `kafka-storage format` writes them into the bootstrap snapshot:
     kraft.version 1 with the voter set when it is known (KIP-853), else kraft.version 0 (static
-    voters); metadata.version at :data:`METADATA_VERSION`."""
+    voters); metadata.version at :data:`METADATA_VERSION`. ``injected``: the FeatureLevelRecord
+    is one a raftmeta snapshot did not hold, tagged so that reading it back drops it."""
     level = KRAFT_VERSION_STATIC if voters is None else KRAFT_VERSION_DYNAMIC
     control = [encode_control(_control(KRAFT_VERSION, Version=0, KRaftVersion=level), extensions.CONTROL)]
     if voters is not None:
         control.append(encode_control(_control(KRAFT_VOTERS, **_voters_fields(voters)), extensions.CONTROL))
-    feature = _metadata("FeatureLevelRecord", 0, Name=METADATA_VERSION_FEATURE, FeatureLevel=METADATA_VERSION)
+    feature = _metadata(
+        "FeatureLevelRecord",
+        0,
+        Name=METADATA_VERSION_FEATURE,
+        FeatureLevel=METADATA_VERSION,
+        RaftmetaBootstrap=injected,
+    )
     return BootstrapRecords(tuple(control), (encode_metadata(feature, extensions.METADATA),))
 
 
@@ -843,8 +877,9 @@ def bootstrap_snapshot(voters: records_pb2.VotersRecord | None, timestamp_ms: in
 def to_kafka_snapshot(data: bytes) -> bytes:
     """A raftmeta snapshot file's bytes as a Kafka snapshot: its batches mapped as the log's, and
     after the leading control batches (the header, the voter set) the bootstrap records Kafka's
-    snapshots carry there -- the kraft.version control record, the metadata.version feature
-    level before the image -- with the offsets inside the file renumbered from 0 around them."""
+    snapshots carry there -- the kraft.version control record, and the metadata.version feature
+    level before the image when the image has none of its own (a snapshot taken before the
+    controller wrote it) -- with the offsets inside the file renumbered from 0 around them."""
     batches = list(codec.iter_batches(data))
     expected = 0
     for index, batch in enumerate(batches):
@@ -862,7 +897,8 @@ def to_kafka_snapshot(data: bytes) -> bytes:
             if record.WhichOneof("record") == "voters":
                 voters = record.voters
         leading += 1
-    boot = bootstrap_records(voters)
+    boot = bootstrap_records(voters, injected=True)
+    own_metadata_version = any(_is_metadata_version(raw) for batch in batches for raw in batch.records())
     out = []
     offset = 0
     for index, batch in enumerate(batches):
@@ -871,18 +907,30 @@ def to_kafka_snapshot(data: bytes) -> bytes:
             kraft_version = boot.control[:1]  # the voter set is the snapshot's own batch
             out.append(kafka_batch_bytes(offset, h.epoch, h.append_timestamp_ms, kraft_version, control=True))
             offset += len(kraft_version)
-            features = [(None, value) for value in boot.metadata]
-            out.append(kafka_batch_bytes(offset, h.epoch, h.append_timestamp_ms, features, control=False))
-            offset += len(features)
+            if not own_metadata_version:
+                features = [(None, value) for value in boot.metadata]
+                out.append(kafka_batch_bytes(offset, h.epoch, h.append_timestamp_ms, features, control=False))
+                offset += len(features)
         out.append(_mapped(offset, h.epoch, h.append_timestamp_ms, batch.records()))
         offset += h.record_count
     return b"".join(out)
 
 
+def _is_metadata_version(raw: bytes) -> bool:
+    """Whether a serialized raftmeta record is a FeatureLevelRecord of metadata.version (read
+    only when its first byte, the oneof's tag, says it is a FeatureLevelRecord)."""
+    if raw[:1] != _FEATURE_LEVEL_TAG:
+        return False
+    return records_pb2.MetadataRecord.FromString(raw).feature_level.name == METADATA_VERSION_FEATURE
+
+
+_FEATURE_LEVEL_TAG = bytes([records_pb2.MetadataRecord.FEATURE_LEVEL_FIELD_NUMBER << 3 | 2])
+
+
 def from_kafka_snapshot(data: bytes) -> bytes:
     """A Kafka snapshot written by :func:`to_kafka_snapshot` back as raftmeta's: the bootstrap
-    batches (a KRaftVersion control record alone, feature levels alone) left out, offsets
-    renumbered from 0."""
+    batches it added (a KRaftVersion control record alone, the feature level it tagged as
+    injected) left out, offsets renumbered from 0."""
     out = []
     offset = 0
     for batch in read_kafka_batches(data):
@@ -898,7 +946,8 @@ def from_kafka_snapshot(data: bytes) -> bytes:
 
 
 def _is_bootstrap(batch: KafkaBatchRecords) -> bool:
-    """A batch of bootstrap records only (KRaftVersion control records, or FeatureLevelRecords)."""
+    """A batch of bootstrap records only (KRaftVersion control records, or FeatureLevelRecords
+    :func:`to_kafka_snapshot` injected)."""
     for key, value in batch.records:
         if batch.control:
             if key is None or len(key) != 4 or struct.unpack(">hh", key)[1] != KRAFT_VERSION:
@@ -910,4 +959,6 @@ def _is_bootstrap(batch: KafkaBatchRecords) -> bool:
             return False
         if decoded is None or decoded.api_key != _FEATURE_LEVEL:
             return False
+        if not isinstance(decoded.data, Struct) or not decoded.data["RaftmetaBootstrap"]:
+            return False  # a feature level of the snapshot's own
     return True

@@ -178,5 +178,20 @@ BY_TYPE: dict[str, st.SearchStrategy[records_pb2.MetadataRecord]] = {
         lambda v: records_pb2.MetadataRecord(snapshot_footer=records_pb2.SnapshotFooterRecord(version=v)), INT16
     ),
     "voters": voters(),
+    "feature_level": st.builds(
+        lambda name, level: records_pb2.MetadataRecord(
+            feature_level=records_pb2.FeatureLevelRecord(name=name, feature_level=level)
+        ),
+        TEXT,
+        INT16,
+    ),
+    "producer_ids": st.builds(
+        lambda broker, epoch, next_id: records_pb2.MetadataRecord(
+            producer_ids=records_pb2.ProducerIdsRecord(broker_id=broker, broker_epoch=epoch, next_producer_id=next_id)
+        ),
+        INT32,
+        INT64,
+        INT64,
+    ),
 }
 ANY_RECORD = st.one_of(*BY_TYPE.values())

@@ -55,6 +55,8 @@ KAFKA_NAMES = {
     "voters": "VotersRecord",
     "snapshot_header": "SnapshotHeaderRecord",
     "snapshot_footer": "SnapshotFooterRecord",
+    "feature_level": "FeatureLevelRecord",
+    "producer_ids": "ProducerIdsRecord",
 }
 
 
@@ -193,6 +195,21 @@ def test_a_snapshot_gets_the_bootstrap_records_after_its_header_and_comes_back_e
     kraft_version = next(r for b in batches for _, r in batch_records(b) if r.name == "KRaftVersionRecord")
     assert isinstance(kraft_version.data, Struct)
     assert kraft_version.data["KRaftVersion"] == (1 if with_voters else 0)
+    assert from_kafka_snapshot(kafka) == raftmeta
+
+
+def test_a_snapshot_with_its_own_metadata_version_carries_it_once_and_comes_back_exactly() -> None:
+    """The controller writes metadata.version into the log, so later snapshots hold it: the Kafka
+    form adds none of its own then, and a feature level alone in a batch comes back too."""
+    own = records_pb2.MetadataRecord(
+        feature_level=records_pb2.FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION)
+    )
+    raftmeta = _snapshot(None, [own])
+    kafka = to_kafka_snapshot(raftmeta)
+    records = [r for _, b in iter_batches(kafka) for _, r in batch_records(b)]
+    assert [r.name for r in records] == [
+        "SnapshotHeaderRecord", "KRaftVersionRecord", "FeatureLevelRecord", "SnapshotFooterRecord",
+    ]  # fmt: skip
     assert from_kafka_snapshot(kafka) == raftmeta
 
 
