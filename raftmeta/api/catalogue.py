@@ -144,6 +144,10 @@ UNREGISTER_BROKER: Final = Rpc(
     "UnregisterBroker", C.UnregisterBrokerRequest, C.UnregisterBrokerResponse, CONTROLLER, True, Retry.REQUEST_ID,
     ("error_code",), limits=limits.unregister_broker_limits,
 )  # fmt: skip
+ALLOCATE_PRODUCER_IDS: Final = Rpc(
+    "AllocateProducerIds", C.AllocateProducerIdsRequest, C.AllocateProducerIdsResponse, CONTROLLER, True,
+    Retry.UNSAFE, ("error_code",), (67,),
+)  # fmt: skip
 ALTER_PARTITION: Final = Rpc(
     "AlterPartition", C.AlterPartitionRequest, C.AlterPartitionResponse, CONTROLLER, True, Retry.UNSAFE,
     ("error_code", "topics.partitions.error_code"), (56,), limits=limits.alter_partition_limits,
@@ -180,6 +184,7 @@ RPCS: Final[dict[str, Rpc[Any, Any]]] = {
         REGISTER_BROKER,
         BROKER_HEARTBEAT,
         UNREGISTER_BROKER,
+        ALLOCATE_PRODUCER_IDS,
         ALTER_PARTITION,
         DESCRIBE_QUORUM,
         ADD_RAFT_VOTER,
@@ -219,10 +224,12 @@ KAFKA_APIS: Final[dict[int, KafkaApi]] = {
         KafkaApi(46, "ListPartitionReassignments", 0, 0),
         KafkaApi(55, "DescribeQuorum", 0, 2),
         KafkaApi(56, "AlterPartition", 2, 3),  # from partition leaders: brokers
+        KafkaApi(58, "Envelope", 0, 0),  # client requests brokers forward (admin, auto-creation)
         KafkaApi(59, "FetchSnapshot", 0, 1),  # of __cluster_metadata, from brokers as observers
         KafkaApi(60, "DescribeCluster", 0, 2),
         KafkaApi(62, "BrokerRegistration", 0, 4),  # brokers
         KafkaApi(63, "BrokerHeartbeat", 0, 2),  # brokers
+        KafkaApi(67, "AllocateProducerIds", 0, 0),  # brokers, for idempotent producers
         KafkaApi(75, "DescribeTopicPartitions", 0, 0),
         KafkaApi(80, "AddRaftVoter", 0, 0),
         KafkaApi(81, "RemoveRaftVoter", 0, 0),

@@ -92,6 +92,7 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
          "previous_broker_epoch": -1},
     63: {"broker_id": 1, "broker_epoch": 10, "current_metadata_offset": 42, "want_fence": False,
          "want_shut_down": False, "offline_log_dirs": [], "cordoned_log_dirs": []},
+    67: {"broker_id": 1, "broker_epoch": 10},
     75: {"topics": [{"name": "orders"}], "response_partition_limit": 2000, "cursor": None},
     80: {"cluster_id": None, "timeout": 30000, "voter_id": 4, "voter_directory_id": uuid.UUID(int=7),
          "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9094}]},
@@ -102,6 +103,14 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
 def request_frame(api_key: int, version: int, values: dict[str, Any], correlation_id: int = 7) -> bytes:
     """A request without its size prefix: the version's header and the body built from ``values``."""
     return encode_request(api_key, version, values, correlation_id, "raftmeta-fuzz")
+
+
+# Envelope: a broker forwarding the sample CreateTopics (built from it, so after the table).
+SAMPLE_REQUESTS[58] = {
+    "request_data": request_frame(19, 7, SAMPLE_REQUESTS[19], correlation_id=11),
+    "request_principal": b"",
+    "client_host_address": bytes([127, 0, 0, 1]),
+}
 
 
 @dataclass(frozen=True)

@@ -897,6 +897,61 @@ class BrokerHeartbeatResponse(_message.Message):
 Global___BrokerHeartbeatResponse: _TypeAlias = BrokerHeartbeatResponse  # noqa: Y015
 
 @_typing.final
+class AllocateProducerIdsRequest(_message.Message):
+    """Kafka's AllocateProducerIds: a registered broker (its current epoch) gets the next block of
+    producer ids for its idempotent and transactional producers, 1000 ids a block as in Kafka.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    broker_epoch: _builtins.int
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AllocateProducerIdsRequest: _TypeAlias = AllocateProducerIdsRequest  # noqa: Y015
+
+@_typing.final
+class AllocateProducerIdsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_START_FIELD_NUMBER: _builtins.int
+    PRODUCER_ID_LEN_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    producer_id_start: _builtins.int
+    """The block: producer_id_len ids from producer_id_start (both 0 with an error)."""
+    producer_id_len: _builtins.int
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        producer_id_start: _builtins.int = ...,
+        producer_id_len: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "producer_id_len", b"producer_id_len", "producer_id_start", b"producer_id_start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AllocateProducerIdsResponse: _TypeAlias = AllocateProducerIdsResponse  # noqa: Y015
+
+@_typing.final
 class UnregisterBrokerRequest(_message.Message):
     """Kafka's UnregisterBroker: a broker that is gone for good leaves every ISR (it stays in the
     replica lists: reassign its partitions away) and its registration is removed.

@@ -69,6 +69,11 @@ class ControllerServiceStub:
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
                 response_deserializer=raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerResponse.FromString,
                 _registered_method=True)
+        self.AllocateProducerIds = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/AllocateProducerIds',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+                _registered_method=True)
         self.AlterPartition = channel.unary_unary(
                 '/raftmeta.v1.ControllerService/AlterPartition',
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
@@ -166,6 +171,12 @@ class ControllerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UnregisterBroker(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AllocateProducerIds(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -274,6 +285,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.UnregisterBroker,
                     request_deserializer=raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerRequest.FromString,
                     response_serializer=raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerResponse.SerializeToString,
+            ),
+            'AllocateProducerIds': grpc.unary_unary_rpc_method_handler(
+                    servicer.AllocateProducerIds,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
             ),
             'AlterPartition': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterPartition,
@@ -520,6 +536,33 @@ class ControllerService:
             '/raftmeta.v1.ControllerService/UnregisterBroker',
             raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
             raftmeta_dot_v1_dot_controller__pb2.UnregisterBrokerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AllocateProducerIds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/AllocateProducerIds',
+            raftmeta_dot_v1_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
             options,
             channel_credentials,
             insecure,

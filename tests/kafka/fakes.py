@@ -108,6 +108,9 @@ def full_admin() -> FakeAdmin:
         "AddRaftVoter": lambda r: controller_pb2.AddRaftVoterResponse(),
         "RegisterBroker": lambda r: controller_pb2.RegisterBrokerResponse(broker_epoch=10),
         "BrokerHeartbeat": lambda r: controller_pb2.BrokerHeartbeatResponse(is_caught_up=True),
+        "AllocateProducerIds": lambda r: controller_pb2.AllocateProducerIdsResponse(
+            producer_id_start=3000, producer_id_len=1000
+        ),
         "AlterPartition": lambda r: controller_pb2.AlterPartitionResponse(
             topics=[
                 controller_pb2.AlterPartitionTopicResult(

@@ -1,7 +1,8 @@
 """The controller side of KRaft's broker protocol on the Kafka listener: BrokerRegistration (62),
-BrokerHeartbeat (63) and AlterPartition (56) translated to the controller's broker calls and back,
-through the real decode → handler → encode path with a fake admin path for the node. (What the
-controller answers is golden-tested against a real KRaft controller: tests/kraft/.)"""
+BrokerHeartbeat (63), AlterPartition (56) and AllocateProducerIds (67) translated to the
+controller's broker calls and back, through the real decode → handler → encode path with a fake
+admin path for the node. (What the controller answers is golden-tested against a real KRaft
+controller: tests/kraft/.)"""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from raftmeta.api.rpc_errors import error_metadata
 from raftmeta.server.services import AdminCallError
 from raftmeta.v1 import controller_pb2, errors_pb2
 from tests.kafka.fakes import full_admin
-from tests.kafka.helpers import FakeAdmin
+from tests.kafka.helpers import FakeAdmin, decode_response, framed, request_bytes
 from tests.kafka.samples import REQUESTS, TOPIC_ID
 from tests.kafka.test_apis import ask
 
@@ -166,3 +167,66 @@ def test_alter_partition_passes_the_leader_recovery_state_for_the_controller_to_
                                                                 "leader_recovery_state": 1}]}]  # fmt: skip
     ask(admin, 56, 3, values)
     assert admin.sent(0).topics[0].partitions[0].leader_recovery_state == 1
+
+
+def test_allocate_producer_ids_is_the_controllers_and_answers_its_block() -> None:
+    admin = full_admin()
+    response = ask(admin, 67, 0, REQUESTS[67])
+    assert (response.error_code, response.producer_id_start, response.producer_id_len) == (ErrorCode.none, 3000, 1000)
+    assert admin.methods() == ["AllocateProducerIds"]
+    assert (admin.sent(0).broker_id, admin.sent(0).broker_epoch) == (1, 10)
+
+
+@pytest.mark.parametrize("refused_by", ["controller", "call"])
+def test_a_refused_allocation_answers_an_empty_block(refused_by: str) -> None:
+    admin = FakeAdmin()
+    if refused_by == "controller":
+        admin.answers["AllocateProducerIds"] = lambda r: controller_pb2.AllocateProducerIdsResponse(
+            error_code=errors_pb2.STALE_BROKER_EPOCH, error_message="Expected broker epoch 9, but got broker epoch 10"
+        )
+        expected = ErrorCode.stale_broker_epoch
+    else:
+        admin.answers["AllocateProducerIds"] = lambda r: AdminCallError(
+            grpc.StatusCode.FAILED_PRECONDITION, "not the leader", error_metadata("NOT_CONTROLLER")
+        )
+        expected = ErrorCode.not_controller
+    response = ask(admin, 67, 0, REQUESTS[67])
+    assert (response.error_code, response.producer_id_start, response.producer_id_len) == (expected, 0, 0)
+
+
+def _with_version(frame: bytes, version: int) -> bytes:
+    return frame[:2] + version.to_bytes(2, "big") + frame[4:]
+
+
+def _envelope(inner: bytes) -> dict[str, Any]:
+    return {"request_data": inner, "request_principal": b"\x00principal", "client_host_address": bytes([127, 0, 0, 1])}
+
+
+def test_an_envelope_is_answered_by_the_forwarded_requests_own_handler() -> None:
+    """A broker forwards a client's CreateTopics (admin, or auto-creation of __consumer_offsets)."""
+    admin = full_admin()
+    inner = request_bytes(19, 7, REQUESTS[19], correlation_id=4242)
+    response = ask(admin, 58, 0, _envelope(inner))
+    assert response.error_code == ErrorCode.none and response.response_data is not None
+    correlation_id, created = decode_response(framed(response.response_data), 19, 7)
+    assert correlation_id == 4242, "the answer is correlated to the client's request, not the envelope"
+    assert [(t.name, t.error_code) for t in created.topics] == [
+        (t["name"], ErrorCode.none) for t in REQUESTS[19]["topics"]
+    ]
+    assert admin.methods() == ["CreateTopics"]
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        request_bytes(63, 1, REQUESTS[63]),  # a broker's own call: not forwardable
+        request_bytes(19, 7, REQUESTS[19])[:9],  # cut inside the header
+        _with_version(request_bytes(19, 7, REQUESTS[19]), 99),  # a version nobody serves
+    ],
+    ids=["not-forwardable", "truncated", "unsupported-version"],
+)
+def test_an_envelope_kraft_refuses_is_invalid_request_with_no_answer_inside(inner: bytes) -> None:
+    admin = full_admin()
+    response = ask(admin, 58, 0, _envelope(inner))
+    assert (response.error_code, response.response_data) == (ErrorCode.invalid_request, None)
+    assert admin.calls == []

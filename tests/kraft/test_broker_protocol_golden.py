@@ -62,8 +62,8 @@ KNOWN: tuple[KnownDifference, ...] = (
         ("is_fenced", "should_shut_down"),
     ),
     KnownDifference(
-        "no features",
-        "raftmeta finalizes no feature (no metadata.version), so it checks none at registration; "
+        "features not checked",
+        "raftmeta finalizes only metadata.version and checks no feature range at registration; "
         "KRaft refuses a broker that does not support its finalized levels (UNSUPPORTED_VERSION)",
         "register B3 without features",
         ("error_code", "broker_epoch"),

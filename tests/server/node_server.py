@@ -16,6 +16,7 @@ import grpc.aio
 
 from raftmeta.api.limits import grpc_server_options
 from raftmeta.raft import Role
+from raftmeta.records.kafka.mapping import METADATA_VERSION_FEATURE
 from raftmeta.server.config import NodeConfig
 from raftmeta.server.node import Node
 from raftmeta.server.services import ControllerServicer, RaftServicer, add_controller_service
@@ -75,11 +76,20 @@ class NodeServer:
         return self.run(read())
 
     def wait_until_leader(self) -> CoreView:
-        """The single voter's election (a bounded wait, not a timing assertion)."""
+        """The single voter's election and its controller's first batch, metadata.version,
+        committed: the node is quiet then (a bounded wait, not a timing assertion)."""
+
+        def settled() -> bool:
+            core = self.node.core
+            return (
+                self.node.is_leader
+                and core.high_watermark == core.log.end_offset
+                and self.node.qc.controller.committed_image.feature_level(METADATA_VERSION_FEATURE) is not None
+            )
 
         async def wait() -> None:
-            # The node has no event for "the first batch of my epoch is committed": poll it.
-            while not (self.node.is_leader and self.node.core.high_watermark > 0):  # noqa: ASYNC110
+            # The node has no event for "the first batches of my epoch are committed": poll it.
+            while not settled():  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
 
         self.run(asyncio.wait_for(wait(), 20))
