@@ -58,6 +58,14 @@ def quorum() -> None:
               help="Mutual TLS between all processes, with throwaway certificates made in DATA_DIR/tls.")  # fmt: skip
 @click.option("--kafka", is_flag=True,
               help="Every node also serves Kafka admin clients (docs/kafka-protocol.md).")  # fmt: skip
+@click.option(
+    "--kafka-brokers",
+    type=int_range(0, 99),
+    default=0,
+    show_default=True,
+    help="Real Apache Kafka brokers (ids from 100, in --racks racks) on the nodes' Kafka listeners "
+    "(turns --kafka on; needs Java and `make kafka`). Not with --brokers.",
+)
 @click.option("--detach", is_flag=True, help="Return once a leader is elected (and brokers registered).")
 @click.option("--print-bootstrap-server", is_flag=True,
               help="Print only the bootstrap server on stdout (the rest goes to stderr), for B=$(raftmeta quorum up "
@@ -78,6 +86,7 @@ def up(
     catch_up_delay_ms: int | None,
     tls: bool,
     kafka: bool,
+    kafka_brokers: int,
     detach: bool,
     print_bootstrap_server: bool,
     output: str,
@@ -89,6 +98,12 @@ def up(
         raise FlagConflict("--print-bootstrap-server", "--output json", "the JSON document has bootstrap_server")
     if brokers and racks > brokers:
         raise usage_error(f"--racks ({racks}) cannot exceed --brokers ({brokers})", "--racks")
+    if kafka_brokers and brokers:
+        raise FlagConflict("--brokers", "--kafka-brokers", "a quorum runs simulated or real brokers, not both")
+    if kafka_brokers and tls:
+        raise FlagConflict("--tls", "--kafka-brokers", "the real brokers speak plaintext to the Kafka listeners")
+    if kafka_brokers and not 1 <= racks <= kafka_brokers:
+        raise usage_error(f"--racks ({racks}) must be between 1 and --kafka-brokers ({kafka_brokers})", "--racks")
     parse_pools(pools)  # the fleet process parses them again; a bad one is a usage error here, not there
     node_args: list[str] = []
     if snapshot_interval_records is not None:
@@ -104,7 +119,7 @@ def up(
             nodes=nodes,
             observers=observers,
             brokers=brokers,
-            racks=racks if brokers else 0,
+            racks=racks if brokers or kafka_brokers else 0,
             pools=list(pools),
             node_args=node_args,
             heartbeat_interval_ms=heartbeat_interval_ms,
@@ -112,9 +127,11 @@ def up(
             tls=tls,
             kafka=kafka,
             fleet_args=fleet_args,
+            kafka_brokers=kafka_brokers,
         )
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise CheckFailed(str(exc)) from exc
+    real = local_quorum.kafka_brokers(started)
     document: dict[str, Any] = {
         "bootstrap_server": started.bootstrap_server,
         "cluster_id": started.cluster_id,
@@ -122,6 +139,11 @@ def up(
         "brokers_pid": started.brokers_pid,
         "tls": started.tls,
         "kafka_bootstrap_servers": started.kafka_bootstrap_servers,
+        "kafka_brokers": [
+            {"id": b.node_id, "pid": b.pid, "address": b.address, "rack": b.rack}
+            for b in (real.brokers if real else [])
+        ],
+        "kafka_brokers_bootstrap": real.bootstrap_servers if real else None,
     }
     for row, n in zip(document["nodes"], started.nodes, strict=True):
         row["kafka_address"] = n.kafka_address
@@ -148,6 +170,11 @@ def up(
             click.echo(f"  Kafka admin clients: bootstrap.servers={started.kafka_bootstrap_servers}", err=to_stderr)
         if started.brokers_pid:
             click.echo(f"  {brokers} simulated brokers in {racks} racks: pid {started.brokers_pid}", err=to_stderr)
+        if real is not None:
+            click.echo(f"  {kafka_brokers} Kafka brokers in {racks} racks:", err=to_stderr)
+            for b in real.brokers:
+                click.echo(f"    broker {b.node_id} ({b.rack}): pid {b.pid} at {b.address}, log {b.log}", err=to_stderr)
+            click.echo(f"  Kafka clients: bootstrap.servers={real.bootstrap_servers}", err=to_stderr)
         client_tls = started.client_tls
         if client_tls is not None:
             click.echo(

@@ -204,6 +204,44 @@ class KraftCluster:
                 self.save()
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
+    @classmethod
+    def start_brokers_on(
+        cls,
+        data_dir: Path,
+        *,
+        cluster_id: str,
+        voters: Mapping[int, str],
+        brokers: int,
+        racks: int,
+        first_broker_id: int,
+        broker_config: Mapping[str, str] | None = None,
+        jvm: JvmSettings | None = None,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    ) -> KraftCluster:
+        """Brokers alone, on a controller quorum that is not Kafka's (raftmeta's, whose voters'
+        Kafka listeners are ``voters``: id -> host:port): ids from ``first_broker_id``, racks named
+        as raftmeta's fleet names them, storage formatted for ``cluster_id``; the brokers take the
+        voters as ``controller.quorum.voters`` (node_config.broker_properties says why). Returns
+        once every broker is registered and unfenced; on a failure stops what it started and
+        raises :class:`KraftNodeError`."""
+        check_shape(1, brokers, racks)
+        data_dir = data_dir.absolute()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        leftovers = sorted(entry.name for entry in data_dir.iterdir())
+        if leftovers:
+            raise RuntimeError(
+                f"{data_dir} is not empty (it holds {', '.join(leftovers[:5])}): brokers start in an empty directory"
+            )
+        cluster = cls(cluster_id, data_dir, [], ready_timeout_s)
+        try:
+            cluster._start_brokers(
+                brokers, racks, [], broker_config, jvm or JvmSettings(), first_id=first_broker_id, voters=voters
+            )
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
     def _start_brokers(
         self,
         count: int,
@@ -211,22 +249,27 @@ class KraftCluster:
         controller_addresses: list[str],
         config: Mapping[str, str] | None,
         settings: JvmSettings,
+        *,
+        first_id: int = 0,
+        voters: Mapping[int, str] | None = None,
     ) -> None:
-        """Format and start the brokers on free ports; return once all are ready. A broker's
-        address is only in its own config, so one that could not bind its port (taken meanwhile)
-        is started again alone on a new port, its failed run's logs set aside, at most
-        ``BIND_ATTEMPTS`` times in all (unless ``config`` sets the listener)."""
+        """Format and start the brokers (ids from ``first_id``) on free ports; return once all
+        are ready. They find the quorum through ``controller_addresses`` (its bootstrap servers)
+        or, given, ``voters`` (its static voters). A broker's address is only in its own config,
+        so one that could not bind its port (taken meanwhile) is started again alone on a new
+        port, its failed run's logs set aside, at most ``BIND_ATTEMPTS`` times in all (unless
+        ``config`` sets the listener)."""
 
         def plan(broker_id: int, port: int) -> KraftNode:
             address = f"{HOST}:{port}"
-            rack = rack_name(broker_id % racks)
+            rack = rack_name((broker_id - first_id) % racks)
             node_dir = self.data_dir / f"broker-{broker_id}"
             properties = broker_properties(
-                broker_id, address, rack, controller_addresses, node_dir / "data", count, config
+                broker_id, address, rack, controller_addresses, node_dir / "data", count, config, static_voters=voters
             )
             return _write_node(broker_id, "broker", address, rack, node_dir, properties, settings)
 
-        planned = [plan(broker_id, port) for broker_id, port in enumerate(free_ports(count))]
+        planned = [plan(first_id + index, port) for index, port in enumerate(free_ports(count))]
         format_all(
             self.cluster_id, [FormatJob(n.node_id, Path(n.node_dir) / "server.properties", None) for n in planned]
         )

@@ -23,7 +23,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raftmeta.api.addresses import parse_host_port
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
@@ -35,6 +35,13 @@ QUORUM_FILE = "quorum.json"
 # The Prometheus scrape config `quorum up` writes for its nodes (deploy/prometheus/README.md).
 PROMETHEUS_FILE = "prometheus.yml"
 TLS_DIR = "tls"
+KAFKA_BROKERS_DIR = "kafka-brokers"
+# Real Kafka brokers' node ids start here: a Kafka broker's id must be no voter's (its raft client
+# would take itself for that voter), and raftmeta's node ids are 1..18.
+KAFKA_BROKER_FIRST_ID = 100
+
+if TYPE_CHECKING:
+    from raftmeta.kraft.cluster import KraftCluster
 
 
 @dataclass
@@ -63,6 +70,9 @@ class LocalQuorum:
     tls: dict[str, str | None] | None = None
     # Kafka's bootstrap.servers for the nodes' Kafka listeners (``quorum up --kafka``); None: off.
     kafka_bootstrap_servers: str | None = None
+    # Where the real Kafka brokers run (``quorum up --kafka-brokers``: their kraft.json, one
+    # folder each, raftmeta/kraft/cluster.py); None: none.
+    kafka_brokers_dir: str | None = None
 
     @property
     def path(self) -> Path:
@@ -183,11 +193,21 @@ def up(
     metrics: bool = True,
     timeout_s: float = 30.0,
     fleet_args: list[str] | None = None,
+    kafka_brokers: int = 0,
 ) -> LocalQuorum:
     """Start ``nodes`` voter processes, ``observers`` more (ids after the voters': they replicate
-    and can be made voters with ``quorum add-controller``) and a broker fleet; return once a leader
-    is elected and the brokers have registered. ``tls``: mutual TLS everywhere, with certificates
-    in DIR/tls."""
+    and can be made voters with ``quorum add-controller``), a simulated broker fleet (``brokers``)
+    or ``kafka_brokers`` real Apache Kafka brokers (ids from :data:`KAFKA_BROKER_FIRST_ID`, in
+    ``racks`` racks, on the nodes' Kafka listeners, which ``kafka_brokers`` turns on); return once
+    a leader is elected and the brokers have registered (the real ones unfenced). ``tls``: mutual
+    TLS everywhere, with certificates in DIR/tls."""
+    if kafka_brokers and brokers:
+        raise ValueError("--brokers and --kafka-brokers: a quorum runs simulated or real brokers, not both")
+    if kafka_brokers and tls:
+        raise ValueError("--kafka-brokers and --tls: the real brokers speak plaintext to the Kafka listeners")
+    if kafka_brokers and not 1 <= racks <= kafka_brokers:
+        raise ValueError(f"--racks ({racks}) must be between 1 and --kafka-brokers ({kafka_brokers})")
+    kafka = kafka or bool(kafka_brokers)
     if not 1 <= nodes <= 9:
         raise ValueError(f"--nodes must be between 1 and 9, got {nodes}")
     if not 0 <= observers <= 9:
@@ -272,7 +292,52 @@ def up(
         quorum.brokers_argv = fleet_argv
         quorum.save()
         wait_for_brokers(quorum, brokers, timeout_s)
+    if kafka_brokers:
+        start_kafka_brokers(quorum, kafka_brokers, racks)
     return quorum
+
+
+def start_kafka_brokers(quorum: LocalQuorum, count: int, racks: int) -> None:
+    """Format and start ``count`` real Kafka brokers on the quorum's voters' Kafka listeners, in
+    DIR/kafka-brokers, with raftmeta's cluster id; return once each is registered and unfenced.
+    Every process of the quorum is stopped if they cannot start."""
+    from raftmeta.kraft.cluster import KraftCluster  # the JVM launcher: only for real brokers
+
+    voters = {n.id: str(n.kafka_address) for n in quorum.nodes if n.id in _voter_ids(quorum)}
+    directory = Path(quorum.data_dir) / KAFKA_BROKERS_DIR
+    quorum.kafka_brokers_dir = str(directory.absolute())
+    quorum.save()
+    try:
+        KraftCluster.start_brokers_on(
+            directory,
+            cluster_id=quorum.cluster_id,
+            voters=voters,
+            brokers=count,
+            racks=racks,
+            first_broker_id=KAFKA_BROKER_FIRST_ID,
+        )
+    except BaseException:
+        down(quorum)
+        raise
+
+
+def _voter_ids(quorum: LocalQuorum) -> set[int]:
+    """The bootstrap voters' ids, as the nodes were started (``--initial-controllers``)."""
+    node = quorum.nodes[0]
+    flag = node.argv.index("--initial-controllers")
+    return {int(entry.split("@", 1)[0]) for entry in node.argv[flag + 1].split(",")}
+
+
+def kafka_brokers(quorum: LocalQuorum) -> KraftCluster | None:
+    """The real Kafka brokers of the quorum (``quorum up --kafka-brokers``), or None (none asked
+    for, or none started: their cluster file is written with the first)."""
+    if quorum.kafka_brokers_dir is None:
+        return None
+    from raftmeta.kraft.cluster import CLUSTER_FILE, KraftCluster
+
+    if not (Path(quorum.kafka_brokers_dir) / CLUSTER_FILE).exists():
+        return None
+    return KraftCluster.load(Path(quorum.kafka_brokers_dir))
 
 
 def _initial_controllers(data_dir: Path, voters: dict[int, str]) -> str:
@@ -377,9 +442,14 @@ def restart(quorum: LocalQuorum, node_id: int) -> NodeProcess:
 
 
 def down(quorum: LocalQuorum, timeout_s: float = 10.0) -> list[int]:
-    """SIGTERM every process (SIGCONT first, in case it is paused), SIGKILL what is left."""
+    """SIGTERM every process (SIGCONT first, in case it is paused), SIGKILL what is left: the
+    real Kafka brokers first, while the controllers can still grant their controlled shutdown."""
+    stopped: list[int] = []
+    real = kafka_brokers(quorum)
+    if real is not None:
+        stopped += real.stop()
     candidates = [quorum.brokers_pid, *(n.pid for n in quorum.nodes)]
-    return terminate([p for p in candidates if p is not None], timeout_s)
+    return stopped + terminate([p for p in candidates if p is not None], timeout_s)
 
 
 def terminate(candidates: list[int], timeout_s: float) -> list[int]:
