@@ -55,6 +55,16 @@ def test_a_broker_has_its_rack_and_internal_topics_fit_the_cluster(tmp_path: Pat
     assert overridden["num.partitions"] == "6"
 
 
+def test_a_broker_on_static_voters_names_them_and_no_bootstrap_servers(tmp_path: Path) -> None:
+    """A broker on raftmeta's quorum: the voters' Kafka listeners as controller.quorum.voters."""
+    voters = {3: "127.0.0.1:9003", 1: "127.0.0.1:9001"}
+    properties = broker_properties(100, "127.0.0.1:9092", "rack-a", [], tmp_path, 3, static_voters=voters)
+    assert properties["controller.quorum.voters"] == "1@127.0.0.1:9001,3@127.0.0.1:9003"
+    assert "controller.quorum.bootstrap.servers" not in properties
+    with pytest.raises(ValueError, match="static voters or bootstrap controllers, not both"):
+        broker_properties(100, "127.0.0.1:9092", "rack-a", CONTROLLERS, tmp_path, 3, static_voters=voters)
+
+
 def test_properties_files_refuse_what_they_cannot_hold() -> None:
     assert render_properties({"a.b": "1", "c": "x y"}) == "a.b=1\nc=x y\n"
     with pytest.raises(ValueError, match="'evil'"):

@@ -8,16 +8,20 @@ then a topic created through raftmeta's gRPC client (the striped placer) and one
 AdminClient at the brokers (which forward its CreateTopics in an Envelope), an idempotent producer
 (acks=all: its producer id block comes from AllocateProducerIds) and a consumer group (its
 ``__consumer_offsets`` auto-created through an Envelope): every message arrives exactly once.
-``quorum down`` stops the brokers with the nodes.
+Then a broker killed while a producer runs: fenced, out of the ISRs, restarted, back in them,
+nothing acknowledged lost. ``quorum down`` stops the brokers with the nodes.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +29,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.local import quorum as local_quorum
 from raftmeta.local.python_command import raftmeta_command
 from raftmeta.v1 import controller_pb2
@@ -36,6 +41,11 @@ PARTITIONS = 6
 # bounds the brokers; this bounds the command around it.
 UP_TIMEOUT_S = 420.0
 CLIENT_TIMEOUT_S = 120.0
+# raftmeta's broker session (the node's --session-timeout-ms default) and the launcher's ready
+# timeout bound the waits of the broker failure; each wait ends on the state it waits for.
+SESSION_TIMEOUT_S = 9.0
+FAILURE_WAIT_S = 180.0
+KILLED = 101
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +64,18 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         document["data_dir"] = str(data_dir)
         yield document
     finally:
+        running = [b.pid for b in _brokers(data_dir).brokers if local_quorum.alive(b.pid)] if up.returncode == 0 else []
         down = subprocess.run(
             raftmeta_command("quorum", "down", "--data-dir", str(data_dir), "--output", "json"),
             capture_output=True, text=True, timeout=UP_TIMEOUT_S, check=False,
         )  # fmt: skip
         assert down.returncode == 0, down.stderr[-4000:]
-        stopped = set(json.loads(down.stdout)["stopped_pids"])
-        started = json.loads(up.stdout) if up.returncode == 0 else {"kafka_brokers": []}
-        assert {b["pid"] for b in started["kafka_brokers"]} <= stopped, "quorum down stops the Kafka brokers too"
+        assert set(running) <= set(json.loads(down.stdout)["stopped_pids"]), "quorum down stops the Kafka brokers"
+
+
+def _brokers(data_dir: Path) -> KraftCluster:
+    """The quorum's Kafka brokers as their launcher keeps them (current pids: one may restart)."""
+    return KraftCluster.load(data_dir / local_quorum.KAFKA_BROKERS_DIR)
 
 
 def test_quorum_up_lists_the_kafka_brokers_and_raftmeta_registers_them_unfenced(plane: dict[str, Any]) -> None:
@@ -72,6 +86,10 @@ def test_quorum_up_lists_the_kafka_brokers_and_raftmeta_registers_them_unfenced(
     with SyncControllerClient(plane["bootstrap_server"], retry=RetryPolicy(deadline_s=30)) as client:
         registered = {b.broker_id: (b.rack, b.fenced) for b in client.describe_cluster().brokers}
     assert registered == {100: ("rack-a", False), 101: ("rack-b", False), 102: ("rack-c", False)}
+
+
+def _producer(bootstrap: str) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
 
 
 def _produce(bootstrap: str, topics: list[str], count: int) -> set[str]:
@@ -130,20 +148,24 @@ def _consume(bootstrap: str, topics: list[str], expected: int) -> Counter[str]:
     return seen
 
 
-def _data_flows(plane: dict[str, Any], count: int, suffix: str) -> None:
-    bootstrap = plane["kafka_brokers_bootstrap"]
-    striped, admin_made = f"striped-{suffix}", f"admin-{suffix}"
+def _create_striped(plane: dict[str, Any], name: str) -> None:
     with SyncControllerClient(plane["bootstrap_server"], retry=RetryPolicy(deadline_s=30)) as client:
         created = client.create_topics(
             controller_pb2.CreateTopicsRequest(
                 topics=[
                     controller_pb2.CreatableTopic(
-                        name=striped, num_partitions=PARTITIONS, replication_factor=3, placer="striped"
+                        name=name, num_partitions=PARTITIONS, replication_factor=3, placer="striped"
                     )
                 ]
             )
         )
         assert [t.error_code for t in created.topics] == [0], created
+
+
+def _data_flows(plane: dict[str, Any], count: int, suffix: str) -> None:
+    bootstrap = plane["kafka_brokers_bootstrap"]
+    striped, admin_made = f"striped-{suffix}", f"admin-{suffix}"
+    _create_striped(plane, striped)
     # Kafka's AdminClient at the brokers: they forward the CreateTopics to raftmeta in an Envelope.
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures fail once it is collected
     futures = admin.create_topics(
@@ -172,3 +194,107 @@ def test_messages_flow_through_real_brokers_exactly_once(plane: dict[str, Any]) 
 @pytest.mark.slow
 def test_100000_messages_flow_through_real_brokers_exactly_once(plane: dict[str, Any]) -> None:
     _data_flows(plane, 50_000, "slow")  # two topics: 100,000 messages
+
+
+def _wait_until(what: str, condition: Any, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not {what} within {timeout_s:.0f} s"
+        time.sleep(0.2)
+
+
+class _Steady:
+    """An idempotent producer (acks=all) sending to ``topic`` until stopped, one message per
+    delivery poll; the acknowledged messages and the delivery errors it saw."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.acknowledged: set[str] = set()
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self._producer = _producer(bootstrap)
+        self._thread = threading.Thread(target=self._run, name="steady-producer", daemon=True)
+        self._thread.start()
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self.errors.append(str(error))
+        else:
+            self.acknowledged.add(message.value().decode())
+
+    def _run(self) -> None:
+        index = 0
+        while not self.stop.is_set():
+            try:
+                self._producer.produce(self.topic, value=f"{self.topic}:{index}".encode(), on_delivery=self._delivered)
+                index += 1
+            except BufferError:
+                pass
+            self._producer.poll(0.01)
+
+    def acknowledged_count(self) -> int:
+        return len(self.acknowledged)
+
+    def finish(self) -> set[str]:
+        self.stop.set()
+        self._thread.join(CLIENT_TIMEOUT_S)
+        assert self._producer.flush(CLIENT_TIMEOUT_S) == 0
+        return self.acknowledged
+
+
+def test_a_broker_killed_mid_run_is_fenced_and_rejoins_the_isrs_with_nothing_lost(plane: dict[str, Any]) -> None:
+    """Produce goes on while broker 101 is killed: raftmeta fences it once its session runs out
+    and takes it out of every ISR; restarted, it registers again, is unfenced and the partition
+    leaders put it back into the ISRs (AlterPartition). A consumer group then reads every
+    acknowledged message exactly once."""
+    topic = "steady"
+    _create_striped(plane, topic)
+    brokers = _brokers(Path(plane["data_dir"]))
+    steady = _Steady(plane["kafka_brokers_bootstrap"], topic)
+    with SyncControllerClient(plane["bootstrap_server"], retry=RetryPolicy(deadline_s=30)) as client:
+
+        def fenced(broker_id: int) -> bool:
+            return any(b.fenced for b in client.describe_cluster().brokers if b.broker_id == broker_id)
+
+        def isrs() -> list[list[int]]:
+            (described,) = client.describe_topics([topic]).topics
+            return [sorted(p.isr) for p in described.partitions]
+
+        _wait_until("producing", lambda: steady.acknowledged_count() > 200, CLIENT_TIMEOUT_S)
+        brokers.kill(KILLED)
+        _wait_until(f"broker {KILLED} fenced", lambda: fenced(KILLED), SESSION_TIMEOUT_S + FAILURE_WAIT_S)
+        assert all(KILLED not in isr for isr in isrs()), "a fenced broker leaves every ISR"
+        during = steady.acknowledged_count()
+        _wait_until(
+            "producing without the killed broker", lambda: steady.acknowledged_count() > during + 200, CLIENT_TIMEOUT_S
+        )
+        brokers.start_node(KILLED)
+        brokers.wait_ready([KILLED])
+        assert not fenced(KILLED)
+        _wait_until(
+            f"broker {KILLED} back in every ISR", lambda: all(isr == [100, 101, 102] for isr in isrs()), FAILURE_WAIT_S
+        )
+        after = steady.acknowledged_count()
+        _wait_until("producing after the restart", lambda: steady.acknowledged_count() > after + 200, CLIENT_TIMEOUT_S)
+    acknowledged = steady.finish()
+    seen = _consume(plane["kafka_brokers_bootstrap"], [topic], len(acknowledged))
+    duplicated = sorted(m for m, n in seen.items() if n > 1)
+    missing = sorted(acknowledged - set(seen))
+    assert not duplicated and not missing, f"duplicated {duplicated[:5]}, missing {missing[:5]} of {len(acknowledged)}"
+
+
+def test_the_brokers_fetch_as_observers_and_a_stopped_one_gets_its_controlled_shutdown(plane: dict[str, Any]) -> None:
+    """The brokers replicate the metadata log as observers from offset 0 (the quorum took no
+    snapshot: metadata.version is the controller's own FeatureLevelRecord); SIGTERM, as
+    kafka-server-stop sends it, makes a broker ask for its controlled shutdown, which raftmeta
+    grants: the broker is fenced and exits cleanly."""
+    stopped = 102
+    brokers = _brokers(Path(plane["data_dir"]))
+    assert not list(Path(plane["data_dir"]).rglob("node-*/**/*.checkpoint")), "no snapshot to start from"
+    with SyncControllerClient(plane["bootstrap_server"], retry=RetryPolicy(deadline_s=30)) as client:
+        assert {100, 101, 102} <= {o.replica_id for o in client.describe_quorum().observers}
+        brokers.stop_node(stopped)
+        assert any(b.fenced for b in client.describe_cluster().brokers if b.broker_id == stopped)
+    log = brokers.node(stopped).log.read_text()
+    assert "The controller has asked us to exit controlled shutdown" in log
+    assert "shut down completed" in log
