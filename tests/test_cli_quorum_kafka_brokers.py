@@ -44,3 +44,10 @@ def test_json_lists_no_kafka_brokers_when_none_were_asked_for(monkeypatch: pytes
     document = json.loads(result.stdout)
     assert (document["kafka_brokers"], document["kafka_brokers_bootstrap"]) == ([], None)
     assert asked["kafka_brokers"] == 0
+
+
+def test_brokers_started_before_in_the_data_dir_are_never_formatted_again(tmp_path: Path) -> None:
+    (tmp_path / local_quorum.KAFKA_BROKERS_DIR / "broker-100").mkdir(parents=True)
+    with pytest.raises(RuntimeError, match="Kafka brokers were started in this quorum before"):
+        local_quorum.up(tmp_path, kafka_brokers=1, racks=1)
+    assert not (tmp_path / local_quorum.QUORUM_FILE).exists(), "refused before any node started"

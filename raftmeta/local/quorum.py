@@ -207,6 +207,12 @@ def up(
         raise ValueError("--kafka-brokers and --tls: the real brokers speak plaintext to the Kafka listeners")
     if kafka_brokers and not 1 <= racks <= kafka_brokers:
         raise ValueError(f"--racks ({racks}) must be between 1 and --kafka-brokers ({kafka_brokers})")
+    if kafka_brokers and (data_dir / KAFKA_BROKERS_DIR).exists():
+        # Formatting over a broker's storage would lose its data; starting it again is not done here.
+        raise RuntimeError(
+            f"{data_dir / KAFKA_BROKERS_DIR} exists: Kafka brokers were started in this quorum before; "
+            "use a new --data-dir"
+        )
     kafka = kafka or bool(kafka_brokers)
     if not 1 <= nodes <= 9:
         raise ValueError(f"--nodes must be between 1 and 9, got {nodes}")
@@ -293,17 +299,16 @@ def up(
         quorum.save()
         wait_for_brokers(quorum, brokers, timeout_s)
     if kafka_brokers:
-        start_kafka_brokers(quorum, kafka_brokers, racks)
+        start_kafka_brokers(quorum, kafka_brokers, racks, {i: kafka_addresses[i] for i in voters})
     return quorum
 
 
-def start_kafka_brokers(quorum: LocalQuorum, count: int, racks: int) -> None:
-    """Format and start ``count`` real Kafka brokers on the quorum's voters' Kafka listeners, in
-    DIR/kafka-brokers, with raftmeta's cluster id; return once each is registered and unfenced.
-    Every process of the quorum is stopped if they cannot start."""
+def start_kafka_brokers(quorum: LocalQuorum, count: int, racks: int, voters: dict[int, str]) -> None:
+    """Format and start ``count`` real Kafka brokers on the voters' Kafka listeners (``voters``:
+    id -> host:port), in DIR/kafka-brokers, with raftmeta's cluster id; return once each is
+    registered and unfenced. Every process of the quorum is stopped if they cannot start."""
     from raftmeta.kraft.cluster import KraftCluster  # the JVM launcher: only for real brokers
 
-    voters = {n.id: str(n.kafka_address) for n in quorum.nodes if n.id in _voter_ids(quorum)}
     directory = Path(quorum.data_dir) / KAFKA_BROKERS_DIR
     quorum.kafka_brokers_dir = str(directory.absolute())
     quorum.save()
@@ -319,13 +324,6 @@ def start_kafka_brokers(quorum: LocalQuorum, count: int, racks: int) -> None:
     except BaseException:
         down(quorum)
         raise
-
-
-def _voter_ids(quorum: LocalQuorum) -> set[int]:
-    """The bootstrap voters' ids, as the nodes were started (``--initial-controllers``)."""
-    node = quorum.nodes[0]
-    flag = node.argv.index("--initial-controllers")
-    return {int(entry.split("@", 1)[0]) for entry in node.argv[flag + 1].split(",")}
 
 
 def kafka_brokers(quorum: LocalQuorum) -> KraftCluster | None:
