@@ -9,12 +9,14 @@ AdminClient at the brokers (which forward its CreateTopics in an Envelope), an i
 (acks=all: its producer id block comes from AllocateProducerIds) and a consumer group (its
 ``__consumer_offsets`` auto-created through an Envelope): every message arrives exactly once.
 Then a broker killed while a producer runs: fenced, out of the ISRs, restarted, back in them,
-nothing acknowledged lost. ``quorum down`` stops the brokers with the nodes.
+nothing acknowledged lost; then raftmeta's leader killed: the brokers follow the new one. A
+broker stopped gets its controlled shutdown; ``quorum down`` stops the rest with the nodes.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -28,7 +30,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from raftmeta.client import RetryPolicy, SyncControllerClient
+from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.local import quorum as local_quorum
 from raftmeta.local.python_command import raftmeta_command
@@ -278,6 +280,56 @@ def test_a_broker_killed_mid_run_is_fenced_and_rejoins_the_isrs_with_nothing_los
         _wait_until("producing after the restart", lambda: steady.acknowledged_count() > after + 200, CLIENT_TIMEOUT_S)
     acknowledged = steady.finish()
     seen = _consume(plane["kafka_brokers_bootstrap"], [topic], len(acknowledged))
+    duplicated = sorted(m for m, n in seen.items() if n > 1)
+    missing = sorted(acknowledged - set(seen))
+    assert not duplicated and not missing, f"duplicated {duplicated[:5]}, missing {missing[:5]} of {len(acknowledged)}"
+
+
+def test_the_active_controller_killed_mid_run_the_brokers_follow_the_new_one_with_nothing_lost(
+    plane: dict[str, Any],
+) -> None:
+    """Produce goes on while raftmeta's leader is killed: the brokers' raft clients find the new
+    leader (its NOT_LEADER_OR_FOLLOWER answers name it) and forward to it (a topic created through
+    the brokers afterwards exists and takes messages), they stay unfenced, and the killed node is
+    restarted; every acknowledged message is read exactly once."""
+    topic = "failover"
+    _create_striped(plane, topic)
+    data_dir = Path(plane["data_dir"])
+    steady = _Steady(plane["kafka_brokers_bootstrap"], topic)
+    with SyncControllerClient(plane["bootstrap_server"], retry=RetryPolicy(deadline_s=60)) as client:
+        _wait_until("producing", lambda: steady.acknowledged_count() > 200, CLIENT_TIMEOUT_S)
+        old = client.describe_quorum().leader_id
+        quorum = local_quorum.LocalQuorum.load(data_dir)
+        local_quorum.signal_node(quorum, old, signal.SIGKILL)
+
+        def new_leader() -> bool:
+            try:
+                leader = client.describe_quorum().leader_id
+            except ClientError:  # no leader to answer yet: the election is under way
+                return False
+            return leader not in (old, -1)
+
+        _wait_until("a new leader", new_leader, FAILURE_WAIT_S)
+        during = steady.acknowledged_count()
+        _wait_until(
+            "producing under the new leader", lambda: steady.acknowledged_count() > during + 200, CLIENT_TIMEOUT_S
+        )
+        # The brokers forward to the new controller and replicate its log: a topic created through
+        # them now exists, and takes messages.
+        after = f"{topic}-after"
+        admin = AdminClient({"bootstrap.servers": plane["kafka_brokers_bootstrap"]})
+        admin.create_topics([NewTopic(after, num_partitions=PARTITIONS, replication_factor=3)])[after].result(
+            timeout=CLIENT_TIMEOUT_S
+        )
+        acknowledged_after = _produce(plane["kafka_brokers_bootstrap"], [after], 500)
+        local_quorum.restart(quorum, old)
+        _wait_until(
+            "every broker unfenced under the new leader",
+            lambda: all(not b.fenced for b in client.describe_cluster().brokers),
+            FAILURE_WAIT_S,
+        )
+    acknowledged = steady.finish() | acknowledged_after
+    seen = _consume(plane["kafka_brokers_bootstrap"], [topic, after], len(acknowledged))
     duplicated = sorted(m for m, n in seen.items() if n > 1)
     missing = sorted(acknowledged - set(seen))
     assert not duplicated and not missing, f"duplicated {duplicated[:5]}, missing {missing[:5]} of {len(acknowledged)}"
