@@ -9,7 +9,8 @@ AdminClient at the brokers (which forward its CreateTopics in an Envelope), an i
 (acks=all: its producer id block comes from AllocateProducerIds) and a consumer group (its
 ``__consumer_offsets`` auto-created through an Envelope): every message arrives exactly once.
 Then a broker killed while a producer runs: fenced, out of the ISRs, restarted, back in them,
-nothing acknowledged lost; then raftmeta's leader killed: the brokers follow the new one. A
+nothing acknowledged lost; then raftmeta's leader killed, then paused: the brokers follow the
+new one. A
 broker stopped gets its controlled shutdown; ``quorum down`` stops the rest with the nodes.
 """
 
@@ -285,14 +286,16 @@ def test_a_broker_killed_mid_run_is_fenced_and_rejoins_the_isrs_with_nothing_los
     assert not duplicated and not missing, f"duplicated {duplicated[:5]}, missing {missing[:5]} of {len(acknowledged)}"
 
 
-def test_the_active_controller_killed_mid_run_the_brokers_follow_the_new_one_with_nothing_lost(
-    plane: dict[str, Any],
+@pytest.mark.parametrize("failure", ["kill", "pause"])
+def test_the_active_controller_killed_or_paused_mid_run_the_brokers_follow_the_new_one_with_nothing_lost(
+    plane: dict[str, Any], failure: str
 ) -> None:
-    """Produce goes on while raftmeta's leader is killed: the brokers' raft clients find the new
-    leader (its NOT_LEADER_OR_FOLLOWER answers name it) and forward to it (a topic created through
-    the brokers afterwards exists and takes messages), they stay unfenced, and the killed node is
-    restarted; every acknowledged message is read exactly once."""
-    topic = "failover"
+    """Produce goes on while raftmeta's leader is killed (SIGKILL) or paused (SIGSTOP, a long GC
+    pause): the brokers' raft clients find the new leader (its NOT_LEADER_OR_FOLLOWER answers name
+    it) and forward to it (a topic created through the brokers afterwards exists and takes
+    messages), they stay unfenced, and the old leader is restarted or resumed; every acknowledged
+    message is read exactly once."""
+    topic = f"failover-{failure}"
     _create_striped(plane, topic)
     data_dir = Path(plane["data_dir"])
     steady = _Steady(plane["kafka_brokers_bootstrap"], topic)
@@ -300,7 +303,7 @@ def test_the_active_controller_killed_mid_run_the_brokers_follow_the_new_one_wit
         _wait_until("producing", lambda: steady.acknowledged_count() > 200, CLIENT_TIMEOUT_S)
         old = client.describe_quorum().leader_id
         quorum = local_quorum.LocalQuorum.load(data_dir)
-        local_quorum.signal_node(quorum, old, signal.SIGKILL)
+        local_quorum.signal_node(quorum, old, signal.SIGKILL if failure == "kill" else signal.SIGSTOP)
 
         def new_leader() -> bool:
             try:
@@ -322,7 +325,10 @@ def test_the_active_controller_killed_mid_run_the_brokers_follow_the_new_one_wit
             timeout=CLIENT_TIMEOUT_S
         )
         acknowledged_after = _produce(plane["kafka_brokers_bootstrap"], [after], 500)
-        local_quorum.restart(quorum, old)
+        if failure == "kill":
+            local_quorum.restart(quorum, old)
+        else:
+            local_quorum.signal_node(quorum, old, signal.SIGCONT)
         _wait_until(
             "every broker unfenced under the new leader",
             lambda: all(not b.fenced for b in client.describe_cluster().brokers),
