@@ -68,6 +68,8 @@ KAFKA_TYPES = {
     "voters": "KRaftVoters",
     "snapshot_header": "SnapshotHeader",
     "snapshot_footer": "SnapshotFooter",
+    "feature_level": "FEATURE_LEVEL_RECORD",
+    "producer_ids": "PRODUCER_IDS_RECORD",
 }
 
 
