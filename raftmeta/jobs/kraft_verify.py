@@ -111,10 +111,19 @@ def _log_dirs(root: Path, depth: int = SEARCH_DEPTH) -> Iterator[Path]:
 
 def find_kraft_logs(data_dir: Path) -> list[Path]:
     """The metadata log directories under ``data_dir`` whose files are in Kafka's format (empty
-    when there is none: the data dir is raftmeta's, or no quorum's)."""
+    when there is none: the data dir is raftmeta's, or no quorum's). A raftmeta quorum's real
+    Kafka brokers (``quorum up --kafka-brokers``: DIR/kafka-brokers) keep observers' copies of
+    its log, in Kafka's format: they are not the quorum's logs and are left out."""
+    from raftmeta.local.quorum import KAFKA_BROKERS_DIR, QUORUM_FILE  # names only: no process is started
+
     if not data_dir.is_dir():
         return []
-    return [log_dir for log_dir in _log_dirs(data_dir) if _holds_kafka_format(log_dir)]
+    observers = data_dir / KAFKA_BROKERS_DIR if (data_dir / QUORUM_FILE).is_file() else None
+    return [
+        log_dir
+        for log_dir in _log_dirs(data_dir)
+        if (observers is None or not log_dir.is_relative_to(observers)) and _holds_kafka_format(log_dir)
+    ]
 
 
 def _holds_kafka_format(log_dir: Path) -> bool:

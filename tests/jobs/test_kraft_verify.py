@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
-from raftmeta.jobs.kraft_verify import NodeLog, controller_ids, verify_kraft
+from raftmeta.jobs.kraft_verify import NodeLog, controller_ids, find_kraft_logs, verify_kraft
+from raftmeta.local.quorum import KAFKA_BROKERS_DIR, QUORUM_FILE
 from raftmeta.records.kafka.batch import RecordBatch, batch_size, encode_batch, iter_batches
 from raftmeta.records.kafka.frames import ControlRecord, MetadataRecord, batch_records, metadata_record, new_batch
 from raftmeta.records.kafka.message import Struct
@@ -239,3 +240,18 @@ def test_verify_auto_reads_a_small_kraft_quorum_in_process(quorum: Path, monkeyp
     monkeypatch.setattr(jar, "reader_built", lambda: False)
     unbuilt = CliRunner().invoke(cli, ["verify", "--data-dir", str(quorum), "--output", "json"])
     assert json.loads(unbuilt.stdout)["reader"] == "python"
+
+
+def test_a_raftmeta_quorums_real_brokers_logs_are_not_the_quorums(quorum: Path) -> None:
+    """``quorum up --kafka-brokers`` keeps the brokers (observers, Kafka's format) in
+    DIR/kafka-brokers: verify of a raftmeta quorum's dir reads its nodes, never those copies; a
+    KRaft cluster's dir (no quorum.json) is read whole."""
+    brokers = quorum / KAFKA_BROKERS_DIR
+    shutil.copytree(quorum / "controller-3001", brokers / "broker-100")
+    assert len(find_kraft_logs(quorum)) == 4, "a KRaft dir: every log under it"
+    (quorum / QUORUM_FILE).write_text("{}")
+    assert sorted(p.parent.parent.name for p in find_kraft_logs(quorum)) == [f"controller-{n}" for n in CONTROLLERS]
+    shutil.rmtree(quorum / "controller-3001")
+    shutil.rmtree(quorum / "controller-3002")
+    shutil.rmtree(quorum / "controller-3003")
+    assert find_kraft_logs(quorum) == [], "a raftmeta quorum with brokers: not a KRaft dir"
