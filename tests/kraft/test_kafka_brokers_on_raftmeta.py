@@ -49,6 +49,9 @@ CLIENT_TIMEOUT_S = 120.0
 SESSION_TIMEOUT_S = 9.0
 FAILURE_WAIT_S = 180.0
 KILLED = 101
+# The controller's automatic preferred-leader election (Kafka's default is 300 s): soon enough
+# that a restarted broker gets its leaderships back within the test.
+IMBALANCE_CHECK_S = 5
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +61,7 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         raftmeta_command(
             "quorum", "up", "--data-dir", str(data_dir), "--nodes", "3",
             "--kafka-brokers", str(BROKERS), "--racks", "3", "--detach", "--output", "json",
+            "--leader-imbalance-check-interval-seconds", str(IMBALANCE_CHECK_S),
         ),
         capture_output=True, text=True, timeout=UP_TIMEOUT_S, check=False,
     )  # fmt: skip
@@ -247,9 +251,10 @@ class _Steady:
 
 def test_a_broker_killed_mid_run_is_fenced_and_rejoins_the_isrs_with_nothing_lost(plane: dict[str, Any]) -> None:
     """Produce goes on while broker 101 is killed: raftmeta fences it once its session runs out
-    and takes it out of every ISR; restarted, it registers again, is unfenced and the partition
-    leaders put it back into the ISRs (AlterPartition). A consumer group then reads every
-    acknowledged message exactly once."""
+    and takes it out of every ISR; restarted, it registers again, is unfenced, the partition
+    leaders put it back into the ISRs (AlterPartition) and the controller's next automatic
+    election gives the preferred replicas their leaderships back. A consumer group then reads
+    every acknowledged message exactly once."""
     topic = "steady"
     _create_striped(plane, topic)
     brokers = _brokers(Path(plane["data_dir"]))
@@ -277,6 +282,12 @@ def test_a_broker_killed_mid_run_is_fenced_and_rejoins_the_isrs_with_nothing_los
         _wait_until(
             f"broker {KILLED} back in every ISR", lambda: all(isr == [100, 101, 102] for isr in isrs()), FAILURE_WAIT_S
         )
+
+        def preferred_leaders() -> bool:
+            (described,) = client.describe_topics([topic]).topics
+            return all(p.leader == p.replicas[0] for p in described.partitions)
+
+        _wait_until("the preferred leaders back", preferred_leaders, IMBALANCE_CHECK_S + FAILURE_WAIT_S)
         after = steady.acknowledged_count()
         _wait_until("producing after the restart", lambda: steady.acknowledged_count() > after + 200, CLIENT_TIMEOUT_S)
     acknowledged = steady.finish()
