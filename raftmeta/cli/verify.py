@@ -189,12 +189,11 @@ def _verify_kraft(
             f"nodes {f['nodes']}  controllers {f['controllers']}  batches {f['batches']}  records {f['records']}  "
             f"topics {f['topics']}  partitions {f['partitions']}  brokers {f['brokers']}"
         )
-        if "replica_skew" in f:  # the JVM path leaves the balance figures to --reader python (kraft_spark.py)
-            console.print(
-                f"replica skew {f['replica_skew']}  leader skew {f['leader_skew']}  rack spread violations "
-                f"{f['rack_spread_violations']}  under-replicated {f['under_replicated_partitions']}  leaderless "
-                f"{f['leaderless_partitions']}  fenced brokers {f['fenced_brokers']}"
-            )
+        console.print(
+            f"replica skew {f['replica_skew']}  leader skew {f['leader_skew']}  rack spread violations "
+            f"{f['rack_spread_violations']}  under-replicated {f['under_replicated_partitions']}  leaderless "
+            f"{f['leaderless_partitions']}  fenced brokers {f['fenced_brokers']}"
+        )
     if not result.passed:
         raise SystemExit(EXIT_FAILED)
 

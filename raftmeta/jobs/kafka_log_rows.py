@@ -224,18 +224,26 @@ def record_columns(record: LogRecord) -> dict[str, Any]:
 
 
 def read_log_rows(
-    spark: SparkSession, log_dirs: Sequence[str], reader: Reader, files: Collection[str] | None = None
+    spark: SparkSession,
+    log_dirs: Sequence[str],
+    reader: Reader,
+    files: Collection[str] | None = None,
+    split_bytes: int = 0,
 ) -> DataFrame:
     """The rows of ``log_dirs`` (of the ``files`` named, when given) as a DataFrame: decoded in
     Spark's JVM by Kafka's code (``jvm``; its jar must be on ``spark.jars``,
     :func:`raftmeta.jobs.kafka_log_jar.reader_jars`), or by raftmeta's Python reader in this
-    process (``python``, the fallback where no JVM build is possible)."""
+    process (``python``, the fallback where no JVM build is possible). ``split_bytes`` (``jvm``):
+    files larger than this are read in byte ranges of about this size, cut at batch boundaries,
+    one task each (0: a task per file); the rows are the same."""
     if reader == "jvm":
         from raftmeta.jobs.kafka_log_jar import SHORT_NAME
 
         source = spark.read.format(SHORT_NAME).option("paths", ",".join(log_dirs))
         if files is not None:
             source = source.option("files", ",".join(files))
+        if split_bytes:
+            source = source.option("split_bytes", str(split_bytes))
         return source.load()
     rows = python_rows(log_dirs, files)
     return spark.createDataFrame([tuple(row[name] for name in COLUMN_NAMES) for row in rows], schema())

@@ -13,10 +13,11 @@ problem, per node, per broker or topic, at most EXAMPLES_MAX examples) reach the
 - ``snapshots-match-log``: each node's newest snapshot's partitions against the log's states at
   the snapshot's offset, a join.
 
-The placement balance and health figures stay with the driver-side replay of ``--reader
-python`` (:meth:`raftmeta.jobs.kraft_verify.KafkaReplay.balance`): they end in placement's
-``Spread`` over per-broker counts, which :mod:`raftmeta.jobs.state` computes for raftmeta's
-own log from columns this log's rows do not carry yet (pools, the min.insync.replicas table).
+The placement balance figures of the live partitions at the end (replicas, preferred and current
+leaders per broker, rack spread, ISR sizes) are counted in the same job that checks the states,
+by :mod:`raftmeta.jobs.state`'s own aggregation (``_counts``), and spread in the driver by
+:func:`raftmeta.jobs.kraft_verify.balance_figures`, the driver-side path's function, over a row
+per broker and kind.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
-from raftmeta.jobs.kafka_log_rows import DAMAGE_RECORD, DAMAGE_TRUNCATED, Reader, read_log_rows
-from raftmeta.jobs.kraft_verify import KraftVerifyResult, find_kraft_logs
+from raftmeta.jobs.kafka_log_rows import DAMAGE_RECORD, DAMAGE_TRUNCATED, LOG_FILE_SUFFIXES, Reader, read_log_rows
+from raftmeta.jobs.kraft_verify import KraftVerifyResult, balance_figures, find_kraft_logs
 from raftmeta.jobs.partition_rules import ISR_EMPTY
-from raftmeta.jobs.state import _brokers, _carry, _violation_rules
+from raftmeta.jobs.state import BROKEN, PARTITION, TOPIC, _brokers, _carry, _counts, _violation_rules
+from raftmeta.jobs.verify import split_bytes_for
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.segment import parse_log_file_name
 from raftmeta.storage.snapshot import parse_snapshot_name
@@ -72,7 +74,8 @@ def verify_kraft_spark(spark: SparkSession, data_dir: Path, reader: Reader) -> K
     log_dirs = [str(p) for p in find_kraft_logs(data_dir)]
     if not log_dirs:
         raise ValueError(f"{data_dir} holds no metadata log directory ({LOG_DIR_NAME}) in Kafka's format")
-    rows = read_log_rows(spark, log_dirs, reader)
+    # Every core busy however the log is cut into segments (a KRaft segment grows to 1 GiB).
+    rows = read_log_rows(spark, log_dirs, reader, split_bytes=split_bytes_for(spark, _log_bytes(log_dirs)))
     batches = _batches(rows.where(F.col("file").endswith(".log"))).cache()
     try:
         spans, voters = _spans_and_voters(batches, log_dirs)
@@ -112,6 +115,11 @@ def verify_kraft_spark(spark: SparkSession, data_dir: Path, reader: Reader) -> K
         **counts,
     }
     return KraftVerifyResult(checks, figures)
+
+
+def _log_bytes(log_dirs: list[str]) -> int:
+    """The bytes of the segments and snapshots the verify reads."""
+    return sum(p.stat().st_size for d in log_dirs for p in Path(d).iterdir() if p.name.endswith(LOG_FILE_SUFFIXES))
 
 
 def _batches(rows: DataFrame) -> DataFrame:
@@ -358,19 +366,36 @@ def _light(replay: DataFrame) -> DataFrame:
 
 
 def _partition_states(replay: DataFrame, longest: NodeSpan) -> tuple[Check, dict[str, Any]]:
-    from pyspark.sql import Window
+    """``partition-states-valid`` and the figures of the live partitions at the end of the log --
+    topics, partitions and the balance figures (:func:`raftmeta.jobs.kraft_verify.balance_figures`)
+    -- in one job over the states: :func:`raftmeta.jobs.state._counts`, the per-broker entries
+    of raftmeta's own replay, summed per (kind, broker), a row per broker and kind to the driver."""
+    from pyspark.sql import Observation, Window
     from pyspark.sql import functions as F
 
     brokers = _brokers(_light(replay))
     names = topic_names(replay)
-    removed = replay.where("record_type = 'remove_topic'").groupBy("topic_id").agg(F.min("offset").alias("removed_at"))
     partitions = replay.where("record_type in ('partition', 'partition_change') and generation > 0")
-    states = _carry(partitions, Window.partitionBy("topic_id", "partition_id").orderBy("offset"))
-    states = (
-        states.join(F.broadcast(removed), "topic_id", "left")
-        .where(F.col("removed_at").isNull() | (F.col("offset") < F.col("removed_at")))
-        .withColumn("topic_pool", F.lit(None).cast("string"))  # Kafka has no broker pools: the rule never fires
+    topics = replay.where("record_type in ('topic', 'remove_topic')")
+    # Partitioned by topic id alone, as raftmeta's own replay is (state.py, ``_states``): the
+    # per-partition window and the per-topic ones share one shuffle and one sort (topic,
+    # partition, offset), in which a topic's own records (partition id null) come first.
+    carried = _carry(
+        partitions.unionByName(topics).repartition("topic_id"),
+        Window.partitionBy("topic_id", "partition_id").orderBy("offset"),
     )
+    topic = Window.partitionBy("topic_id")
+    is_topic = F.col("record_type") == "topic"
+    with_topic = carried.select(
+        *[c for c in carried.columns if c != "topic_name"],
+        F.max_by("topic_name", F.when(is_topic, F.col("offset"))).over(topic).alias("topic_name"),
+        F.min(F.when(F.col("record_type") == "remove_topic", F.col("offset"))).over(topic).alias("removed_at"),
+        F.min("partition_id").over(topic).alias("first_partition_id"),
+    )
+    states = with_topic.where(
+        F.col("record_type").isin("partition", "partition_change")
+        & (F.col("removed_at").isNull() | (F.col("offset") < F.col("removed_at")))
+    ).withColumn("topic_pool", F.lit(None).cast("string"))  # Kafka has no broker pools: the rule never fires
 
     def broken(name: str, condition: Column) -> Column:
         if name == ISR_EMPTY:  # Kafka's ELR (KIP-966) empties the ISR and keeps who may lead
@@ -379,6 +404,19 @@ def _partition_states(replay: DataFrame, longest: NodeSpan) -> tuple[Check, dict
 
     rules = F.array(*[F.when(broken(name, cond), F.lit(name)) for name, cond in _violation_rules(brokers)])
     checked = states.select("*", F.filter(rules, lambda x: x.isNotNull()).alias("rules"))
+    live = F.col("last_of_partition") & F.col("removed_at").isNull()
+    observed = Observation("kafka partition states")
+    flagged = checked.select(
+        "*",
+        (F.size("rules") > 0).alias("broken"),
+        F.lit(False).alias("orphan"),  # a change of a partition never created: counted below, by generation
+        live.alias("live"),
+        (live & (F.col("partition_id") == F.col("first_partition_id"))).alias("first_live_of_topic"),
+    ).observe(observed, F.count(F.lit(1)).alias("states"))
+    # The health flags _counts also counts are not among this path's figures (nor the driver's),
+    # so every topic takes Kafka's default min.insync.replicas there.
+    no_min_isr = replay.sparkSession.createDataFrame([], "topic_name string, min_isr int")
+    counts = {(r["kind"], r["broker"], r["extra"]): r["count"] for r in _counts(flagged, brokers, no_min_isr).collect()}
     orphans = replay.where("record_type = 'partition_change' and generation = 0")
     problems: list[str] = [
         f"{names.get(r['topic_id'], r['topic_id'])}-{r['partition_id']} at offset {r['offset']}: "
@@ -386,28 +424,26 @@ def _partition_states(replay: DataFrame, longest: NodeSpan) -> tuple[Check, dict
         for r in orphans.orderBy("offset").limit(EXAMPLES_MAX).collect()
     ]
     offending = checked.where(F.size("rules") > 0).select("offset", "topic_id", "partition_id", F.explode("rules"))
-    problems += [
-        f"{names.get(r['topic_id'], r['topic_id'])}-{r['partition_id']} at offset {r['offset']}: {r['col']}"
-        for r in offending.orderBy("offset").limit(EXAMPLES_MAX).collect()
-    ]
+    if counts.get((BROKEN, -1, -1), 0):
+        problems += [
+            f"{names.get(r['topic_id'], r['topic_id'])}-{r['partition_id']} at offset {r['offset']}: {r['col']}"
+            for r in offending.orderBy("offset").limit(EXAMPLES_MAX).collect()
+        ]
     total = offending.count() + orphans.count() if problems else 0
-    live = checked.where(F.col("last_of_partition") & F.col("removed_at").isNull())
-    summary = checked.agg(F.count("*").alias("states")).first()
-    live_summary = live.agg(F.count("*").alias("partitions"), F.count_distinct("topic_id").alias("topics")).first()
-    assert summary is not None and live_summary is not None
-    counts = {
-        "states": summary["states"],
-        "topics": live_summary["topics"],
-        "partitions": live_summary["partitions"],
+    figures = {
+        "states": int(observed.get["states"]),
+        "topics": counts.get((TOPIC, -1, -1), 0),
+        "partitions": counts.get((PARTITION, -1, -1), 0),
         "brokers": len(brokers.live),
+        **balance_figures(counts, brokers),
     }
     detail = (
         listed(problems, total)
         if problems
-        else f"{counts['states']} partition states along {longest.name}'s log, offsets "
+        else f"{figures['states']} partition states along {longest.name}'s log, offsets "
         f"{longest.first_offset}..{longest.next_offset - 1}"
     )
-    return Check("partition-states-valid", not problems, detail), counts
+    return Check("partition-states-valid", not problems, detail), figures
 
 
 def topic_names(replay: DataFrame) -> dict[str, str]:

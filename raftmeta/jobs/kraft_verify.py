@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -363,11 +363,9 @@ class KafkaReplay:
             self.default_min_isr = DEFAULT_MIN_INSYNC_REPLICAS if value is None else int(str(value))
 
     def balance(self) -> dict[str, Any]:
-        """Placement balance and health counts of the live partitions at the end: the entries of
-        :func:`raftmeta.jobs.partition_rules.entries`, summed as the Spark job sums them, and their
-        spreads by placement's own ``Spread`` over every registered broker."""
-        from placement.metrics import Spread
-
+        """Placement balance of the live partitions at the end: the entries of
+        :func:`raftmeta.jobs.partition_rules.entries`, summed as the Spark job sums them, turned
+        into figures by :func:`balance_figures`."""
         counts: dict[tuple[int, int, int], int] = defaultdict(int)
         min_isr = {name: self.topic_min_isr.get(name, self.default_min_isr) for name in self.names.values()}
         racks = rack_view(self.brokers)
@@ -375,30 +373,7 @@ class KafkaReplay:
         for (topic, _), state in self.states.items():
             for entry in entries(state, self.names.get(topic), self.brokers, min_isr, unfenced, racks):
                 counts[entry] += 1
-        balance = balance_of(counts)
-        isr_sizes = isr_sizes_of(counts)
-
-        def per_broker(found: dict[int, int]) -> dict[int, int]:
-            return {b: found.get(b, 0) for b in sorted(set(self.brokers.live) | set(found))}
-
-        replicas, preferred, leaders = (
-            per_broker(balance.replicas),
-            per_broker(balance.preferred_leaders),
-            per_broker(balance.leaders),
-        )
-        return {
-            "replica_skew": round(Spread.of(replicas).skew, 6) if replicas else 0.0,
-            "leader_skew": round(Spread.of(preferred).skew, 6) if preferred else 0.0,
-            "current_leader_skew": round(Spread.of(leaders).skew, 6) if leaders else 0.0,
-            "leaderless_partitions": balance.leaderless,
-            "rack_spread_violations": balance.rack_spread_violations,
-            "replicas_per_broker": {str(b): n for b, n in replicas.items()},
-            "preferred_leaders_per_broker": {str(b): n for b, n in preferred.items()},
-            "leaders_per_broker": {str(b): n for b, n in leaders.items()},
-            "isr_size_counts": {f"{isr}/{rf}": n for (isr, rf), n in sorted(isr_sizes.items())},
-            "under_replicated_partitions": sum(n for (isr, rf), n in isr_sizes.items() if isr < rf),
-            "fenced_brokers": sum(1 for _, _, fenced in self.brokers.live.values() if fenced),
-        }
+        return balance_figures(counts, self.brokers)
 
     def where(self, key: tuple[str, int]) -> str:
         return f"{self.names.get(key[0], key[0])}-{key[1]}"
@@ -419,6 +394,40 @@ class KafkaReplay:
         self.states[key] = state
         self.replayed += 1
         return [f"{where}: {rule}" for rule in rules if not (rule == ISR_EMPTY and self.elr.get(key))]
+
+
+def balance_figures(counts: Mapping[tuple[int, int, int], int], brokers: Brokers) -> dict[str, Any]:
+    """The balance figures of a KRaft log from the state job's counts (:func:`raftmeta.jobs.state._counts`
+    in Spark, :meth:`KafkaReplay.balance` in the driver): replicas, preferred and current leaders per
+    broker and their skews by placement's own ``Spread`` over every registered broker (and every
+    broker a partition names), leaderless partitions, rack spread violations, ISR sizes,
+    under-replicated partitions (ISR smaller than the replicas) and fenced brokers."""
+    from placement.metrics import Spread
+
+    balance = balance_of(dict(counts))
+    isr_sizes = isr_sizes_of(dict(counts))
+
+    def per_broker(found: dict[int, int]) -> dict[int, int]:
+        return {b: found.get(b, 0) for b in sorted(set(brokers.live) | set(found))}
+
+    replicas, preferred, leaders = (
+        per_broker(balance.replicas),
+        per_broker(balance.preferred_leaders),
+        per_broker(balance.leaders),
+    )
+    return {
+        "replica_skew": round(Spread.of(replicas).skew, 6) if replicas else 0.0,
+        "leader_skew": round(Spread.of(preferred).skew, 6) if preferred else 0.0,
+        "current_leader_skew": round(Spread.of(leaders).skew, 6) if leaders else 0.0,
+        "leaderless_partitions": balance.leaderless,
+        "rack_spread_violations": balance.rack_spread_violations,
+        "replicas_per_broker": {str(b): n for b, n in replicas.items()},
+        "preferred_leaders_per_broker": {str(b): n for b, n in preferred.items()},
+        "leaders_per_broker": {str(b): n for b, n in leaders.items()},
+        "isr_size_counts": {f"{isr}/{rf}": n for (isr, rf), n in sorted(isr_sizes.items())},
+        "under_replicated_partitions": sum(n for (isr, rf), n in isr_sizes.items() if isr < rf),
+        "fenced_brokers": sum(1 for _, _, fenced in brokers.live.values() if fenced),
+    }
 
 
 def replay_partition_states(records: Sequence[tuple[int, LogRecord]]) -> tuple[list[str], dict[str, Any]]:

@@ -1,5 +1,8 @@
 """The verify job on a real standalone Spark cluster (master + worker processes started from the
-installed pyspark, on loopback) gives the same verdict and figures as local mode."""
+installed pyspark, on loopback) gives the same verdict and figures as local mode; on a KRaft
+quorum's Kafka-format logs, the JVM reader (Kafka's own decoder) on the cluster -- through the CLI
+and through deploy/spark/README.md's ``spark-submit --jars`` command -- gives the checks and
+figures of the in-process Python path."""
 
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from raftmeta.bench.kafka_verify import kafka_quorum
+from raftmeta.jobs.kafka_log_jar import reader_jars
+from raftmeta.jobs.kraft_verify import verify_kraft
 from tests.jobs.quorum_logs import append_everywhere, fence_broker, partition_change, write_quorum
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -27,10 +33,14 @@ def free_port() -> int:
         return port
 
 
-def spark_class() -> str:
+def spark_bin(name: str) -> str:
     import pyspark
 
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+    return str(Path(pyspark.__file__).parent / "bin" / name)
+
+
+def spark_class() -> str:
+    return spark_bin("spark-class")
 
 
 def wait_for_port(port: int, timeout_s: float = 60) -> None:
@@ -119,3 +129,47 @@ def test_cluster_and_local_mode_agree(standalone_master: str, tmp_path: Path) ->
         assert [c for c in checks if c["name"] != "verified-segments-unchanged"] == local["checks"]
         assert figures == local["figures"]
     shutil.rmtree(data)
+
+
+def _without_reader(document: dict[str, object]) -> dict[str, object]:
+    figures = document["figures"]
+    assert isinstance(figures, dict)
+    return {"checks": document["checks"], "figures": {k: v for k, v in figures.items() if k != "reader"}}
+
+
+def test_the_jvm_reader_on_the_cluster_gives_the_python_paths_result(standalone_master: str, tmp_path: Path) -> None:
+    jars = reader_jars()  # fails naming `make jvm-reader` (or `make kafka`) when they are missing
+    data = tmp_path / "kraft"
+    # Segments of 1,000 records, and split into byte ranges by the job (each under 4 MiB: one range).
+    kafka_quorum(data, records=3_000, nodes=3, brokers=6, segment_records=1_000)
+    expected = verify_kraft(data).to_json(str(data))
+    assert expected["passed"] is True
+
+    on_cluster = run_cli_verify(data, standalone_master, "--reader", "jvm")
+    assert on_cluster["reader"] == "jvm"
+    assert _without_reader(on_cluster) == _without_reader(expected)
+
+    # deploy/spark/README.md's command: spark-submit with the reader and the Kafka jars on --jars.
+    submitted = subprocess.run(
+        [spark_bin("spark-submit"), "--master", standalone_master, "--jars", ",".join(str(j) for j in jars),
+         str(Path(__file__).parents[2] / "deploy" / "spark" / "verify_job.py"), "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+             "PYSPARK_DRIVER_PYTHON": sys.executable},
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr[-3000:]
+    document = json.loads(submitted.stdout)
+    assert document["reader"] == "jvm"
+    assert _without_reader(document) == _without_reader(expected)
+
+    # Without the jars the job says what is missing instead of a Spark stack trace.
+    bare = subprocess.run(
+        [spark_bin("spark-submit"), "--master", "local[1]",
+         str(Path(__file__).parents[2] / "deploy" / "spark" / "verify_job.py"), "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+             "PYSPARK_DRIVER_PYTHON": sys.executable},
+    )  # fmt: skip
+    assert bare.returncode == 2, bare.stderr[-3000:]
+    # spark-submit's PythonRunner merges the job's stderr into its stdout.
+    assert "give spark-submit --jars its jar and the Kafka jars" in bare.stdout

@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.kraft.tools import TOPIC_COMMAND, run_tool
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +31,21 @@ def kraft_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KraftClu
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """One Spark session with the JVM reader of Kafka-format logs on its ``spark.jars`` (fails
+    naming `make jvm-reader` when it is not built)."""
+    from raftmeta.jobs.kafka_log_jar import reader_jars
+    from raftmeta.jobs.session import build_session
+
+    jars = reader_jars()
+    session = build_session(
+        "local[2]", app_name="raftmeta-kraft-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")), jars=jars
+    )
+    yield session
+    session.stop()
 
 
 CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"

@@ -5,13 +5,10 @@ included."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from raftmeta.jobs.kafka_log_jar import reader_jars
 from raftmeta.kraft.cluster import KraftCluster
 from tests.jobs.kafka_log_compare import rows_both_ways
 
@@ -19,17 +16,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.kraft
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    from raftmeta.jobs.session import build_session
-
-    local_dir: Path = tmp_path_factory.mktemp("spark-local")
-    jars = reader_jars()  # fails naming `make jvm-reader` when the reader is not built
-    session = build_session("local[2]", app_name="raftmeta-kraft-readers", local_dir=str(local_dir), jars=jars)
-    yield session
-    session.stop()
 
 
 def test_a_real_quorums_logs_read_the_same_both_ways(worked_kraft_cluster: KraftCluster, spark: SparkSession) -> None:

@@ -8,13 +8,19 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
+from raftmeta.jobs.kraft_spark import verify_kraft_spark
+from raftmeta.jobs.kraft_verify import verify_kraft
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.records.kafka.batch import batch_size, iter_batches
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.kraft
 
@@ -58,3 +64,18 @@ def test_verify_passes_on_a_real_quorums_logs_and_names_the_controller_and_offse
     assert f"expected {dropped_at[0]}" in failed["offsets-contiguous"]
     assert f"offset {flipped_at[0]}: controller 3002 hold another batch than" in failed["logs-agree"]
     assert f"offset {dropped_at[0]}: controller 3003 hold no batch there" in failed["logs-agree"]
+
+
+def test_the_jvm_path_gives_the_python_paths_checks_and_balance_on_a_real_quorums_logs(
+    worked_kraft_cluster: KraftCluster, spark: SparkSession
+) -> None:
+    expected = verify_kraft(worked_kraft_cluster.data_dir)
+    assert expected.passed, expected.checks
+    result = verify_kraft_spark(spark, worked_kraft_cluster.data_dir, "jvm")
+    assert [(c.name, c.passed, c.detail) for c in result.checks] == [
+        (c.name, c.passed, c.detail) for c in expected.checks
+    ]
+    assert {k: v for k, v in result.figures.items() if k != "reader"} == expected.figures
+    # Three brokers in three racks hold golden-a's 3 x 3 replicas (golden-b is deleted).
+    assert result.figures["replicas_per_broker"] == {"0": 3, "1": 3, "2": 3}
+    assert result.figures["rack_spread_violations"] == 0

@@ -20,14 +20,19 @@ import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
-/** The table, its scan and its batch: one input partition per segment or snapshot file. */
+/**
+ * The table, its scan and its batch: one input partition per segment or snapshot file, or per
+ * byte range of a file larger than the split size ({@link SplitPlanner}).
+ */
 final class KafkaLogTable implements SupportsRead, ScanBuilder, Scan, Batch {
   private final String[] logDirs;
   private final Set<String> onlyFiles; // null: every segment and snapshot
+  private final long splitBytes; // 0: one input partition per file
 
-  KafkaLogTable(String[] logDirs, Set<String> onlyFiles) {
+  KafkaLogTable(String[] logDirs, Set<String> onlyFiles, long splitBytes) {
     this.logDirs = logDirs;
     this.onlyFiles = onlyFiles;
+    this.splitBytes = splitBytes;
   }
 
   @Override
@@ -68,8 +73,9 @@ final class KafkaLogTable implements SupportsRead, ScanBuilder, Scan, Batch {
 
   /**
    * Every segment and snapshot of every directory, in name order (the offset order Kafka's file
-   * names give), each with the node id its directory's meta.properties names. A directory that
-   * cannot be listed fails the job by name: a missing node must not read as an empty one.
+   * names give), each with the node id its directory's meta.properties names, and cut into byte
+   * ranges when larger than the split size. A directory that cannot be listed fails the job by
+   * name: a missing node must not read as an empty one.
    */
   @Override
   public InputPartition[] planInputPartitions() {
@@ -78,15 +84,27 @@ final class KafkaLogTable implements SupportsRead, ScanBuilder, Scan, Batch {
       String logDir = raw.strip();
       Path dir = Paths.get(logDir);
       Integer node = NodeIds.of(dir);
+      List<String> names;
       try (Stream<Path> files = Files.list(dir)) {
-        files
-            .map(p -> p.getFileName().toString())
-            .filter(n -> n.endsWith(".log") || n.endsWith(".checkpoint"))
-            .filter(n -> onlyFiles == null || onlyFiles.contains(n))
-            .sorted()
-            .forEach(n -> splits.add(new LogFileSplit(node, logDir, n)));
+        names =
+            files
+                .map(p -> p.getFileName().toString())
+                .filter(n -> n.endsWith(".log") || n.endsWith(".checkpoint"))
+                .filter(n -> onlyFiles == null || onlyFiles.contains(n))
+                .sorted()
+                .toList();
       } catch (IOException e) {
         throw new UncheckedIOException("cannot list the metadata log directory " + logDir, e);
+      }
+      for (String name : names) {
+        Path file = dir.resolve(name);
+        long size;
+        try {
+          size = Files.size(file);
+        } catch (IOException e) {
+          throw new UncheckedIOException("cannot read " + file, e);
+        }
+        splits.addAll(SplitPlanner.plan(node, logDir, file, size, splitBytes));
       }
     }
     return splits.toArray(new InputPartition[0]);

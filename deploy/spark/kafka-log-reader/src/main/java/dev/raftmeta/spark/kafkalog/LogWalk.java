@@ -10,10 +10,8 @@ import java.util.List;
 import java.util.NoSuchElementException;
 import org.apache.kafka.common.protocol.ApiMessage;
 import org.apache.kafka.common.protocol.ByteBufferAccessor;
-import org.apache.kafka.common.record.internal.CompressionType;
 import org.apache.kafka.common.record.internal.ControlRecordType;
 import org.apache.kafka.common.record.internal.ControlRecordUtils;
-import org.apache.kafka.common.record.internal.MemoryRecords;
 import org.apache.kafka.common.record.internal.Record;
 import org.apache.kafka.common.record.internal.RecordBatch;
 import org.apache.kafka.metadata.MetadataRecordSerde;
@@ -21,26 +19,22 @@ import org.apache.kafka.server.common.ApiMessageAndVersion;
 import org.apache.spark.sql.catalyst.InternalRow;
 
 /**
- * The rows of one file, batch by batch. Only the batch boundaries are found here, from each
- * batch's length header (so that a damaged batch is a row that says so and the walk goes on past
- * it); every batch, record and message is decoded by Kafka's own code: kafka-clients'
- * MemoryRecords and record batch v2, ControlRecordUtils for KRaft's control records, and
- * kafka-metadata's MetadataRecordSerde for the metadata records. Like raftmeta's walk
- * (raftmeta/records/kafka/walk.py) it stops where a length cannot be trusted.
+ * The rows of one file, or of one split of it, batch by batch. Each batch is framed by {@link
+ * BatchFrame} (the walk stops where it says so, so that a damaged batch is a row that says so);
+ * every batch, record and message is decoded by Kafka's own code: kafka-clients' MemoryRecords and
+ * record batch v2, ControlRecordUtils for KRaft's control records, and kafka-metadata's
+ * MetadataRecordSerde for the metadata records.
  */
 final class LogWalk implements Iterable<InternalRow> {
-  private static final int LOG_OVERHEAD = 12; // baseOffset and batchLength
-  private static final int HEADER_SIZE = 61;
-  private static final int MAGIC_POSITION = 16;
-  private static final long BATCH_BYTES_MAX = 64L * 1024 * 1024; // raftmeta's (records/codec.py)
   private static final int CONTROL_KEY_SIZE = 4; // int16 version, int16 type
 
   private final LogFileSplit split;
-  private final byte[] data;
+  private final ByteBuffer data;
 
+  /** {@code data}: the split's bytes, which start at byte {@code split.start()} of the file. */
   LogWalk(LogFileSplit split, byte[] data) {
     this.split = split;
-    this.data = data;
+    this.data = ByteBuffer.wrap(data);
   }
 
   @Override
@@ -52,7 +46,7 @@ final class LogWalk implements Iterable<InternalRow> {
 
       @Override
       public boolean hasNext() {
-        while (!pending.hasNext() && !stopped && position < data.length) {
+        while (!pending.hasNext() && !stopped && position < data.limit()) {
           pending = nextBatch().iterator();
         }
         return pending.hasNext();
@@ -71,51 +65,21 @@ final class LogWalk implements Iterable<InternalRow> {
         row.set("node", split.node())
             .set("log_dir", split.logDir())
             .set("file", split.file())
-            .set("position", (long) position);
-        int remaining = data.length - position;
-        if (remaining < LOG_OVERHEAD) {
-          return stop(row, LogRows.DAMAGE_TRUNCATED);
+            .set("position", split.start() + position);
+        BatchFrame frame = BatchFrame.at(data, position);
+        row.set("base_offset", frame.baseOffset);
+        if (frame.damage != null) {
+          stopped = true;
+          return List.of(row.set("damage", frame.damage).build());
         }
-        ByteBuffer buffer = ByteBuffer.wrap(data);
-        row.set("base_offset", buffer.getLong(position));
-        int batchLength = buffer.getInt(position + 8);
-        if (batchLength < HEADER_SIZE - LOG_OVERHEAD || batchLength + (long) LOG_OVERHEAD > BATCH_BYTES_MAX) {
-          return stop(row, LogRows.DAMAGE_UNREADABLE);
-        }
-        if (remaining < HEADER_SIZE) {
-          return stop(row, LogRows.DAMAGE_TRUNCATED);
-        }
-        if (data[position + MAGIC_POSITION] != RecordBatch.MAGIC_VALUE_V2) {
-          return stop(row, LogRows.DAMAGE_UNREADABLE);
-        }
-        int size = LOG_OVERHEAD + batchLength;
-        if (size > remaining) {
-          return stop(row, LogRows.DAMAGE_TRUNCATED);
-        }
-        ByteBuffer bytes = ByteBuffer.wrap(data, position, size).slice();
-        RecordBatch batch;
-        List<Record> records = new ArrayList<>();
-        try {
-          batch = MemoryRecords.readableRecords(bytes.duplicate()).batches().iterator().next();
-          if (batch.compressionType() != CompressionType.NONE) {
-            return stop(row, LogRows.DAMAGE_UNREADABLE); // KRaft writes its batches uncompressed
-          }
-          batch.forEach(records::add);
-        } catch (RuntimeException e) { // Kafka's framing refuses the batch's records
-          return stop(row, LogRows.DAMAGE_UNREADABLE);
-        }
+        RecordBatch batch = frame.batch;
         row.set("last_offset", batch.lastOffset())
             .set("partition_leader_epoch", batch.partitionLeaderEpoch())
             .set("control", batch.isControlBatch())
             .set("crc_ok", batch.isValid())
-            .set("batch_digest", digest(bytes));
-        position += size;
-        return recordRows(row, batch.isControlBatch(), records);
-      }
-
-      private List<InternalRow> stop(LogRows.Row row, String damage) {
-        stopped = true;
-        return List.of(row.set("damage", damage).build());
+            .set("batch_digest", digest(BatchFrame.bytes(data, position, frame.size)));
+        position += frame.size;
+        return recordRows(row, batch.isControlBatch(), frame.records);
       }
     };
   }
