@@ -911,7 +911,7 @@ class PlaneSimulation(Simulation):
             # The read's index as the core defines it (RaftCore.read_index: the high watermark, and
             # at least the leader's first batch), and whatever any node has applied: the image
             # that answers must reach it.
-            index = max(node.core.high_watermark, getattr(node.core.state, "epoch_start_offset", -1) + 1)
+            index = node.core.read_commit_point
             applied = max(n.applied_offset for n in self.nodes.values())
             self.oracle.arrived(node.node_id, call.key, max(applied, index) - 1)
         self.qcs[node.node_id].submit(node.clock(self.now), call.key, call.method, call.request)
