@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -28,3 +30,23 @@ def test_a_message_quotes_an_id_in_kafkas_form_and_anything_else_as_hex() -> Non
 def test_what_is_not_an_id_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match=r"topic id|bytes"):
         uuid_from_str(text)
+
+
+def base64url_coders() -> list[str]:
+    """The project's calls of a url-safe base64 coder (Kafka's uuid text), file:line."""
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for package in ("raftmeta", "placement"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                coder = isinstance(node, ast.Attribute) and node.attr in ("urlsafe_b64encode", "urlsafe_b64decode")
+                altchars = isinstance(node, ast.keyword) and node.arg == "altchars"
+                if coder or altchars:
+                    found.append(f"{path.relative_to(root)}")
+    return found
+
+
+def test_the_kafka_uuid_text_is_written_once() -> None:
+    """Topic, directory, cluster and incarnation ids print (and read back) through
+    raftmeta/api/ids.py alone: one copy of the rule cannot drift from another."""
+    assert set(base64url_coders()) == {"raftmeta/api/ids.py"}

@@ -62,6 +62,7 @@ from typing import Any, ClassVar, Final
 
 import click
 
+from raftmeta.api.addresses import parse_host_port
 from raftmeta.bench.comeback import kraft_marks, phases, raftmeta_marks
 from raftmeta.bench.compare import SIDES, Better, meets_target, ratios
 from raftmeta.bench.kafka_ops import KafkaError, QuorumState, create_topic, describe_quorum, describe_topic
@@ -742,7 +743,7 @@ async def wiped_kraft_voter(side: KraftScale, node_id: int) -> dict[str, Any]:
     await asyncio.to_thread(side.start_voter, node_id)
     observer_s, state = await caught_up_since(addresses, node_id, started_ms, observer=True)
     leader = addresses[state.leader_id]
-    host, _, port = node.address.rpartition(":")
+    host, port = parse_host_port(node.address, f"controller {node_id}'s address")
     connection = await KafkaConnection.open(leader, CLIENT_ID, 10.0)
     try:
         removed = await connection.call(81, 0, {"cluster_id": cluster.cluster_id, "voter_id": node_id,
@@ -752,7 +753,7 @@ async def wiped_kraft_voter(side: KraftScale, node_id: int) -> dict[str, Any]:
         add_attempts = await add_voter_when_ready(connection, {
             "cluster_id": cluster.cluster_id, "timeout": 60_000, "voter_id": node_id,
             "voter_directory_id": new_directory,
-            "listeners": [{"name": "CONTROLLER", "host": host, "port": int(port)}]})  # fmt: skip
+            "listeners": [{"name": "CONTROLLER", "host": host, "port": port}]})  # fmt: skip
     finally:
         await connection.close()
     seconds, _ = await caught_up_since(addresses, node_id, started_ms)

@@ -314,6 +314,20 @@ class QuorumController:
     def snapshot_failed(self) -> None:
         self._snapshotting = False
 
+    def leader_to_probe(self, peer: int) -> int | None:
+        """A call to ``peer`` failed (its connection broke or was refused, or it timed out): the
+        epoch whose leader the driver should prove gone -- ``peer`` is the leader this node follows
+        -- or None (nothing to prove: a peer that is not our leader costs us no election).
+
+        The one rule of the leader-loss path, for every driver: the node proves the death with a
+        connect to the leader's port (raftmeta/server/probe.py), the simulator by whether the
+        leader's process is down (raftmeta/sim/plane.py); both then call :meth:`leader_gone` with
+        this epoch. A paused or partitioned leader proves nothing: the fetch timeout judges it."""
+        core = self.core
+        if core.role is not Role.FOLLOWER or core.leader_id != peer:
+            return None
+        return core.epoch
+
     def leader_gone(self, now_ms: int, leader_id: int, epoch: int, correlation_id: int) -> bool:
         """The driver proved that the leader of ``epoch`` is gone (its port refuses connections):
         start the election now rather than after the fetch timeout (2 s by default). Returns
@@ -344,6 +358,7 @@ class QuorumController:
             preferred_successors=successors,
         )
         self.step(now_ms, Envelope(leader_id, core.node_id, correlation_id, request))
+        self._events.append(("leader process gone; electing a successor now", {"leader_id": leader_id}))
         return True
 
     def tick(self, now_ms: int) -> None:

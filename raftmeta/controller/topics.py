@@ -18,6 +18,7 @@ from typing import TypeVar
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from placement.rng import RandomSource
+from raftmeta.api.ids import id_text
 from raftmeta.api.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
@@ -556,7 +557,7 @@ def delete_topics(
             error = ApiError(errors_pb2.INVALID_REQUEST, "Duplicate topic id.")
         elif len(topic_id) != 16 or topic_id == bytes(16):
             error = ApiError(
-                errors_pb2.INVALID_REQUEST, f"Invalid topic id {topic_id.hex()!r}: expected 16 non-zero bytes."
+                errors_pb2.INVALID_REQUEST, f"Invalid topic id {id_text(topic_id)!r}: expected 16 non-zero bytes."
             )
         elif found is None:
             error = ApiError(errors_pb2.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")

@@ -12,7 +12,6 @@ node runs mutual TLS on its listener, the fleet dials with the client certificat
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from raftmeta.api.addresses import parse_host_port
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.local.python_command import raftmeta_command
 from raftmeta.server.config import format_voters
@@ -124,7 +124,7 @@ class LocalQuorum:
 
 def new_cluster_id() -> str:
     """A random cluster id in Kafka's form (22 characters of base64url)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return uuid_to_str(uuid.uuid4().bytes)
 
 
 def free_ports(count: int) -> list[int]:

@@ -321,6 +321,16 @@ class RaftCore:
         return state.read_barrier if isinstance(state, LeaderState) else 0
 
     @property
+    def read_commit_point(self) -> int:
+        """The index a linearizable read started now waits for (``read_index``): the high
+        watermark, and on a leader at least its first batch of this epoch, so that it includes
+        everything any earlier leader committed. Elsewhere the high watermark."""
+        state = self.state
+        if not isinstance(state, LeaderState):
+            return self.high_watermark
+        return max(self.high_watermark, state.epoch_start_offset + 1)
+
+    @property
     def has_parked_fetch(self) -> bool:
         """Leader only: a follower's Fetch waits here for new data (a new batch would go at once)."""
         state = self.state
@@ -396,7 +406,7 @@ class RaftCore:
         read_id = self._next_read_id
         self._next_read_id += 1
         state.read_barrier += 1
-        index = max(self.high_watermark, state.epoch_start_offset + 1)
+        index = self.read_commit_point
         state.reads.append(PendingRead(read_id, index, state.read_barrier))
         self._release_parked(now_ms)
         self._maybe_release_reads(state)

@@ -15,10 +15,10 @@ voter), which is what makes a change safe without joint consensus; the leader en
 
 from __future__ import annotations
 
-import base64
 import bisect
 from dataclasses import dataclass
 
+from raftmeta.api.ids import uuid_from_str, uuid_to_str
 from raftmeta.records.codec import ATTR_CONTROL, decode_header, iter_batches, split_records
 from raftmeta.records.decode import parse_record
 from raftmeta.v1 import records_pb2
@@ -32,16 +32,17 @@ DIRECTORY_ID_BYTES = 16
 
 
 def format_directory_id(raw: bytes) -> str:
-    """Kafka's Uuid.toString: url-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    """Kafka's Uuid.toString (raftmeta.api.ids, the one form of a uuid's text)."""
+    return uuid_to_str(raw)
 
 
 def parse_directory_id(text: str) -> bytes:
     """The 16 bytes of a directory id as :func:`format_directory_id` prints it; ValueError if not one."""
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        raw = uuid_from_str(text)
     except ValueError:
         raw = b""
+    # Only the form Kafka prints (uuid_from_str takes 32 hex digits too).
     if len(raw) != DIRECTORY_ID_BYTES or format_directory_id(raw) != text:
         raise ValueError(f"directory id {text!r} is not 22 characters of url-safe base64 naming 16 bytes")
     return raw

@@ -310,7 +310,8 @@ class Node:
             # hundreds of ms with a big image, showing up as p99 latency.
             self._heap.freeze(self.core.high_watermark, self.log, "snapshot taken", release=True)
         elif isinstance(item, LeaderGone):
-            self.probe.leader_gone(now, item, self._next_inbound_id)
+            # No future waits on this correlation id: the core's answer goes nowhere.
+            self.qc.leader_gone(now, item.leader_id, item.epoch, self._next_inbound_id)
             self._next_inbound_id -= 1
         else:
             self.qc.tick(now)

@@ -1,8 +1,10 @@
 """Is our leader's process gone? A follower whose call to its leader failed probes the leader's
 port: a refused TCP connect means nothing listens on its address any more (SIGKILL, crash), which
 is certain, unlike silence (a paused or slow leader), which only the fetch timeout can judge. A
-proven death becomes a :class:`~raftmeta.server.inbox.LeaderGone` input, and the node starts the
-election at once instead of waiting out the fetch timeout."""
+proven death becomes a :class:`~raftmeta.server.inbox.LeaderGone` input, which the node hands to
+``QuorumController.leader_gone``: it starts the election at once instead of waiting out the fetch
+timeout. The simulated plane (raftmeta/sim/plane.py) takes the same path, proving the death by its
+own means."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ from typing import Any
 
 from raftmeta.api.addresses import parse_host_port
 from raftmeta.controller.quorum import QuorumController
-from raftmeta.raft import Role
 from raftmeta.server.inbox import Input, LeaderGone
 
 # A refused connect proves the leader gone; no answer (timeout) proves nothing; an accepted or a
@@ -41,15 +42,15 @@ class LeaderProbe:
 
     def peer_unavailable(self, peer: int) -> None:
         """A call to ``peer`` failed (the connection broke or was refused, or it timed out):
-        probe it if it is our leader."""
-        core = self._qc.core
-        if core.role is not Role.FOLLOWER or core.leader_id != peer or peer in self._probing:
+        probe it if it is our leader (QuorumController.leader_to_probe, the simulator's rule too)."""
+        epoch = self._qc.leader_to_probe(peer)
+        if epoch is None or peer in self._probing:
             return
         address = self._addresses.get(peer)
         if address is None:
             return  # nowhere to probe (no address known yet): the fetch timeout decides
         self._probing.add(peer)
-        self._start(self._probe(peer, core.epoch, address))
+        self._start(self._probe(peer, epoch, address))
 
     async def _probe(self, peer: int, epoch: int, address: str) -> None:
         host, port = parse_host_port(address, f"peer {peer}'s address")
@@ -85,9 +86,3 @@ class LeaderProbe:
             self._probing.discard(peer)
             outcome = seen[-1] if seen else "cancelled"
             self._log().info("probed the leader after a failed call", leader_id=peer, outcome=outcome, connects=seen)
-
-    def leader_gone(self, now: int, item: LeaderGone, correlation_id: int) -> None:
-        """The leader's port refuses connections: elect a successor now (QuorumController.leader_gone).
-        No future waits on ``correlation_id``: the core's answer is dropped."""
-        if self._qc.leader_gone(now, item.leader_id, item.epoch, correlation_id):
-            self._log().info("leader process gone; electing a successor now", leader_id=item.leader_id)

@@ -370,6 +370,10 @@ class Simulation:
     def _custom(self, payload: Any) -> None:
         """An event a subclass queued with kind CUSTOM."""
 
+    def _refused(self, envelope: Envelope) -> None:
+        """``envelope`` reached a node whose process is down: nothing listens on its port, so the
+        sender's connection is refused (a partitioned link drops it silently instead)."""
+
     def _crash(self, node: SimNode, *, after_vote: bool = False) -> None:
         assert node.core is not None
         disk = node.disk
@@ -1265,7 +1269,11 @@ class Simulation:
                 if node.paused_until > at:
                     self._push(node.paused_until, DELIVER, payload)
                     continue
-                if node.core is None or self._blocked_link(payload):
+                if node.core is None:
+                    if (payload.source, payload.destination) not in self.blocked:
+                        self._refused(payload)
+                    continue
+                if self._blocked_link(payload):
                     continue
                 self._deliver(node, payload)
             elif kind == TIMER:

@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from raftmeta.api.ids import id_text
 from raftmeta.controller.controller import Controller
 from raftmeta.controller.image import MetadataImage
 from raftmeta.sim.checker import InvariantViolation
@@ -202,7 +203,7 @@ class AnswerRules:
                     raise InvariantViolation(
                         "rule-alter-partition",
                         f"node {node_id} accepted AlterPartition from broker {request.broker_id} for partition "
-                        f"{result.partition_index} of {bytes(topic_result.topic_id).hex()}: {'; '.join(problems)}",
+                        f"{result.partition_index} of {id_text(bytes(topic_result.topic_id))}: {'; '.join(problems)}",
                     )
 
     # -- the simulated brokers' side -----------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 from google.protobuf import text_format
 from google.protobuf.message import Message
 
+from raftmeta.api.ids import id_text
 from raftmeta.controller.image import REQUEST_TABLE_CAPACITY, MetadataImage
 from raftmeta.raft import Entry
 from raftmeta.records.decode import record_bytes
@@ -168,8 +169,10 @@ class CommittedLogRules:
         if topic is None:
             removed = self.removed.get(topic_id)
             if removed is not None:
-                raise self._break("removed-topic", offset, record, f"topic {removed!r} ({topic_id.hex()}) was removed")
-            raise self._break("image-agrees", offset, record, f"no topic with id {topic_id.hex()}")
+                raise self._break(
+                    "removed-topic", offset, record, f"topic {removed!r} ({id_text(topic_id)}) was removed"
+                )
+            raise self._break("image-agrees", offset, record, f"no topic with id {id_text(topic_id)}")
         return topic
 
     def _unclean_enabled(self, topic: _Topic) -> bool:
@@ -376,7 +379,7 @@ class CommittedLogRules:
                 if left:
                     raise InvariantViolation(
                         "rule-removed-topic",
-                        f"{at} still holds removed topic {name!r} ({topic_id.hex()}): {', '.join(left)}",
+                        f"{at} still holds removed topic {name!r} ({id_text(topic_id)}): {', '.join(left)}",
                     )
                 continue
             mine = [

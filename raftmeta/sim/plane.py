@@ -59,7 +59,7 @@ from raftmeta.records.decode import decode_records
 from raftmeta.records.snapshot_batches import snapshot_batches
 from raftmeta.sim.checker import InvariantViolation
 from raftmeta.sim.client_history import ClientHistory, HistoryFailure
-from raftmeta.sim.cluster import CUSTOM, PROPOSE, RunResult, SimNode, Simulation
+from raftmeta.sim.cluster import CUSTOM, PROPOSE, REQUEST_TYPES, RunResult, SimNode, Simulation
 from raftmeta.sim.oracle import RuleOracle
 from raftmeta.sim.params import SimParams
 from raftmeta.sim.rng import SeededRandom
@@ -160,6 +160,17 @@ class Broker:
             self.down_since_ms = now_ms
 
 
+@dataclass(frozen=True, slots=True)
+class LeaderProbe:
+    """A node's probe of its leader after a call to it failed (raftmeta/server/probe.py): its
+    connect is answered one network latency later, refused if the leader's process is down."""
+
+    node_id: int
+    incarnation: int
+    leader_id: int
+    epoch: int
+
+
 @dataclass(slots=True)
 class History:
     acknowledged: dict[str, int] = field(default_factory=dict)  # topic -> when its create was answered
@@ -213,6 +224,10 @@ class PlaneSimulation(Simulation):
         self.heartbeat_sent_ms: dict[tuple[int, int, int], list[int]] = {}
         # (topic id, partition, broker) -> when the partition leaders first saw that replica.
         self.replica_seen_ms: dict[tuple[bytes, int, int], int] = {}
+        # (prober, leader) of the leader probes under way (the node probes a peer once at a time),
+        # and the correlation ids of the EndQuorumEpoch stepped for a dead leader (no one waits).
+        self.probing: set[tuple[int, int]] = set()
+        self._next_probe_correlation = -1
 
     # -- the nodes --------------------------------------------------------------------------------
     def _topic_id(self) -> bytes:
@@ -283,6 +298,54 @@ class PlaneSimulation(Simulation):
         # One encoder per process, as the node's SnapshotWriter: it re-encodes only topics changed
         # since the last snapshot.
         self.snapshot_encoders[node.node_id] = SnapshotEncoder()
+
+    # -- the leader-loss path (the node's: raftmeta/server/probe.py) ---------------------------------
+    def _crash(self, node: SimNode, *, after_vote: bool = False) -> None:
+        super()._crash(node, after_vote=after_vote)
+        # Its connections reset: every node following it has its Fetch stream open to it (one is
+        # always parked there or on its way), and that call fails now -- unless a partition
+        # stands between them, which drops packets rather than resetting connections.
+        for other in self.nodes.values():
+            if other.core is not None and (other.node_id, node.node_id) not in self.blocked:
+                self._call_failed(other, node.node_id)
+
+    def _refused(self, envelope: Envelope) -> None:
+        # A response is no call of the sender's: only a failed request reports the peer.
+        sender = self.nodes[envelope.source]
+        if isinstance(envelope.message, REQUEST_TYPES) and sender.core is not None:
+            self._call_failed(sender, envelope.destination)
+
+    def _call_failed(self, node: SimNode, peer: int) -> None:
+        """A call of ``node`` to ``peer`` failed: probe ``peer`` if it is the leader ``node``
+        follows (the QuorumController's rule, as the node's LeaderProbe asks it)."""
+        epoch = self.qcs[node.node_id].leader_to_probe(peer)
+        if epoch is None or (node.node_id, peer) in self.probing:
+            return
+        self.probing.add((node.node_id, peer))
+        probe = LeaderProbe(node.node_id, node.incarnation, peer, epoch)
+        self._push(self.now + self.params.latency_min_ms, CUSTOM, probe)
+
+    def _probe_answered(self, probe: LeaderProbe) -> None:
+        """The probe's connect is answered: refused while the leader's process is down (proof it is
+        gone: ``QuorumController.leader_gone``, as the node's LeaderGone input); accepted by a
+        restarted process, or lost in a partition, it proves nothing and the fetch timeout judges."""
+        node = self.nodes[probe.node_id]
+        if node.core is None or node.incarnation != probe.incarnation:
+            self.probing.discard((probe.node_id, probe.leader_id))
+            return  # the prober crashed: its probe task went with it
+        if node.blocked(self.now):
+            # The probe task runs when the node does; its result waits in the inbox meanwhile.
+            self._push(max(self.now + 1, node.paused_until), CUSTOM, probe)
+            return
+        self.probing.discard((probe.node_id, probe.leader_id))
+        if self.nodes[probe.leader_id].core is not None or (probe.node_id, probe.leader_id) in self.blocked:
+            return
+        correlation_id = self._next_probe_correlation
+        self._next_probe_correlation -= 1
+        qc = self.qcs[node.node_id]
+        if qc.leader_gone(node.clock(self.now), probe.leader_id, probe.epoch, correlation_id):
+            self._trace(f"n{node.node_id} probed leader n{probe.leader_id}: refused, electing a successor now")
+            self._drive(node)
 
     def _take_snapshot(self, node: SimNode, core: RaftCore) -> None:
         """Not the base simulation's policy: the QuorumController's (see _write_snapshot)."""
@@ -367,6 +430,8 @@ class PlaneSimulation(Simulation):
         for message, fields in qc.take_events():
             if message == "controller active":
                 self.activated_ms[(node_id, fields["epoch"])] = self.now
+            elif message == "leader process gone; electing a successor now":
+                self._checked("leader-gone")  # the node's leader-loss path was taken
             elif message in ("broker fenced", "broker unfenced", "controller work finished"):
                 # The lifecycle is exercised, not only healthy; brokers leave and return in turns.
                 self._checked(message.replace(" ", "-"))
@@ -825,8 +890,12 @@ class PlaneSimulation(Simulation):
         self._next_id += 1
         heapq.heappush(self._queue, (at, -self._next_id, CUSTOM, payload))
 
-    def _custom(self, payload: tuple[int, int, int]) -> None:
-        """A request that reached a paused node is handled now that it resumed (unless it crashed)."""
+    def _custom(self, payload: tuple[int, int, int] | LeaderProbe) -> None:
+        """A leader probe answered, or a request that reached a paused node is handled now that it
+        resumed (unless it crashed)."""
+        if isinstance(payload, LeaderProbe):
+            self._probe_answered(payload)
+            return
         node_id, incarnation, key = payload
         node = self.nodes[node_id]
         call = self.by_key.get(key)
@@ -842,7 +911,7 @@ class PlaneSimulation(Simulation):
             # The read's index as the core defines it (RaftCore.read_index: the high watermark, and
             # at least the leader's first batch), and whatever any node has applied: the image
             # that answers must reach it.
-            index = max(node.core.high_watermark, getattr(node.core.state, "epoch_start_offset", -1) + 1)
+            index = node.core.read_commit_point
             applied = max(n.applied_offset for n in self.nodes.values())
             self.oracle.arrived(node.node_id, call.key, max(applied, index) - 1)
         self.qcs[node.node_id].submit(node.clock(self.now), call.key, call.method, call.request)

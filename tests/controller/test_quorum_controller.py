@@ -4,7 +4,8 @@ renouncing on leadership loss, a handler bug answered instead of raised, the sna
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
@@ -407,3 +408,35 @@ def test_a_leader_of_a_log_written_without_metadata_version_writes_it() -> None:
     drive(qc, ELECTED_MS)
     assert qc.controller.committed_image.feature_level(METADATA_VERSION_FEATURE) == METADATA_VERSION
     assert "old" in qc.controller.committed_image.topic_ids
+
+
+# Every Controller method that changes it (its properties are reads of the image).
+CONTROLLER_MUTATORS = ("handle", "commit", "apply_committed", "resume", "tick", "activate", "renounce")
+
+
+def test_a_create_crosses_into_the_controller_once_and_its_batch_commits_by_offset() -> None:
+    """The request crosses the QuorumController/Controller seam once (``handle``); what follows is
+    the batch's, not the request's: one ``commit`` of a count of pending batches at the offset the
+    log gave it -- no request key, no second path of the new topic into the image."""
+    qc = active()
+    controller = qc.controller
+    crossings: list[tuple[str, tuple[object, ...]]] = []
+
+    def recording(name: str) -> Callable[..., Any]:
+        method = getattr(controller, name)
+
+        def recorded(*args: object) -> Any:
+            crossings.append((name, args))
+            return method(*args)
+
+        return recorded
+
+    for name in CONTROLLER_MUTATORS:
+        setattr(controller, name, recording(name))
+    qc.submit(ELECTED_MS, 1, "CreateTopics", create("a", "r-a"))
+    drive(qc, ELECTED_MS)
+    [answer] = qc.take_answers()
+    assert answer.key == 1 and answer.error is None
+    assert [(name, args[0]) for name, args in crossings] == [("handle", "CreateTopics"), ("commit", 1)]
+    assert crossings[1][1] == (1, qc.core.high_watermark - 1)
+    assert "a" in qc.controller.committed_image.topic_ids

@@ -173,6 +173,15 @@ def test_delete_topics_by_name_and_id(ctx: Context) -> None:
     assert all(v == 0 for v in ctx.image.replica_counts.values())
 
 
+def test_a_zero_topic_id_is_refused_naming_it_as_kafka_prints_it(ctx: Context) -> None:
+    """The one text form of a topic id (raftmeta/api/ids.py), in error messages too."""
+    result = ctx.run(delete_topics, controller_pb2.DeleteTopicsRequest(topic_ids=[bytes(16)]))
+    [answer] = result.response.responses
+    assert answer.error_code == errors_pb2.INVALID_REQUEST
+    assert answer.error_message == "Invalid topic id 'AAAAAAAAAAAAAAAAAAAAAA': expected 16 non-zero bytes."
+    assert result.records == ()
+
+
 def test_delete_the_same_topic_by_name_and_id_writes_one_record(ctx: Context) -> None:
     tid = ctx.image.topic_ids["t"]
     result = ctx.run(delete_topics, controller_pb2.DeleteTopicsRequest(topic_names=["t"], topic_ids=[tid]))

@@ -35,3 +35,43 @@ def state_importers() -> list[str]:
 
 def test_nothing_outside_raft_imports_the_cores_state() -> None:
     assert state_importers() == []
+
+
+def _names_a_core(node: ast.expr) -> bool:
+    """``core``, ``x.core``, ``self.core``...: an expression that, by its name, is a RaftCore."""
+    if isinstance(node, ast.Name):
+        return node.id == "core"
+    return isinstance(node, ast.Attribute) and node.attr == "core"
+
+
+def _reads_core_state(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr == "state" and _names_a_core(node.value)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) >= 2
+        and _names_a_core(node.args[0])
+        and isinstance(node.args[1], ast.Constant)
+        and node.args[1].value == "state"
+    )
+
+
+def core_state_readers() -> list[str]:
+    """Places outside raft/ that reach the core's state object: ``core.state`` (or
+    ``getattr(core, "state", ...)``), without importing its module."""
+    found = []
+    for path in sorted((ROOT / "raftmeta").rglob("*.py")):
+        if (ROOT / "raftmeta" / "raft") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.expr) and _reads_core_state(node):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_nothing_outside_raft_reads_the_cores_state_object() -> None:
+    """The import check alone misses an attribute read: the simulator once took a leader's
+    ``epoch_start_offset`` through ``core.state`` (now the view ``read_commit_point``)."""
+    assert core_state_readers() == []

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from raftmeta.controller.quorum import QuorumController
 from raftmeta.raft import Role
 from raftmeta.server import probe as probe_module
 from raftmeta.server.inbox import Input, LeaderGone
@@ -54,11 +55,14 @@ async def probe_with(
     monkeypatch.setattr(asyncio, "open_connection", scripted(outcomes))
     monkeypatch.setattr(probe_module, "LEADER_PROBE_INTERVAL_S", 0)
     core = SimpleNamespace(role=Role.FOLLOWER, leader_id=LEADER, epoch=EPOCH)
+    qc = SimpleNamespace(core=core)
+    # The real rule, on a core that follows LEADER in EPOCH.
+    qc.leader_to_probe = lambda peer: QuorumController.leader_to_probe(qc, peer)  # type: ignore[arg-type]
     inbox: list[Input] = []
     tasks: list[asyncio.Task[None]] = []
     book = {LEADER: "127.0.0.1:9001", 2: "127.0.0.1:9002"} if addresses is None else addresses
     probe = LeaderProbe(
-        SimpleNamespace(core=core),  # type: ignore[arg-type]
+        qc,  # type: ignore[arg-type]
         book,
         inbox.append,
         lambda coro: tasks.append(asyncio.ensure_future(coro)),

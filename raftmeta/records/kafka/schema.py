@@ -11,9 +11,10 @@ schema that is not.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
+
+from raftmeta.api.ids import uuid_from_str, uuid_to_str
 
 UUID_SIZE: Final = 16
 
@@ -29,11 +30,11 @@ class Uuid:
             raise ValueError(f"a Uuid is {UUID_SIZE} bytes, not {len(self.raw)}")
 
     def __str__(self) -> str:
-        return base64.urlsafe_b64encode(self.raw).rstrip(b"=").decode("ascii")
+        return uuid_to_str(self.raw)
 
     @classmethod
     def parse(cls, text: str) -> Uuid:
-        return cls(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        return cls(uuid_from_str(text))
 
 
 ZERO_UUID: Final = Uuid(bytes(UUID_SIZE))
