@@ -36,7 +36,7 @@ def test_fixed_seed_every_fault_kind_passes_and_spark_verify_agrees(tmp_path: Pa
          "--seed", str(FIXED_SEED), "--report-dir", str(out), "--output", "json"],
     )  # fmt: skip
     document = json.loads((out / "report.json").read_text())
-    assert result.exit_code == 0, document["violations"]
+    assert result.exit_code == 0, failed(document["violations"], out)
     printed = json.loads(result.stdout)
     assert printed["passed"] is True
     assert printed["seed"] == FIXED_SEED
@@ -69,10 +69,16 @@ def test_random_seed_every_fault_kind_passes(tmp_path: Path) -> None:
     print(f"chaos random seed {seed}; reproduce with: {config.reproduce()}")
     result = run_chaos(config)
     write_report(result)
-    assert result.passed, (seed, result.violations)
+    assert result.passed, failed((seed, result.violations), config.report_dir)
     assert result.lost_acknowledged == 0
     assert all(result.faults[family] >= 1 for family in DEFAULT_FAMILIES), result.faults
     assert_moves_checked(result.reassignments, {c.name for c in result.checks})
+
+
+def failed(violations: object, report_dir: Path) -> str:
+    """A failing run's assertion message: its violations and where its report is kept (the report,
+    history, node logs and data dirs), so that a failure seen once can be read afterwards."""
+    return f"{violations}; report: {report_dir}"
 
 
 def assert_moves_checked(counts: dict[str, int], checks: set[str]) -> None:
@@ -98,7 +104,7 @@ def test_fixed_seed_voter_changes_under_partitions_pass(tmp_path: Path) -> None:
          "--report-dir", str(out), "--no-spark", "--output", "json"],
     )  # fmt: skip
     document = json.loads((out / "report.json").read_text())
-    assert result.exit_code == 0, document["violations"]
+    assert result.exit_code == 0, failed(document["violations"], out)
     assert document["observers"] == 1 and document["faults"]["membership"] >= 3, document["faults"]
     assert document["lost_acknowledged"] == 0
     names = {c["name"] for c in document["checks"]}
@@ -163,7 +169,7 @@ def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path:
     )
     result = run_chaos(config)
     write_report(result)
-    assert result.passed, result.violations
+    assert result.passed, failed(result.violations, config.report_dir)
     assert result.lost_acknowledged == 0
     names = {c.name for c in result.checks}
     assert {"storage-faults-repaired", "committed-prefixes-agree", "acknowledged-creates-committed"} <= names
@@ -194,7 +200,7 @@ def test_damaged_state_files_are_set_aside_and_no_node_votes_twice_in_an_epoch(t
     )
     result = run_chaos(config)
     write_report(result)
-    assert result.passed, result.violations
+    assert result.passed, failed(result.violations, config.report_dir)
     assert result.lost_acknowledged == 0
     names = {c.name for c in result.checks}
     assert {"state-files-recovered", "one-vote-per-epoch", "committed-prefixes-agree"} <= names
