@@ -98,12 +98,17 @@ class SimDisk:
 
     def repair(self, entry: Entry) -> None:
         """Overwrite the damaged batch in ``entry``'s slot with ``entry`` (written and fsynced in
-        place, durable on return)."""
+        place, durable on return) -- or the front of a damaged range of several batches, whose
+        rest stays damaged (raftmeta/storage/damage.py)."""
         for entries in (self.entries, self.durable):
             i = bisect.bisect_left(entries, entry.base_offset, key=lambda e: e.base_offset)
             if i < len(entries) and entries[i].base_offset == entry.base_offset:
-                assert entries[i].epoch == entry.epoch, "a repair fills the same slot"
+                slot = entries[i]
+                assert slot.epoch == entry.epoch and entry.next_offset <= slot.next_offset, "a repair fills its slot"
                 entries[i] = entry
+                if entry.next_offset < slot.next_offset:
+                    rest = slot.data[len(entry.data) :]
+                    entries.insert(i + 1, Entry(entry.next_offset, slot.epoch, slot.next_offset, rest))
 
     def flush_begin(self) -> tuple[int, int]:
         """An fsync starts: it covers the writes made so far. Returns its barrier and the log end
