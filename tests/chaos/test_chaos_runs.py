@@ -157,7 +157,12 @@ def test_checker_catches_acks_before_commit(tmp_path: Path) -> None:
 def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path: Path) -> None:
     """Committed batches damaged on stopped nodes (a flipped bit, a zeroed sector), one at a time
     on different nodes and offsets: every node repairs its batch from the quorum when it starts,
-    with no operator; nothing acknowledged is lost and every node's log ends identical."""
+    with no operator; nothing acknowledged is lost and every node's log ends identical. No node
+    snapshots during the run, so the leader still holds every damaged batch in its log when the
+    damaged node comes back, however long its restart takes on a loaded machine: each is repaired
+    in place. (With snapshots a slow restart met a leader whose log had moved past the damage, and
+    installed its snapshot instead -- correct, and chaos's full mix covers it -- which left this
+    test nothing repaired in place to check under load 17-20.)"""
     plan = (
         FaultStep("storage", "bit-flip", 1.0, 2.0),
         FaultStep("storage", "zeroed-sector", 1.0, 2.0),
@@ -165,7 +170,13 @@ def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path:
         FaultStep("storage", "zeroed-sector", 1.0, 2.0),
     )
     config = ChaosConfig(
-        seed=11, report_dir=tmp_path / "report", duration_s=15.0, families=("storage",), spark=False, plan=plan
+        seed=11,
+        report_dir=tmp_path / "report",
+        duration_s=15.0,
+        families=("storage",),
+        spark=False,
+        plan=plan,
+        cluster=ClusterConfig(snapshot_interval_records=1 << 30),
     )
     result = run_chaos(config)
     write_report(result)
@@ -178,10 +189,10 @@ def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path:
     damaged = result.figures["storage_faults"]
     assert len(damaged) >= 2, damaged
     assert len({d["base_offset"] for d in damaged}) == len(damaged), "different offsets"
-    # Each repaired from the quorum, or replaced by the leader's snapshot (its log had moved past).
+    # Each repaired in place from the quorum.
     exercised = result.figures["exercised"]
-    assert exercised["damaged_batches_repaired"] >= 1, exercised
-    assert exercised["damaged_batches_repaired"] + exercised["snapshots_installed_from_leader"] >= len(damaged)
+    assert exercised["snapshots_taken"] == 0, exercised
+    assert exercised["damaged_batches_repaired"] >= len(damaged), exercised
 
 
 def test_damaged_state_files_are_set_aside_and_no_node_votes_twice_in_an_epoch(tmp_path: Path) -> None:
