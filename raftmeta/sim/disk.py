@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 
 from raftmeta.raft import Entry, QuorumStateData, SnapshotImage
+from raftmeta.raft.repair import damage_of
 from raftmeta.sim.rng import SeededRandom
 
 APPEND, TRUNCATE = 0, 1
@@ -77,13 +78,14 @@ class SimDisk:
         if self.snapshot is not None and entry.next_offset <= self.snapshot.end_offset:
             return True
         durable = self.durable
-        i = bisect.bisect_left(durable, entry.base_offset, key=lambda e: e.base_offset)
-        return (
-            i < len(durable)
-            and durable[i].base_offset == entry.base_offset
-            and durable[i].epoch == entry.epoch
-            and (not intact or durable[i].data == entry.data)
-        )
+        i = bisect.bisect_right(durable, entry.base_offset, key=lambda e: e.base_offset) - 1
+        if i < 0 or durable[i].epoch != entry.epoch:
+            return False
+        held = durable[i]
+        if held.base_offset == entry.base_offset:
+            return not intact or held.data == entry.data
+        # Inside a damaged range of its epoch (several batches rotted into one slot): held, damaged.
+        return not intact and entry.next_offset <= held.next_offset and damage_of(held) is not None
 
     # -- writes ----------------------------------------------------------------------------------
     def append(self, entry: Entry) -> None:
