@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from raftmeta.raft.types import VOTE_FENCED
 from raftmeta.server.log_events import VOTE_RECORDED_EVENT
 from raftmeta.storage.errors import InvalidFileError
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT, parse_high_watermark
@@ -105,6 +106,19 @@ def damage_state_file(node_id: int, node_dir: Path, file: str, kind: str, rng: r
         return None
     path.write_bytes(damaged)
     return StateFileDamage(node_id, file, kind, len(original), position)
+
+
+def behind_vote_fence(node_dir: Path) -> bool:
+    """Whether the node in ``node_dir`` is (or will start) behind its vote fence, as its
+    ``quorum-state`` says: the file missing or damaged (a node that reads it so on start opens its
+    fence), or recording the open fence (``voted_id`` -3, written until every other voter has
+    answered it with its epoch). Reads only; the file is replaced atomically, so a running node's
+    is read whole."""
+    try:
+        state = parse_quorum_state(node_dir / QUORUM_STATE, (node_dir / QUORUM_STATE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, InvalidFileError, UnicodeDecodeError):
+        return True
+    return state.voted_id == VOTE_FENCED
 
 
 def _events(log_text: str, names: set[str]) -> list[dict[str, object]]:

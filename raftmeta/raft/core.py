@@ -153,6 +153,13 @@ class RaftCore:
         # Everything the driver recovered is on disk.
         self.durable_end_offset = self.log.end_offset
         self.high_watermark = max(start[0], min(high_watermark, self.log.end_offset))
+        # The highest commit point learned, also inside a damaged range of several batches, where
+        # the high watermark stops at the range's base (a boundary of this log) until the repair
+        # gets there: a repair never judges a batch below it uncommitted.
+        self._committed_floor = self.high_watermark
+        covering = self.log.entry_covering(self.high_watermark) if self.damaged else None
+        if covering is not None and covering.base_offset in self.damaged:
+            self.high_watermark = max(start[0], covering.base_offset)
         # Committed batches below this offset were handed to the driver (or are in the snapshot).
         self.applied_offset = start[0]
         # A restarted driver passes a fresh base (e.g. incarnation << 32) so that answers to
@@ -720,6 +727,7 @@ class RaftCore:
         if self.voter_history.truncate_to(end):
             self._voters_changed(now_ms)  # the change was in the removed tail: the set before it is back
         ready = self._ready
+        ready.repair = [e for e in ready.repair if e.next_offset <= end]  # the driver repairs, then truncates
         kept = [e for e in ready.append if e.next_offset <= end]
         if len(kept) == len(ready.append) and ready.append:
             return  # nothing this Ready appends is removed: the disk has not seen the cut part
@@ -739,6 +747,13 @@ class RaftCore:
             self.applied_offset = end
 
     def _set_high_watermark(self, value: int) -> None:
+        self._committed_floor = max(self._committed_floor, value)
+        if self.damaged and value < self.log.end_offset:
+            covering = self.log.entry_covering(value)
+            if covering is not None and covering.base_offset in self.damaged:
+                # Inside a damaged range of ours (a boundary only the other replicas know yet):
+                # the watermark stays at its base until the range is repaired that far.
+                value = covering.base_offset
         if value > self.high_watermark:
             pending = self.voter_history.latest_offset() >= self.high_watermark
             self.high_watermark = value
@@ -1323,7 +1338,7 @@ class RaftCore:
         if is_voter:
             self._maybe_advance_high_watermark(now_ms, state)
         linger = self.config.fetch_hw_linger_ms
-        servable = request.fetch_offset not in self.damaged or self._faults.repair_unchecked
+        servable = not self._in_damaged(request.fetch_offset) or self._faults.repair_unchecked
         if (
             (request.fetch_offset < self.log.end_offset and servable)
             or request.max_wait_ms <= 0
@@ -1352,7 +1367,13 @@ class RaftCore:
     def _answer_fetch(self, now_ms: int, state: LeaderState, envelope: Envelope) -> None:
         request = envelope.message
         assert isinstance(request, raft_pb2.FetchRequest)
-        entries = self.log.read(request.fetch_offset, min(request.max_bytes, self.config.fetch_max_bytes))
+        covering = self.log.entry_covering(request.fetch_offset) if self.damaged else None
+        if covering is not None and covering.base_offset != request.fetch_offset:
+            # Inside a damaged range (the fetcher's log ends at a boundary our log does not know
+            # until the range is repaired): nothing to serve there yet.
+            entries: list[Entry] = []
+        else:
+            entries = self.log.read(request.fetch_offset, min(request.max_bytes, self.config.fetch_max_bytes))
         if self.damaged and not self._faults.repair_unchecked:
             # Never serve a damaged batch: answer up to it (empty if the fetcher needs it next).
             for i, entry in enumerate(entries):
@@ -1579,6 +1600,8 @@ class RaftCore:
             if entry.base_offset in self.damaged:
                 return self._try_repair(now_ms, mine, entry)
             return True  # the same batch (Log Matching)
+        if entry.base_offset in self.damaged and entry.epoch == mine.epoch and entry.next_offset < mine.next_offset:
+            return self._try_repair(now_ms, mine, entry)  # the front of a damaged range of several batches
         self._truncate(
             now_ms,
             entry.base_offset,
@@ -1625,8 +1648,10 @@ class RaftCore:
         """Put ``copy`` in place of the damaged ``slot`` if it is an intact copy of it."""
         if not self._faults.repair_unchecked and copy_fills(slot, copy) is not None:
             return False
-        self.log.replace(copy)
+        rest = self.log.replace(copy)
         self.damaged.discard(copy.base_offset)
+        if rest is not None:
+            self.damaged.add(rest.base_offset)  # a damaged range: its front is repaired, the rest next
         self._ready.repair.append(copy)
         self.repairs += 1
         if voters_in_batch(copy.data) is not None:
@@ -1645,10 +1670,18 @@ class RaftCore:
             self._release_parked(now_ms)
         return True
 
+    def _in_damaged(self, offset: int) -> bool:
+        """Whether ``offset`` lies in a damaged batch (at its base, or inside a damaged range)."""
+        if not self.damaged:
+            return False
+        covering = self.log.entry_covering(offset)
+        return covering is not None and covering.base_offset in self.damaged
+
     def _answer_repair_request(self, envelope: Envelope, request: raft_pb2.FetchRequest) -> None:
         """Our leader asks for our copy of the batch at ``fetch_offset`` of epoch
         ``last_fetched_epoch``: send it if we hold it intact, else say why not."""
         mine = self.log.entry_at(request.fetch_offset)
+        covering = self.log.entry_covering(request.fetch_offset)
         snapshot = self.snapshot
         if request.fetch_offset < self.log.start_offset and snapshot is not None:
             # Our snapshot covers it: the batch is gone here, but the leader can have the snapshot
@@ -1657,6 +1690,15 @@ class RaftCore:
             response.snapshot_id.end_offset = snapshot.end_offset
             response.snapshot_id.epoch = snapshot.epoch
             self._reply(envelope, response)
+        elif (
+            mine is None
+            and covering is not None
+            and covering.base_offset in self.damaged
+            and covering.epoch == request.last_fetched_epoch
+            and not self._faults.repair_unchecked
+        ):
+            # Inside a damaged range of ours (several batches of that epoch): we held it, damaged.
+            self._reply(envelope, self._fetch_error(CORRUPT))
         elif mine is None or mine.epoch != request.last_fetched_epoch:
             self._reply(envelope, self._fetch_error(ABSENT))
         elif mine.base_offset in self.damaged and not self._faults.repair_unchecked:
@@ -1751,7 +1793,7 @@ class RaftCore:
             raise UnrepairableEntryError(
                 self.node_id, round_.base_offset, round_.epoch, self.high_watermark, dict(answers)
             )
-        if round_.base_offset < self.high_watermark:
+        if round_.base_offset < max(self.high_watermark, self._committed_floor):
             round_.answers = {}
             round_.deadline_ms = now_ms + self.config.request_timeout_ms
             round_.in_flight = -2  # a pause before the next round, not a request

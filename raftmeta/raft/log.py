@@ -126,6 +126,13 @@ class LogView:
             return self._entries[i]
         return None
 
+    def entry_covering(self, offset: int) -> Entry | None:
+        """The batch holding ``offset`` (at its base or inside it), or None if there is none."""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i >= 0 and offset < self._entries[i].next_offset:
+            return self._entries[i]
+        return None
+
     def epoch_of_batch(self, base_offset: int) -> int | None:
         """The epoch of the batch starting at ``base_offset``, or None if there is none."""
         i = bisect.bisect_left(self._bases, base_offset)
@@ -168,13 +175,22 @@ class LogView:
         self._entries.append(entry)
         self._bases.append(entry.base_offset)
 
-    def replace(self, entry: Entry) -> None:
-        """Put a repaired copy in place of the batch with the same base offset, epoch and end."""
+    def replace(self, entry: Entry) -> Entry | None:
+        """Put a repaired copy in place of the batch with the same base offset, epoch and end --
+        or at the front of a damaged range of several batches of its epoch (one entry here until
+        repaired, raftmeta/storage/damage.py), whose rest stays one entry: returned (None when the
+        copy fills the slot)."""
         i = bisect.bisect_left(self._bases, entry.base_offset)
         assert i < len(self._bases) and self._bases[i] == entry.base_offset, f"no batch at {entry.base_offset}"
         old = self._entries[i]
-        assert (old.epoch, old.next_offset) == (entry.epoch, entry.next_offset), "a repair must fill the same slot"
+        assert old.epoch == entry.epoch and entry.next_offset <= old.next_offset, "a repair must fill its slot"
         self._entries[i] = entry
+        if entry.next_offset == old.next_offset:
+            return None
+        rest = Entry(entry.next_offset, old.epoch, old.next_offset, old.data[len(entry.data) :])
+        self._entries.insert(i + 1, rest)
+        self._bases.insert(i + 1, rest.base_offset)
+        return rest
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch that does not lie entirely below ``offset``; return the new end

@@ -35,8 +35,9 @@ class Step(enum.Enum):
     ANNOUNCE_ROLE = "announce role"
     # Write and fsync the fetched snapshot, reload the state machine, ``on_snapshot_installed``.
     INSTALL_SNAPSHOT = "install snapshot"
-    # Truncate, then overwrite each damaged batch with a peer's intact copy and fsync, before the
-    # rest (the core counts a repaired batch as durable at once).
+    # Overwrite each damaged batch with a peer's intact copy and fsync, then truncate, before the
+    # rest (the core counts a repaired batch as durable at once; the copies lie below the
+    # truncation, which may cut a damaged range right after its repaired front).
     REPAIR_LOG = "repair log"
     # Truncate (unless REPAIR_LOG did) and append the log; its fsync is asked for by REQUEST_FLUSH.
     WRITE_LOG = "write log"

@@ -1,7 +1,7 @@
 """The ``Ready``: everything the driver must do after feeding the core, in order.
 
 The order of the fields is the order of the driver contract (see the package docstring):
-persist ``quorum_state`` -> install ``install_snapshot`` -> ``truncate_to`` -> ``repair`` -> ``append`` ->
+persist ``quorum_state`` -> install ``install_snapshot`` -> ``repair`` -> ``truncate_to`` -> ``append`` ->
 send ``messages`` -> (``flush``: fsync soon, then ``on_log_flushed``) -> apply ``committed``.
 """
 
@@ -30,8 +30,10 @@ class Ready:
     # 3. Truncate the log to this offset (remove every batch at or above it).
     truncate_to: int | None = None
     # 3b. Damaged batches repaired from a peer's intact copy: overwrite each in place (same base
-    #     offset, epoch and length as the damaged one) and fsync before going on -- the core
-    #     counts a repaired batch as durable at once (docs/storage.md, "Repair from the quorum").
+    #     offset, epoch and length as the damaged one, or the front of a damaged range) and fsync
+    #     before going on -- the core counts a repaired batch as durable at once (docs/storage.md,
+    #     "Repair from the quorum"). Before the truncation: every copy lies below it, and it may
+    #     cut a damaged range right after the front repaired here.
     repair: list[Entry] = field(default_factory=list)
     # 4. Append these batches byte for byte (no fsync needed yet).
     append: list[Entry] = field(default_factory=list)

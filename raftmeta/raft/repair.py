@@ -44,8 +44,16 @@ def copy_fills(slot: Entry, copy: Entry) -> str | None:
     """Why ``copy`` (a peer's batch) may not replace the damaged ``slot``, or None if it may: it
     must be intact and name exactly the slot (same base offset, epoch and end). Same offset and
     epoch means the same batch on every replica (Log Matching), committed or not, so any peer's
-    intact copy is the one this node wrote."""
-    if (copy.base_offset, copy.epoch, copy.next_offset) != (slot.base_offset, slot.epoch, slot.next_offset):
+    intact copy is the one this node wrote.
+
+    A damaged range of several batches of one epoch (the storage knows no header inside it:
+    raftmeta/storage/damage.py) is one slot here, repaired from its front: a copy of the slot's
+    base offset and epoch that ends inside it, and is no bigger than the range's bytes, is the
+    first batch this node wrote there (the epoch's one leader framed it once)."""
+    range_front = copy.next_offset < slot.next_offset and len(copy.data) < len(slot.data)
+    if (copy.base_offset, copy.epoch) != (slot.base_offset, slot.epoch) or not (
+        copy.next_offset == slot.next_offset or range_front
+    ):
         return (
             f"the copy is (offset {copy.base_offset}, epoch {copy.epoch}, end {copy.next_offset}), "
             f"the slot (offset {slot.base_offset}, epoch {slot.epoch}, end {slot.next_offset})"

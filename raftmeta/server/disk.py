@@ -174,14 +174,16 @@ class DiskWriter:
         self._queue(fn).add_done_callback(done)
 
     async def repair(self, truncate_to: int | None, copies: Sequence[bytes]) -> None:
-        """Truncate (if asked), then overwrite damaged batches with intact copies, each fsynced
-        (the core counts a repaired batch as durable at once), behind everything queued before."""
+        """Overwrite damaged batches with intact copies, each fsynced (the core counts a repaired
+        batch as durable at once), then truncate (if asked), behind everything queued before. The
+        copies lie below the truncation; one may be the front of a damaged range the truncation
+        cuts inside (at the rest's first offset, a boundary only once the front is repaired)."""
 
         def work() -> None:
-            if truncate_to is not None:
-                self.storage.truncate_log(truncate_to)
             for data in copies:
                 self.storage.log.repair_batch(data)
+            if truncate_to is not None:
+                self.storage.truncate_log(truncate_to)
 
         await self._run(work)
 

@@ -422,8 +422,8 @@ class Node:
                     future.set_result(envelope.message)
 
     async def _repair(self, ready: Ready) -> None:
-        """Ready.repair: the Ready's truncation, then each damaged batch overwritten in place with
-        a peer's intact copy and fsynced, before anything else of the Ready (the core counts a
+        """Ready.repair: each damaged batch overwritten in place with a peer's intact copy and
+        fsynced, then the Ready's truncation, before anything else of the Ready (the core counts a
         repaired batch as durable at once). Rare, so awaited behind the writer's queue."""
         await self.disk.repair(ready.truncate_to, [entry.data for entry in ready.repair])
         ready.truncate_to = None  # done

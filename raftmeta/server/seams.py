@@ -65,8 +65,8 @@ class Disk(Protocol):
         ...
 
     async def repair(self, truncate_to: int | None, copies: Sequence[bytes]) -> None:
-        """Truncate (if asked), then overwrite damaged batches in place with the intact
-        ``copies`` (Ready.repair), fsynced on return."""
+        """Overwrite damaged batches in place with the intact ``copies`` (Ready.repair), then
+        truncate (if asked); fsynced on return."""
         ...
 
     def append_and_flush_now(self, truncate_to: int | None, batches: Sequence[bytes]) -> int:

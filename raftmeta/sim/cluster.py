@@ -584,13 +584,14 @@ class Simulation:
             self._trace(f"n{node.node_id} truncate to {ready.truncate_to}")
 
     def _repair_log(self, node: SimNode, ready: Ready) -> None:
-        """The Ready's truncation, then each damaged batch overwritten with a peer's intact copy."""
-        self._truncate(node, ready)
+        """Each damaged batch overwritten with a peer's intact copy, then the Ready's truncation
+        (the copies lie below it; it may cut a damaged range right after the front repaired)."""
         for entry in ready.repair:
             self.checker.on_repair(node.node_id, entry)
             node.disk.repair(entry)
             self._count("storage_repaired")
             self._trace(f"n{node.node_id} repair ({entry.base_offset}, {entry.epoch})")
+        self._truncate(node, ready)
 
     def _write_log(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
         checker = self.checker

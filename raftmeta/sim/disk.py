@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 
 from raftmeta.raft import Entry, QuorumStateData, SnapshotImage
+from raftmeta.raft.repair import damage_of
 from raftmeta.sim.rng import SeededRandom
 
 APPEND, TRUNCATE = 0, 1
@@ -77,13 +78,14 @@ class SimDisk:
         if self.snapshot is not None and entry.next_offset <= self.snapshot.end_offset:
             return True
         durable = self.durable
-        i = bisect.bisect_left(durable, entry.base_offset, key=lambda e: e.base_offset)
-        return (
-            i < len(durable)
-            and durable[i].base_offset == entry.base_offset
-            and durable[i].epoch == entry.epoch
-            and (not intact or durable[i].data == entry.data)
-        )
+        i = bisect.bisect_right(durable, entry.base_offset, key=lambda e: e.base_offset) - 1
+        if i < 0 or durable[i].epoch != entry.epoch:
+            return False
+        held = durable[i]
+        if held.base_offset == entry.base_offset:
+            return not intact or held.data == entry.data
+        # Inside a damaged range of its epoch (several batches rotted into one slot): held, damaged.
+        return not intact and entry.next_offset <= held.next_offset and damage_of(held) is not None
 
     # -- writes ----------------------------------------------------------------------------------
     def append(self, entry: Entry) -> None:
@@ -98,12 +100,17 @@ class SimDisk:
 
     def repair(self, entry: Entry) -> None:
         """Overwrite the damaged batch in ``entry``'s slot with ``entry`` (written and fsynced in
-        place, durable on return)."""
+        place, durable on return) -- or the front of a damaged range of several batches, whose
+        rest stays damaged (raftmeta/storage/damage.py)."""
         for entries in (self.entries, self.durable):
             i = bisect.bisect_left(entries, entry.base_offset, key=lambda e: e.base_offset)
             if i < len(entries) and entries[i].base_offset == entry.base_offset:
-                assert entries[i].epoch == entry.epoch, "a repair fills the same slot"
+                slot = entries[i]
+                assert slot.epoch == entry.epoch and entry.next_offset <= slot.next_offset, "a repair fills its slot"
                 entries[i] = entry
+                if entry.next_offset < slot.next_offset:
+                    rest = slot.data[len(entry.data) :]
+                    entries.insert(i + 1, Entry(entry.next_offset, slot.epoch, slot.next_offset, rest))
 
     def flush_begin(self) -> tuple[int, int]:
         """An fsync starts: it covers the writes made so far. Returns its barrier and the log end

@@ -8,7 +8,9 @@
 * ``misdirected_write``: a batch's right bytes were written over another batch's slot -- that
   slot holds an intact batch with the wrong header, and the intended slot was never written;
 * ``lost_segment``: a run of batches in the middle of the log is gone (a truncated segment file
-  with later segments intact);
+  with later segments intact, a zeroed range across batch boundaries); when the batches around
+  the run are of its epoch, the run is one damaged range, as the real storage reports it (no
+  header frames the batches inside: raftmeta/storage/damage.py), repaired from its front;
 * ``quorum_state``: the quorum-state file fails its checksum (the node sets it aside and recovers
   its election state from the log);
 * ``hw_checkpoint``: the high-watermark checkpoint fails its checksum (the node starts from its
@@ -102,16 +104,36 @@ def inject(disk: SimDisk, rng: SeededRandom, kind: str, others: Iterable[SimDisk
         _put(disk, i, bytes(len(entry.data)))
     elif kind == "lost_segment":
         run = [k for k in range(i, i + 1 + rng.next_int(3)) if k in candidates]
-        for k in run:
-            _put(disk, k, bytes(len(durable[k].data)))
+        run = run[: next((n for n in range(1, len(run)) if run[n] != run[n - 1] + 1), len(run))]  # contiguous
+        epochs = {durable[k].epoch for k in (run[0] - 1, *run, run[-1] + 1) if 0 <= k < len(durable)}
+        # The batch before the run lies above the snapshot too: a range never holds the
+        # snapshot's end, where the node's log starts (its byte position there is unknown).
+        above = disk.snapshot is None or durable[run[0] - 1].base_offset >= disk.snapshot.end_offset
+        if len(run) > 1 and run[0] > 0 and len(epochs) == 1 and above:
+            _merge(disk, run[0], run[-1])
+        else:
+            for k in run:
+                _put(disk, k, bytes(len(durable[k].data)))
     else:
         raise ValueError(f"unknown storage fault {kind}")
     return True
 
 
 def _at(entries: list[Entry], base_offset: int) -> list[Entry]:
-    i = bisect.bisect_left(entries, base_offset, key=lambda e: e.base_offset)
-    return [entries[i]] if i < len(entries) and entries[i].base_offset == base_offset else []
+    """The batch holding ``base_offset`` (starting there, or a damaged range around it)."""
+    i = bisect.bisect_right(entries, base_offset, key=lambda e: e.base_offset) - 1
+    return [entries[i]] if i >= 0 and base_offset < entries[i].next_offset else []
+
+
+def _merge(disk: SimDisk, first: int, last: int) -> None:
+    """Zero durable batches ``first``..``last`` (one epoch) into one damaged range: one slot."""
+    run = disk.durable[first : last + 1]
+    zeroed = Entry(run[0].base_offset, run[0].epoch, run[-1].next_offset, bytes(sum(len(e.data) for e in run)))
+    disk.durable[first : last + 1] = [zeroed]
+    bases = [e.base_offset for e in disk.entries]
+    if run[0].base_offset in bases and run[-1].base_offset in bases:
+        j = bases.index(run[0].base_offset)
+        disk.entries[j : bases.index(run[-1].base_offset) + 1] = [zeroed]
 
 
 def _put(disk: SimDisk, index: int, data: bytes) -> None:

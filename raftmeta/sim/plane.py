@@ -40,7 +40,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
@@ -95,6 +95,12 @@ LEADER_IMBALANCE_CHECK_MS = 2_000
 # partitions needed longer than the liveness budget to rebalance (seed 5013).
 SCAN_PARTITIONS_PER_TURN = 8
 PARTITION_CHANGES_PER_BATCH = 3
+# ... on a small image. On a bigger one the budget grows so that one pass takes about this many
+# turns: every turn with records waits for its commit (two Fetch rounds at up to 60 ms a message),
+# and at 8 partitions and 3 changes a turn, a run with 883 partitions whose five brokers had all
+# restarted needed ~1,200 commits to fence and unfence them after the heal, twice the liveness
+# budget (seed 100023). Up to 128 partitions the budget is the fixed one above.
+TURNS_PER_PASS = 16
 # Per proposal tick before the heal: the chance that a broker fails; it stays down for up to
 # BROKER_DOWN_MAX_MS (often past the session timeout, so it is fenced and its leaderships move).
 BROKER_FAIL_RATE = 0.003
@@ -738,7 +744,9 @@ class PlaneSimulation(Simulation):
         ran out and elects preferred leaders when due (leader only). A paused node's timer waits."""
         for node in self.nodes.values():
             if node.core is not None and not node.blocked(self.now):
-                self.qcs[node.node_id].tick(node.clock(self.now))
+                qc = self.qcs[node.node_id]
+                _scale_turns(qc.controller)
+                qc.tick(node.clock(self.now))
                 self._drive(node)
 
     def _reused_id_call(self, owner: str, now: int) -> Call:
@@ -914,7 +922,9 @@ class PlaneSimulation(Simulation):
             index = node.core.read_commit_point
             applied = max(n.applied_offset for n in self.nodes.values())
             self.oracle.arrived(node.node_id, call.key, max(applied, index) - 1)
-        self.qcs[node.node_id].submit(node.clock(self.now), call.key, call.method, call.request)
+        qc = self.qcs[node.node_id]
+        _scale_turns(qc.controller)
+        qc.submit(node.clock(self.now), call.key, call.method, call.request)
         self._drive(node)
 
     # -- the end of the run -----------------------------------------------------------------------
@@ -1052,6 +1062,17 @@ class PlaneSimulation(Simulation):
 def _attempt_timeout_ms(owner: str) -> int:
     kind, _, number = owner.partition("-")
     return PATIENT_ATTEMPT_TIMEOUT_MS if kind == "client" and int(number) % 2 else ATTEMPT_TIMEOUT_MS
+
+
+def _scale_turns(controller: Controller) -> None:
+    """The turn budget (TURNS_PER_PASS) for the work the controller may start next, from the
+    size of its working image: a work keeps the budget it started with."""
+    partitions = controller.image.partition_count
+    scan = max(SCAN_PARTITIONS_PER_TURN, partitions // TURNS_PER_PASS)
+    changes = max(PARTITION_CHANGES_PER_BATCH, scan * PARTITION_CHANGES_PER_BATCH // SCAN_PARTITIONS_PER_TURN)
+    config = controller.config
+    if (config.scan_partitions_per_turn_max, config.partition_changes_per_batch_max) != (scan, changes):
+        controller.config = replace(config, scan_partitions_per_turn_max=scan, partition_changes_per_batch_max=changes)
 
 
 def _partition_states(image: MetadataImage) -> list[PartitionState]:

@@ -18,9 +18,19 @@ the damage is one batch and say which:
   segment file starts where it ends, or the whole batch lies below the checkpointed high
   watermark (it was durable and acknowledged, so a crash did not cut it short).
 
-Anything else -- a damaged region spanning several batches, an unreadable header with nothing to
-prove its extent, the torn tail of the log -- has no known slot, and recovery keeps its rules:
-truncate a torn tail, refuse the rest.
+* **A damaged range** (several batches: a zeroed range across batch boundaries, a misdirected
+  write of another size, which shifts no intact byte but leaves no header framing the rest):
+  the bad bytes reach from the last intact batch to the next intact batch that continues the log,
+  and both of those are of the same epoch. Epochs never decrease along the log, so every offset
+  in between is of that epoch too, and the range is one slot -- offsets, epoch, byte position and
+  size -- whose inner batch boundaries are unknown. It is repaired batch by batch from the front
+  (:func:`repaired_front`): a peer's batch of that epoch starting at the slot's offset is the
+  batch this node wrote there (Log Matching: the epoch's one leader framed it once), and the rest
+  of the slot stays damaged.
+
+Anything else -- damage with neighbours of different epochs and no header to say which, an
+unreadable header with nothing to prove its extent, the torn tail of the log -- has no known
+slot, and recovery keeps its rules: truncate a torn tail, refuse the rest.
 """
 
 from __future__ import annotations
@@ -90,7 +100,13 @@ def damaged_slot(
         base, length, epoch, _magic, _crc, _attrs, count = header
         one_batch = LOG_OVERHEAD + length == end - position or (base == expected and count == next_offset - expected)
         if not one_batch or end - position > codec.BATCH_BYTES_MAX:
-            return None
+            if last_epoch != next_epoch:
+                return None  # an epoch changes somewhere in the range: no one epoch for the slot
+            reason = (
+                f"{end - position} damaged bytes over offsets {expected}..{next_offset - 1} that no batch header "
+                f"frames ({_reason(buf, position, end, expected)})"
+            )
+            return DamagedBatch(expected, last_epoch, next_offset, position, end - position, reason)
         if base == expected and last_epoch <= epoch <= next_epoch:
             slot_epoch = epoch
         elif last_epoch == next_epoch:
@@ -138,3 +154,25 @@ def repairable_batches(
         expected, last_epoch = slot.next_offset, slot.epoch
         position += slot.size
     return found
+
+
+def repaired_front(
+    slot: DamagedBatch, base_offset: int, epoch: int, next_offset: int, size: int
+) -> DamagedBatch | None:
+    """What stays damaged of ``slot`` once its front is overwritten with an intact batch of
+    ``size`` bytes covering offsets [``base_offset``, ``next_offset``) in ``epoch``: None when
+    the batch fills the whole slot. ValueError (naming what differs) when the batch is not the
+    slot's front: another offset or epoch, past its end, or its size not fitting the slot."""
+    if (base_offset, epoch) != (slot.base_offset, slot.epoch):
+        raise ValueError(
+            f"the batch is (offset {base_offset}, epoch {epoch}), the damaged slot starts at offset "
+            f"{slot.base_offset} in epoch {slot.epoch}"
+        )
+    if next_offset == slot.next_offset and size == slot.size:
+        return None
+    if next_offset >= slot.next_offset or size >= slot.size:
+        raise ValueError(
+            f"the batch ends at offset {next_offset} with {size} bytes, the damaged slot at offset "
+            f"{slot.next_offset} with {slot.size} bytes"
+        )
+    return DamagedBatch(next_offset, epoch, slot.next_offset, slot.position + size, slot.size - size, slot.reason)

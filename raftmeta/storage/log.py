@@ -48,7 +48,7 @@ from raftmeta.logs import get_logger
 from raftmeta.records import codec
 from raftmeta.records.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
 from raftmeta.records.walk import PEEK, PEEK_SIZE, IntactBatches
-from raftmeta.storage.damage import DamagedBatch
+from raftmeta.storage.damage import DamagedBatch, repaired_front
 from raftmeta.storage.epoch_index import EpochIndex
 from raftmeta.storage.errors import (
     HighWatermarkAboveLogError,
@@ -852,6 +852,19 @@ class SegmentLog:
         its segment rescanned: with ``report_damage`` its slot is then known, or the read's
         LogCorruptionError stands, naming file, byte and offset."""
         offset = from_offset
+        straddling = next((d for d in self.damaged_batches() if d.base_offset < offset < d.next_offset), None)
+        if straddling is not None:
+            # A damaged range of several batches holds the offset the node's log starts at (the
+            # newest snapshot's end): where that batch starts inside the range no byte says.
+            with self._lock:
+                path = self._segment_of(straddling.base_offset).path
+            raise LogCorruptionError(
+                path,
+                straddling.position,
+                straddling.base_offset,
+                f"{straddling.reason}; it holds offset {offset}, where the log starts after the newest snapshot, "
+                f"at a byte position no header gives; {REPAIR_HINT}",
+            )
         while True:
             damaged = next((d for d in self.damaged_batches() if d.base_offset >= offset), None)
             try:
@@ -901,8 +914,10 @@ class SegmentLog:
         """Overwrite a damaged batch with an intact copy of it from a peer (the raft core's
         ``Ready.repair``): the copy must pass its CRC and name the damaged slot's base offset,
         epoch and end, and be its size (same offset and epoch: the same batch on every replica).
-        In place and fsynced on return; nothing else of the log changes. StorageError otherwise,
-        nothing written."""
+        A damaged range of several batches (damage.py) is repaired from its front, one batch at a
+        time: the copy then names the slot's base offset and epoch and ends inside it, and the
+        rest of the slot stays damaged. In place and fsynced on return; nothing else of the log
+        changes. StorageError otherwise, nothing written."""
         self._check_open()
         try:
             header = codec.check_batch(data)
@@ -911,20 +926,27 @@ class SegmentLog:
         with self._lock:
             seg = self._segment_of(header.base_offset)
             slot = seg.damaged.get(header.base_offset)
-        found = (header.epoch, header.next_offset, header.size_bytes, len(data))
-        if slot is None or found != (slot.epoch, slot.next_offset, slot.size, slot.size):
+        if slot is None or header.size_bytes != len(data):
             raise InvalidAppendError(
-                f"refused repair: no damaged batch of epoch {header.epoch}, offsets {header.base_offset}.."
-                f"{header.next_offset - 1} and {len(data)} bytes in {seg.path}"
+                f"refused repair: no damaged batch at offset {header.base_offset} in {seg.path}"
+                if slot is not None or header.size_bytes == len(data)
+                else f"refused repair: {len(data)} bytes where the batch header says {header.size_bytes}"
             )
-        seg.overwrite(slot, data)
+        try:
+            rest = repaired_front(slot, header.base_offset, header.epoch, header.next_offset, len(data))
+        except ValueError as exc:
+            raise InvalidAppendError(f"refused repair in {seg.path}: {exc}") from None
+        seg.overwrite(slot, data, rest)  # not under the lock: readers never wait for the disk
+        with self._lock:
+            seg.repaired(slot, rest)
         self._log.warning(
             "damaged batch repaired from the quorum",
             file=str(seg.path),
             position=slot.position,
             offset=slot.base_offset,
             epoch=slot.epoch,
-            end_offset=slot.next_offset,
+            end_offset=header.next_offset,
+            damaged_left_of_range=0 if rest is None else rest.next_offset - rest.base_offset,
         )
 
     def iter_batches(self, from_offset: int, *, upto_offset: int | None = None) -> Iterator[Batch]:

@@ -303,6 +303,9 @@ class Segment:
         """
         if offset >= self.next_offset:
             return self.size, self.next_offset
+        for slot in self.damaged.values():
+            if slot.base_offset <= offset < slot.next_offset:
+                return slot.position, slot.base_offset  # inside a damaged range: no header frames it
         i = bisect.bisect_right(self.offsets, offset) - 1
         if i >= 0 and self.offsets[i] == offset:
             return self.positions[i], offset  # the index vouches for it: no header to trust (it may be damaged)
@@ -357,14 +360,25 @@ class Segment:
         self.next_offset = next_offset
         self._bytes_since_index = position - self.positions[-1] if self.positions else 0
 
-    def overwrite(self, slot: DamagedBatch, data: bytes) -> None:
+    def overwrite(self, slot: DamagedBatch, data: bytes, rest: DamagedBatch | None = None) -> None:
         """Put ``data`` (an intact copy of the batch, the same size) in place of the damaged batch
         of ``slot`` and fsync: a crash on the way leaves old or new bytes there, or a mix of them
-        that fails the CRC, and the next start finds that slot damaged again."""
-        assert len(data) == slot.size, "a repair fills the same slot"
+        that fails the CRC, and the next start finds that slot damaged again. ``rest``: what stays
+        damaged of a damaged range whose front ``data`` is (damage.repaired_front), indexed as a
+        damaged batch is."""
+        assert len(data) == (slot.size if rest is None else rest.position - slot.position), "a repair fills its slot"
         pwrite_all(self.fd, data, slot.position)
         os.fsync(self.fd)
+
+    def repaired(self, slot: DamagedBatch, rest: DamagedBatch | None) -> None:
+        """The index after :meth:`overwrite` (under the log's lock): ``slot`` is intact, ``rest``
+        (if any) damaged and indexed."""
         del self.damaged[slot.base_offset]
+        if rest is not None:
+            i = bisect.bisect_left(self.offsets, rest.base_offset)
+            self.offsets.insert(i, rest.base_offset)
+            self.positions.insert(i, rest.position)
+            self.damaged[rest.base_offset] = rest
 
     def fsync(self) -> None:
         os.fsync(self.fd)

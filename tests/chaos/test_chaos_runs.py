@@ -36,7 +36,7 @@ def test_fixed_seed_every_fault_kind_passes_and_spark_verify_agrees(tmp_path: Pa
          "--seed", str(FIXED_SEED), "--report-dir", str(out), "--output", "json"],
     )  # fmt: skip
     document = json.loads((out / "report.json").read_text())
-    assert result.exit_code == 0, document["violations"]
+    assert result.exit_code == 0, failed(document["violations"], out)
     printed = json.loads(result.stdout)
     assert printed["passed"] is True
     assert printed["seed"] == FIXED_SEED
@@ -69,10 +69,16 @@ def test_random_seed_every_fault_kind_passes(tmp_path: Path) -> None:
     print(f"chaos random seed {seed}; reproduce with: {config.reproduce()}")
     result = run_chaos(config)
     write_report(result)
-    assert result.passed, (seed, result.violations)
+    assert result.passed, failed((seed, result.violations), config.report_dir)
     assert result.lost_acknowledged == 0
     assert all(result.faults[family] >= 1 for family in DEFAULT_FAMILIES), result.faults
     assert_moves_checked(result.reassignments, {c.name for c in result.checks})
+
+
+def failed(violations: object, report_dir: Path) -> str:
+    """A failing run's assertion message: its violations and where its report is kept (the report,
+    history, node logs and data dirs), so that a failure seen once can be read afterwards."""
+    return f"{violations}; report: {report_dir}"
 
 
 def assert_moves_checked(counts: dict[str, int], checks: set[str]) -> None:
@@ -98,7 +104,7 @@ def test_fixed_seed_voter_changes_under_partitions_pass(tmp_path: Path) -> None:
          "--report-dir", str(out), "--no-spark", "--output", "json"],
     )  # fmt: skip
     document = json.loads((out / "report.json").read_text())
-    assert result.exit_code == 0, document["violations"]
+    assert result.exit_code == 0, failed(document["violations"], out)
     assert document["observers"] == 1 and document["faults"]["membership"] >= 3, document["faults"]
     assert document["lost_acknowledged"] == 0
     names = {c["name"] for c in document["checks"]}
@@ -151,7 +157,12 @@ def test_checker_catches_acks_before_commit(tmp_path: Path) -> None:
 def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path: Path) -> None:
     """Committed batches damaged on stopped nodes (a flipped bit, a zeroed sector), one at a time
     on different nodes and offsets: every node repairs its batch from the quorum when it starts,
-    with no operator; nothing acknowledged is lost and every node's log ends identical."""
+    with no operator; nothing acknowledged is lost and every node's log ends identical. No node
+    snapshots during the run, so the leader still holds every damaged batch in its log when the
+    damaged node comes back, however long its restart takes on a loaded machine: each is repaired
+    in place. (With snapshots a slow restart met a leader whose log had moved past the damage, and
+    installed its snapshot instead -- correct, and chaos's full mix covers it -- which left this
+    test nothing repaired in place to check under load 17-20.)"""
     plan = (
         FaultStep("storage", "bit-flip", 1.0, 2.0),
         FaultStep("storage", "zeroed-sector", 1.0, 2.0),
@@ -159,11 +170,17 @@ def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path:
         FaultStep("storage", "zeroed-sector", 1.0, 2.0),
     )
     config = ChaosConfig(
-        seed=11, report_dir=tmp_path / "report", duration_s=15.0, families=("storage",), spark=False, plan=plan
+        seed=11,
+        report_dir=tmp_path / "report",
+        duration_s=15.0,
+        families=("storage",),
+        spark=False,
+        plan=plan,
+        cluster=ClusterConfig(snapshot_interval_records=1 << 30),
     )
     result = run_chaos(config)
     write_report(result)
-    assert result.passed, result.violations
+    assert result.passed, failed(result.violations, config.report_dir)
     assert result.lost_acknowledged == 0
     names = {c.name for c in result.checks}
     assert {"storage-faults-repaired", "committed-prefixes-agree", "acknowledged-creates-committed"} <= names
@@ -172,10 +189,10 @@ def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path:
     damaged = result.figures["storage_faults"]
     assert len(damaged) >= 2, damaged
     assert len({d["base_offset"] for d in damaged}) == len(damaged), "different offsets"
-    # Each repaired from the quorum, or replaced by the leader's snapshot (its log had moved past).
+    # Each repaired in place from the quorum.
     exercised = result.figures["exercised"]
-    assert exercised["damaged_batches_repaired"] >= 1, exercised
-    assert exercised["damaged_batches_repaired"] + exercised["snapshots_installed_from_leader"] >= len(damaged)
+    assert exercised["snapshots_taken"] == 0, exercised
+    assert exercised["damaged_batches_repaired"] >= len(damaged), exercised
 
 
 def test_damaged_state_files_are_set_aside_and_no_node_votes_twice_in_an_epoch(tmp_path: Path) -> None:
@@ -194,7 +211,7 @@ def test_damaged_state_files_are_set_aside_and_no_node_votes_twice_in_an_epoch(t
     )
     result = run_chaos(config)
     write_report(result)
-    assert result.passed, result.violations
+    assert result.passed, failed(result.violations, config.report_dir)
     assert result.lost_acknowledged == 0
     names = {c.name for c in result.checks}
     assert {"state-files-recovered", "one-vote-per-epoch", "committed-prefixes-agree"} <= names

@@ -15,11 +15,12 @@ from raftmeta.chaos.state_damage import (
     NOTICED_EVENTS,
     STATE_FILES,
     StateFileDamage,
+    behind_vote_fence,
     damage_state_file,
     double_votes,
     unnoticed,
 )
-from raftmeta.raft.types import QuorumStateData
+from raftmeta.raft.types import VOTE_FENCED, VOTE_UNKNOWN, QuorumStateData
 from raftmeta.server.log_events import VOTE_RECORDED_EVENT
 from raftmeta.storage.datadir import NodeStorage
 from raftmeta.storage.high_watermark import HIGH_WATERMARK_CHECKPOINT
@@ -86,3 +87,23 @@ def test_a_damage_is_noticed_only_by_as_many_starts_that_set_the_file_aside() ->
     ]
     logs = {1: line(NOTICED_EVENTS[QUORUM_STATE]), 2: line(NOTICED_EVENTS[HIGH_WATERMARK_CHECKPOINT])}
     assert unnoticed(damages, logs) == ["truncated to 12 of 90 bytes: node 1's quorum-state"]
+
+
+def test_a_voter_is_behind_its_vote_fence_while_its_quorum_state_is_lost_damaged_or_says_so(tmp_path: Path) -> None:
+    """What the quorum-state fault waits on before it damages another voter's file (two fenced
+    voters of three never elect again): the other voters' own quorum-state files."""
+    node_dir = tmp_path / "node-1"
+    stopped_node(node_dir)
+    assert not behind_vote_fence(node_dir), "a vote recorded: no fence"
+    assert damage_state_file(1, node_dir, QUORUM_STATE, "truncated", random.Random(3)) is not None
+    assert behind_vote_fence(node_dir), "damaged: the node opens its fence when it starts"
+    (node_dir / QUORUM_STATE).unlink()
+    assert behind_vote_fence(node_dir), "set aside, not written again yet"
+    node = NodeStorage.open(node_dir, cluster_id="c1", node_id=1)
+    node.write_quorum_state(QuorumStateData(3, leader_id=2, voted_id=VOTE_FENCED))
+    node.close()
+    assert behind_vote_fence(node_dir), "the open fence, as the core persists it"
+    node = NodeStorage.open(node_dir, cluster_id="c1", node_id=1)
+    node.write_quorum_state(QuorumStateData(4, leader_id=-1, voted_id=VOTE_UNKNOWN))
+    node.close()
+    assert not behind_vote_fence(node_dir), "closed: the vote withheld in epoch 4, votes again above"

@@ -3,9 +3,11 @@
 A flipped bit in a committed batch of a stopped node is repaired from the quorum when it starts
 again, without an operator: the node keeps the damaged bytes, the core fetches the batch from its
 leader and overwrites the slot in place. Afterwards the node's metrics show the repair, every
-acknowledged create is in its image and every node's log is byte-identical batch by batch. Damage
-whose slot the bytes cannot prove (a zeroed range over several batches) is still refused, naming
-where and how much follows, until ``raftmeta log repair`` accepts the truncation.
+acknowledged create is in its image and every node's log is byte-identical batch by batch. A zeroed
+range over several batches of one epoch is one damaged slot, repaired from its front batch by
+batch the same way. Damage whose slot the bytes cannot prove (a range across an epoch change) is
+still refused, naming where and how much follows, until ``raftmeta log repair`` accepts the
+truncation.
 
 The high-watermark checkpoint is written at most once a second, so a follower killed right after
 a burst of creates holds acknowledged batches above it: the refusal case damages those.
@@ -228,7 +230,54 @@ def test_different_batches_damaged_on_two_nodes_one_at_a_time_are_both_repaired(
     all_acknowledged_and_identical(quorum, acknowledged)
 
 
-def test_damage_over_several_batches_is_refused_then_log_repair_lets_the_node_rejoin(
+def zero_range(first: OnDisk, last: OnDisk) -> bytes:
+    """Zeroes from ``first``'s first byte to ``last``'s last (one file): no header frames the
+    batches inside. Returns the damaged file."""
+    damaged = bytearray(first.path.read_bytes())
+    damaged[first.position : last.position + len(last.data)] = bytes(last.position + len(last.data) - first.position)
+    first.path.write_bytes(damaged)
+    return bytes(damaged)
+
+
+def test_a_zeroed_range_over_several_batches_of_one_epoch_is_repaired_from_the_quorum(
+    quorum: local_quorum.LocalQuorum, client: SyncControllerClient
+) -> None:
+    """Three committed batches of a stopped follower zeroed at once: the batches around the range
+    are of one epoch, so the node keeps the range as one slot and repairs it from its leader's
+    batches, front first, with no operator."""
+    acknowledged = create_checkpointed(quorum, client)
+    follower = next(n for n in quorum.nodes if n.id != leader_of(client))
+    stop(quorum, follower.id)
+    data_dir = Path(follower.data_dir)
+    checkpoint = read_high_watermark(data_dir)
+    batches = batches_on_disk(data_dir)
+    committed = [b for b in batches if b.next_offset <= checkpoint and b.base_offset > 0]
+    first, last = committed[-5], committed[-3]
+    run = batches[batches.index(first) - 1 : batches.index(last) + 2]  # with its intact neighbours
+    assert first.path == last.path and len({codec.decode_header(b.data, 0).epoch for b in run}) == 1
+    zero_range(first, last)
+
+    node = quorum.node(follower.id)
+    restart_and_catch_up(quorum, client, follower.id, "after-range-repair")
+    wait_until(lambda: metric(node, "raftmeta_raft_repairs_total") >= 3, what=f"node {follower.id} repairing")
+    assert metric(node, "raftmeta_raft_damaged_batches") == 0
+    events = node_events(node)
+    (kept,) = [e for e in events if e["event"] == "damaged batch kept for repair from the quorum"]
+    assert (kept["offset"], kept["end_offset"], kept["position"]) == (
+        first.base_offset,
+        last.next_offset,
+        first.position,
+    )
+    inside = batches[batches.index(first) : batches.index(last) + 1]
+    repaired = [e["offset"] for e in events if e["event"] == "repaired a damaged batch from the quorum"]
+    assert repaired == [b.base_offset for b in inside], "front first, one batch at a time"
+    data = first.path.read_bytes()
+    assert data[first.position : last.position + len(last.data)] == b"".join(b.data for b in inside)
+    acknowledged.append("after-range-repair")
+    all_acknowledged_and_identical(quorum, acknowledged)
+
+
+def test_damage_over_several_batches_across_an_epoch_change_is_refused_then_log_repair_lets_the_node_rejoin(
     quorum: local_quorum.LocalQuorum, client: SyncControllerClient
 ) -> None:
     create(client, "before")
@@ -239,12 +288,17 @@ def test_damage_over_several_batches_is_refused_then_log_repair_lets_the_node_re
     second = batches[batches.index(victim) + 1]
     after = batches[batches.index(victim) + 2 :]
     assert after, "intact batches follow the damaged ones"
-    # Zeroes over two whole batches: no header says where one ends, so no slot is known.
-    damaged = bytearray(victim.path.read_bytes())
-    damaged[victim.position : second.position + len(second.data)] = bytes(
-        second.position + len(second.data) - victim.position
-    )
-    victim.path.write_bytes(damaged)
+    # Zeroes over two whole batches, and the batches after them in a later epoch (the epoch field
+    # is outside the CRC: they stay intact): an epoch changes somewhere in the range, at an offset
+    # no byte says, so no slot is known.
+    zero_range(victim, second)
+    for path in sorted({b.path for b in after}):
+        data = bytearray(path.read_bytes())
+        for b in (b for b in after if b.path == path):
+            epoch = int.from_bytes(data[b.position + 12 : b.position + 16], "big")
+            data[b.position + 12 : b.position + 16] = (epoch + 1).to_bytes(4, "big")
+        path.write_bytes(data)
+    damaged = victim.path.read_bytes()
 
     # The node refuses to start, at ERROR, naming the segment, byte, offset and what follows.
     refused = subprocess.run(follower.argv, capture_output=True, text=True, timeout=60, check=False)

@@ -192,3 +192,97 @@ def test_a_damaged_batch_the_leader_holds_only_in_its_snapshot_installs_it_and_k
     assert restarted.damaged == set()
     assert restarted.log.start_offset == end
     assert restarted.log.entries()[: len(above)] == above, "its intact copies above the snapshot stay"
+
+
+# -- a damaged range of several batches (raftmeta/storage/damage.py) -----------------------------------
+def zeroed_range(log: list[Entry], first: int, last: int) -> list[Entry]:
+    """``log`` with its batches at offsets ``first``..``last`` (one epoch) zeroed into one range, as
+    the storage reports it: one slot, its inner boundaries unknown."""
+    inside = [e for e in log if first <= e.base_offset <= last]
+    assert len({e.epoch for e in inside}) == 1
+    size = sum(len(e.data) for e in inside)
+    rng = Entry(first, inside[0].epoch, inside[-1].next_offset, bytes(size))
+    return [e for e in log if e.base_offset < first] + [rng] + [e for e in log if e.base_offset > last]
+
+
+def test_a_copy_fills_the_front_of_a_damaged_range_of_its_epoch_only() -> None:
+    log = make_log([1, 1, 1, 1, 2])
+    slot = zeroed_range(log, 1, 3)[1]
+    assert copy_fills(slot, log[1]) is None, "the range's first batch"
+    assert copy_fills(slot, log[2]) is not None, "not its front"
+    assert copy_fills(slot, damaged(log[1])) is not None, "a damaged copy"
+    assert copy_fills(slot, make_log([1, 3])[1]) is not None, "another epoch"
+
+
+def test_a_follower_repairs_a_damaged_range_batch_by_batch_from_the_leaders_answers() -> None:
+    net = Net([1, 2, 3], fetch_max_bytes=1)  # one batch per answer: the range takes several
+    leader = net.elect()
+    for i in range(6):
+        net.cores[leader].propose(net.now, [b"create-%d" % i])
+        net.drive(leader)
+        net.deliver_all()
+    net.advance(200)
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    old = net.cores[follower]
+    before = old.log.entries()
+    first, last = before[2], before[4]
+    core = RaftCore(
+        old.config,
+        old._random,
+        net.now,
+        quorum_state=net.persisted.get(follower),
+        entries=zeroed_range(before, first.base_offset, last.base_offset),
+        high_watermark=old.high_watermark,
+        first_correlation_id=1 << 32,
+        damaged=[first.base_offset],
+    )
+    net.cores[follower] = core
+    net.committed[follower] = []
+    net.drive(follower)
+    assert core.vouched_end_offset == first.base_offset
+    assert all(e.next_offset <= first.base_offset for e in net.committed[follower]), "nothing applied from it on"
+    net.advance(300)
+    assert core.damaged == set()
+    assert repairs(net, follower) == before[2:5], "the leader's batches, front first, byte for byte"
+    assert core.log.entries() == before[: len(core.log.entries())]
+    assert core.repairs == 3
+
+
+def test_a_leader_repairs_a_damaged_range_from_a_voter_and_a_follower_inside_it_waits() -> None:
+    """Node 1 leads with offsets 1-2 zeroed into one range; node 2's log ends inside it (at 2):
+    node 1 serves it nothing there until the range is repaired from node 3's copy."""
+    full = make_log([1, 1, 1, 2])
+    logs = {1: zeroed_range(full, 1, 2), 2: make_log([1, 1]), 3: make_log([1, 1, 1])}
+    net = Net([1, 2, 3], logs=logs, damaged={1: [1]}, quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(2)))
+    net.down.add(3)
+    assert net.elect() == 1
+    net.advance(500)
+    leader = net.cores[1]
+    assert leader.damaged == {1} and leader.high_watermark <= 1, "node 2 alone cannot repair offset 2"
+    net.down.clear()
+    net.advance(3000)
+    assert leader.damaged == set()
+    assert repairs(net, 1) == full[1:3]
+    assert leader.high_watermark >= 4
+    assert net.cores[2].log.entries()[:4] == full
+
+
+def test_a_leader_stops_when_every_copy_of_its_damaged_range_is_damaged_also_inside_another_range() -> None:
+    """Node 2 holds offsets 0-2 damaged as one range: asked for offset 1 it says it holds it damaged
+    (not that it lacks it), so the leader counts it and stops, changing nothing."""
+    full = make_log([1, 1, 1, 2])
+    logs = {
+        1: zeroed_range(full, 1, 2),
+        2: zeroed_range(make_log([1, 1, 1]), 0, 2),
+        3: with_damage(make_log([1, 1, 1]), 1),
+    }
+    net = Net(
+        [1, 2, 3],
+        logs=logs,
+        damaged={1: [1], 2: [0], 3: [1]},
+        quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(2)),
+    )
+    kept = net.cores[1].log.entries()
+    with pytest.raises(UnrepairableEntryError, match=r"offset 1 .*node 2: holds it damaged"):
+        net.advance(5000)
+    assert net.cores[1].log.entries()[: len(kept)] == kept and repairs(net, 1) == []

@@ -54,7 +54,7 @@ def test_plane_seed_budget_finds_no_violation(voters: int) -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("seed", [5542, 100494])
+@pytest.mark.parametrize("seed", [5542, 100494, 100023, 100915])
 def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     """Seed 5542 (of a 600-seed run): a leader deposed without knowing it refused a
     CreatePartitions from its stale image, after the topic was created elsewhere. Refusals now
@@ -62,7 +62,15 @@ def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     read-index proof check judged a read by the voter set after an AddRaftVoter that the same
     leader appended just after releasing it (a single voter, whose own count was a majority):
     the check now holds a read to the smallest voter set in force since the core last handed
-    out a Ready."""
+    out a Ready. Seed 100023 (of a plane soak with storage faults): all five brokers restarted
+    during the faults and could register again only once their old sessions ran out after the
+    heal; fencing and unfencing them in turns of 8 partitions and 3 changes over 883 partitions
+    took ~1,200 commits, past the liveness budget. The plane's turn budget now grows with the
+    image (``TURNS_PER_PASS``). Seed 100915 (of the soak after damaged ranges): a voter
+    acknowledged a batch, crashed, and its disk rotted a run of batches into one damaged range;
+    the majority-persisted check counted its copy only at the batch's own base offset and found
+    2 of 4 holders. A voter's copy inside a damaged range of the batch's epoch counts, as a
+    damaged single batch's always did (``SimDisk.durably_holds``)."""
     summary = run_seeds([seed], steps=STEPS, voters=None, kinds=ALL, plane=True)  # the seed picks, as it did
     assert summary.violations == [], summary.violations
     assert summary.checks.get("10-linearizable-history", 0) > 0, summary.checks

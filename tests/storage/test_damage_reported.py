@@ -3,8 +3,9 @@ refused or dropped (docs/storage.md, "Repair from the quorum"): ``report_damage`
 
 The slot is known from the intact batches around the damage (raftmeta/storage/damage.py). Its
 bytes stay on disk until :meth:`SegmentLog.repair_batch` overwrites them in place with the intact
-copy; a crash mid-repair leaves bytes the next start finds damaged again. Damage without a known
-slot (several batches in one damaged range, a torn tail) meets recovery's old rules.
+copy; a crash mid-repair leaves bytes the next start finds damaged again. A damaged range of several
+batches of one epoch is one slot, repaired from its front. Damage without a known slot (a range
+across an epoch change, a torn tail) meets recovery's old rules.
 """
 
 from __future__ import annotations
@@ -119,16 +120,92 @@ def test_a_misdirected_write_is_reported_in_the_slot_it_overwrote(tmp_path: Path
     assert f"offset {source.base_offset}" in slot.reason
 
 
-def test_damage_spanning_several_batches_has_no_known_slot_and_is_refused(tmp_path: Path) -> None:
+def zero(placed: list[Placed], first: int, last: int) -> tuple[bytes, bytes]:
+    """Zero batches ``first``..``last`` of ``placed`` (one file): the original and damaged bytes."""
+    a, b = placed[first], placed[last]
+    original = a.path.read_bytes()
+    data = bytearray(original)
+    data[a.position : b.position + b.size] = bytes(b.position + b.size - a.position)
+    a.path.write_bytes(data)
+    return original, bytes(data)
+
+
+def test_damage_spanning_several_batches_of_one_epoch_is_one_slot_repaired_from_its_front(tmp_path: Path) -> None:
+    """A zeroed range across batch boundaries: no header frames the batches inside, but the
+    intact batches around it are both of epoch 1, so every offset between is of epoch 1 and the
+    range is one slot. It is repaired batch by batch from its front; a copy of another batch of
+    it, or of another epoch, is refused."""
     data_dir = tmp_path / "node-1"
     placed = build_node(data_dir, 30, high_watermark=42)
     first, last = placed[6], placed[8]
-    data = bytearray(first.path.read_bytes())
-    data[first.position : last.position + last.size] = bytes(last.position + last.size - first.position)
-    first.path.write_bytes(data)
+    original, damaged = zero(placed, 6, 8)
+    copies = [original[p.position : p.position + p.size] for p in placed[6:9]]
+
+    node = open_reporting(data_dir)
+    (slot,) = node.log.damaged_batches()
+    assert (slot.base_offset, slot.epoch, slot.next_offset) == (first.base_offset, 1, last.next_offset)
+    assert (slot.position, slot.size) == (first.position, last.position + last.size - first.position)
+    assert "no batch header frames" in slot.reason
+    assert first.path.read_bytes() == damaged, "the damaged bytes stay on disk, nothing is cut"
+    got = stored(node)
+    assert [b for b, _, _, bad in got if bad] == [first.base_offset]
+    assert [(b, n) for b, _, n, bad in got if not bad] == [s for i, s in enumerate(slots(placed)) if not 6 <= i <= 8]
+
+    for wrong in (copies[1], original[placed[11].position : placed[11].position + placed[11].size]):
+        with pytest.raises(InvalidAppendError, match="refused repair"):
+            node.log.repair_batch(wrong)
+    assert first.path.read_bytes() == damaged, "nothing written"
+    node.log.repair_batch(copies[0])
+    (rest,) = node.log.damaged_batches()
+    assert (rest.base_offset, rest.next_offset, rest.position) == (
+        placed[7].base_offset,
+        last.next_offset,
+        placed[7].position,
+    )
+    simulate_crash(node.log)  # the front is repaired on disk; the next start finds the rest
+    node = open_reporting(data_dir)
+    assert [(d.base_offset, d.next_offset) for d in node.log.damaged_batches()] == [
+        (placed[7].base_offset, last.next_offset)
+    ]
+    node.log.repair_batch(copies[1])
+    node.log.repair_batch(copies[2])
+    assert node.log.damaged_batches() == []
+    assert first.path.read_bytes() == original, "repaired in place, byte for byte"
+    assert [b.base_offset for b in node.log.iter_batches(0)] == [p.base_offset for p in placed]
+
+
+def test_damage_across_an_epoch_change_has_no_known_slot_and_is_refused(tmp_path: Path) -> None:
+    """Batches 8-10 zeroed: the batch before is of epoch 1, the one after of epoch 2, so the
+    range holds an epoch change at an offset no byte says: refused as before, every byte kept."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    _, damaged = zero(placed, 8, 10)
     with pytest.raises(LogCorruptionError, match="below the checkpointed high watermark"):
         open_reporting(data_dir)
-    assert first.path.read_bytes() == bytes(data), "refused: every byte kept"
+    assert placed[8].path.read_bytes() == damaged, "refused: every byte kept"
+
+
+@pytest.mark.parametrize(("target", "source"), [(13, 14), (14, 12)])
+def test_a_misdirected_write_of_another_size_is_a_damaged_range(tmp_path: Path, target: int, source: int) -> None:
+    """Another batch's intact bytes of another size written where batch ``target`` starts: a
+    longer one runs into the batch after it, a shorter one leaves the end of the target's bytes
+    behind it. Either way no header frames the bytes up to the next intact batch, whose epoch is
+    the batch before's: one damaged range, repaired from its front."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    t, src = placed[target], placed[source]
+    assert t.size != src.size
+    original = t.path.read_bytes()
+    data = bytearray(original)
+    data[t.position : t.position + src.size] = original[src.position : src.position + src.size]
+    t.path.write_bytes(data)
+    after = placed[target + 1] if src.size < t.size else placed[target + 2]
+    node = open_reporting(data_dir)
+    (slot,) = node.log.damaged_batches()
+    assert (slot.base_offset, slot.epoch, slot.next_offset) == (t.base_offset, 2, after.base_offset)
+    for p in placed[target : placed.index(after)]:
+        node.log.repair_batch(original[p.position : p.position + p.size])
+    assert node.log.damaged_batches() == [] and t.path.read_bytes() == original
 
 
 def test_a_torn_tail_is_still_truncated(tmp_path: Path) -> None:
@@ -316,3 +393,16 @@ def test_with_no_fallback_a_damaged_older_snapshot_is_set_aside_too(tmp_path: Pa
         assert not path.exists()
         assert path.with_name(path.name + ".corrupt").read_bytes() == data
     reopened.close()
+
+
+def test_a_damaged_range_holding_the_offset_the_log_starts_at_is_refused(tmp_path: Path) -> None:
+    """The node's start-up read begins at the newest snapshot's end: inside a damaged range, the
+    byte where that batch starts is unknown, so the read refuses, naming file, byte and offset."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    zero(placed, 6, 8)
+    node = open_reporting(data_dir)
+    inside = placed[7].base_offset
+    with pytest.raises(LogCorruptionError, match=rf"byte {placed[6].position} .*holds offset {inside}"):
+        list(node.log.iter_stored(inside))
+    assert [d.base_offset for d in node.log.damaged_batches()] == [placed[6].base_offset], "nothing changed"
