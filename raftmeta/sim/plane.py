@@ -46,7 +46,6 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from placement import JavaRandom
-from raftmeta.api.health import classify
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError, RequestError
 from raftmeta.controller.image import MetadataImage
@@ -62,6 +61,7 @@ from raftmeta.sim.client_history import ClientHistory, HistoryFailure
 from raftmeta.sim.cluster import CUSTOM, PROPOSE, RunResult, SimNode, Simulation
 from raftmeta.sim.oracle import RuleOracle
 from raftmeta.sim.params import SimParams
+from raftmeta.sim.plane_health import HealthWatch, unhealthy_partitions
 from raftmeta.sim.rng import SeededRandom
 from raftmeta.sim.rule_bugs import RULE_BUGS, planted
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -201,6 +201,7 @@ class PlaneSimulation(Simulation):
         self.workload = SeededRandom(f"{params.seed}-workload")
         self.recorded_ids: dict[str, tuple[str, str]] = {}  # client -> (method, id) of its last answered write
         self.heal_at = -1
+        self.health = HealthWatch()  # the partitions' health, judged again only where a commit changed it
         # owner -> the node that answered it last: clients keep talking to the controller they
         # know (as a real client caches it) until it says NOT_CONTROLLER or stops answering.
         self.known_controller: dict[str, int] = {}
@@ -881,7 +882,7 @@ class PlaneSimulation(Simulation):
         image = leaders[0].controller.committed_image
         if not all(b.broker_id in image.brokers and not image.brokers[b.broker_id].fenced for b in self.brokers):
             return False
-        return not _unhealthy(image)
+        return self.health.healthy(image)
 
     def _check_plane(self) -> None:
         history = self.history
@@ -931,7 +932,7 @@ class PlaneSimulation(Simulation):
                 for b in self.brokers
                 if b.broker_id not in image.brokers or image.brokers[b.broker_id].fenced
             )
-            unhealthy = _unhealthy(image)
+            unhealthy = unhealthy_partitions(image)
             summary += (
                 f"; fenced or unregistered brokers {fenced}; unhealthy partitions {unhealthy[:5]} ({len(unhealthy)})"
             )
@@ -991,19 +992,6 @@ def _partition_states(image: MetadataImage) -> list[PartitionState]:
         for _, topic in image.topics.iter_items()
         for pid, p in enumerate(topic.partitions)
     ]
-
-
-def _unhealthy(image: MetadataImage) -> list[str]:
-    """Partitions not yet back to health (raftmeta.api.health's rules, every registered broker live):
-    under-replicated, or led by another replica than the preferred one."""
-    live = set(image.brokers)
-    unhealthy = []
-    for _, topic in image.topics.iter_items():
-        for pid, p in enumerate(topic.partitions):
-            health = classify(p.replicas, p.isr, p.leader, live, adding_replicas=p.adding_replicas)
-            if health.under_replicated or health.preferred_leader_away:
-                unhealthy.append(f"{topic.name}-{pid}")
-    return unhealthy
 
 
 def _snapshot_interval_records(params: SimParams) -> int:
