@@ -201,6 +201,8 @@ class PlaneSimulation(Simulation):
         self.workload = SeededRandom(f"{params.seed}-workload")
         self.recorded_ids: dict[str, tuple[str, str]] = {}  # client -> (method, id) of its last answered write
         self.heal_at = -1
+        # The first fresh create acknowledged at or after the heal: L1 waits for it on every voter.
+        self.heal_probe: str | None = None
         self.health = HealthWatch()  # the partitions' health, judged again only where a commit changed it
         # owner -> the node that answered it last: clients keep talking to the controller they
         # know (as a real client caches it) until it says NOT_CONTROLLER or stops answering.
@@ -468,7 +470,10 @@ class PlaneSimulation(Simulation):
             if call.topic in CONTENDED:
                 self._trace(f"{call.owner} create {call.topic}: {errors_pb2.ErrorCode.Name(result.error_code)}")
             elif result.error_code == errors_pb2.NONE:
-                history.acknowledged.setdefault(call.topic, self.now)
+                if call.topic not in history.acknowledged:
+                    history.acknowledged[call.topic] = self.now
+                    if self.heal_probe is None and self.heal_at >= 0:
+                        self.heal_probe = call.topic
                 self.result.acknowledged += 1
             else:
                 history.refused.add(call.topic)
@@ -854,6 +859,8 @@ class PlaneSimulation(Simulation):
         super()._heal_all()
         self._heal_brokers()
         self.heal_at = self.now
+        # Answered at the moment of the heal, perhaps: acknowledged is in answer order.
+        self.heal_probe = next((t for t, at in self.history.acknowledged.items() if at >= self.heal_at), None)
 
     def _heal_brokers(self) -> None:
         for broker in self.brokers:
@@ -866,13 +873,12 @@ class PlaneSimulation(Simulation):
         """A create acknowledged after the heal is on every running voter, every call made before
         the heal is answered, every broker is registered and unfenced on the leader, every
         partition's ISR is its full replica set and its leader the preferred replica (L2)."""
-        history = self.history
-        probes = [t for t, at in history.acknowledged.items() if at >= self.heal_at >= 0]
-        if not probes:
+        probe = self.heal_probe
+        if probe is None:
             return False
         current = self.current_voters()
         voters = [self.qcs[n.node_id] for n in self.nodes.values() if n.core is not None and n.node_id in current]
-        if not all(probes[0] in qc.controller.committed_image.topic_ids for qc in voters):
+        if not all(probe in qc.controller.committed_image.topic_ids for qc in voters):
             return False
         if any(call.invoked_ms < self.heal_at for call in self.calls.values()):
             return False
