@@ -32,6 +32,8 @@ CORE_BUGS = (
     "vote_without_fence",
     # Behind the vote fence, acknowledge the leader's batches (caught through the figure8 fault).
     "ack_behind_fence",
+    # A flush report covering writes a later truncation removed (caught through the flush_race fault).
+    "flush_covers_later_truncation",
 )
 # Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes
 # it; partition leaders never ask for a caught-up follower back (the ISR never regrows); the

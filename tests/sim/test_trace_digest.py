@@ -15,12 +15,12 @@ from raftmeta.sim.runner import trace_digest
 
 STEPS = 3000
 # Seeds of the plane's soak (every fault kind allowed, the seed picks the cluster and the mix):
-# 3 voters with storage faults and voter changes; 5 voters snapshotting every 20 batches under
-# clock skew and epoch delays; 2 voters with Figure 8 and leadership transfers.
+# 3 voters with storage faults, voter changes and flush races; 5 voters snapshotting every 20
+# batches under clock skew and epoch delays; 2 voters with Figure 8 and leadership transfers.
 PINNED = {
-    100000: "70cf75609ed995e08f356d6c653d5446d37b134766aff6a500d48b81ed811ad5",
-    100007: "6a815b2762deff980f206cf63979646098826bce0e7e29aff224debc8fb94575",
-    100012: "9ef18d5ef4a621d6320517d161d50080fe73dd635d1795e2b4ad624a0272aa52",
+    100000: "8756cd33a270143c35ffae7f8d9f43f7a0cf2d9b22c855fb437f0423262eb07d",
+    100007: "aeb5d00de8eae16b077a0e79f4efe0c08d943ee3a555f2d3a8ded6bd812134c7",
+    100012: "38dbdf35fb1632cfcba5cb1187ad12e04893ae521787b53b5a7e2d32d584bf23",
 }
 
 
