@@ -44,6 +44,8 @@ def test_ci_seed_budget_finds_no_violation(voters: int) -> None:
         "storage_repaired",
         "figure8",
         "figure8_overwrite",
+        "flush_race",
+        "flush_race_in_flight",
     ):
         assert summary.faults.get(kind, 0) > 0, kind
     shapes = {k for k in summary.faults if k.startswith("partition_")}
