@@ -324,7 +324,7 @@ class Simulation:
             # and the (lagging) high-watermark checkpoint.
             high_watermark=disk.hw_checkpoint,
             first_correlation_id=node.incarnation << 32,
-            # What recovery finds damaged (only storage faults damage a disk: skip the scan without).
+            # What recovery finds damaged (only the DAMAGING kinds damage a disk: skip the scan without).
             damaged=disk_faults.damaged_slots(disk.entries) if self.params.faults & DAMAGING else (),
             election_state_lost=disk.quorum_state_lost,
         )
