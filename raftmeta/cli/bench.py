@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "placement": "raftmeta.bench.placement:command",
     "replay": "raftmeta.bench.replay:command",
     "scale": "raftmeta.bench.scale:command",
+    "sim-plane": "raftmeta.bench.sim_plane:command",
     "storage": "raftmeta.bench.storage:command",
 }
 

@@ -61,6 +61,10 @@ class Faults:
     # Count a damaged batch toward the high watermark: the leader counts its own log past its first
     # damaged batch, and a follower fetches from its log end instead of its first damaged batch.
     count_damaged_toward_hw: bool = False
+    # Take a flush report at its word: the log is durable up to the offset the fsync reports even
+    # when a truncation after the fsync started removed part of what it covered and later appends,
+    # not yet flushed, filled those offsets again (on_log_flushed's cap).
+    flush_covers_later_truncation: bool = False
 
     @property
     def any(self) -> bool:

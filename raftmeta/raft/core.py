@@ -475,10 +475,14 @@ class RaftCore:
             if self.electable:
                 self._become_prospective(now_ms)
                 return self.poll(now_ms)
+            state.deadline_ms = now_ms + self.config.request_timeout_ms
+            if self.durable_end_offset < self.log.end_offset and not self._faults.ack_unpersisted:
+                # Its fetch offset claims durability, as a follower's does: a leader whose latest
+                # voter set has this node (an addition not in our log yet) counts it. Ask after the fsync.
+                return state.deadline_ms
             # An observer asks a random voter who leads (the answer carries the leader).
             voter = self.voters[self._random.next_int(len(self.voters))]
             self._send(voter, self._fetch_request(0))
-            state.deadline_ms = now_ms + self.config.request_timeout_ms
         return state.deadline_ms
 
     def on_log_flushed(self, now_ms: int, offset: int, ready_seq: int) -> None:
@@ -488,7 +492,8 @@ class RaftCore:
         kept: list[tuple[int, int]] = []
         for seq, truncated in self._unflushed_truncations:
             if seq > ready_seq:
-                cap = min(cap, truncated)  # a later truncation: the flush did not cover its successors
+                if not self._faults.flush_covers_later_truncation:
+                    cap = min(cap, truncated)  # a later truncation: the flush did not cover its successors
                 kept.append((seq, truncated))
         self._unflushed_truncations = kept
         cap = min(cap, self.log.end_offset)

@@ -36,7 +36,7 @@ from raftmeta.raft import (
 from raftmeta.raft.core import VoterChangeError
 from raftmeta.raft.perform import Step, plan
 from raftmeta.raft.voters import VoterNode, voters_in_batch
-from raftmeta.sim import disk_faults, figure8
+from raftmeta.sim import disk_faults, figure8, flush_race
 from raftmeta.sim.checker import Checker, InvariantViolation
 from raftmeta.sim.client_history import HistoryFailure
 from raftmeta.sim.disk import SimDisk
@@ -44,11 +44,13 @@ from raftmeta.sim.params import PARTITION_KINDS, SimParams
 from raftmeta.sim.rng import SeededRandom
 from raftmeta.v1 import raft_pb2
 
+# The fault kinds that damage a disk (only then does a start scan its log for damage).
+DAMAGING = frozenset({"storage", "flush_race"})
 # Event kinds (small ints: compared often).
-DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH, CUSTOM, CLOCK, FIGURE8 = range(12)
+DELIVER, TIMER, FLUSH, PROPOSE, FAULT, HEAL, RESTART, PERSISTED, CRASH, CUSTOM, CLOCK, FIGURE8, FLUSH_RACE = range(13)
 KIND_NAMES = (
     "deliver", "timer", "flush", "propose", "fault", "heal", "restart", "persisted", "crash", "custom", "clock",
-    "figure8",
+    "figure8", "flush_race",
 )  # fmt: skip
 # clock_skew: the slowest a skewed clock runs, in thousandths of the simulation's rate. Only slow:
 # a fast clock would fence brokers early by the simulation's measure, which the broker-sessions
@@ -215,6 +217,7 @@ class Simulation:
             "storage",
             "clock_skew",
             "figure8",
+            "flush_race",
         }
     )
 
@@ -275,6 +278,9 @@ class Simulation:
         # The Figure 8 under way (raftmeta.sim.figure8), if any, and the number of the last one.
         self.figure8: figure8.Figure8 | None = None
         self._figure8_count = 0
+        # The truncation-racing-a-flush scenario under way (raftmeta.sim.flush_race), if any.
+        self.flush_race: flush_race.FlushRace | None = None
+        self._flush_race_count = 0
 
     # -- event queue -------------------------------------------------------------------------------
     def _push(self, at: int, kind: int, payload: Any) -> None:
@@ -318,8 +324,8 @@ class Simulation:
             # and the (lagging) high-watermark checkpoint.
             high_watermark=disk.hw_checkpoint,
             first_correlation_id=node.incarnation << 32,
-            # What recovery finds damaged (only storage faults damage a disk: skip the scan without).
-            damaged=disk_faults.damaged_slots(disk.entries) if "storage" in self.params.faults else (),
+            # What recovery finds damaged (only the DAMAGING kinds damage a disk: skip the scan without).
+            damaged=disk_faults.damaged_slots(disk.entries) if self.params.faults & DAMAGING else (),
             election_state_lost=disk.quorum_state_lost,
         )
         if node.core.start_note is not None:
@@ -561,6 +567,8 @@ class Simulation:
             self._release_delayed(node_id, soft.epoch)
             if self.figure8 is not None:
                 self._figure8_step(figure8.on_leader(self, self.figure8, node_id, soft.epoch))
+            if self.flush_race is not None:
+                self._flush_race_step(flush_race.on_leader(self, self.flush_race, node_id, soft.epoch))
         if node.pending and soft.role is not Role.LEADER:
             node.pending.clear()  # indeterminate: neither acknowledged nor rejected
 
@@ -580,8 +588,11 @@ class Simulation:
     def _truncate(self, node: SimNode, ready: Ready) -> None:
         if ready.truncate_to is not None:
             self.checker.on_truncate(node.node_id, ready.truncate_to, node.last_hw)
+            raced = None if self.flush_race is None else flush_race.on_truncate(self.flush_race, node)
             node.disk.truncate_to(ready.truncate_to)
             self._trace(f"n{node.node_id} truncate to {ready.truncate_to}")
+            if raced is not None:
+                self._end_flush_race(raced)
 
     def _repair_log(self, node: SimNode, ready: Ready) -> None:
         """Each damaged batch overwritten with a peer's intact copy, then the Ready's truncation
@@ -681,6 +692,8 @@ class Simulation:
         if node.flush_again:
             self._start_flush(node)
         self._drive(node)
+        if self.flush_race is not None:
+            self._flush_race_step(flush_race.on_flushed(self, self.flush_race, node))
 
     def _apply(self, node: SimNode, core: RaftCore, entries: list[Entry]) -> None:
         checker = self.checker
@@ -741,8 +754,10 @@ class Simulation:
             # it voted in may still be running: a forgotten vote is then granted again.
             voter = self.nodes[envelope.source]
             self._push(self.now + rng.next_int(3), CRASH, (voter.node_id, voter.incarnation, "crash_after_vote"))
-        if type(message) is raft_pb2.FetchRequest and self._damage:
-            self._check_vouched(envelope.source, message)
+        if type(message) is raft_pb2.FetchRequest:
+            self._check_fetch_offset_durable(envelope.source, message)
+            if self._damage:
+                self._check_vouched(envelope.source, message)
         if self._blocked_link(envelope) or (params.drop_rate and rng.random() < params.drop_rate):
             return
         if "epoch_delay" in params.faults and not self.healed and isinstance(message, FETCH_MESSAGES):
@@ -777,6 +792,22 @@ class Simulation:
             scenario = self.figure8
             figure8.on_fetch(self, scenario, node.node_id, envelope.source, message.replica_epoch, message.fetch_offset)
             self._figure8_step(False)
+
+    def _check_fetch_offset_durable(self, node_id: int, request: raft_pb2.FetchRequest) -> None:
+        """A follower's fetch offset acknowledges every batch below it as on its disk: it never
+        reaches past what a crash would keep (the flush reports it took said so; one that
+        completes after a truncation covers nothing past the truncation point, RaftCore.on_log_flushed)."""
+        node = self.nodes[node_id]
+        if node.core is None or node.core.role is Role.LEADER:
+            return
+        self.checker.checks["3-majority-persisted"] += 1
+        durable = node.disk.durable_end_offset
+        if request.fetch_offset > durable:
+            raise InvariantViolation(
+                "3-majority-persisted",
+                f"node {node_id} acknowledges offset {request.fetch_offset}; its disk keeps the log up to {durable} "
+                "across a crash",
+            )
 
     def _check_vouched(self, node_id: int, request: raft_pb2.FetchRequest) -> None:
         """A follower's fetch offset is what the leader counts toward the high watermark for it: it
@@ -828,8 +859,8 @@ class Simulation:
         params = self.params
         rng = self.rng
         kinds = sorted(params.faults & self.INJECTED - {"figure8"})
-        # While a Figure 8 is under way the other faults wait: they would spoil it.
-        if self.figure8 is None:
+        # While a Figure 8 or a flush race is under way the other faults wait: they would spoil it.
+        if self.figure8 is None and self.flush_race is None:
             if "figure8" in params.faults and (not kinds or rng.random() < figure8.FIGURE8_WEIGHT):
                 self._inject("figure8")
             elif kinds:
@@ -910,6 +941,13 @@ class Simulation:
                 kind = "figure8_no_leader"
             else:
                 self._figure8_step(False)
+        elif kind == "flush_race":
+            self._flush_race_count += 1
+            self.flush_race = flush_race.start(self, self._flush_race_count)
+            if self.flush_race is None:
+                kind = "flush_race_no_leader"
+            else:
+                self._flush_race_step(False)
         self._count(kind)
 
     # -- figure8 (raftmeta.sim.figure8 directs; these are its hands) -----------------------------------
@@ -941,6 +979,51 @@ class Simulation:
         if scenario.phase != scenario.timed_phase:
             scenario.timed_phase = scenario.phase
             self._push(self.now + figure8.phase_budget_ms(self), FIGURE8, (scenario.generation, scenario.phase))
+
+    def separate(self, group: set[int]) -> int:
+        """A dropping partition between every two nodes of ``group``; returns its id."""
+        self._next_partition += 1
+        self.partitions[self._next_partition] = {(a, b) for a in group for b in group if a != b}
+        self._recompute_blocked()
+        return self._next_partition
+
+    def crash_with_lost_write(self, node: SimNode, base_offset: int) -> None:
+        """Crash ``node``, lose the write of its durable batch at ``base_offset`` and restart it
+        at once with a slow disk (raftmeta.sim.flush_race's step 2)."""
+        self._crash(node)
+        done = disk_faults.lose_write(node.disk, base_offset)
+        assert done, f"n{node.node_id} holds a durable batch at {base_offset} before its last"
+        self._storage_faulted = True
+        self._damage = True
+        node.slow_until = self.now + 2 * flush_race.phase_budget_ms(self)
+        self._push(self.now + 1, RESTART, node.node_id)
+
+    def _flush_race_step(self, over: bool) -> None:
+        """After the director acted: end the scenario, or give its (maybe new) phase its budget."""
+        scenario = self.flush_race
+        assert scenario is not None
+        if over:
+            self._end_flush_race(f"flush_race_stopped_{scenario.phase}")
+        elif scenario.phase != scenario.timed_phase:
+            scenario.timed_phase = scenario.phase
+            budget = flush_race.phase_budget_ms(self)
+            self._push(self.now + budget, FLUSH_RACE, (scenario.generation, scenario.phase))
+
+    def _end_flush_race(self, outcome: str) -> None:
+        scenario = self.flush_race
+        assert scenario is not None
+        flush_race.finish(self, scenario)
+        self.flush_race = None
+        self._count(outcome)
+
+    def _flush_race_timeout(self, payload: tuple[int, str]) -> bool:
+        """A phase's budget ran out: the scenario ends, if it is still in that phase."""
+        scenario = self.flush_race
+        if scenario is None or (scenario.generation, scenario.phase) != payload:
+            return False
+        self._trace(f"flush_race: {scenario.phase} waited past its budget")
+        self._flush_race_step(True)
+        return True
 
     def _figure8_timeout(self, payload: tuple[int, str]) -> bool:
         """A phase's budget ran out: the scenario ends, if it is still in that phase."""
@@ -1160,6 +1243,8 @@ class Simulation:
         self.healed = True
         if self.figure8 is not None:
             self._figure8_step(True)
+        if self.flush_race is not None:
+            self._flush_race_step(True)
         self.partitions.clear()
         self._recompute_blocked()
         self.params = _healed(self.params)
@@ -1330,6 +1415,9 @@ class Simulation:
             elif kind == FIGURE8:
                 if not self._figure8_timeout(payload):
                     continue  # the scenario moved on, or ended
+            elif kind == FLUSH_RACE:
+                if not self._flush_race_timeout(payload):
+                    continue
             elif kind == CRASH:
                 node = nodes[payload[0]]
                 if node.core is None or node.incarnation != payload[1] or self.healed:

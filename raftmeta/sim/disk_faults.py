@@ -119,6 +119,16 @@ def inject(disk: SimDisk, rng: SeededRandom, kind: str, others: Iterable[SimDisk
     return True
 
 
+def lose_write(disk: SimDisk, base_offset: int) -> bool:
+    """A ``lost_write`` of the durable batch at ``base_offset`` (raftmeta.sim.flush_race picks
+    it); False if there is none there, or it is the last durable batch."""
+    i = bisect.bisect_left(disk.durable, base_offset, key=lambda e: e.base_offset)
+    if i >= len(disk.durable) - 1 or disk.durable[i].base_offset != base_offset:
+        return False
+    _put(disk, i, bytes(len(disk.durable[i].data)))
+    return True
+
+
 def _at(entries: list[Entry], base_offset: int) -> list[Entry]:
     """The batch holding ``base_offset`` (starting there, or a damaged range around it)."""
     i = bisect.bisect_right(entries, base_offset, key=lambda e: e.base_offset) - 1

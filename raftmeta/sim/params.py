@@ -17,7 +17,8 @@ from raftmeta.sim.rng import SeededRandom
 # clock_skew: a node's clock runs slow for a while (the leader's, often, sometimes cut off from
 # its peers meanwhile while clients still reach it);
 # epoch_delay: a Fetch or its answer is held until the node it is for leads a later epoch;
-# figure8: Raft's Figure 8 built step by step from the run's elections (raftmeta/sim/figure8.py).
+# figure8: Raft's Figure 8 built step by step from the run's elections (raftmeta/sim/figure8.py);
+# flush_race: a leader's truncation racing the fsync of its own batch (raftmeta/sim/flush_race.py).
 FAULT_KINDS = (
     "kill",
     "crash_after_vote",
@@ -35,9 +36,10 @@ FAULT_KINDS = (
     "clock_skew",
     "epoch_delay",
     "figure8",
+    "flush_race",
 )
 # Drawn after every other parameter, so that adding them left every earlier draw of a seed as it was.
-LATE_KINDS = ("membership", "suspend", "storage", "clock_skew", "epoch_delay", "figure8")
+LATE_KINDS = ("membership", "suspend", "storage", "clock_skew", "epoch_delay", "figure8", "flush_race")
 PARTITION_KINDS = ("symmetric", "one_way", "isolate_leader", "minority", "bridge")
 
 
@@ -131,4 +133,6 @@ def draw_params(seed: int, *, voters: int | None, allowed_faults: frozenset[str]
         params = replace(params, faults=params.faults | {"epoch_delay"})
     if "figure8" in allowed_faults and (not classic or rng.random() < 0.5):
         params = replace(params, faults=params.faults | {"figure8"})
+    if "flush_race" in allowed_faults and (not classic or rng.random() < 0.5):
+        params = replace(params, faults=params.faults | {"flush_race"})
     return params

@@ -46,7 +46,6 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 
 from placement import JavaRandom
-from raftmeta.api.health import classify
 from raftmeta.controller import Controller, ControllerConfig
 from raftmeta.controller.errors import ControllerFailedError, NotControllerError, ReplayError, RequestError
 from raftmeta.controller.image import MetadataImage
@@ -62,6 +61,7 @@ from raftmeta.sim.client_history import ClientHistory, HistoryFailure
 from raftmeta.sim.cluster import CUSTOM, PROPOSE, REQUEST_TYPES, RunResult, SimNode, Simulation
 from raftmeta.sim.oracle import RuleOracle
 from raftmeta.sim.params import SimParams
+from raftmeta.sim.plane_health import HealthWatch, unhealthy_partitions
 from raftmeta.sim.rng import SeededRandom
 from raftmeta.sim.rule_bugs import RULE_BUGS, planted
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
@@ -218,6 +218,9 @@ class PlaneSimulation(Simulation):
         self.workload = SeededRandom(f"{params.seed}-workload")
         self.recorded_ids: dict[str, tuple[str, str]] = {}  # client -> (method, id) of its last answered write
         self.heal_at = -1
+        # The first fresh create acknowledged at or after the heal: L1 waits for it on every voter.
+        self.heal_probe: str | None = None
+        self.health = HealthWatch()  # the partitions' health, judged again only where a commit changed it
         # owner -> the node that answered it last: clients keep talking to the controller they
         # know (as a real client caches it) until it says NOT_CONTROLLER or stops answering.
         self.known_controller: dict[str, int] = {}
@@ -538,7 +541,10 @@ class PlaneSimulation(Simulation):
             if call.topic in CONTENDED:
                 self._trace(f"{call.owner} create {call.topic}: {errors_pb2.ErrorCode.Name(result.error_code)}")
             elif result.error_code == errors_pb2.NONE:
-                history.acknowledged.setdefault(call.topic, self.now)
+                if call.topic not in history.acknowledged:
+                    history.acknowledged[call.topic] = self.now
+                    if self.heal_probe is None and self.heal_at >= 0:
+                        self.heal_probe = call.topic
                 self.result.acknowledged += 1
             else:
                 history.refused.add(call.topic)
@@ -932,6 +938,8 @@ class PlaneSimulation(Simulation):
         super()._heal_all()
         self._heal_brokers()
         self.heal_at = self.now
+        # Answered at the moment of the heal, perhaps: acknowledged is in answer order.
+        self.heal_probe = next((t for t, at in self.history.acknowledged.items() if at >= self.heal_at), None)
 
     def _heal_brokers(self) -> None:
         for broker in self.brokers:
@@ -944,13 +952,12 @@ class PlaneSimulation(Simulation):
         """A create acknowledged after the heal is on every running voter, every call made before
         the heal is answered, every broker is registered and unfenced on the leader, every
         partition's ISR is its full replica set and its leader the preferred replica (L2)."""
-        history = self.history
-        probes = [t for t, at in history.acknowledged.items() if at >= self.heal_at >= 0]
-        if not probes:
+        probe = self.heal_probe
+        if probe is None:
             return False
         current = self.current_voters()
         voters = [self.qcs[n.node_id] for n in self.nodes.values() if n.core is not None and n.node_id in current]
-        if not all(probes[0] in qc.controller.committed_image.topic_ids for qc in voters):
+        if not all(probe in qc.controller.committed_image.topic_ids for qc in voters):
             return False
         if any(call.invoked_ms < self.heal_at for call in self.calls.values()):
             return False
@@ -960,7 +967,7 @@ class PlaneSimulation(Simulation):
         image = leaders[0].controller.committed_image
         if not all(b.broker_id in image.brokers and not image.brokers[b.broker_id].fenced for b in self.brokers):
             return False
-        return not _unhealthy(image)
+        return self.health.healthy(image)
 
     def _check_plane(self) -> None:
         history = self.history
@@ -1010,7 +1017,7 @@ class PlaneSimulation(Simulation):
                 for b in self.brokers
                 if b.broker_id not in image.brokers or image.brokers[b.broker_id].fenced
             )
-            unhealthy = _unhealthy(image)
+            unhealthy = unhealthy_partitions(image)
             summary += (
                 f"; fenced or unregistered brokers {fenced}; unhealthy partitions {unhealthy[:5]} ({len(unhealthy)})"
             )
@@ -1081,19 +1088,6 @@ def _partition_states(image: MetadataImage) -> list[PartitionState]:
         for _, topic in image.topics.iter_items()
         for pid, p in enumerate(topic.partitions)
     ]
-
-
-def _unhealthy(image: MetadataImage) -> list[str]:
-    """Partitions not yet back to health (raftmeta.api.health's rules, every registered broker live):
-    under-replicated, or led by another replica than the preferred one."""
-    live = set(image.brokers)
-    unhealthy = []
-    for _, topic in image.topics.iter_items():
-        for pid, p in enumerate(topic.partitions):
-            health = classify(p.replicas, p.isr, p.leader, live, adding_replicas=p.adding_replicas)
-            if health.under_replicated or health.preferred_leader_away:
-                unhealthy.append(f"{topic.name}-{pid}")
-    return unhealthy
 
 
 def _snapshot_interval_records(params: SimParams) -> int:

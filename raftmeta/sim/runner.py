@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,6 +32,8 @@ CORE_BUGS = (
     "vote_without_fence",
     # Behind the vote fence, acknowledge the leader's batches (caught through the figure8 fault).
     "ack_behind_fence",
+    # A flush report covering writes a later truncation removed (caught through the flush_race fault).
+    "flush_covers_later_truncation",
 )
 # Bugs of the whole plane (raftmeta.sim.plane): the controller answers a write when it proposes
 # it; partition leaders never ask for a caught-up follower back (the ISR never regrows); the
@@ -185,6 +189,36 @@ def run_one(
     else:
         simulation = Simulation(params, core_faults=core_faults, driver_bugs=driver_bugs, trace=trace)
     return simulation.run(steps)
+
+
+def trace_digest(
+    seed: int, *, steps: int, voters: int | None, kinds: frozenset[str], bug: str | None = None, plane: bool = False
+) -> str:
+    """SHA-256 of everything a seed does: its trace (every event, as ``--trace`` prints it) and its
+    figures (events, commits, faults by kind, checks by invariant, the violation). A change meant
+    to make the simulator faster leaves every seed's digest as it was."""
+    digest = hashlib.sha256()
+
+    def take(line: str) -> None:
+        digest.update(line.encode())
+        digest.update(b"\n")
+
+    result = run_one(seed, steps=steps, voters=voters, kinds=kinds, bug=bug, trace=take, plane=plane)
+    violation = None if result.violation is None else [result.violation.invariant, result.violation.detail]
+    figures = {
+        "events": result.events,
+        "elections": result.elections,
+        "commits": result.commits,
+        "acknowledged": result.acknowledged,
+        "snapshots_installed": result.snapshots_installed,
+        "liveness_ms": result.liveness_ms,
+        "virtual_ms": result.virtual_ms,
+        "faults": result.faults,
+        "checks": result.checks,
+        "violation": violation,
+    }
+    digest.update(json.dumps(figures, sort_keys=True).encode())
+    return digest.hexdigest()
 
 
 def run_seeds(

@@ -5,7 +5,9 @@ workers finish in changes nothing but the order of the lines). The parent sums t
 prints progress on stderr, writes one file per failing seed (what failed, and the command that
 replays it; with the plane, the timeline of a client history the checker refused) and keeps a
 JSON summary up to date in the report directory -- also when the soak is interrupted, marked
-``complete: false``.
+``complete: false``. An exception the simulator raises (a bug of the simulator or of the code it
+drives, not a broken invariant) fails its seed as ``simulator-error``, its traceback in the seed's
+file; the soak goes on with the next seed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import multiprocessing
 import os
 import signal
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -27,6 +30,8 @@ from raftmeta.sim.params import draw_params
 from raftmeta.sim.runner import Summary, repro_command, run_one, timeline_name, timeline_page
 
 SUMMARY_NAME = "soak-summary.json"
+# The invariant a seed fails when the simulator raised instead of finishing its run.
+SIMULATOR_ERROR = "simulator-error"
 # How often the progress line and the summary file are refreshed.
 PROGRESS_INTERVAL_S = 30.0
 
@@ -46,8 +51,12 @@ def failure_name(seed: int) -> str:
 
 def _run_seed(spec: SoakSpec, seed: int) -> dict[str, Any]:
     """One seed in a worker: what the parent needs of it, as plain data (pickled back)."""
-    result = run_one(seed, steps=spec.steps, voters=spec.voters, kinds=spec.kinds, bug=spec.bug, plane=spec.plane)
     command = repro_command(seed, spec.steps, spec.voters, spec.kinds, spec.bug, spec.plane)
+    try:
+        result = run_one(seed, steps=spec.steps, voters=spec.voters, kinds=spec.kinds, bug=spec.bug, plane=spec.plane)
+        page = timeline_page(result, command)
+    except Exception as error:  # any exception fails this seed, never the soak
+        return _simulator_error(seed, command, error)
     violation = result.violation
     return {
         "seed": seed,
@@ -60,7 +69,27 @@ def _run_seed(spec: SoakSpec, seed: int) -> dict[str, Any]:
         "checks": result.checks,
         "violation": None if violation is None else (violation.invariant, violation.detail),
         "command": command,
-        "timeline": timeline_page(result, command),
+        "timeline": page,
+        "traceback": None,
+    }
+
+
+def _simulator_error(seed: int, command: str, error: Exception) -> dict[str, Any]:
+    """The record of a seed whose run raised: no figures (the run did not finish), the exception
+    as its violation and the traceback for its file."""
+    return {
+        "seed": seed,
+        "events": 0,
+        "elections": 0,
+        "commits": 0,
+        "acknowledged": 0,
+        "snapshots_installed": 0,
+        "faults": {},
+        "checks": {},
+        "violation": (SIMULATOR_ERROR, f"{type(error).__name__}: {error}"),
+        "command": command,
+        "timeline": None,
+        "traceback": "".join(traceback.format_exception(error)),
     }
 
 
@@ -75,7 +104,8 @@ def _as_result(spec: SoakSpec, record: dict[str, Any]) -> RunResult:
 
 
 def write_failure(report_dir: Path, record: dict[str, Any]) -> list[Path]:
-    """The failing seed's file (and its timeline, if its client history was refused)."""
+    """The failing seed's file (and its timeline, if its client history was refused; the
+    traceback, if the simulator raised)."""
     report_dir.mkdir(parents=True, exist_ok=True)
     invariant, detail = record["violation"]
     path = report_dir / failure_name(record["seed"])
@@ -86,6 +116,8 @@ def write_failure(report_dir: Path, record: dict[str, Any]) -> list[Path]:
         page.write_text(record["timeline"], encoding="utf-8")
         lines.append(f"timeline of the failing window: {page.name}")
         written.append(page)
+    if record["traceback"] is not None:
+        lines.append(record["traceback"].rstrip("\n"))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return written
 

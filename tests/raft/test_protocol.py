@@ -632,3 +632,39 @@ def test_a_download_survives_a_newer_snapshot_on_the_leader() -> None:
     assert installs == [first]
     assert follower.log.entries() == core.log.entries()
     assert follower.high_watermark == core.high_watermark
+
+
+def test_an_observer_asking_who_leads_claims_only_what_it_flushed() -> None:
+    # Its Fetch offset is an acknowledgement: a leader whose latest voter set has the observer (an
+    # addition not in the observer's log yet) counts it. Asking who leads waits for the fsync.
+    net = Net([1, 2, 3], observers=[4])
+    leader = net.elect()
+    net.advance(3_000)
+    observer = net.cores[4]
+    assert observer.role is Role.OBSERVER
+    net.stalled_disks.add(4)
+    net.cores[leader].propose(net.now, [b"appended, not flushed"])
+    net.advance(200)
+    durable = observer.durable_end_offset
+    assert observer.log_end_offset > durable
+    net.isolate(4)
+    seen = len(net.readies[4])
+    net.advance(20_000)
+    role: Role = observer.role  # its leader went quiet: it asks voters who leads
+    assert role is Role.UNATTACHED
+    offsets = [
+        e.message.fetch_offset
+        for ready in net.readies[4][seen:]
+        for e in ready.messages
+        if isinstance(e.message, raft_pb2.FetchRequest)
+    ]
+    assert all(offset <= durable for offset in offsets), offsets
+    net.flush(4)
+    net.advance(5_000)
+    asked = [
+        e.message.fetch_offset
+        for ready in net.readies[4][seen:]
+        for e in ready.messages
+        if isinstance(e.message, raft_pb2.FetchRequest)
+    ]
+    assert observer.log_end_offset in asked, "once flushed it asks again, from its log end"
