@@ -987,16 +987,17 @@ class Simulation:
         self._recompute_blocked()
         return self._next_partition
 
-    def crash_with_lost_write(self, node: SimNode, base_offset: int) -> None:
+    def crash_with_lost_write(self, node: SimNode, base_offset: int) -> bool:
         """Crash ``node``, lose the write of its durable batch at ``base_offset`` and restart it
-        at once with a slow disk (raftmeta.sim.flush_race's step 2)."""
+        at once with a slow disk (raftmeta.sim.flush_race's step 2). False if the crash left no
+        such batch to lose (another storage fault had made it part of a damaged range)."""
         self._crash(node)
-        done = disk_faults.lose_write(node.disk, base_offset)
-        assert done, f"n{node.node_id} holds a durable batch at {base_offset} before its last"
+        lost = disk_faults.lose_write(node.disk, base_offset)
         self._storage_faulted = True
         self._damage = True
         node.slow_until = self.now + 2 * flush_race.phase_budget_ms(self)
         self._push(self.now + 1, RESTART, node.node_id)
+        return lost
 
     def _flush_race_step(self, over: bool) -> None:
         """After the director acted: end the scenario, or give its (maybe new) phase its budget."""

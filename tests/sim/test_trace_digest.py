@@ -18,9 +18,9 @@ STEPS = 3000
 # 3 voters with storage faults, voter changes and flush races; 5 voters snapshotting every 20
 # batches under clock skew and epoch delays; 2 voters with Figure 8 and leadership transfers.
 PINNED = {
-    100000: "8756cd33a270143c35ffae7f8d9f43f7a0cf2d9b22c855fb437f0423262eb07d",
-    100007: "aeb5d00de8eae16b077a0e79f4efe0c08d943ee3a555f2d3a8ded6bd812134c7",
-    100012: "38dbdf35fb1632cfcba5cb1187ad12e04893ae521787b53b5a7e2d32d584bf23",
+    100000: "b51e8ab82c5a34e4ac82c447cb7bdc4ba4c2e7addb8a48580868ff3c9eb6c019",
+    100007: "87f0269431ba75f16c08368703ba251e909e5990a155cb61e0b0824f3900a8be",
+    100012: "aaaaac1fdded212e4e901c45c63692267c3b5514621b558b7dac4362b771a0ab",
 }
 
 
