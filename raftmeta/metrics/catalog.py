@@ -194,7 +194,8 @@ RAFT: tuple[MetricSpec, ...] = (
         "raftmeta_raft_damaged_batches",
         "gauge",
         "batches",
-        "Batches of this node's log found damaged and not repaired yet; it vouches for nothing from the first on.",
+        "Batches of this node's log found damaged and not repaired yet (a damaged range of several batches"
+        " counts once); it vouches for nothing from the first on.",
         (),
         "",
     ),
@@ -202,7 +203,8 @@ RAFT: tuple[MetricSpec, ...] = (
         "raftmeta_raft_repairs_total",
         "counter",
         "batches",
-        "Damaged batches this node repaired in place from a peer's intact copy since it started.",
+        "Damaged batches this node repaired in place from a peer's intact copy since it started"
+        " (each batch of a damaged range once).",
         (),
         "",
     ),

@@ -54,6 +54,7 @@ from raftmeta.raft.types import (
     UnrepairableEntryError,
 )
 from raftmeta.raft.voters import (
+    DIRECTORY_ID_BYTES,
     VoterHistory,
     VoterNode,
     VoterSet,
@@ -544,10 +545,22 @@ class RaftCore:
             state.fetch_deadline_ms = max(state.fetch_deadline_ms, restarted)
 
     # -- voter changes (KIP-853) -------------------------------------------------------------------
+    @staticmethod
+    def _check_directory_id(directory_id: bytes) -> None:
+        """A directory id is a Kafka Uuid (16 bytes) or absent; gRPC's bytes field can carry any
+        length, which Kafka's wire format cannot: refuse it by name before anything is appended."""
+        if directory_id and len(directory_id) != DIRECTORY_ID_BYTES:
+            raise VoterChangeError(
+                INVALID_REQUEST,
+                f"voter_directory_id must be empty or {DIRECTORY_ID_BYTES} bytes (a Kafka Uuid), "
+                f"got {len(directory_id)} bytes",
+            )
+
     def add_voter(self, now_ms: int, voter: VoterNode) -> Entry:
         """AddRaftVoter on the leader: append a VotersRecord with ``voter`` added, in force at
         once; the change is done when that batch commits (on a majority of the new set). Raises
         NotLeaderError, or VoterChangeError with Kafka's AddVoterHandler checks in its order."""
+        self._check_directory_id(voter.directory_id)
         state = self._change_allowed()
         voters = self.voter_set
         if voters.node(voter.voter_id) is not None:
@@ -581,6 +594,7 @@ class RaftCore:
     def remove_voter(self, now_ms: int, voter_id: int, directory_id: bytes = b"") -> Entry:
         """RemoveRaftVoter on the leader: append a VotersRecord without that voter. A leader that
         removes itself leads until the change commits, counting only the new set, then resigns."""
+        self._check_directory_id(directory_id)
         state = self._change_allowed()
         voters = self.voter_set
         smaller = voters.without_voter(voter_id, directory_id)
@@ -598,6 +612,7 @@ class RaftCore:
     def update_voter(self, now_ms: int, voter: VoterNode) -> Entry:
         """UpdateRaftVoter on the leader: a voter's new listeners (it moved to another address),
         as a VotersRecord with the same voters. The same one-change-at-a-time checks apply."""
+        self._check_directory_id(voter.directory_id)
         state = self._change_allowed()
         voters = self.voter_set
         current = voters.node(voter.voter_id)

@@ -32,7 +32,12 @@ DIRECTORY_ID_BYTES = 16
 
 
 def format_directory_id(raw: bytes) -> str:
-    """Kafka's Uuid.toString (raftmeta.api.ids, the one form of a uuid's text)."""
+    """Kafka's Uuid.toString (raftmeta.api.ids, the one form of a uuid's text); "" for no
+    directory id, and a named length for bytes that are no uuid (error messages quote requests)."""
+    if not raw:
+        return ""
+    if len(raw) != DIRECTORY_ID_BYTES:
+        return f"<{len(raw)} bytes, not a uuid>"
     return uuid_to_str(raw)
 
 

@@ -122,6 +122,25 @@ def test_remove_refuses_an_unknown_voter() -> None:
     assert missing.value.code == errors_pb2.VOTER_NOT_FOUND
 
 
+@pytest.mark.parametrize("change", ["add", "update", "remove"])
+def test_a_directory_id_that_is_no_uuid_is_refused_by_name(change: str) -> None:
+    """gRPC's bytes field can carry any length; a Kafka Uuid is 16 bytes. The controller fuzz
+    found the node dying on a one-byte id while it named it in VOTER_NOT_FOUND's message."""
+    net, leader = caught_up_net()
+    core = net.cores[leader]
+    end = core.log_end_offset
+    changes = {
+        "add": lambda: core.add_voter(net.now, VoterNode(4, b"\x01")),
+        "update": lambda: core.update_voter(net.now, VoterNode(2, b"\x01" * 17)),
+        "remove": lambda: core.remove_voter(net.now, 9, b"\x01"),
+    }
+    with pytest.raises(VoterChangeError) as refused:
+        changes[change]()
+    assert refused.value.code == errors_pb2.INVALID_REQUEST
+    assert "voter_directory_id must be empty or 16 bytes" in refused.value.message
+    assert core.log_end_offset == end, "nothing appended"
+
+
 def test_a_removed_follower_becomes_an_observer_and_stops_counting() -> None:
     net, leader = caught_up_net()
     removed = next(n for n in (1, 2, 3) if n != leader)
