@@ -252,20 +252,25 @@ def test_a_stale_read_of_a_write_is_refused() -> None:
         qc.read_stale(ELECTED_MS, "CreateTopics", create("a", "r-a"))
 
 
-def test_a_node_elected_again_gives_every_broker_a_fresh_session() -> None:
-    """Heartbeat times from an earlier leadership are stale: the brokers heartbeated to other
-    controllers meanwhile. Kept, they fenced every broker at the first tick of the node's next
-    leadership (found by tests/integration/test_brokers_heal.py)."""
-    qc = active()
-    qc.controller.last_contact_ms[1] = 0  # as the node left it when it stopped leading long ago
+def resign_and_lead_again(qc: QuorumController) -> int:
+    """The single voter resigns and is elected again a minute later; the time it leads again."""
     qc.core.resign(ELECTED_MS)
     drive(qc, ELECTED_MS)
     later = ELECTED_MS + 60_000
     for now in range(later, later + 20_000, 500):
         drive(qc, now)
         if qc.is_leader and qc.active:
-            break
-    assert qc.is_leader and qc.active, "the single voter is elected again"
+            return now
+    raise AssertionError("the single voter is not elected again")
+
+
+def test_a_node_elected_again_gives_every_broker_a_fresh_session() -> None:
+    """Heartbeat times from an earlier leadership are stale: the brokers heartbeated to other
+    controllers meanwhile. Kept, they fenced every broker at the first tick of the node's next
+    leadership (found by tests/integration/test_brokers_heal.py)."""
+    qc = active()
+    qc.controller.last_contact_ms[1] = 0  # as the node left it when it stopped leading long ago
+    now = resign_and_lead_again(qc)
     qc.tick(now)
     drive(qc, now)
     assert not qc.controller.image.brokers[1].fenced, "a fresh session, not the stale one"
@@ -387,14 +392,7 @@ def test_the_first_leader_writes_metadata_version_before_the_requests_it_held() 
 
 def test_a_leader_whose_image_has_metadata_version_writes_no_second_one() -> None:
     qc = active()
-    qc.core.resign(ELECTED_MS)
-    drive(qc, ELECTED_MS)
-    later = ELECTED_MS + 60_000
-    for now in range(later, later + 20_000, 500):
-        drive(qc, now)
-        if qc.is_leader and qc.active:
-            break
-    assert qc.is_leader and qc.active, "the single voter is elected again"
+    resign_and_lead_again(qc)
     assert sum(kinds.count("feature_level") for kinds in logged_kinds(qc)) == 1
 
 
