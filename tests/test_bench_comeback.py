@@ -86,3 +86,17 @@ def test_a_missing_or_impossible_mark_leaves_its_phase_none_and_the_sum_whole() 
     late = phases(STARTED, {FOLLOWING: STARTED + 7.0, SNAPSHOT_LOADED: STARTED + 2.0}, caught_up_s=5.0, seconds=5.0)
     assert late["phases_s"]["start_to_following"] is None and late["phases_s"]["snapshot"] == 2.0
     assert late["phases_s"]["log_catch_up"] == 3.0
+
+
+def test_a_mark_within_the_leaders_millisecond_of_the_catch_up_is_at_it() -> None:
+    # Seen in CI: the snapshot loaded 0.4 ms after the leader's whole-millisecond caught-up time.
+    marks = {FOLLOWING: STARTED + 1.288, SNAPSHOT_LOADED: STARTED + 1.2964}
+    result = phases(STARTED, marks, caught_up_s=1.296, seconds=1.296)
+    assert result["phases_s"] == {
+        "format": 0.0, "start_to_following": 1.288, "snapshot": 0.008, "log_catch_up": 0.0, "readmission": 0.0,
+    }  # fmt: skip
+    # Well after it, the mark is out of order (a clock step) and its phase stays None.
+    late = phases(
+        STARTED, {FOLLOWING: STARTED + 1.0, SNAPSHOT_LOADED: STARTED + 1.31}, caught_up_s=1.296, seconds=1.296
+    )
+    assert late["phases_s"]["snapshot"] is None and late["phases_s"]["log_catch_up"] == 0.296

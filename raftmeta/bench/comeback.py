@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Any, Final
 
 FOLLOWING: Final = "following"
+# The leader's caught-up time is whole milliseconds, and raftmeta's is its whole-millisecond clock
+# minus a whole number of milliseconds ago: up to 2 ms before the finer-grained marks it follows.
+END_RESOLUTION_S: Final = 0.002
 SNAPSHOT_LOADED: Final = "snapshot_loaded"
 KRAFT_LINE: Final = re.compile(r"^\[([0-9-]+ [0-9:,]+)\] (.*)$")
 KRAFT_TIME_FORMAT: Final = "%Y-%m-%d %H:%M:%S,%f"
@@ -103,12 +106,17 @@ def phases(
 ) -> dict[str, Any]:
     """The phases (seconds, rounded to ms) from the marks and the run's own figures: ``caught_up_s``
     and ``seconds`` are from the start to the log caught up (KRaft: as an observer) and to the
-    voter caught up. A mark out of order (clock steps) is ignored like a missing one."""
+    voter caught up. A mark out of order (clock steps) is ignored like a missing one.
+
+    The ends are whole milliseconds (``END_RESOLUTION_S``) and the marks are finer, so a mark
+    just after the caught-up time is in order: it is taken as at it."""
     result: dict[str, float | None] = {"format": round(format_s, 3)}
     previous = 0.0
     for name, mark in (("start_to_following", FOLLOWING), ("snapshot", SNAPSHOT_LOADED)):
         at = marks.get(mark)
         offset = None if at is None else at - started_s
+        if offset is not None and caught_up_s < offset < caught_up_s + END_RESOLUTION_S:
+            offset = caught_up_s
         if offset is None or not previous <= offset <= caught_up_s:
             result[name] = None
             continue
