@@ -195,8 +195,15 @@ def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path:
     assert exercised["snapshots_taken"] == 0, exercised
     repaired_batches = sum(len(d["batches"]) for d in damaged)
     assert exercised["damaged_batches_repaired"] >= repaired_batches, exercised
-    # A zeroed range of several batches, repaired batch by batch (the check requires each).
-    assert any(d["kind"] == "zeroed-range" and len(d["batches"]) >= 2 for d in damaged), damaged
+    # A zeroed range of several batches, repaired batch by batch (the check requires each), and
+    # counted on its node's metrics endpoint; no node ends with a damaged batch left.
+    ranges = [d for d in damaged if d["kind"] == "zeroed-range" and len(d["batches"]) >= 2]
+    assert ranges, damaged
+    rounds = result.figures["node_metrics"]["rounds"]
+    seen = {n: max((r["nodes"][n]["repairs"] or 0 for r in rounds if n in r["nodes"]), default=0) for n in "123"}
+    assert any(seen[str(d["node_id"])] >= len(d["batches"]) for d in ranges), (seen, ranges)
+    last = rounds[-1]["nodes"]
+    assert last and all(n["damaged_batches"] == 0 for n in last.values()), last
 
 
 def test_damaged_state_files_are_set_aside_and_no_node_votes_twice_in_an_epoch(tmp_path: Path) -> None:
