@@ -443,6 +443,34 @@ def test_a_damaged_snapshot_the_log_does_not_reach_behind_is_set_aside_and_repor
     again.close()
 
 
+def test_a_damaged_snapshot_with_the_log_starting_above_it_stops_the_node_naming_the_offsets(tmp_path: Path) -> None:
+    """No fallback, and the log starts above the damaged snapshot's end (its first segment lost too):
+    the offsets in between are on no file of this node, so taking the leader's snapshot would not
+    join its log. The node's mode refuses to start, naming the snapshot, the state it held and the
+    offsets missing, and changes nothing."""
+    data_dir = tmp_path / "node-1"
+    build_node(data_dir, 40, high_watermark=78, segment_bytes=1024)
+    node = open_reporting(data_dir)
+    newest = snapshot_at(node, 60)
+    node.close()
+    first, *_ = sorted(log_dir(data_dir).glob("*.log"))
+    first.unlink()
+    first.with_suffix(".index").unlink(missing_ok=True)
+    log_start = min(int(p.stem) for p in log_dir(data_dir).glob("*.log"))
+    assert log_start > 60
+    damage_file(newest)
+    before = {p.name: p.read_bytes() for p in log_dir(data_dir).iterdir()}
+    with pytest.raises(SnapshotError, match="refusing to start") as refused:
+        open_reporting(data_dir)
+    slot = parse_snapshot_name(newest.name)
+    assert slot is not None
+    assert f"the state below offset {slot.offset} (epoch {slot.epoch}) is in no other intact snapshot" in str(
+        refused.value
+    )
+    assert f"offsets {slot.offset}..{log_start - 1} are on no file of this node" in str(refused.value)
+    assert {p.name: p.read_bytes() for p in log_dir(data_dir).iterdir()} == before, "nothing changed"
+
+
 def test_with_no_fallback_a_damaged_older_snapshot_is_set_aside_too(tmp_path: Path) -> None:
     """Left under its name, retention would delete it once newer snapshots arrive."""
     data_dir = tmp_path / "node-1"
