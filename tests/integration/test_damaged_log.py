@@ -9,7 +9,7 @@ batch the same way; across an epoch change the slot spans both epochs and the no
 leader's batches into it, holding what follows to the leader's log (a diverging tail is truncated).
 
 The high-watermark checkpoint is written at most once a second, so a follower killed right after
-a burst of creates holds acknowledged batches above it: the refusal case damages those.
+a burst of creates holds acknowledged batches above it: the epoch-change case damages those.
 """
 
 from __future__ import annotations
