@@ -21,6 +21,8 @@ from raftmeta.metrics.scrape import COMMIT_LATENCY, Labels, Scrape, fetch
 INTERVAL_S = 1.0
 SCRAPE_TIMEOUT_S = 0.5
 LEADER_CHANGES = "raftmeta_raft_leader_changes_seen_total"
+REPAIRS = "raftmeta_raft_repairs_total"
+DAMAGED = "raftmeta_raft_damaged_batches"
 
 
 @dataclass
@@ -52,8 +54,8 @@ class MetricsRecorder:
 
 
 def summarize(t_ms: int, scrapes: dict[int, Scrape], last: dict[int, Scrape]) -> dict[str, Any]:
-    """One round: per node its leader, epoch and the leader changes it counted since its previous
-    answer; the commit latency (p50/p99 ms) of the leaders' observations since then."""
+    """One round: per node its leader, epoch, the leader changes it counted since its previous
+    answer and its repair counters; the commit latency (p50/p99 ms) of the leaders' observations since then."""
     nodes: dict[str, dict[str, Any]] = {}
     merged: dict[Labels, float] = {}
     for node_id, scrape in scrapes.items():
@@ -64,6 +66,10 @@ def summarize(t_ms: int, scrapes: dict[int, Scrape], last: dict[int, Scrape]) ->
             "leader": _int(scrape.get("raftmeta_raft_current_leader")),
             "epoch": _int(scrape.get("raftmeta_raft_current_epoch")),
             "leader_changes": int(changes - before) if before is not None and changes >= before else 0,
+            # Repair from the quorum (docs/storage.md): batches repaired by this incarnation so far,
+            # and found damaged and not repaired yet.
+            "repairs": _int(scrape.get(REPAIRS)),
+            "damaged_batches": _int(scrape.get(DAMAGED)),
         }
         if previous is None:
             continue

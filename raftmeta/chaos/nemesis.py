@@ -16,7 +16,8 @@ Families and variants:
   ms); delay (50-200 ms on every link of one node).
 - ``torn-write``: SIGKILL a node, append a partial batch to its active segment, restart it.
 - ``storage``: SIGKILL a minority of the nodes at once, damage a different committed batch of
-  each one's log (a flipped bit or a zeroed sector, :mod:`raftmeta.chaos.disk_damage`), restart
+  each one's log (a flipped bit or a zeroed sector; or 2-3 consecutive batches zeroed whole,
+  :mod:`raftmeta.chaos.disk_damage`), restart
   them: each must repair its batch from the quorum with no operator. Or damage each one's
   ``quorum-state`` or high-watermark checkpoint (a flipped bit, a truncated or zeroed file,
   :mod:`raftmeta.chaos.state_damage`): each must set the file aside and rejoin with no operator,
@@ -73,7 +74,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "pause": ("one", "leader"),
     "partition": ("isolate-leader", "majority-minority", "one-way", "bridge", "flapping", "delay"),
     "torn-write": ("one", "leader"),
-    "storage": ("bit-flip", "zeroed-sector", *STATE_FILES),
+    "storage": ("bit-flip", "zeroed-sector", "zeroed-range", *STATE_FILES),
     "broker": ("one", "two"),
     "membership": membership.VARIANTS,
 }
@@ -258,7 +259,7 @@ class Nemesis:
             self.cluster.kill(node)
         # Never an offset damaged before in this run, on any node: a majority of damaged copies of
         # one batch may be unrepairable by design.
-        avoid = {d.base_offset for d in self.disk_damage}
+        avoid = {base for d in self.disk_damage for base in d.bases}
         done: list[str] = []
         for node in targets:
             await self.cluster.wait_dead(node)
@@ -272,7 +273,7 @@ class Nemesis:
                 done.append(f"node {node} holds no committed batch to damage yet")
                 continue
             self.disk_damage.append(damage)
-            avoid.add(damage.base_offset)
+            avoid.update(damage.bases)
             done.append(damage.describe())
         self.timeline.add("fault", "storage", f"SIGKILL nodes {targets}, then {'; '.join(done)}", fault_id)
         await asyncio.sleep(step.hold_s)

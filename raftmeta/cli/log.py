@@ -340,6 +340,8 @@ def _repairable_document(log_dir: Path, high_watermark: object) -> list[dict[str
             "offset": slot.base_offset,
             "end_offset": slot.next_offset,
             "epoch": slot.epoch,
+            # A slot across an epoch change: the highest epoch its offsets may be of (else null).
+            "max_epoch": slot.max_epoch,
             "size_bytes": slot.size,
             "reason": slot.reason,
         }
@@ -465,8 +467,11 @@ def _print_text(document: dict[str, Any], items: list[tuple[str, dict[str, Any]]
     if "snapshot" in document and not document["valid"]:
         click.echo(f"INVALID snapshot: {document['error']}")
     for slot in document.get("repairable") or []:
+        epochs = (
+            f"epoch {slot['epoch']}" if slot["max_epoch"] is None else f"epochs {slot['epoch']}..{slot['max_epoch']}"
+        )
         click.echo(
-            f"REPAIRABLE: offsets {slot['offset']}..{slot['end_offset'] - 1} (epoch {slot['epoch']}) at byte "
+            f"REPAIRABLE: offsets {slot['offset']}..{slot['end_offset'] - 1} ({epochs}) at byte "
             f"{slot['position']} of {slot['file']}: {slot['reason']}; a node started on this data dir keeps the "
             "batch and repairs it from the quorum (docs/storage.md, Repair from the quorum)"
         )

@@ -14,7 +14,7 @@ per message type; ``become_*`` for transitions, ``maybe_*`` for conditional acti
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from placement.rng import RandomSource
@@ -22,7 +22,14 @@ from raftmeta.raft.config import RaftConfig
 from raftmeta.raft.log import Entry, LogView, Validation
 from raftmeta.raft.quorum import VoteResult, VoteTally, majority_offset, majority_time
 from raftmeta.raft.ready import Ready
-from raftmeta.raft.repair import ANSWER_ABSENT, ANSWER_DAMAGED, ANSWER_IN_SNAPSHOT, RepairRound, copy_fills
+from raftmeta.raft.repair import (
+    ANSWER_ABSENT,
+    ANSWER_DAMAGED,
+    ANSWER_IN_SNAPSHOT,
+    RepairRound,
+    copy_fills,
+    damage_of,
+)
 from raftmeta.raft.state import (
     ElectionState,
     EpochState,
@@ -105,6 +112,7 @@ class RaftCore:
         high_watermark: int = 0,
         first_correlation_id: int = 1,
         damaged: Iterable[int] = (),
+        damaged_epochs: Mapping[int, int] | None = None,
         election_state_lost: bool = False,
         missing_snapshot: tuple[int, int] | None = None,
     ) -> None:
@@ -115,7 +123,12 @@ class RaftCore:
         ``damaged``: base offsets of batches whose bytes failed their check on start (their slot
         -- offset, epoch, end -- is known, their bytes are not): the core repairs them from its
         peers and vouches for nothing from the first of them on (docs/storage.md, "Repair from
-        the quorum"). ``election_state_lost``: the quorum-state file exists but is damaged (set
+        the quorum"). ``damaged_epochs``: for a damaged slot across an epoch change (the batches
+        around it of different epochs, no byte inside saying where the epoch rises), base offset ->
+        the highest epoch its offsets may be of; its entry carries the lowest. Such a slot is
+        repaired only from its leader's Fetch answers, and until it is the node stands in no
+        election (it could not answer a fetcher's diverging-epoch question about those offsets).
+        ``election_state_lost``: the quorum-state file exists but is damaged (set
         aside): unlike a missing file next to an empty log, this is not a new node.
         ``missing_snapshot``: (end offset, epoch) of a damaged newest snapshot the driver set
         aside with no fallback (docs/storage.md, "A damaged snapshot with no fallback"): the log
@@ -133,6 +146,10 @@ class RaftCore:
         kept = [e for e in entries if e.base_offset >= start[0]]
         self.log = LogView(start[0], start[1], kept)
         self.damaged: set[int] = {b for b in damaged if b >= start[0] and self.log.entry_at(b) is not None}
+        # Damaged slots across an epoch change: base offset -> the highest epoch they may hold.
+        self.damaged_epochs: dict[int, int] = {
+            b: e for b, e in (damaged_epochs or {}).items() if b in self.damaged and e > self._slot(b).epoch
+        }
         # Damaged batches repaired from a peer's copy since start (the repairs counter).
         self.repairs = 0
         # The voter set in force is the latest VotersRecord in the log, committed or not, else the
@@ -355,6 +372,16 @@ class RaftCore:
     def vote_fenced(self) -> bool:
         """Behind the vote fence (a lost election state): no vote, no candidacy yet."""
         return self._fence is not None
+
+    def _slot(self, base_offset: int) -> Entry:
+        entry = self.log.entry_at(base_offset)
+        assert entry is not None, f"no batch at {base_offset}"
+        return entry
+
+    def _epoch_bound(self, slot: Entry) -> int:
+        """The highest epoch the offsets of ``slot`` may be of: its own, unless it is a damaged
+        slot across an epoch change."""
+        return self.damaged_epochs.get(slot.base_offset, slot.epoch)
 
     @property
     def vouched_end_offset(self) -> int:
@@ -744,6 +771,7 @@ class RaftCore:
         end = self.log.truncate_to(offset)
         if self.damaged:
             self.damaged = {b for b in self.damaged if b < end}  # uncommitted: replaced by the leader's
+            self.damaged_epochs = {b: e for b, e in self.damaged_epochs.items() if b < end}
         if self.voter_history.truncate_to(end):
             self._voters_changed(now_ms)  # the change was in the removed tail: the set before it is back
         ready = self._ready
@@ -903,10 +931,12 @@ class RaftCore:
     def _become_prospective(self, now_ms: int) -> None:
         """Start a pre-vote round (KIP-996): no epoch bump, nothing persisted."""
         old = self.state
-        if self._fence is not None or self.state_missing:
+        if self._fence is not None or self.state_missing or self.damaged_epochs:
             # Behind the vote fence: a candidacy is a vote for itself, in an epoch it may have
             # voted in already. Without a state below its log it could not lead (nothing to
-            # serve a lagging follower, no image). Stay, and look again after another timeout.
+            # serve a lagging follower, no image). With a damaged slot across an epoch change it
+            # could not tell a fetcher where an epoch ends inside it (Validation.DIVERGING), nor
+            # which peer's copy is its own. Stay, and look again after another timeout.
             later = now_ms + self._election_timeout()
             if isinstance(old, FollowerState):
                 old.fetch_deadline_ms = later
@@ -1616,6 +1646,8 @@ class RaftCore:
         mine = self.log.entry_at(entry.base_offset)
         if mine is None:
             return False  # not a batch boundary of ours: a stale answer
+        if mine.base_offset in self.damaged_epochs:
+            return self._overlap_across_epochs(now_ms, mine, entry)
         if (mine.epoch, mine.next_offset) == (entry.epoch, entry.next_offset):
             if entry.base_offset in self.damaged:
                 return self._try_repair(now_ms, mine, entry)
@@ -1626,6 +1658,38 @@ class RaftCore:
             now_ms,
             entry.base_offset,
             f"the leader's batch at {entry.base_offset} is of epoch {entry.epoch}, ours of epoch {mine.epoch}",
+        )
+        if entry.base_offset != self.log.end_offset or entry.epoch < self.log.last_epoch:
+            return False
+        self._append(now_ms, entry)
+        return True
+
+    def _overlap_across_epochs(self, now_ms: int, mine: Entry, entry: Entry) -> bool:
+        """The leader's batch at the base of our damaged slot across an epoch change. Our log is the
+        leader's up to here (it validated the fetch offset); which of the leader's batches were ours
+        inside the slot no byte says, but a follower's log is the leader's: a batch that fits the
+        slot (an epoch of its span, within its offsets and bytes) goes in place, and the batch after
+        the slot is then held to the leader's log as any fetched batch is (the next answer, or a
+        diverging epoch, says whether it is the leader's: Log Matching). One that does not fit
+        means our slot's batches were not the leader's: truncate from there (never below what is
+        committed)."""
+        if self._try_repair(now_ms, mine, entry):
+            return True
+        if damage_of(entry) is not None:
+            return False  # a damaged copy proves nothing: the next fetch asks again
+        if entry.base_offset < self._committed_floor:
+            raise CommittedTruncationError(
+                self.node_id,
+                entry.base_offset,
+                self._committed_floor,
+                f"the leader's batch ({entry.base_offset}, epoch {entry.epoch}, end {entry.next_offset}) does not fit "
+                f"our damaged slot up to {mine.next_offset} of epochs {mine.epoch}..{self._epoch_bound(mine)}",
+            )
+        self._truncate(
+            now_ms,
+            entry.base_offset,
+            f"the leader's batch at {entry.base_offset} (epoch {entry.epoch}, end {entry.next_offset}) does not fit "
+            f"our damaged slot up to {mine.next_offset} of epochs {mine.epoch}..{self._epoch_bound(mine)}",
         )
         if entry.base_offset != self.log.end_offset or entry.epoch < self.log.last_epoch:
             return False
@@ -1666,12 +1730,17 @@ class RaftCore:
     # -- repair from the quorum (raft/repair.py) ------------------------------------------------------
     def _try_repair(self, now_ms: int, slot: Entry, copy: Entry) -> bool:
         """Put ``copy`` in place of the damaged ``slot`` if it is an intact copy of it."""
-        if not self._faults.repair_unchecked and copy_fills(slot, copy) is not None:
+        max_epoch = self.damaged_epochs.pop(slot.base_offset, None)
+        if not self._faults.repair_unchecked and copy_fills(slot, copy, max_epoch) is not None:
+            if max_epoch is not None:
+                self.damaged_epochs[slot.base_offset] = max_epoch
             return False
         rest = self.log.replace(copy)
         self.damaged.discard(copy.base_offset)
         if rest is not None:
             self.damaged.add(rest.base_offset)  # a damaged range: its front is repaired, the rest next
+            if max_epoch is not None and max_epoch > rest.epoch:
+                self.damaged_epochs[rest.base_offset] = max_epoch  # still across an epoch change
         self._ready.repair.append(copy)
         self.repairs += 1
         if voters_in_batch(copy.data) is not None:
@@ -1702,6 +1771,13 @@ class RaftCore:
         ``last_fetched_epoch``: send it if we hold it intact, else say why not."""
         mine = self.log.entry_at(request.fetch_offset)
         covering = self.log.entry_covering(request.fetch_offset)
+        # We hold that offset damaged in a slot whose epochs include the one asked for (a range of
+        # several batches, or a slot across an epoch change): we may have held it, damaged.
+        held_damaged = (
+            covering is not None
+            and covering.base_offset in self.damaged
+            and covering.epoch <= request.last_fetched_epoch <= self._epoch_bound(covering)
+        )
         snapshot = self.snapshot
         if request.fetch_offset < self.log.start_offset and snapshot is not None:
             # Our snapshot covers it: the batch is gone here, but the leader can have the snapshot
@@ -1710,19 +1786,10 @@ class RaftCore:
             response.snapshot_id.end_offset = snapshot.end_offset
             response.snapshot_id.epoch = snapshot.epoch
             self._reply(envelope, response)
-        elif (
-            mine is None
-            and covering is not None
-            and covering.base_offset in self.damaged
-            and covering.epoch == request.last_fetched_epoch
-            and not self._faults.repair_unchecked
-        ):
-            # Inside a damaged range of ours (several batches of that epoch): we held it, damaged.
+        elif held_damaged and not self._faults.repair_unchecked:
             self._reply(envelope, self._fetch_error(CORRUPT))
         elif mine is None or mine.epoch != request.last_fetched_epoch:
             self._reply(envelope, self._fetch_error(ABSENT))
-        elif mine.base_offset in self.damaged and not self._faults.repair_unchecked:
-            self._reply(envelope, self._fetch_error(CORRUPT))
         else:
             response = self._fetch_error(NONE)
             response.records = mine.data
@@ -1908,10 +1975,12 @@ class RaftCore:
             # those batches may be copies the quorum counts on. Keep them; only the rest goes.
             self.log.trim_prefix(end, image.epoch)
             self.damaged = {b for b in self.damaged if b >= end}
+            self.damaged_epochs = {b: e for b, e in self.damaged_epochs.items() if b >= end}
             ready.install_keeps_log = True
         else:
             self.log.reset(end, image.epoch)
             self.damaged.clear()  # the snapshot covers every batch this node had
+            self.damaged_epochs.clear()
             ready.append = []
             ready.truncate_to = None
             self._unflushed_truncations.append((self._next_seq, end))

@@ -177,19 +177,24 @@ class LogView:
 
     def replace(self, entry: Entry) -> Entry | None:
         """Put a repaired copy in place of the batch with the same base offset, epoch and end --
-        or at the front of a damaged range of several batches of its epoch (one entry here until
-        repaired, raftmeta/storage/damage.py), whose rest stays one entry: returned (None when the
-        copy fills the slot)."""
+        or at the front of a damaged range of several batches (one entry here until repaired,
+        raftmeta/storage/damage.py), whose rest stays one entry of the copy's epoch: returned (None
+        when the copy fills the slot). A copy of a later epoch than the slot's (a slot across an
+        epoch change) starts that epoch there."""
         i = bisect.bisect_left(self._bases, entry.base_offset)
         assert i < len(self._bases) and self._bases[i] == entry.base_offset, f"no batch at {entry.base_offset}"
         old = self._entries[i]
-        assert old.epoch == entry.epoch and entry.next_offset <= old.next_offset, "a repair must fill its slot"
+        assert old.epoch <= entry.epoch and entry.next_offset <= old.next_offset, "a repair must fill its slot"
+        following = self._entries[i + 1].epoch if i + 1 < len(self._entries) else entry.epoch
+        assert entry.epoch <= following, "a repair keeps the epochs non-decreasing"
         self._entries[i] = entry
-        if entry.next_offset == old.next_offset:
-            return None
-        rest = Entry(entry.next_offset, old.epoch, old.next_offset, old.data[len(entry.data) :])
-        self._entries.insert(i + 1, rest)
-        self._bases.insert(i + 1, rest.base_offset)
+        rest = None
+        if entry.next_offset < old.next_offset:
+            rest = Entry(entry.next_offset, entry.epoch, old.next_offset, old.data[len(entry.data) :])
+            self._entries.insert(i + 1, rest)
+            self._bases.insert(i + 1, rest.base_offset)
+        if entry.epoch != old.epoch:
+            self._rebuild_epochs()
         return rest
 
     def truncate_to(self, offset: int) -> int:
@@ -217,9 +222,12 @@ class LogView:
         del self._bases[:i]
         self.start_offset = offset
         self.start_epoch = epoch
-        # Rebuild the epoch index from the snapshot epoch: cheap, snapshots are rare.
-        self._epochs = [epoch]
-        self._epoch_starts = [offset]
+        self._rebuild_epochs()  # cheap: snapshots and repairs across an epoch change are rare
+
+    def _rebuild_epochs(self) -> None:
+        """The epoch index from the log start's epoch and the batches."""
+        self._epochs = [self.start_epoch]
+        self._epoch_starts = [self.start_offset]
         for entry in self._entries:
             if entry.epoch != self._epochs[-1]:
                 self._epochs.append(entry.epoch)

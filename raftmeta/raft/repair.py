@@ -40,7 +40,7 @@ def damage_of(entry: Entry) -> str | None:
     return None
 
 
-def copy_fills(slot: Entry, copy: Entry) -> str | None:
+def copy_fills(slot: Entry, copy: Entry, max_epoch: int | None = None) -> str | None:
     """Why ``copy`` (a peer's batch) may not replace the damaged ``slot``, or None if it may: it
     must be intact and name exactly the slot (same base offset, epoch and end). Same offset and
     epoch means the same batch on every replica (Log Matching), committed or not, so any peer's
@@ -49,14 +49,22 @@ def copy_fills(slot: Entry, copy: Entry) -> str | None:
     A damaged range of several batches of one epoch (the storage knows no header inside it:
     raftmeta/storage/damage.py) is one slot here, repaired from its front: a copy of the slot's
     base offset and epoch that ends inside it, and is no bigger than the range's bytes, is the
-    first batch this node wrote there (the epoch's one leader framed it once)."""
+    first batch this node wrote there (the epoch's one leader framed it once).
+
+    ``max_epoch``: the slot lies across an epoch change (its offsets are of epochs from
+    ``slot.epoch`` to ``max_epoch``, where the epoch rises no byte says). A copy of any epoch in
+    that span that fits its offsets and bytes may go in; only the leader's log says whether it is
+    the batch this node wrote, so only a follower takes one, from its leader's Fetch answer, and
+    the batches after the slot are held to that leader's log as any fetched tail is."""
+    epochs_ok = copy.epoch == slot.epoch if max_epoch is None else slot.epoch <= copy.epoch <= max_epoch
+    whole = copy.next_offset == slot.next_offset and (max_epoch is None or len(copy.data) == len(slot.data))
     range_front = copy.next_offset < slot.next_offset and len(copy.data) < len(slot.data)
-    if (copy.base_offset, copy.epoch) != (slot.base_offset, slot.epoch) or not (
-        copy.next_offset == slot.next_offset or range_front
-    ):
+    if copy.base_offset != slot.base_offset or not epochs_ok or not (whole or range_front):
+        epochs = f"epoch {slot.epoch}" if max_epoch is None else f"epochs {slot.epoch}..{max_epoch}"
         return (
-            f"the copy is (offset {copy.base_offset}, epoch {copy.epoch}, end {copy.next_offset}), "
-            f"the slot (offset {slot.base_offset}, epoch {slot.epoch}, end {slot.next_offset})"
+            f"the copy is (offset {copy.base_offset}, epoch {copy.epoch}, end {copy.next_offset}, "
+            f"{len(copy.data)} bytes), the slot (offset {slot.base_offset}, {epochs}, end {slot.next_offset}, "
+            f"{len(slot.data)} bytes)"
         )
     return damage_of(copy)
 

@@ -145,6 +145,7 @@ class DiskWriter:
             quorum_state_problem=storage.quorum_state_problem,
             entries=[Entry(b.base_offset, b.epoch, b.next_offset, b.data) for b in stored_batches],
             damaged=[b.base_offset for b in stored_batches if b.damage is not None],
+            damaged_epochs={b.base_offset: b.max_epoch for b in stored_batches if b.max_epoch is not None},
             snapshot=(
                 SnapshotImage(snapshot.snapshot_id.offset, snapshot.snapshot_id.epoch, snapshot_bytes)
                 if snapshot is not None

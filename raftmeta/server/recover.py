@@ -126,6 +126,7 @@ def recover_quorum_controller(
         election_state_lost=(durable.quorum_state_problem or "").startswith("unreadable"),
         # Batches whose bytes are damaged (their slot is known): repaired from the quorum.
         damaged=durable.damaged,
+        damaged_epochs=durable.damaged_epochs,
         # A damaged snapshot with no fallback: the leader's is fetched before anything is applied.
         missing_snapshot=durable.missing_snapshot,
     )

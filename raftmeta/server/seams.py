@@ -8,8 +8,8 @@ event loop with no files and no sockets, through the same node code as productio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from raftmeta.raft import Entry, Envelope, QuorumStateData, SnapshotImage
@@ -35,6 +35,9 @@ class DurableState:
     # Base offsets of the batches of ``entries`` whose bytes are damaged (their slot is known):
     # the raft core repairs them from the quorum (docs/storage.md, "Repair from the quorum").
     damaged: Sequence[int] = ()
+    # Of those, the slots across an epoch change (no byte says where the epoch rises inside):
+    # base offset -> the highest epoch their offsets may be of (raftmeta/storage/damage.py).
+    damaged_epochs: Mapping[int, int] = field(default_factory=dict)
     # (end offset, epoch) of a damaged newest snapshot set aside with no fallback: the log starts
     # there and the state below it is missing until the leader's snapshot is installed.
     missing_snapshot: tuple[int, int] | None = None

@@ -325,7 +325,8 @@ class Simulation:
             high_watermark=disk.hw_checkpoint,
             first_correlation_id=node.incarnation << 32,
             # What recovery finds damaged (only the DAMAGING kinds damage a disk: skip the scan without).
-            damaged=disk_faults.damaged_slots(disk.entries) if self.params.faults & DAMAGING else (),
+            damaged=disk_faults.damaged_slots(disk.entries) if self.params.faults & DAMAGING or disk.spans else (),
+            damaged_epochs=disk.spans,
             election_state_lost=disk.quorum_state_lost,
         )
         if node.core.start_note is not None:

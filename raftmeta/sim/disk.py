@@ -42,6 +42,7 @@ class SimDisk:
         "quorum_state",
         "quorum_state_lost",
         "snapshot",
+        "spans",
     )
 
     def __init__(self) -> None:
@@ -55,6 +56,9 @@ class SimDisk:
         self.quorum_state_lost = False
         self.hw_checkpoint = 0
         self.snapshot: SnapshotImage | None = None
+        # Damaged slots across an epoch change (disk_faults.zero_across_epochs): base offset -> the
+        # highest epoch their offsets may be of, as the real storage reports them (damage.py).
+        self.spans: dict[int, int] = {}
 
     @property
     def end_offset(self) -> int:
@@ -79,7 +83,7 @@ class SimDisk:
             return True
         durable = self.durable
         i = bisect.bisect_right(durable, entry.base_offset, key=lambda e: e.base_offset) - 1
-        if i < 0 or durable[i].epoch != entry.epoch:
+        if i < 0 or not durable[i].epoch <= entry.epoch <= self.spans.get(durable[i].base_offset, durable[i].epoch):
             return False
         held = durable[i]
         if held.base_offset == entry.base_offset:
@@ -94,6 +98,7 @@ class SimDisk:
 
     def truncate_to(self, offset: int) -> None:
         _truncate(self.entries, offset)
+        self.spans = {b: e for b, e in self.spans.items() if b < offset}
         # Durable on return, with everything written before it (one file, one fsync).
         self.pending.append((TRUNCATE, offset))
         self._apply(len(self.pending))
@@ -101,16 +106,22 @@ class SimDisk:
     def repair(self, entry: Entry) -> None:
         """Overwrite the damaged batch in ``entry``'s slot with ``entry`` (written and fsynced in
         place, durable on return) -- or the front of a damaged range of several batches, whose
-        rest stays damaged (raftmeta/storage/damage.py)."""
+        rest stays damaged (raftmeta/storage/damage.py). A slot across an epoch change takes a batch
+        of any epoch of its span; its rest then starts at that epoch."""
+        max_epoch = self.spans.pop(entry.base_offset, None)
         for entries in (self.entries, self.durable):
             i = bisect.bisect_left(entries, entry.base_offset, key=lambda e: e.base_offset)
             if i < len(entries) and entries[i].base_offset == entry.base_offset:
                 slot = entries[i]
-                assert slot.epoch == entry.epoch and entry.next_offset <= slot.next_offset, "a repair fills its slot"
+                bound = slot.epoch if max_epoch is None else max_epoch
+                assert slot.epoch <= entry.epoch <= bound, "a repair fills its slot"
+                assert entry.next_offset <= slot.next_offset, "a repair fills its slot"
                 entries[i] = entry
                 if entry.next_offset < slot.next_offset:
                     rest = slot.data[len(entry.data) :]
-                    entries.insert(i + 1, Entry(entry.next_offset, slot.epoch, slot.next_offset, rest))
+                    entries.insert(i + 1, Entry(entry.next_offset, entry.epoch, slot.next_offset, rest))
+                    if max_epoch is not None and max_epoch > entry.epoch:
+                        self.spans[entry.next_offset] = max_epoch
 
     def flush_begin(self) -> tuple[int, int]:
         """An fsync starts: it covers the writes made so far. Returns its barrier and the log end
@@ -138,6 +149,7 @@ class SimDisk:
         self.snapshot = image
         self.entries = []
         self.durable = []
+        self.spans = {}
         self._ops_done += len(self.pending)
         self.pending = []
 
@@ -147,6 +159,7 @@ class SimDisk:
         for entries in (self.entries, self.durable):
             i = bisect.bisect_left(entries, log_start_offset, key=lambda e: e.base_offset)
             del entries[:i]
+        self.spans = {b: e for b, e in self.spans.items() if b >= log_start_offset}
         # Unflushed appends below the log start are covered by the durable snapshot now. They are
         # the oldest writes (a truncation makes every write before it durable, so the pending ones
         # are appends in offset order): count them as done, so that an fsync in flight still

@@ -68,7 +68,8 @@ def inject(disk: SimDisk, rng: SeededRandom, kind: str, others: Iterable[SimDisk
             1
             for other in others
             for e in _at(other.durable, entry.base_offset)
-            if e.epoch == entry.epoch and damage_of(e) is not None
+            # Its epoch, or a slot across an epoch change whose span holds it (zero_across_epochs).
+            if e.epoch <= entry.epoch <= other.spans.get(e.base_offset, e.epoch) and damage_of(e) is not None
         )
         return held_damaged < minority and damage_of(entry) is None
 
@@ -119,6 +120,37 @@ def inject(disk: SimDisk, rng: SeededRandom, kind: str, others: Iterable[SimDisk
     return True
 
 
+def zero_across_epochs(disk: SimDisk, others: Iterable[SimDisk]) -> bool:
+    """Zero the newest two durable batches around an epoch change (the last of one epoch and the
+    first of the next) into one damaged slot. The intact batches around it are of different
+    epochs and no header inside says where the epoch rises, so the real storage reports one slot
+    spanning those epochs (raftmeta/storage/damage.py): its entry carries the epoch before it, and
+    ``disk.spans`` the epoch after it. False if there is no such place: an epoch change with an
+    intact batch on each side of the pair, above the snapshot, and neither batch damaged on
+    another disk (the quorum must hold an intact copy)."""
+    others = list(others)
+    durable = disk.durable
+    floor = disk.snapshot.end_offset if disk.snapshot is not None else 0
+    for k in range(len(durable) - 2, 1, -1):  # k: the first batch of an epoch; never the last batch
+        around = durable[k - 2 : k + 2]
+        if durable[k - 1].epoch == durable[k].epoch or around[0].base_offset < floor:
+            continue
+        if any(damage_of(e) is not None for e in around):
+            continue
+        if any(
+            damage_of(e) is not None
+            for other in others
+            for b in durable[k - 1 : k + 1]
+            for e in _at(other.durable, b.base_offset)
+        ):
+            continue
+        base = durable[k - 1].base_offset
+        _merge(disk, k - 1, k, epoch=around[0].epoch)
+        disk.spans[base] = around[-1].epoch
+        return True
+    return False
+
+
 def lose_write(disk: SimDisk, base_offset: int) -> bool:
     """A ``lost_write`` of the durable batch at ``base_offset`` (raftmeta.sim.flush_race picks
     it); False if there is none there, or it is the last durable batch."""
@@ -135,10 +167,12 @@ def _at(entries: list[Entry], base_offset: int) -> list[Entry]:
     return [entries[i]] if i >= 0 and base_offset < entries[i].next_offset else []
 
 
-def _merge(disk: SimDisk, first: int, last: int) -> None:
-    """Zero durable batches ``first``..``last`` (one epoch) into one damaged range: one slot."""
+def _merge(disk: SimDisk, first: int, last: int, *, epoch: int | None = None) -> None:
+    """Zero durable batches ``first``..``last`` (one epoch, unless ``epoch`` says which the slot
+    carries: the lowest its offsets may be of) into one damaged range: one slot."""
     run = disk.durable[first : last + 1]
-    zeroed = Entry(run[0].base_offset, run[0].epoch, run[-1].next_offset, bytes(sum(len(e.data) for e in run)))
+    slot_epoch = run[0].epoch if epoch is None else epoch
+    zeroed = Entry(run[0].base_offset, slot_epoch, run[-1].next_offset, bytes(sum(len(e.data) for e in run)))
     disk.durable[first : last + 1] = [zeroed]
     bases = [e.base_offset for e in disk.entries]
     if run[0].base_offset in bases and run[-1].base_offset in bases:

@@ -12,7 +12,7 @@ the damage is one batch and say which:
   that next batch, or if their header names the expected base offset and a record count that
   reaches it (a damaged length field). The epoch is the header's when the header names the
   expected base offset and an epoch between its neighbours'; otherwise (a misdirected write:
-  another slot's batch here) only when both neighbours have the same epoch.
+  another slot's batch here) the neighbours', spanning both when they differ (below).
 * **Nothing intact follows** (the last batch of the file): a torn write looks the same, so the
   slot is trusted only when the header says the batch fills the file exactly and either the next
   segment file starts where it ends, or the whole batch lies below the checkpointed high
@@ -20,17 +20,22 @@ the damage is one batch and say which:
 
 * **A damaged range** (several batches: a zeroed range across batch boundaries, a misdirected
   write of another size, which shifts no intact byte but leaves no header framing the rest):
-  the bad bytes reach from the last intact batch to the next intact batch that continues the log,
-  and both of those are of the same epoch. Epochs never decrease along the log, so every offset
-  in between is of that epoch too, and the range is one slot -- offsets, epoch, byte position and
-  size -- whose inner batch boundaries are unknown. It is repaired batch by batch from the front
-  (:func:`repaired_front`): a peer's batch of that epoch starting at the slot's offset is the
-  batch this node wrote there (Log Matching: the epoch's one leader framed it once), and the rest
-  of the slot stays damaged.
+  the bad bytes reach from the last intact batch to the next intact batch that continues the log.
+  Its offsets, byte position and size are known, its inner batch boundaries are not. When both
+  neighbours are of the same epoch, every offset in between is of that epoch too (epochs never
+  decrease along the log). It is repaired batch by batch from the front (:func:`repaired_front`):
+  a peer's batch of that epoch starting at the slot's offset is the batch this node wrote there
+  (Log Matching: the epoch's one leader framed it once), and the rest of the slot stays damaged.
+* **A slot across an epoch change**: the neighbours are of different epochs and no intact header
+  inside says where the epoch rises (a range, or one batch whose header lost its epoch). The slot
+  spans those epochs (``max_epoch``): every offset of it is of an epoch from the one before to the
+  one after. It is repaired from its front in the same way, with the leader's batches of any epoch
+  in that span; which batches are this node's own only the leader's log can tell (the raft core
+  takes them from its leader's Fetch answers, docs/storage.md).
 
-Anything else -- damage with neighbours of different epochs and no header to say which, an
-unreadable header with nothing to prove its extent, the torn tail of the log -- has no known
-slot, and recovery keeps its rules: truncate a torn tail, refuse the rest.
+Anything else -- an unreadable header with nothing to prove its extent, the torn tail of the log,
+an epoch going back -- has no known slot, and recovery keeps its rules: truncate a torn tail,
+refuse the rest.
 """
 
 from __future__ import annotations
@@ -53,6 +58,16 @@ class DamagedBatch:
     position: int
     size: int
     reason: str
+    # None: every offset of the slot is of ``epoch``. Else the batches before and after the slot
+    # are of different epochs and no intact header inside says where the epoch changes: every
+    # offset of the slot is of an epoch from ``epoch`` to ``max_epoch`` (epochs never decrease
+    # along the log), the offsets where it rises unknown until the slot is repaired.
+    max_epoch: int | None = None
+
+    @property
+    def epoch_bound(self) -> int:
+        """The highest epoch an offset of the slot may be of."""
+        return self.epoch if self.max_epoch is None else self.max_epoch
 
 
 def next_intact(buf: bytes, start: int, min_offset: int, min_epoch: int) -> tuple[int, int, int] | None:
@@ -99,23 +114,19 @@ def damaged_slot(
             return None
         base, length, epoch, _magic, _crc, _attrs, count = header
         one_batch = LOG_OVERHEAD + length == end - position or (base == expected and count == next_offset - expected)
+        # Neighbours of different epochs: the epoch rises somewhere in the slot, at an offset no
+        # byte says; the slot spans those epochs (``max_epoch``) until the repair tells.
+        span = next_epoch if next_epoch != last_epoch else None
         if not one_batch or end - position > codec.BATCH_BYTES_MAX:
-            if last_epoch != next_epoch:
-                return None  # an epoch changes somewhere in the range: no one epoch for the slot
             reason = (
                 f"{end - position} damaged bytes over offsets {expected}..{next_offset - 1} that no batch header "
                 f"frames ({_reason(buf, position, end, expected)})"
             )
-            return DamagedBatch(expected, last_epoch, next_offset, position, end - position, reason)
+            return DamagedBatch(expected, last_epoch, next_offset, position, end - position, reason, span)
+        reason = _reason(buf, position, end, expected)
         if base == expected and last_epoch <= epoch <= next_epoch:
-            slot_epoch = epoch
-        elif last_epoch == next_epoch:
-            slot_epoch = last_epoch
-        else:
-            return None
-        return DamagedBatch(
-            expected, slot_epoch, next_offset, position, end - position, _reason(buf, position, end, expected)
-        )
+            return DamagedBatch(expected, epoch, next_offset, position, end - position, reason)
+        return DamagedBatch(expected, last_epoch, next_offset, position, end - position, reason, span)
     if header is None:
         return None
     base, length, epoch, _magic, _crc, _attrs, count = header
@@ -162,11 +173,13 @@ def repaired_front(
     """What stays damaged of ``slot`` once its front is overwritten with an intact batch of
     ``size`` bytes covering offsets [``base_offset``, ``next_offset``) in ``epoch``: None when
     the batch fills the whole slot. ValueError (naming what differs) when the batch is not the
-    slot's front: another offset or epoch, past its end, or its size not fitting the slot."""
-    if (base_offset, epoch) != (slot.base_offset, slot.epoch):
+    slot's front: another offset, an epoch outside the slot's, past its end, or its size not
+    fitting the slot. The rest of a slot that spans epochs starts no earlier than ``epoch``."""
+    if base_offset != slot.base_offset or not slot.epoch <= epoch <= slot.epoch_bound:
+        epochs = f"epoch {slot.epoch}" if slot.max_epoch is None else f"epochs {slot.epoch}..{slot.max_epoch}"
         raise ValueError(
             f"the batch is (offset {base_offset}, epoch {epoch}), the damaged slot starts at offset "
-            f"{slot.base_offset} in epoch {slot.epoch}"
+            f"{slot.base_offset} in {epochs}"
         )
     if next_offset == slot.next_offset and size == slot.size:
         return None
@@ -175,4 +188,5 @@ def repaired_front(
             f"the batch ends at offset {next_offset} with {size} bytes, the damaged slot at offset "
             f"{slot.next_offset} with {slot.size} bytes"
         )
-    return DamagedBatch(next_offset, epoch, slot.next_offset, slot.position + size, slot.size - size, slot.reason)
+    span = slot.max_epoch if slot.max_epoch is not None and slot.max_epoch > epoch else None
+    return DamagedBatch(next_offset, epoch, slot.next_offset, slot.position + size, slot.size - size, slot.reason, span)

@@ -92,6 +92,8 @@ class StoredBatch:
     next_offset: int
     data: bytes
     damage: str | None
+    # A damaged slot across an epoch change: the highest epoch its offsets may be of (damage.py).
+    max_epoch: int | None = None
 
 
 class SegmentLog:
@@ -275,6 +277,7 @@ class SegmentLog:
                 position=slot.position,
                 offset=slot.base_offset,
                 epoch=slot.epoch,
+                max_epoch=slot.epoch_bound,
                 end_offset=slot.next_offset,
                 size=slot.size,
                 reason=slot.reason,
@@ -878,7 +881,12 @@ class SegmentLog:
             if damaged is None:
                 return
             yield StoredBatch(
-                damaged.base_offset, damaged.epoch, damaged.next_offset, self._raw(damaged), damaged.reason
+                damaged.base_offset,
+                damaged.epoch,
+                damaged.next_offset,
+                self._raw(damaged),
+                damaged.reason,
+                damaged.max_epoch,
             )
             offset = damaged.next_offset
 
@@ -938,13 +946,15 @@ class SegmentLog:
             raise InvalidAppendError(f"refused repair in {seg.path}: {exc}") from None
         seg.overwrite(slot, data, rest)  # not under the lock: readers never wait for the disk
         with self._lock:
-            seg.repaired(slot, rest)
+            seg.repaired(slot, header.epoch, rest)
+            if header.epoch != slot.epoch:
+                self._rebuild_offsets()  # an epoch starts inside a slot that spanned epochs
         self._log.warning(
             "damaged batch repaired from the quorum",
             file=str(seg.path),
             position=slot.position,
             offset=slot.base_offset,
-            epoch=slot.epoch,
+            epoch=header.epoch,
             end_offset=header.next_offset,
             damaged_left_of_range=0 if rest is None else rest.next_offset - rest.base_offset,
         )

@@ -370,15 +370,27 @@ class Segment:
         pwrite_all(self.fd, data, slot.position)
         os.fsync(self.fd)
 
-    def repaired(self, slot: DamagedBatch, rest: DamagedBatch | None) -> None:
-        """The index after :meth:`overwrite` (under the log's lock): ``slot`` is intact, ``rest``
-        (if any) damaged and indexed."""
+    def repaired(self, slot: DamagedBatch, epoch: int, rest: DamagedBatch | None) -> None:
+        """The index after :meth:`overwrite` (under the log's lock): ``slot`` is intact, its front
+        batch of ``epoch``, and ``rest`` (if any) damaged and indexed. A slot across an epoch
+        change learns where an epoch starts inside it."""
         del self.damaged[slot.base_offset]
+        if epoch != slot.epoch:
+            self._epoch_starts_at(epoch, slot.base_offset)
         if rest is not None:
             i = bisect.bisect_left(self.offsets, rest.base_offset)
             self.offsets.insert(i, rest.base_offset)
             self.positions.insert(i, rest.position)
             self.damaged[rest.base_offset] = rest
+
+    def _epoch_starts_at(self, epoch: int, offset: int) -> None:
+        """``epoch`` starts at ``offset``, inside a repaired slot that spanned epochs: it ends the
+        epoch in force there, and an entry the scan gave ``epoch`` further on (the batch after the
+        slot) now starts here."""
+        kept = [(e, s) for e, s in self.epochs if s < offset]
+        later = [(e, s) for e, s in self.epochs if s > offset and e != epoch]
+        assert all(e > epoch for e, _ in later), "a repair keeps the epochs non-decreasing"
+        self.epochs = [*kept, (epoch, offset), *later]
 
     def fsync(self) -> None:
         os.fsync(self.fd)

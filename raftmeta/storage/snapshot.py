@@ -400,9 +400,7 @@ class SnapshotStore:
                     )
                     return None
                 if not repair and fallback is None:
-                    raise SnapshotError(
-                        exc.path, f"{exc.reason}; refusing to start (start with --repair-log to set it aside)"
-                    ) from None
+                    raise SnapshotError(exc.path, _no_fallback(exc.reason, ids[i], log_start_offset)) from None
                 aside = exc.path.with_name(exc.path.name + CORRUPT_SUFFIX)
                 if repair:
                     self._log.error(
@@ -480,3 +478,18 @@ class SnapshotStore:
             fsync_dir(self.directory)
             self._log.info("pruned old snapshots", deleted=[s.file_name for s in doomed])
         return doomed
+
+
+def _no_fallback(reason: str, damaged: SnapshotId, log_start_offset: int | None) -> str:
+    """Why a damaged snapshot with no fallback refuses the start, naming the offsets lost with it."""
+    gap = ""
+    if log_start_offset is not None and log_start_offset > damaged.offset:
+        gap = (
+            f", and the log starts at offset {log_start_offset}, above its end: offsets {damaged.offset}.."
+            f"{log_start_offset - 1} are on no file of this node either, so it cannot take its leader's snapshot "
+            "and keep its log"
+        )
+    return (
+        f"{reason}; the state below offset {damaged.offset} (epoch {damaged.epoch}) is in no other intact snapshot"
+        f"{gap}; refusing to start (start with --repair-log to set it aside)"
+    )

@@ -44,6 +44,15 @@ def test_the_damaged_batch_is_committed_and_the_node_reports_its_slot(tmp_path: 
     storage = NodeStorage.open(node_dir, cluster_id="c1", node_id=1, report_damage=True)
     (slot,) = storage.log.damaged_batches()
     assert (slot.base_offset, slot.next_offset) == (damage.base_offset, damage.next_offset)
+    if kind == "zeroed-range":
+        # One slot over 2-3 whole batches: every one of them is repaired, front first.
+        inside = [b for b in batches if damage.base_offset <= b.base_offset < damage.next_offset]
+        assert damage.bases == tuple(b.base_offset for b in inside) and len(inside) in (2, 3)
+        assert not avoid & set(damage.bases)
+        assert (slot.position, slot.size) == (damage.position, sum(len(b.data) for b in inside))
+        before, after = batches[batches.index(inside[0]) - 1], batches[batches.index(inside[-1]) + 1]
+        assert slot.max_epoch == (None if before.epoch == after.epoch else after.epoch), "across an epoch change"
+        return
     assert slot.position + codec.HEADER_SIZE <= damage.position < slot.position + slot.size
     if kind == "zeroed-sector":
         assert damage.position % SECTOR_BYTES == 0 and damage.position + SECTOR_BYTES <= slot.position + slot.size
@@ -86,3 +95,16 @@ def test_batches_below_the_newest_snapshot_are_never_chosen(tmp_path: Path) -> N
         shutil.copytree(node_dir, copy)
         damage = damage_committed_batch(1, copy, "bit-flip", random.Random(seed), set())
         assert damage is not None and damage.base_offset >= snapshot_end
+
+
+def test_a_zeroed_range_counts_as_repaired_only_when_every_batch_of_it_is() -> None:
+    damage = DiskDamage(1, "zeroed-range", "s.log", 100, 10, 16, (10, 12, 13))
+
+    def repaired(*offsets: int) -> str:
+        return "\n".join(
+            json.dumps({"event": "repaired a damaged batch from the quorum", "offset": o}) for o in offsets
+        )
+
+    assert judge_repairs([damage], {1: repaired(10, 12)}).missing == [damage.describe()]
+    assert judge_repairs([damage], {1: repaired(10, 12, 13)}).repaired == 1
+    assert "3 committed batches zeroed" in damage.describe()

@@ -5,20 +5,17 @@ again, without an operator: the node keeps the damaged bytes, the core fetches t
 leader and overwrites the slot in place. Afterwards the node's metrics show the repair, every
 acknowledged create is in its image and every node's log is byte-identical batch by batch. A zeroed
 range over several batches of one epoch is one damaged slot, repaired from its front batch by
-batch the same way. Damage whose slot the bytes cannot prove (a range across an epoch change) is
-still refused, naming where and how much follows, until ``raftmeta log repair`` accepts the
-truncation.
+batch the same way; across an epoch change the slot spans both epochs and the node takes its
+leader's batches into it, holding what follows to the leader's log (a diverging tail is truncated).
 
 The high-watermark checkpoint is written at most once a second, so a follower killed right after
-a burst of creates holds acknowledged batches above it: the refusal case damages those.
+a burst of creates holds acknowledged batches above it: the epoch-change case damages those.
 """
 
 from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -37,8 +34,6 @@ from raftmeta.v1 import errors_pb2
 from tests.integration.test_node import create, leader_of, wait_until
 
 pytestmark = pytest.mark.integration
-
-REFUSAL = "refusing to start: corruption in the middle of the log, intact batches follow it"
 
 
 @dataclass(frozen=True)
@@ -102,16 +97,6 @@ def kill_with_batches_above_the_checkpoint(
             return checkpoint, batches
         restart_and_catch_up(quorum, client, node_id, f"retry-{attempt}")
     raise AssertionError("the follower's checkpoint covered every burst: cannot damage a batch above it")
-
-
-def error_events(stderr: str) -> list[dict[str, Any]]:
-    out = []
-    for line in stderr.splitlines():
-        if line.startswith("{"):
-            event = json.loads(line)
-            if event.get("level") == "error":
-                out.append(event)
-    return out
 
 
 def stop(quorum: local_quorum.LocalQuorum, node_id: int) -> None:
@@ -277,9 +262,14 @@ def test_a_zeroed_range_over_several_batches_of_one_epoch_is_repaired_from_the_q
     all_acknowledged_and_identical(quorum, acknowledged)
 
 
-def test_damage_over_several_batches_across_an_epoch_change_is_refused_then_log_repair_lets_the_node_rejoin(
+def test_damage_across_an_epoch_change_is_repaired_from_the_leader_and_what_follows_is_held_to_its_log(
     quorum: local_quorum.LocalQuorum, client: SyncControllerClient
 ) -> None:
+    """Two batches zeroed, and the batches after them rewritten into a later epoch (the epoch
+    field is outside the CRC: they stay intact), so an epoch changes somewhere in the range, at an
+    offset no byte says. The node keeps the range as one slot spanning both epochs and starts with
+    no operator: it takes its leader's batches into the slot, front first, and the batches after
+    it, of an epoch the leader never had, are truncated as a diverging tail and refetched."""
     create(client, "before")
     follower = next(n for n in quorum.nodes if n.id != leader_of(client))
     data_dir = Path(follower.data_dir)
@@ -288,49 +278,27 @@ def test_damage_over_several_batches_across_an_epoch_change_is_refused_then_log_
     second = batches[batches.index(victim) + 1]
     after = batches[batches.index(victim) + 2 :]
     assert after, "intact batches follow the damaged ones"
-    # Zeroes over two whole batches, and the batches after them in a later epoch (the epoch field
-    # is outside the CRC: they stay intact): an epoch changes somewhere in the range, at an offset
-    # no byte says, so no slot is known.
+    epoch = codec.decode_header(victim.data, 0).epoch
     zero_range(victim, second)
     for path in sorted({b.path for b in after}):
         data = bytearray(path.read_bytes())
         for b in (b for b in after if b.path == path):
-            epoch = int.from_bytes(data[b.position + 12 : b.position + 16], "big")
-            data[b.position + 12 : b.position + 16] = (epoch + 1).to_bytes(4, "big")
+            later = int.from_bytes(data[b.position + 12 : b.position + 16], "big") + 1
+            data[b.position + 12 : b.position + 16] = later.to_bytes(4, "big")
         path.write_bytes(data)
-    damaged = victim.path.read_bytes()
 
-    # The node refuses to start, at ERROR, naming the segment, byte, offset and what follows.
-    refused = subprocess.run(follower.argv, capture_output=True, text=True, timeout=60, check=False)
-    assert refused.returncode == 1, refused.stderr[-3000:]
-    (event,) = [e for e in error_events(refused.stderr) if e["event"] == REFUSAL]
-    assert event["file"] == str(victim.path)
-    assert (event["position"], event["offset"]) == (victim.position, victim.base_offset)
-    assert event["intact_batches_after"] == len(after)
-    assert (event["intact_first_offset"], event["intact_last_offset"]) == (
-        after[0].base_offset,
-        after[-1].next_offset - 1,
-    )
-    assert event["high_watermark"] == checkpoint
-    command = f"raftmeta log repair --data-dir {data_dir} --truncate-at {victim.base_offset}"
-    assert event["repair_command"] == command
-    assert f"corrupt log data at byte {victim.position} (offset {victim.base_offset})" in refused.stderr
-    assert f"{len(after)} intact batch" in refused.stderr and command in refused.stderr
-    assert victim.path.read_bytes() == bytes(damaged), "the refusal kept every byte, the intact batches too"
-
-    # The operator accepts the truncation; the node then starts and refetches from the leader.
-    repaired = subprocess.run(
-        [sys.executable, "-m", "raftmeta", "log", "repair", "--data-dir", str(data_dir),
-         "--truncate-at", str(victim.base_offset), "--yes", "--output", "json"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert repaired.returncode == 0, repaired.stderr
-    plan = json.loads(repaired.stdout)
-    assert plan["applied"] is True and plan["drop"]["batches"] == len(after)
-    assert victim.path.stat().st_size == victim.position
+    node = quorum.node(follower.id)
     restart_and_catch_up(quorum, client, follower.id, "after-repair")
+    wait_until(lambda: metric(node, "raftmeta_raft_damaged_batches") == 0, what=f"node {follower.id} repairing")
+    assert metric(node, "raftmeta_raft_repairs_total") == 2
+    events = node_events(node)
+    (kept,) = [e for e in events if e["event"] == "damaged batch kept for repair from the quorum"]
+    assert (kept["offset"], kept["end_offset"], kept["epoch"]) == (victim.base_offset, second.next_offset, epoch)
+    assert kept["max_epoch"] > epoch, "a slot across an epoch change"
+    repaired = [e["offset"] for e in events if e["event"] == "repaired a damaged batch from the quorum"]
+    assert repaired == [victim.base_offset, second.base_offset], "front first, one batch at a time"
     local_quorum.down(quorum)
     restored = batches_on_disk(data_dir)
     assert [b.data for b in restored[: len(batches)]] == [b.data for b in batches], (
-        "the follower refetched the dropped batches byte for byte"
+        "the slot repaired in place and the tail of the epoch the leader never had refetched, byte for byte"
     )

@@ -29,7 +29,13 @@ def scrape(leader: int, epoch: int, changes: int, latencies: tuple[float, ...]) 
 def test_a_round_merges_the_leaders_latency_since_the_last_answer() -> None:
     first = {1: scrape(1, 3, 1, (0.002,) * 5), 2: scrape(1, 3, 1, ())}
     opening = summarize(1000, first, {})
-    assert opening["nodes"]["1"] == {"leader": 1, "epoch": 3, "leader_changes": 0}
+    assert opening["nodes"]["1"] == {
+        "leader": 1,
+        "epoch": 3,
+        "leader_changes": 0,
+        "repairs": None,  # this scrape carries no repair series
+        "damaged_batches": None,
+    }
     assert opening["commit_latency_p50_ms"] is None  # nothing to compare with yet
     # Next round: node 1 committed 10 more (fast), node 2 saw a leader change and became leader.
     second = {1: scrape(1, 3, 1, (0.002,) * 5 + (0.0015,) * 10), 2: scrape(2, 4, 2, (0.2,))}
@@ -64,3 +70,9 @@ def test_the_report_draws_the_latency_panel(tmp_path: Path) -> None:
     plt.close(fig)
     assert (tmp_path / "panel.png").stat().st_size > 1000
     assert axes.get_yscale() == "log"
+
+
+def test_a_round_carries_each_nodes_repair_counters() -> None:
+    text = "raftmeta_raft_repairs_total 3.0\nraftmeta_raft_damaged_batches 1\n"
+    (node,) = summarize(1000, {2: parse(text)}, {})["nodes"].values()
+    assert (node["repairs"], node["damaged_batches"]) == (3, 1)

@@ -42,6 +42,7 @@ class Net:
         logs: dict[int, list[Entry]] | None = None,
         quorum_states: dict[int, QuorumStateData] | None = None,
         damaged: dict[int, list[int]] | None = None,
+        damaged_epochs: dict[int, dict[int, int]] | None = None,
         seed: int = 0,
         faults: Faults | None = None,
         **config: Any,
@@ -69,6 +70,7 @@ class Net:
                 quorum_state=(quorum_states or {}).get(node),
                 entries=(logs or {}).get(node, []),
                 damaged=(damaged or {}).get(node, []),
+                damaged_epochs=(damaged_epochs or {}).get(node),
             )
             self.committed[node] = []
             self.readies[node] = []

@@ -286,3 +286,110 @@ def test_a_leader_stops_when_every_copy_of_its_damaged_range_is_damaged_also_ins
     with pytest.raises(UnrepairableEntryError, match=r"offset 1 .*node 2: holds it damaged"):
         net.advance(5000)
     assert net.cores[1].log.entries()[: len(kept)] == kept and repairs(net, 1) == []
+
+
+# -- a damaged slot across an epoch change ---------------------------------------------------------------
+def zeroed_across_epochs(log: list[Entry], first: int, last: int) -> tuple[list[Entry], dict[int, int]]:
+    """``log`` with its batches at offsets ``first``..``last`` zeroed into one slot whose neighbours
+    are of different epochs, as the storage reports it: the entry carries the epoch before it, and
+    the span (base offset -> the epoch after it) says how far the epoch may rise inside."""
+    before = next(e for e in log if e.next_offset == first)
+    after = next(e for e in log if e.base_offset > last)
+    inside = [e for e in log if first <= e.base_offset <= last]
+    slot = Entry(first, before.epoch, inside[-1].next_offset, bytes(sum(len(e.data) for e in inside)))
+    assert after.epoch > before.epoch
+    return [e for e in log if e.base_offset < first] + [slot] + [e for e in log if e.base_offset > last], {
+        first: after.epoch
+    }
+
+
+def test_a_copy_fills_a_slot_across_an_epoch_change_with_any_epoch_of_its_span_that_fits() -> None:
+    log = make_log([1, 1, 2, 2, 3])
+    entries, span = zeroed_across_epochs(log, 1, 3)
+    slot = entries[1]
+    assert copy_fills(slot, log[1], span[1]) is None, "its front, epoch 1"
+    assert copy_fills(slot, make_log([1, 2])[1], span[1]) is None, "a front of epoch 2, within the span"
+    assert copy_fills(slot, make_log([1, 4])[1], span[1]) is not None, "an epoch past the span"
+    assert copy_fills(slot, make_log([1, 2])[1]) is not None, "without the span: epoch 1 alone"
+    whole = Entry(1, 1, 4, log[1].data)  # fits the offsets, not the bytes
+    assert copy_fills(slot, whole, span[1]) is not None
+
+
+def test_a_follower_repairs_a_slot_across_an_epoch_change_batch_by_batch_from_its_leader() -> None:
+    """Node 3 holds offsets 1-3 (epochs 1, 2, 2) zeroed into one slot between batches of epochs 1
+    and 3. It takes the leader's batches into the slot front first, across the epoch change, with
+    no truncation: its own batch at 4 stays (the leader's log has it), and its epoch index puts
+    epoch 2 where the copy says. Until then it stands in no election, but it votes."""
+    full = make_log([1, 1, 2, 2, 3])
+    entries, span = zeroed_across_epochs(full, 1, 3)
+    net = Net(
+        [1, 2, 3],
+        logs={1: full, 2: full, 3: entries},
+        damaged={3: [1]},
+        damaged_epochs={3: span},
+        quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(3)),
+        fetch_max_bytes=1,  # one batch per answer
+    )
+    follower = net.cores[3]
+    assert follower.damaged_epochs == {1: 3} and follower.vouched_end_offset == 1
+    net.down.update({1, 2})
+    net.advance(5000)
+    assert follower.role is Role.UNATTACHED, "no candidacy with a slot across an epoch change"
+    net.down.clear()
+    leader = net.elect()
+    assert leader != 3
+    net.advance(2000)
+    assert follower.damaged == set() and follower.damaged_epochs == {}
+    assert repairs(net, 3) == full[1:4], "the leader's batches, front first, across the epoch change"
+    assert all(r.truncate_to is None for r in net.readies[3]), "nothing truncated: its own batch at 4 is the leader's"
+    assert follower.log.entries() == net.cores[leader].log.entries()
+    ends = [follower.log.end_offset_for_epoch(e) for e in (1, 2)]
+    assert [(e.epoch, e.offset) for e in ends if e is not None] == [(1, 2), (2, 4)], "epoch 2 starts inside the slot"
+    assert follower.high_watermark == net.cores[leader].high_watermark == follower.log.end_offset
+    assert follower.repairs == 3
+
+
+def test_a_slot_across_an_epoch_change_that_was_not_the_leaders_is_truncated_from_where_it_differs() -> None:
+    """Node 3's slot over offsets 1-3 spans epochs 1..3, and its batch at 4 is of epoch 3, which
+    the leader never had: the leader's batch at 3 is of epoch 4, past the span, so node 3's log
+    differs from there on and is truncated there (uncommitted: nothing was acknowledged past 3)."""
+    leader_log = make_log([1, 1, 2])
+    mine, span = zeroed_across_epochs(make_log([1, 1, 2, 3, 3]), 1, 3)
+    logs = {1: leader_log, 2: leader_log, 3: mine}
+    net = Net(
+        [1, 2, 3],
+        logs=logs,
+        damaged={3: [1]},
+        damaged_epochs={3: span},
+        quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(3)),
+        fetch_max_bytes=1,
+    )
+    leader = net.elect()
+    assert leader != 3
+    net.advance(2000)
+    follower = net.cores[3]
+    assert follower.damaged == set()
+    assert repairs(net, 3) == leader_log[1:3]
+    assert [r.truncate_to for r in net.readies[3] if r.truncate_to is not None] == [3]
+    assert follower.log.entries() == net.cores[leader].log.entries()
+
+
+def test_asked_for_an_offset_inside_its_slot_across_an_epoch_change_a_peer_says_it_holds_it_damaged() -> None:
+    """The leader (node 1) holds offset 2 (epoch 2) damaged; node 2 never had it; node 3 holds
+    offsets 1-3 in a slot of epochs 1..3, so it may have held that batch: it answers that it holds
+    it damaged, not that it lacks it. Its copy may be one a commit rests on, so with a majority of
+    the copies damaged the leader stops, changing nothing -- where "lacks it" would have let the
+    leader judge the batch uncommitted and drop it."""
+    full = make_log([1, 1, 2, 2, 3])
+    mine, span = zeroed_across_epochs(full, 1, 3)
+    net = Net(
+        [1, 2, 3],
+        logs={1: with_damage(full, 2), 2: make_log([1, 1]), 3: mine},
+        damaged={1: [2], 3: [1]},
+        damaged_epochs={3: span},
+        quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(3)),
+    )
+    kept = net.cores[1].log.entries()
+    with pytest.raises(UnrepairableEntryError, match=r"offset 2 .*node 3: holds it damaged"):
+        net.advance(20_000)
+    assert net.cores[1].log.entries()[: len(kept)] == kept and repairs(net, 1) == []

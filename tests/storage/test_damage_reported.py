@@ -4,8 +4,8 @@ refused or dropped (docs/storage.md, "Repair from the quorum"): ``report_damage`
 The slot is known from the intact batches around the damage (raftmeta/storage/damage.py). Its
 bytes stay on disk until :meth:`SegmentLog.repair_batch` overwrites them in place with the intact
 copy; a crash mid-repair leaves bytes the next start finds damaged again. A damaged range of several
-batches of one epoch is one slot, repaired from its front. Damage without a known slot (a range
-across an epoch change, a torn tail) meets recovery's old rules.
+batches is one slot, repaired from its front; across an epoch change it spans both epochs. Damage
+without a known slot (a torn tail) meets recovery's old rules.
 """
 
 from __future__ import annotations
@@ -174,15 +174,67 @@ def test_damage_spanning_several_batches_of_one_epoch_is_one_slot_repaired_from_
     assert [b.base_offset for b in node.log.iter_batches(0)] == [p.base_offset for p in placed]
 
 
-def test_damage_across_an_epoch_change_has_no_known_slot_and_is_refused(tmp_path: Path) -> None:
-    """Batches 8-10 zeroed: the batch before is of epoch 1, the one after of epoch 2, so the
-    range holds an epoch change at an offset no byte says: refused as before, every byte kept."""
+def test_damage_across_an_epoch_change_is_one_slot_spanning_both_epochs_repaired_from_its_front(
+    tmp_path: Path,
+) -> None:
+    """Batches 8-10 zeroed: the batch before is of epoch 1, the one after of epoch 2, so the range
+    holds an epoch change at an offset no byte says. It is one slot of epochs 1..2, kept on disk;
+    it takes its front batches of either epoch in its span (never one of another epoch, nor one
+    that overruns it), and each repair puts the epoch change where the copy says, so reads check
+    the repaired batches against the right epoch."""
     data_dir = tmp_path / "node-1"
     placed = build_node(data_dir, 30, high_watermark=42)
-    _, damaged = zero(placed, 8, 10)
-    with pytest.raises(LogCorruptionError, match="below the checkpointed high watermark"):
-        open_reporting(data_dir)
-    assert placed[8].path.read_bytes() == damaged, "refused: every byte kept"
+    first, last = placed[8], placed[10]
+    epochs = [1 + i // 10 for i in range(len(placed))]  # build_node's: batch 10 starts epoch 2
+    original, damaged = zero(placed, 8, 10)
+    copies = [original[p.position : p.position + p.size] for p in placed[8:11]]
+
+    node = open_reporting(data_dir)
+    (slot,) = node.log.damaged_batches()
+    assert (slot.base_offset, slot.epoch, slot.max_epoch, slot.next_offset) == (
+        first.base_offset,
+        1,
+        2,
+        last.next_offset,
+    )
+    assert first.path.read_bytes() == damaged, "the damaged bytes stay on disk, nothing is cut"
+    (kept,) = [b for b in node.log.iter_stored(0) if b.damage is not None]
+    assert (kept.base_offset, kept.epoch, kept.max_epoch) == (first.base_offset, 1, 2)
+
+    outside = original[placed[20].position : placed[20].position + placed[20].size]  # epoch 3
+    for wrong in (copies[1], outside):
+        with pytest.raises(InvalidAppendError, match="refused repair"):
+            node.log.repair_batch(wrong)
+    assert first.path.read_bytes() == damaged, "nothing written"
+    node.log.repair_batch(copies[0])
+    node.log.repair_batch(copies[1])
+    (rest,) = node.log.damaged_batches()
+    assert (rest.base_offset, rest.epoch, rest.max_epoch) == (last.base_offset, 1, 2)
+    node.log.repair_batch(copies[2])  # epoch 2 starts here
+    assert node.log.damaged_batches() == []
+    assert first.path.read_bytes() == original, "repaired in place, byte for byte"
+    assert node.log.epoch_for_offset(last.base_offset) == 2
+    assert node.log.epoch_for_offset(last.base_offset - 1) == 1
+    assert [(b.base_offset, b.epoch) for b in node.log.iter_batches(0)] == [
+        (p.base_offset, e) for p, e in zip(placed, epochs, strict=True)
+    ]
+
+
+def test_a_slot_across_an_epoch_change_repaired_up_to_the_later_epoch_leaves_a_rest_of_that_epoch(
+    tmp_path: Path,
+) -> None:
+    """The front of a slot of epochs 1..2 repaired with a batch of epoch 2: the epoch change is at
+    the slot's base, the rest is of epoch 2 alone, and a batch of epoch 1 no longer fits it."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    original, _ = zero(placed, 10, 12)
+    node = open_reporting(data_dir)
+    (slot,) = node.log.damaged_batches()
+    assert (slot.epoch, slot.max_epoch) == (1, 2)
+    node.log.repair_batch(original[placed[10].position : placed[10].position + placed[10].size])
+    (rest,) = node.log.damaged_batches()
+    assert (rest.base_offset, rest.epoch, rest.max_epoch) == (placed[11].base_offset, 2, None)
+    assert node.log.epoch_for_offset(placed[10].base_offset) == 2
 
 
 @pytest.mark.parametrize(("target", "source"), [(13, 14), (14, 12)])
@@ -261,6 +313,22 @@ def test_log_dump_names_the_damage_a_node_repairs_from_the_quorum(tmp_path: Path
     )
     text = CliRunner().invoke(cli, ["log", "dump", "--data-dir", str(data_dir), "--no-records"]).output
     assert f"REPAIRABLE: offsets {victim.base_offset}..{victim.next_offset - 1}" in text
+
+
+def test_log_dump_names_both_epochs_of_a_slot_across_an_epoch_change(tmp_path: Path) -> None:
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    zero(placed, 8, 10)  # batch 10 starts epoch 2
+    result = CliRunner().invoke(cli, ["log", "dump", "--data-dir", str(data_dir), "--no-records", "--output", "json"])
+    (slot,) = json.loads(result.stdout)["repairable"]
+    assert (slot["offset"], slot["end_offset"], slot["epoch"], slot["max_epoch"]) == (
+        placed[8].base_offset,
+        placed[10].next_offset,
+        1,
+        2,
+    )
+    text = CliRunner().invoke(cli, ["log", "dump", "--data-dir", str(data_dir), "--no-records"]).output
+    assert f"REPAIRABLE: offsets {placed[8].base_offset}..{placed[10].next_offset - 1} (epochs 1..2)" in text
 
 
 def test_the_dumps_read_only_walk_finds_what_recovery_keeps(tmp_path: Path) -> None:
@@ -373,6 +441,34 @@ def test_a_damaged_snapshot_the_log_does_not_reach_behind_is_set_aside_and_repor
     assert again.latest_snapshot is None and again.missing_snapshot == slot
     assert (again.log.log_start_offset, again.log.log_end_offset) == (log_start, log_end)
     again.close()
+
+
+def test_a_damaged_snapshot_with_the_log_starting_above_it_stops_the_node_naming_the_offsets(tmp_path: Path) -> None:
+    """No fallback, and the log starts above the damaged snapshot's end (its first segment lost too):
+    the offsets in between are on no file of this node, so taking the leader's snapshot would not
+    join its log. The node's mode refuses to start, naming the snapshot, the state it held and the
+    offsets missing, and changes nothing."""
+    data_dir = tmp_path / "node-1"
+    build_node(data_dir, 40, high_watermark=78, segment_bytes=1024)
+    node = open_reporting(data_dir)
+    newest = snapshot_at(node, 60)
+    node.close()
+    first, *_ = sorted(log_dir(data_dir).glob("*.log"))
+    first.unlink()
+    first.with_suffix(".index").unlink(missing_ok=True)
+    log_start = min(int(p.stem) for p in log_dir(data_dir).glob("*.log"))
+    assert log_start > 60
+    damage_file(newest)
+    before = {p.name: p.read_bytes() for p in log_dir(data_dir).iterdir()}
+    with pytest.raises(SnapshotError, match="refusing to start") as refused:
+        open_reporting(data_dir)
+    slot = parse_snapshot_name(newest.name)
+    assert slot is not None
+    assert f"the state below offset {slot.offset} (epoch {slot.epoch}) is in no other intact snapshot" in str(
+        refused.value
+    )
+    assert f"offsets {slot.offset}..{log_start - 1} are on no file of this node" in str(refused.value)
+    assert {p.name: p.read_bytes() for p in log_dir(data_dir).iterdir()} == before, "nothing changed"
 
 
 def test_with_no_fallback_a_damaged_older_snapshot_is_set_aside_too(tmp_path: Path) -> None:
