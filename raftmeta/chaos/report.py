@@ -27,6 +27,7 @@ FAMILY_COLOURS = {
     "torn-write": "#8c564b",
     "broker": "#ff7f0e",
     "membership": "#17becf",
+    "kafka-broker": "#e377c2",
 }
 OUTCOME_COLOURS = {"ok": "#2ca02c", "fail": "#7f7f7f", "unknown": "#d62728"}
 KIND_ROWS = {
