@@ -94,10 +94,11 @@ class BrokerVerdict:
 
 
 async def wait_converged(
-    brokers: Mapping[int, str], committed: Callable[[], Awaitable[Topics]], bound_s: float
+    brokers: Mapping[int, str], committed: Callable[[], Awaitable[Topics | None]], bound_s: float
 ) -> list[BrokerVerdict]:
     """Ask each broker (id -> its Kafka listener) until its Metadata equals ``committed()`` (read
-    again every round) or ``bound_s`` passes; one verdict per broker, in id order."""
+    again every round; None when the controller did not answer: that round compares nothing) or
+    ``bound_s`` passes; one verdict per broker, in id order."""
     began = time.monotonic()
     pending = dict(brokers)
     last: dict[int, tuple[Topics, list[str]]] = {}
@@ -105,6 +106,12 @@ async def wait_converged(
     while True:
         expected = await committed()
         for broker_id, address in list(pending.items()):
+            if expected is None:
+                last[broker_id] = (
+                    last.get(broker_id, ({}, []))[0],
+                    ["the active controller did not describe its topics"],
+                )
+                continue
             try:
                 seen = await asyncio.to_thread(topic_partitions, address, PROBE_TIMEOUT_S)
             except ProbeError as exc:

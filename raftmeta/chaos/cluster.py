@@ -107,6 +107,7 @@ class ChaosCluster:
     metrics_addresses: dict[int, str] = field(default_factory=dict)
     fleet_address: str = ""
     kafka: RealBrokers | None = None  # the real brokers (ClusterConfig.kafka_brokers), once started
+    kafka_heal_error: str | None = None  # a real broker that did not come back at the heal
     paused: set[int] = field(default_factory=set)
     killed: set[int] = field(default_factory=set)  # down on purpose, until restarted
     _fleet_channel: grpc.aio.Channel | None = None
@@ -315,7 +316,7 @@ class ChaosCluster:
         if self._fleet_channel is not None:
             await self.fleet_call("RecoverBrokers", list(range(self.config.brokers)))
         if self.kafka is not None:
-            await self.kafka.heal()
+            self.kafka_heal_error = await self.kafka.heal()
 
     async def close(self) -> None:
         """Stop every process this run started (SIGCONT, SIGTERM, then SIGKILL) and the proxies."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raftmeta.kraft.cluster import KraftCluster
+from raftmeta.kraft.cluster import KraftCluster, KraftNodeError
 from raftmeta.local import quorum as local_quorum
 
 
@@ -105,17 +105,24 @@ class RealBrokers:
     async def wait_ready(self, broker_id: int) -> None:
         await asyncio.to_thread(self.cluster.wait_ready, [broker_id])
 
-    async def heal(self) -> None:
+    async def heal(self) -> str | None:
         """Every paused broker resumed, every broker that is down started; return once each of
-        them is registered and unfenced again."""
+        them is registered and unfenced again (None), or what went wrong (a broker that exited or
+        was not ready within the launcher's ready timeout, with its log's tail): the run's checks
+        report it, and go on with the brokers that came back."""
         touched = sorted(self.paused | {i for i in self.ids if not self.running(i)})
         for broker_id in touched:
             self.resume(broker_id)
             if not self.running(broker_id):
                 await asyncio.to_thread(self.cluster.start_node, broker_id)
             self.killed.discard(broker_id)
-        if touched:
+        if not touched:
+            return None
+        try:
             await asyncio.to_thread(self.cluster.wait_ready, touched)
+        except KraftNodeError as exc:
+            return str(exc)
+        return None
 
     def unexpected_exits(self) -> list[str]:
         return [f"Kafka broker {i}" for i in self.ids if i not in self.killed and not self.running(i)]

@@ -119,6 +119,7 @@ class KafkaDataWorkload:
             # a new producer (a new producer id) takes over.
             with self._lock:
                 self.produced.fatal_errors.append(str(error))
+            log.warning("idempotent producer failed for good; a new one takes over", error=str(error))
             self.history.record(kind="producer_fatal", error=str(error))
 
     def _delivered(self, error: Any, message: Any) -> None:

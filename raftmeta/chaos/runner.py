@@ -368,10 +368,31 @@ async def _kafka_checks(
     assert cluster.kafka is not None
     bound_s = config.cluster.session_timeout_ms / 1000
 
-    async def committed() -> Topics:
-        async with ControllerClient(cluster.bootstrap, retry=RetryPolicy(deadline_s=10)) as client:
-            return committed_topics(await client.describe_topics())
+    async def committed() -> Topics | None:
+        try:
+            async with ControllerClient(cluster.bootstrap, retry=RetryPolicy(deadline_s=10)) as client:
+                return committed_topics(await client.describe_topics())
+        except ClientError:
+            return None  # no answer this round: the quorum's own checks say why
 
+    async def unfenced() -> set[int]:
+        try:
+            async with ControllerClient(cluster.bootstrap, retry=RetryPolicy(deadline_s=10)) as client:
+                return {b.broker_id for b in (await client.describe_cluster()).brokers if not b.fenced}
+        except ClientError:
+            return set()
+
+    missing = sorted(set(cluster.kafka.ids) - await unfenced())
+    back = cluster.kafka_heal_error is None and not missing
+    checks.append(
+        Check(
+            "kafka:brokers-back-after-heal",
+            back,
+            f"every Kafka broker {cluster.kafka.ids} registered and unfenced after the heal"
+            if back
+            else f"not registered and unfenced after the heal: {missing}; {cluster.kafka_heal_error or ''}"[:4000],
+        )
+    )
     timeline.add("phase", "", "every Kafka broker's metadata against the committed image")
     verdicts = await wait_converged(cluster.kafka.addresses, committed, bound_s)
     checks.extend(v.check(bound_s) for v in verdicts)

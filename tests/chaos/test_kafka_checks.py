@@ -67,6 +67,15 @@ def test_a_broker_that_never_catches_up_fails_its_check_within_the_bound() -> No
     assert check.name == "kafka:broker-100-metadata-converged"
 
 
+def test_a_round_without_the_controllers_answer_compares_nothing() -> None:
+    async def unanswered() -> Topics | None:
+        return None
+
+    (verdict,) = asyncio.run(wait_converged({100: "127.0.0.1:9"}, unanswered, bound_s=0.3))
+    assert verdict.converged_ms is None
+    assert verdict.last_differences == ("the active controller did not describe its topics",)
+
+
 def _judged(
     tmp_path: Path, acknowledged: dict[str, tuple[int, int]], group: Counter[str], log: dict[tuple[int, int], str]
 ) -> dict[str, bool]:
@@ -105,3 +114,18 @@ def test_the_admin_workload_places_replicas_on_the_real_brokers_ids(tmp_path: Pa
         assert placed and placed <= {100, 101, 102}
     finally:
         history.close()
+
+
+def test_the_html_report_has_a_row_per_broker_and_the_datas_figures() -> None:
+    from raftmeta.chaos.report import _kafka_section
+
+    assert _kafka_section(None) == ""
+    verdicts = [
+        {"broker_id": 100, "converged_ms": 20, "topics": 3, "partitions": 9, "last_differences": []},
+        {"broker_id": 101, "converged_ms": None, "topics": 2, "partitions": 6, "last_differences": ["t: missing"]},
+    ]
+    data = {"topic": "chaos-data", "sent": 5, "acknowledged": 4, "failed": 1, "in_log": 4, "group_received": 4,
+            "group_received_twice": 0}  # fmt: skip
+    page = _kafka_section({"brokers": verdicts, "data": data, "metadata_bound_s": 4.5})
+    assert "<td>100</td><td>20</td>" in page and "<td>101</td><td>-</td>" in page and "t: missing" in page
+    assert "acknowledged 4" in page and "bound 4.5 s" in page

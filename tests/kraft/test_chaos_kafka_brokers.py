@@ -60,7 +60,12 @@ def test_chaos_with_real_brokers_loses_nothing_acknowledged_and_every_brokers_me
     for broker in BROKERS:
         check = checks[f"kafka:broker-{broker}-metadata-converged"]
         assert check["passed"], check
-    for name in ("kafka:acknowledged-consumed", "kafka:acknowledged-in-log", "kafka:no-duplicates"):
+    for name in (
+        "kafka:brokers-back-after-heal",
+        "kafka:acknowledged-consumed",
+        "kafka:acknowledged-in-log",
+        "kafka:no-duplicates",
+    ):
         assert checks[name]["passed"], checks[name]
     kafka = chaos_run["summary"]["kafka"]
     assert [b["broker_id"] for b in kafka["brokers"]] == list(BROKERS)
