@@ -39,20 +39,13 @@ futures = admin.create_topics([NewTopic("clicks", 4, 3, config={{"retention.ms":
 print({{name: future.result() or "created" for name, future in futures.items()}})"""
 
 
-def kafka_client_step(servers: str, via: list[str]) -> None:
-    """Create one topic with a real Kafka admin client (confluent-kafka, a dev dependency) through
-    the nodes' Kafka listeners; skipped, saying so, where the client is not installed."""
+def kafka_client_step(servers: str) -> None:
+    """Create one topic with a real Kafka admin client (confluent-kafka) through the nodes' Kafka
+    listeners."""
     click.secho("\n== Create a topic with a Kafka admin client (confluent-kafka), through the nodes' Kafka listeners",
                 bold=True)  # fmt: skip
     snippet = KAFKA_SNIPPET.format(servers=servers)
     click.secho(f"$ python -c '{snippet}'", fg="cyan")
-    try:
-        import confluent_kafka  # noqa: F401
-    except ImportError:
-        click.echo("   confluent-kafka is not installed (pip install confluent-kafka); step skipped")
-        run("... so the same topic through gRPC", "topics", "create", *via,
-            "--topic", "clicks", "--partitions", "4", "--replication-factor", "3")  # fmt: skip
-        return
     result = subprocess.run(python_command("-c", snippet), text=True, capture_output=True, check=False)
     click.echo(result.stdout, nl=False)
     if result.returncode != 0:
@@ -125,7 +118,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         run("Create a topic inside broker pool 'fast' (seed 003's resource isolation)",
             "topics", "create", *via, "--topic", "latency-critical", "--partitions", "3", "--replication-factor", "3",
             "--broker-pool", "fast")  # fmt: skip
-        kafka_client_step(kafka_servers, via)
+        kafka_client_step(kafka_servers)
         run("The Kafka client's topic, as raftmeta's own client sees it", "topics", "describe", *via,
             "--topic", "clicks")  # fmt: skip
         run("An invalid request is refused, naming the field and the rule (and nothing is written)",
