@@ -62,13 +62,12 @@ kafka-clients: $(KAFKAJS_STAMP)
 
 ## make test: the default suite (unit, short simulator, integration, spark and chaos runs); `slow` soaks excluded.
 ## Most of it runs on one worker per core (up to 4, pytest-xdist): much of its time is spent waiting
-## on real processes, JVMs and timers. The tests against real Apache Kafka (`kraft`) run next in one
-## process, so its session-scoped KRaft cluster starts once. The chaos runs go last, alone: they
-## kill and pause node processes under a workload with default timeouts, on a machine nothing else loads.
+## on real processes, JVMs and timers. Then two workers run the tests against real Apache Kafka
+## (`kraft`, one scope on one worker: tests/conftest.py, so each session-scoped KRaft cluster starts
+## once) beside the chaos runs, which mostly wait on their faults. Each phase names its slowest tests.
 test: $(STAMP) $(KAFKA_STAMP) $(READER_JAR) kafka-clients
-	$(BIN)/python -m pytest -m "not slow and not chaos and not kraft" --numprocesses auto --maxprocesses 4 --dist worksteal $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -m "not slow and kraft" $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -m "not slow and chaos" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not chaos and not kraft" --numprocesses auto --maxprocesses 4 --dist worksteal --durations 15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and (kraft or chaos)" --numprocesses 2 --dist loadscope --durations 15 $(PYTEST_ARGS)
 
 ## make test-all: everything, including the slow soaks.
 test-all: $(STAMP) $(KAFKA_STAMP) $(READER_JAR) kafka-clients

@@ -149,6 +149,9 @@ def _consume(bootstrap: str, topics: list[str], expected: int) -> Counter[str]:
                 if message.error() is not None or value is None:
                     raise KafkaException(message.error())
                 seen[value.decode()] += 1
+        # Nothing read leaves nothing to commit (librdkafka raises _NO_OFFSET), which would hide
+        # the real failure: the caller's count names the messages that never arrived.
+        assert seen, f"the consumer group read nothing from {topics} in {CLIENT_TIMEOUT_S:.0f} s without a message"
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
