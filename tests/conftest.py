@@ -17,10 +17,16 @@ configure_logging("warning", "console")
 KAFKA_TESTS = "tests/kraft/"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The Kafka tests first (a stable sort): under ``loadscope`` their one scope, the longest,
+    starts at once on one worker while the other takes the chaos runs."""
+    items.sort(key=lambda item: not item.nodeid.startswith(KAFKA_TESTS))
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, called only where it runs
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadscope`` with every Kafka test in one scope: ``make test`` runs them on one
-    worker beside the chaos runs (one module, which mostly waits on its faults) on the other.
+    worker beside the chaos runs (which mostly wait on their faults) on the other.
     (pytest-xdist's ``loadgroup`` would say this with a mark, but it stopped grouping under
     pytest 9.2: pytest-dev/pytest-xdist#1386.)"""
     if config.getoption("dist") != "loadscope":

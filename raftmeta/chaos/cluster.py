@@ -10,6 +10,12 @@ the same way: every node reaches every node that is not a bootstrap voter throug
 that link too (``--peer-addresses``, which wins over the listener a ``VotersRecord`` names), so
 partitions cut the links to and from a node whatever role it has by then. Clients and the broker
 fleet talk to the nodes' real addresses.
+
+With ``kafka_brokers`` the brokers are real Apache Kafka brokers instead of the simulated fleet
+(:mod:`raftmeta.chaos.kafka_brokers`): every node serves a Kafka listener, the brokers take the
+bootstrap voters' listeners as their controllers (directly, not through the proxies, as the
+fleet's gRPC calls), and ``DIR/kafka-brokers`` holds them, so ``raftmeta quorum down --data-dir
+DIR`` stops them too.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import grpc
 import grpc.aio
 
 from raftmeta.api.limits import grpc_channel_options
+from raftmeta.chaos.kafka_brokers import RealBrokers
 from raftmeta.chaos.proxy import Network, ProxyMesh
 from raftmeta.local import quorum as local_quorum
 from raftmeta.local.python_command import raftmeta_command
@@ -38,6 +45,8 @@ class ClusterConfig:
     observers: int = 0  # more nodes (ids after the voters') that start as observers
     brokers: int = 6
     racks: int = 3
+    # Real Apache Kafka brokers instead of the simulated fleet (0: the fleet's ``brokers``).
+    kafka_brokers: int = 0
     # Quick failure detection keeps runs short (as the integration tests); the broker session stays
     # well above an election so a controller failover alone fences nobody.
     fetch_timeout_ms: int = 1000
@@ -58,6 +67,15 @@ class ClusterConfig:
     @property
     def total_nodes(self) -> int:
         return self.nodes + self.observers
+
+    @property
+    def broker_count(self) -> int:
+        """The brokers placements can use: the real ones, or the simulated fleet's."""
+        return self.kafka_brokers or self.brokers
+
+    @property
+    def first_broker_id(self) -> int:
+        return local_quorum.KAFKA_BROKER_FIRST_ID if self.kafka_brokers else 0
 
     @property
     def unsafe(self) -> bool:
@@ -88,6 +106,8 @@ class ChaosCluster:
     # leader changes and commit latency as the nodes measured them (raftmeta/chaos/metrics.py).
     metrics_addresses: dict[int, str] = field(default_factory=dict)
     fleet_address: str = ""
+    kafka: RealBrokers | None = None  # the real brokers (ClusterConfig.kafka_brokers), once started
+    kafka_heal_error: str | None = None  # a real broker that did not come back at the heal
     paused: set[int] = field(default_factory=set)
     killed: set[int] = field(default_factory=set)  # down on purpose, until restarted
     _fleet_channel: grpc.aio.Channel | None = None
@@ -122,9 +142,11 @@ class ChaosCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         ids = self.node_ids
         links = [(i, j) for i in ids for j in ids if i != j]
-        ports = local_quorum.free_ports(len(ids) + len(links))
+        kafka_ports = len(ids) if cfg.kafka_brokers else 0
+        ports = local_quorum.free_ports(len(ids) + len(links) + kafka_ports)
         addresses = {i: f"127.0.0.1:{ports[k]}" for k, i in enumerate(ids)}
-        link_ports = dict(zip(links, ports[len(ids) :], strict=True))
+        link_ports = dict(zip(links, ports[len(ids) : len(ids) + len(links)], strict=True))
+        kafka_addresses = {i: f"127.0.0.1:{port}" for i, port in zip(ids, ports[len(ids) + len(links) :], strict=False)}
         metrics_ports = [p for p in local_quorum.free_ports(2 * len(ids) + len(ports)) if p not in ports]
         self.metrics_addresses = {i: f"127.0.0.1:{metrics_ports[k]}" for k, i in enumerate(ids)}
         self.mesh = ProxyMesh(addresses, link_ports, self.network)
@@ -134,22 +156,35 @@ class ChaosCluster:
         for i in ids:
             voters = self.mesh.voters_for(i, addresses, self.bootstrap_voters)
             peers = self.mesh.peers_for(i, self.bootstrap_voters)
+            kafka_peers = format_voters({j: a for j, a in kafka_addresses.items() if j != i})
+            kafka_args = (
+                ["--kafka-listener", kafka_addresses[i], *(["--kafka-peers", kafka_peers] if kafka_peers else [])]
+                if kafka_addresses
+                else []
+            )
             # The node arguments come last: _arm_unsafe_flags replaces that tail.
             argv = [
                 *raftmeta_command("--log-format", "json", "--log-level", "info", "node"),
                 "--node-id", str(i), "--listen", addresses[i], "--voters", format_voters(voters),
                 *(["--peer-addresses", format_voters(peers)] if peers else []),
                 "--data-dir", str(self.node_dir(i)), "--cluster-id", cluster_id,
-                "--metrics-listen", self.metrics_addresses[i], *cfg.node_args(unsafe=False),
+                "--metrics-listen", self.metrics_addresses[i], *kafka_args, *cfg.node_args(unsafe=False),
             ]  # fmt: skip
             log = self.data_dir / "logs" / f"node-{i}.log"
-            nodes.append(local_quorum.NodeProcess(i, 0, addresses[i], str(self.node_dir(i)), str(log), argv))
+            nodes.append(
+                local_quorum.NodeProcess(
+                    i, 0, addresses[i], str(self.node_dir(i)), str(log), argv, kafka_addresses.get(i)
+                )
+            )
             nodes[-1].metrics_address = self.metrics_addresses[i]
         self.quorum = local_quorum.LocalQuorum(str(self.data_dir), cluster_id, ",".join(addresses.values()), nodes)
         for i in ids:
             self.restart(i)  # pid 0 is "not running": restart spawns from the recorded argv
         await asyncio.to_thread(local_quorum.wait_for_leader, self.quorum, cfg.start_timeout_s)
-        await self._start_fleet()
+        if cfg.kafka_brokers:
+            await self._start_kafka_brokers()
+        else:
+            await self._start_fleet()
         if cfg.unsafe:
             await self._arm_unsafe_flags()
 
@@ -171,6 +206,25 @@ class ChaosCluster:
             node.argv = node.argv[: len(node.argv) - len(safe_args)] + unsafe_args
             self.restart(node.id)
         await asyncio.to_thread(local_quorum.wait_for_leader, self.quorum, self.config.start_timeout_s)
+
+    async def _start_kafka_brokers(self) -> None:
+        assert self.quorum is not None
+        cfg = self.config
+        if cfg.unsafe:
+            raise ValueError("the test-only unsafe flags are for the simulated fleet, not real Kafka brokers")
+        await asyncio.to_thread(local_quorum.wait_for_kafka_listeners, self.quorum, cfg.start_timeout_s)
+        directory = self.data_dir / local_quorum.KAFKA_BROKERS_DIR
+        self.quorum.kafka_brokers_dir = str(directory.absolute())
+        self.quorum.save()  # before the JVMs start: `quorum down` then stops them, whatever happens here
+        voters = {i: self.quorum.node(i).kafka_address or "" for i in self.bootstrap_voters}
+        self.kafka = await RealBrokers.start(
+            directory,
+            cluster_id=self.quorum.cluster_id,
+            voters=voters,
+            count=cfg.kafka_brokers,
+            racks=cfg.racks,
+            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+        )
 
     async def _start_fleet(self) -> None:
         assert self.quorum is not None
@@ -238,6 +292,8 @@ class ChaosCluster:
         gone = [f"node {i}" for i in self.node_ids if i not in self.killed and not self.running(i)]
         if self.quorum.brokers_pid is not None and not local_quorum.alive(self.quorum.brokers_pid):
             gone.append("broker fleet")
+        if self.kafka is not None:
+            gone += self.kafka.unexpected_exits()
         return gone
 
     # -- broker faults (the fleet's control service) ------------------------------------------------
@@ -251,13 +307,16 @@ class ChaosCluster:
 
     # -- healing and teardown --------------------------------------------------------------------
     async def heal(self) -> None:
-        """Every link passes, every paused node runs, every dead node restarts, every broker heartbeats."""
+        """Every link passes, every paused node runs, every dead node restarts, every broker heartbeats
+        (a real broker that was down or paused is registered and unfenced again when this returns)."""
         self.network.heal()
         for i in self.node_ids:
             self.resume(i)
             self.restart(i)
         if self._fleet_channel is not None:
             await self.fleet_call("RecoverBrokers", list(range(self.config.brokers)))
+        if self.kafka is not None:
+            self.kafka_heal_error = await self.kafka.heal()
 
     async def close(self) -> None:
         """Stop every process this run started (SIGCONT, SIGTERM, then SIGKILL) and the proxies."""

@@ -24,6 +24,11 @@ Families and variants:
   never voting twice in an epoch.
 - ``broker``: stop one or two simulated brokers' heartbeats past the session timeout (they are
   fenced, partition leaders move), then resume them (unfenced, leaderless partitions recover).
+- ``kafka-broker`` (with real Kafka brokers, ``--kafka-brokers``, in place of ``broker``): SIGKILL
+  one broker and restart it after its session has run out (fenced, its leaderships moved, out of
+  every ISR), SIGSTOP one past its session then SIGCONT, or restart one through its controlled
+  shutdown (SIGTERM, as kafka-server-stop); each fault ends once the broker is registered and
+  unfenced again (the launcher's ready timeout bounds a JVM's start), so the next finds it running.
 - ``membership``: voter changes through AddRaftVoter / RemoveRaftVoter -- add an observer, remove
   a voter (possibly the leader), replace one (add, then remove), or kill a voter and replace it
   while it is down (restarted after); targets from
@@ -60,6 +65,7 @@ from raftmeta.chaos.state_damage import (
 )
 from raftmeta.chaos.torn import append_torn_batch
 from raftmeta.client import ClientError, ControllerClient, RetryPolicy
+from raftmeta.kraft.cluster import KraftNodeError
 from raftmeta.server.addresses import CONTROLLER_LISTENER
 from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.storage.quorum_state import QUORUM_STATE
@@ -68,7 +74,10 @@ from raftmeta.v1 import controller_pb2, errors_pb2
 # The default set (``--faults``'s default). ``membership`` is opted into: it adds an observer
 # process and ends the run with another voter set, so the default runs keep the quorum they had.
 DEFAULT_FAMILIES: tuple[str, ...] = ("kill", "pause", "partition", "torn-write", "storage", "broker")
-FAMILIES: tuple[str, ...] = (*DEFAULT_FAMILIES, "membership")
+FAMILIES: tuple[str, ...] = (*DEFAULT_FAMILIES, "membership", "kafka-broker")
+# The simulated fleet's family and the real brokers' one: a run has one kind of broker.
+FLEET_FAMILY = "broker"
+KAFKA_BROKER_FAMILY = "kafka-broker"
 VARIANTS: dict[str, tuple[str, ...]] = {
     "kill": ("one", "leader", "majority", "all"),
     "pause": ("one", "leader"),
@@ -77,6 +86,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "storage": ("bit-flip", "zeroed-sector", "zeroed-range", *STATE_FILES),
     "broker": ("one", "two"),
     "membership": membership.VARIANTS,
+    "kafka-broker": ("kill", "pause", "restart"),
 }
 # Between two attempts of a voter change refused with REQUEST_TIMED_OUT (a catching-up observer
 # needs a fetch round or two; a new leader, one commit of its epoch).
@@ -105,11 +115,31 @@ def parse_families(text: str) -> list[str]:
     return list(dict.fromkeys(families))
 
 
+def default_families(kafka_brokers: int) -> tuple[str, ...]:
+    """``--faults``'s default: with real Kafka brokers, their faults in place of the fleet's."""
+    if not kafka_brokers:
+        return DEFAULT_FAMILIES
+    return tuple(KAFKA_BROKER_FAMILY if f == FLEET_FAMILY else f for f in DEFAULT_FAMILIES)
+
+
+def check_broker_families(families: Sequence[str], kafka_brokers: int) -> None:
+    """A run breaks the kind of brokers it has: ValueError naming the fault kind otherwise."""
+    if kafka_brokers and FLEET_FAMILY in families:
+        raise ValueError(
+            f"fault kind {FLEET_FAMILY!r} stops simulated brokers' heartbeats: with --kafka-brokers the brokers are "
+            f"real, use {KAFKA_BROKER_FAMILY!r}"
+        )
+    if not kafka_brokers and KAFKA_BROKER_FAMILY in families:
+        raise ValueError(f"fault kind {KAFKA_BROKER_FAMILY!r} needs real Kafka brokers: add --kafka-brokers N")
+
+
 def hold_range_s(family: str, fetch_timeout_s: float, session_timeout_s: float) -> tuple[float, float]:
     """How long a fault of ``family`` lasts: long enough to matter (past the timeouts it tests)."""
     if family == "pause":
         return 1.5 * fetch_timeout_s, 3.0 * fetch_timeout_s
-    if family == "broker":
+    if family in (FLEET_FAMILY, KAFKA_BROKER_FAMILY):
+        # Past the session, so the controller fences the broker and moves its leaderships (a
+        # restart's outage is its JVM's start, which the launcher bounds).
         return session_timeout_s + 1.0, session_timeout_s + 2.5
     if family == "partition":
         return 3.0, 6.0
@@ -196,6 +226,7 @@ class Nemesis:
             "storage": self._storage,
             "broker": self._broker,
             "membership": self._membership,
+            "kafka-broker": self._kafka_broker,
         }[step.family]
         await handler(step, fault_id)
 
@@ -385,6 +416,36 @@ class Nemesis:
         await asyncio.sleep(step.hold_s)
         await self.cluster.fleet_call("RecoverBrokers", brokers)
         self.timeline.add("heal", "broker", f"brokers {brokers} heartbeat again", fault_id)
+
+    async def _kafka_broker(self, step: FaultStep, fault_id: int) -> None:
+        brokers = self.cluster.kafka
+        if brokers is None:
+            raise ValueError("kafka-broker faults need real Kafka brokers (ClusterConfig.kafka_brokers)")
+        broker = self.rng.choice(brokers.ids)
+        try:
+            if step.variant == "pause":
+                brokers.pause(broker)
+                self.timeline.add("fault", step.family, f"SIGSTOP Kafka broker {broker} for {step.hold_s} s", fault_id)
+                await asyncio.sleep(step.hold_s)
+                brokers.resume(broker)
+                await brokers.wait_ready(broker)
+                self.timeline.add("heal", step.family, f"SIGCONT Kafka broker {broker}: unfenced again", fault_id)
+                return
+            if step.variant == "kill":
+                await brokers.kill(broker)
+                self.timeline.add("fault", step.family, f"SIGKILL Kafka broker {broker}", fault_id)
+                await asyncio.sleep(step.hold_s)
+            else:
+                self.timeline.add(
+                    "fault", step.family, f"SIGTERM Kafka broker {broker} (controlled shutdown)", fault_id
+                )
+                await brokers.stop(broker)
+            await brokers.start_and_wait(broker)
+            self.timeline.add("heal", step.family, f"Kafka broker {broker} restarted: registered, unfenced", fault_id)
+        except KraftNodeError as exc:
+            # Left to the heal (which starts it again) and the checks (a broker that exits on its
+            # own is a crash); the message names the broker and quotes its log's tail.
+            self.timeline.add("heal", step.family, f"Kafka broker {broker} not ready again: {exc}"[:2000], fault_id)
 
     # -- voter changes ---------------------------------------------------------------------------
     async def _membership(self, step: FaultStep, fault_id: int) -> None:

@@ -27,6 +27,7 @@ FAMILY_COLOURS = {
     "torn-write": "#8c564b",
     "broker": "#ff7f0e",
     "membership": "#17becf",
+    "kafka-broker": "#e377c2",
 }
 OUTCOME_COLOURS = {"ok": "#2ca02c", "fail": "#7f7f7f", "unknown": "#d62728"}
 KIND_ROWS = {
@@ -153,6 +154,7 @@ def _html(document: dict[str, Any], timeline_png: str) -> str:
         if voters
         else ""
     )
+    kafka_section = _kafka_section(document.get("kafka"))
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>raftmeta chaos: {verdict}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:80em}}td,th{{padding:2px 8px;text-align:left;
@@ -170,6 +172,7 @@ cancelled {moves["cancelled"]}, re-targeted {moves["retargeted"]}, dropped with 
 <p>Faults: {esc(", ".join(f"{k} {v}" for k, v in document["faults"].items()))}.
 Reproduce: <code>{esc(document["reproduce"])}</code></p>
 <img src="{esc(timeline_png)}" alt="timeline" style="max-width:100%">
+{kafka_section}
 <h2>Checks</h2><table><tr><th></th><th>check</th><th>detail</th></tr>{rows}</table>
 <h2>Availability per fault window</h2>
 <table><tr><th>start s</th><th>length s</th><th>fault</th><th>detail</th><th>ok/ops</th><th>ok rate</th></tr>
@@ -177,3 +180,28 @@ Reproduce: <code>{esc(document["reproduce"])}</code></p>
 <h2>Timeline</h2><table><tr><th>wall ms</th><th>event</th><th>family</th><th>detail</th></tr>{events}</table>
 </body></html>
 """
+
+
+def _kafka_section(kafka: dict[str, Any] | None) -> str:
+    """With real Kafka brokers: the data's figures and each broker's metadata verdict."""
+    if not kafka:
+        return ""
+    esc = html.escape
+    data = kafka.get("data") or {}
+    data_line = (
+        f"<p>Data through the brokers ({esc(str(data['topic']))}): sent {data['sent']}, acknowledged "
+        f"{data['acknowledged']}, failed {data['failed']}, in the log {data['in_log']}, received by the consumer "
+        f"group {data['group_received']} ({data['group_received_twice']} twice, after rebalances).</p>"
+        if data
+        else "<p>The data through the brokers could not be read back (see the checks).</p>"
+    )
+    rows = "".join(
+        f"<tr><td>{b['broker_id']}</td><td>{'-' if b['converged_ms'] is None else b['converged_ms']}</td>"
+        f"<td>{b['topics']}</td><td>{b['partitions']}</td><td>{esc('; '.join(b['last_differences']))}</td></tr>"
+        for b in kafka["brokers"]
+    )
+    return (
+        f"<h2>Kafka brokers</h2>{data_line}<p>Each broker's Metadata against the committed image "
+        f"(bound {kafka['metadata_bound_s']:g} s):</p><table><tr><th>broker</th><th>converged ms</th><th>topics</th>"
+        f"<th>partitions</th><th>differences left</th></tr>{rows}</table>"
+    )

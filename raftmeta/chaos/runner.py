@@ -18,17 +18,26 @@ from typing import Any
 
 from raftmeta.api.health import classify
 from raftmeta.api.ids import uuid_to_str
+from raftmeta.chaos.broker_metadata import Topics, committed_topics, wait_converged
 from raftmeta.chaos.checker import availability, check_history, outcome_counts, spark_history
 from raftmeta.chaos.cluster import ChaosCluster, ClusterConfig
 from raftmeta.chaos.committed import read_committed
 from raftmeta.chaos.disk_damage import REPAIRED_EVENT, DiskDamage, judge_repairs
 from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.history import HistoryWriter, Op, write_history
+from raftmeta.chaos.kafka_data import DATA_PARTITIONS, DATA_TOPIC, KafkaDataWorkload
 from raftmeta.chaos.linearizable import TIMELINE, check_linearizable
 from raftmeta.chaos.metrics import MetricsRecorder
 from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.moves import COUNTS, check_reassignments
-from raftmeta.chaos.nemesis import DEFAULT_FAMILIES, FAMILIES, FaultStep, Nemesis, plan_faults
+from raftmeta.chaos.nemesis import (
+    DEFAULT_FAMILIES,
+    FAMILIES,
+    FaultStep,
+    Nemesis,
+    check_broker_families,
+    plan_faults,
+)
 from raftmeta.chaos.rules import check_rules
 from raftmeta.chaos.state_damage import StateFileDamage, double_votes, unnoticed, votes_recorded
 from raftmeta.chaos.tape import CommittedTape
@@ -44,6 +53,11 @@ WATCH_INTERVAL_S = 0.5
 # Moves in flight at the heal complete within a catch-up delay and a few heartbeats.
 SETTLE_MOVES_S = 10.0
 SETTLE_ISRS_S = 15.0
+# The real brokers' clients (``--kafka-brokers``): a produce's delivery timeout and the bound of
+# the drain and the final read. A broker's outage in the fault phase lasts a session and a JVM's
+# start; its partitions' leaders move within the session, so a batch waits far less than this.
+KAFKA_CLIENT_TIMEOUT_S = 60.0
+KAFKA_HISTORY = "kafka-history.jsonl"
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,8 @@ class ChaosConfig:
         ]  # fmt: skip
         if self.cluster.observers != default_observers(self.families):
             args += ["--observers", str(self.cluster.observers)]
+        if self.cluster.kafka_brokers:
+            args += ["--kafka-brokers", str(self.cluster.kafka_brokers)]
         if self.cluster.unsafe_ack_before_commit:
             args.append("--unsafe-ack-before-commit")
         if self.cluster.unsafe_skip_fsync:
@@ -130,6 +146,8 @@ class ChaosResult:
             "converged_ms": self.converged_ms,
             "nodes": self.config.cluster.nodes,
             "observers": self.config.cluster.observers,
+            # With real Kafka brokers: each one's metadata verdict and the data's figures; else None.
+            "kafka": self.figures.get("kafka"),
             "duration_s": self.config.duration_s,
             "reproduce": self.config.reproduce(),
             "checks": [c.to_json() for c in self.checks],
@@ -146,6 +164,7 @@ def run_chaos(config: ChaosConfig, echo: Callable[[str], None] | None = None) ->
 async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> ChaosResult:
     data_dir = config.report_dir / "data"
     history_path = config.report_dir / "history.jsonl"
+    check_broker_families(config.families, config.cluster.kafka_brokers)
     if data_dir.exists() and any(data_dir.iterdir()):
         # Nodes would refuse another cluster's data dirs (or, worse, resume an old run's logs).
         raise FileExistsError(f"{data_dir} holds an earlier run: choose another --report-dir or delete it")
@@ -165,8 +184,18 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
     background: list[asyncio.Task[None]] = []
     recorder = MetricsRecorder({})
     outcomes: list[BaseException | None] = []
+    data: KafkaDataWorkload | None = None
     try:
         await cluster.start()
+        if cluster.kafka is not None:
+            await _create_data_topic(cluster.bootstrap)
+            data = KafkaDataWorkload(
+                cluster.kafka.bootstrap_servers,
+                config.report_dir / KAFKA_HISTORY,
+                client_timeout_s=KAFKA_CLIENT_TIMEOUT_S,
+                client_log=data_dir / "logs" / "kafka-clients.log",
+            )
+            data.start()
 
         def hint(leader_id: int, high_watermark: int) -> None:
             tape.leader_hint = (leader_id, high_watermark)
@@ -195,7 +224,10 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
             workload = Workload(
                 cluster.bootstrap.split(","),
                 WorkloadConfig(
-                    clients=config.clients, brokers=config.cluster.brokers, think_ms_max=config.think_ms_max
+                    clients=config.clients,
+                    brokers=config.cluster.broker_count,
+                    first_broker_id=config.cluster.first_broker_id,
+                    think_ms_max=config.think_ms_max,
                 ),
                 config.seed,
                 history,
@@ -207,12 +239,18 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
             await asyncio.sleep(config.duration_s)
             stop.set()
             await asyncio.gather(*tasks)
+            if data is not None:
+                await asyncio.to_thread(data.stop_producing)
             ended_ms = wall_ms()
             timeline.add("phase", "", "liveness phase: heal everything")
             converged_ms, final_topics, final_voters = await _liveness_phase(config, cluster, monitor, checks)
+            if data is not None:
+                figures["kafka"] = await _kafka_checks(config, cluster, data, checks, timeline)
         finally:
             await monitor.stop()
     finally:
+        if data is not None:
+            data.abandon()
         for task in background:
             task.cancel()
         outcomes = await asyncio.gather(*background, return_exceptions=True)
@@ -308,6 +346,69 @@ async def _liveness_phase(
     )
     # The voters of the last converged answer: after the marker write when it went through.
     return waited_ms, described, list(monitor.final_voters)
+
+
+async def _create_data_topic(bootstrap: str) -> None:
+    """The real brokers' data topic, through raftmeta's gRPC client with KRaft's striped placer."""
+    topic = controller_pb2.CreatableTopic(
+        name=DATA_TOPIC, num_partitions=DATA_PARTITIONS, replication_factor=3, placer="striped"
+    )
+    async with ControllerClient(bootstrap, retry=RetryPolicy(deadline_s=30)) as client:
+        created = await client.create_topics(controller_pb2.CreateTopicsRequest(topics=[topic]))
+    if created.topics[0].error_code != 0:
+        raise RuntimeError(f"the data topic {DATA_TOPIC} was not created: {created.topics[0].error_message}")
+
+
+async def _kafka_checks(
+    config: ChaosConfig, cluster: ChaosCluster, data: KafkaDataWorkload, checks: list[Check], timeline: Timeline
+) -> dict[str, Any]:
+    """With the brokers healed: every broker's metadata against the committed image (bounded by
+    the nodes' broker session timeout), then the data's verdict; adds the checks, returns the
+    figures (per broker, and the data's)."""
+    assert cluster.kafka is not None
+    bound_s = config.cluster.session_timeout_ms / 1000
+
+    async def committed() -> Topics | None:
+        try:
+            async with ControllerClient(cluster.bootstrap, retry=RetryPolicy(deadline_s=10)) as client:
+                return committed_topics(await client.describe_topics())
+        except ClientError:
+            return None  # no answer this round: the quorum's own checks say why
+
+    async def unfenced() -> set[int]:
+        try:
+            async with ControllerClient(cluster.bootstrap, retry=RetryPolicy(deadline_s=10)) as client:
+                return {b.broker_id for b in (await client.describe_cluster()).brokers if not b.fenced}
+        except ClientError:
+            return set()
+
+    missing = sorted(set(cluster.kafka.ids) - await unfenced())
+    back = cluster.kafka_heal_error is None and not missing
+    checks.append(
+        Check(
+            "kafka:brokers-back-after-heal",
+            back,
+            f"every Kafka broker {cluster.kafka.ids} registered and unfenced after the heal"
+            if back
+            else f"not registered and unfenced after the heal: {missing}; {cluster.kafka_heal_error or ''}"[:4000],
+        )
+    )
+    timeline.add("phase", "", "every Kafka broker's metadata against the committed image")
+    verdicts = await wait_converged(cluster.kafka.addresses, committed, bound_s)
+    checks.extend(v.check(bound_s) for v in verdicts)
+    timeline.add("phase", "", "the data through the Kafka brokers: flush, drain the consumer group, read the log")
+    try:
+        data_checks, data_figures = await asyncio.to_thread(data.finish)
+    except (TimeoutError, RuntimeError, OSError) as exc:
+        data_checks = [Check("kafka:data-read", False, f"the data could not be read back: {exc!r}")]
+        data_figures = {}
+    checks.extend(data_checks)
+    return {
+        "brokers": [v.to_json() for v in verdicts],
+        "metadata_bound_s": bound_s,
+        "data": data_figures,
+        "history": KAFKA_HISTORY,
+    }
 
 
 async def _check_files(

@@ -67,6 +67,9 @@ Request = (
 class WorkloadConfig:
     clients: int = 8
     brokers: int = 6
+    # The brokers' ids are first_broker_id .. first_broker_id + brokers - 1: 0 for the simulated
+    # fleet, 100 for real Kafka brokers (raftmeta.local.quorum.KAFKA_BROKER_FIRST_ID).
+    first_broker_id: int = 0
     think_ms_max: int = 400  # each client waits uniform(0, this) between its ops
     op_deadline_s: float = 4.0  # the client's overall deadline per op (retries included)
     attempt_timeout_s: float = 1.5
@@ -121,8 +124,14 @@ class Workload:
                     await asyncio.wait_for(stop.wait(), rng.uniform(0, self.config.think_ms_max) / 1000)
 
     # -- operations ------------------------------------------------------------------------------
+    @property
+    def _broker_ids(self) -> range:
+        first = self.config.first_broker_id
+        return range(first, first + self.config.brokers)
+
     def _topic(self, rng: random.Random) -> controller_pb2.CreatableTopic:
         brokers = self.config.brokers
+        first = self.config.first_broker_id
         name = f"{rng.choice((KEPT_PREFIX, EPHEMERAL_PREFIX))}{rng.randrange(TOPIC_NAMES)}"
         partitions = rng.randint(1, 6)
         rf = rng.randint(1, min(3, brokers))
@@ -137,13 +146,14 @@ class Workload:
                         name=name, num_partitions=1, replication_factor=1, configs={"cleanup.policy": "bogus"}
                     ),
                     controller_pb2.CreatableTopic(
-                        name=name, assignments=[controller_pb2.ReplicaAssignment(partition_index=0, broker_ids=[0, 0])]
+                        name=name,
+                        assignments=[controller_pb2.ReplicaAssignment(partition_index=0, broker_ids=[first, first])],
                     ),
                 ]
             )
         if roll < 0.20:  # manual assignment: distinct brokers per partition, same count everywhere
             assignments = [
-                controller_pb2.ReplicaAssignment(partition_index=p, broker_ids=rng.sample(range(brokers), rf))
+                controller_pb2.ReplicaAssignment(partition_index=p, broker_ids=rng.sample(self._broker_ids, rf))
                 for p in range(partitions)
             ]
             return controller_pb2.CreatableTopic(name=name, assignments=assignments)
@@ -221,7 +231,7 @@ class Workload:
             target = controller_pb2.ReassignablePartition(partition_index=pid, cancel=True)
         elif recent and roll < 1 / 2:  # a new target for a move that may still run (KIP-455 replaces it)
             name, pid = rng.choice(recent)
-            replicas = rng.sample(range(self.config.brokers), self.view.replication.get(name, 1))
+            replicas = rng.sample(self._broker_ids, self.view.replication.get(name, 1))
             target = controller_pb2.ReassignablePartition(partition_index=pid, replicas=replicas)
         else:
             name = rng.choice(sorted(self.view.partitions))
@@ -254,6 +264,7 @@ class Workload:
     def _target(self, rng: random.Random, name: str) -> controller_pb2.ReassignablePartition:
         """A random target of the topic's replication factor, or (10%) one that must be refused."""
         brokers = self.config.brokers
+        ids = self._broker_ids
         count = self.view.partitions[name]
         rf = self.view.replication.get(name, 1)
         pid = rng.randrange(count)
@@ -261,18 +272,16 @@ class Workload:
             wrong_rf = rf + 1 if rf < brokers else rf - 1
             return rng.choice(
                 [
-                    controller_pb2.ReassignablePartition(partition_index=pid, replicas=[0] * max(2, rf)),
+                    controller_pb2.ReassignablePartition(partition_index=pid, replicas=[ids[0]] * max(2, rf)),
                     controller_pb2.ReassignablePartition(
-                        partition_index=pid, replicas=[*rng.sample(range(brokers), rf - 1), brokers + 7]
+                        partition_index=pid, replicas=[*rng.sample(ids, rf - 1), ids[-1] + 7]
                     ),
-                    controller_pb2.ReassignablePartition(
-                        partition_index=pid, replicas=rng.sample(range(brokers), wrong_rf)
-                    ),
-                    controller_pb2.ReassignablePartition(partition_index=count + 5, replicas=list(range(rf))),
-                    controller_pb2.ReassignablePartition(partition_index=pid, replicas=[0], cancel=True),
+                    controller_pb2.ReassignablePartition(partition_index=pid, replicas=rng.sample(ids, wrong_rf)),
+                    controller_pb2.ReassignablePartition(partition_index=count + 5, replicas=list(ids[:rf])),
+                    controller_pb2.ReassignablePartition(partition_index=pid, replicas=[ids[0]], cancel=True),
                 ]
             )
-        return controller_pb2.ReassignablePartition(partition_index=pid, replicas=rng.sample(range(brokers), rf))
+        return controller_pb2.ReassignablePartition(partition_index=pid, replicas=rng.sample(ids, rf))
 
     async def _call(
         self,

@@ -41,6 +41,7 @@ from raftmeta.local.fleet import (
     plan_fleet,
     start_control_server,
 )
+from raftmeta.storage.fileio import atomic_write
 from raftmeta.tls import TlsConfig
 from raftmeta.v1 import controller_pb2, fleet_pb2, fleet_pb2_grpc
 
@@ -160,8 +161,11 @@ async def _run_fleet(
         await server.start()
         fleet_.start()
         if ready_file is not None:
-            # A few bytes once at start-up, before any other work: not worth a thread hop.
-            ready_file.write_text(json.dumps({"address": address, "brokers": [s.broker_id for s in specs]}) + "\n")  # noqa: ASYNC240
+            # Renamed into place whole: whoever waits for the file to exist reads all of it (a plain
+            # write let a chaos run read it empty once). A few bytes once at start-up, before any
+            # other work: not worth a thread hop.
+            document = json.dumps({"address": address, "brokers": [s.broker_id for s in specs]}) + "\n"
+            atomic_write(ready_file, document.encode())
         click.echo(f"fleet of {len(specs)} brokers running; control service at {address}", err=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -10,24 +10,30 @@ import click
 
 from raftmeta.cli.common import EXIT_FAILED, SEED, CheckFailed, emit_json, int_range, output_option, usage_error
 
-# The default, nemesis.DEFAULT_FAMILIES (not imported: it would load grpc for --help); membership is opted into.
+# The default, nemesis.DEFAULT_FAMILIES (not imported: it would load grpc for --help); membership is opted into;
+# with --kafka-brokers, kafka-broker replaces broker (nemesis.default_families).
 FAULT_KINDS = "kill,pause,partition,torn-write,storage,broker"
-ALL_FAULT_KINDS = f"{FAULT_KINDS},membership"
+ALL_FAULT_KINDS = f"{FAULT_KINDS},membership,kafka-broker"
 
 
 @click.command()
 @click.option("--nodes", type=click.Choice(["3", "5"]), default="3", show_default=True, help="Quorum size.")
 @click.option("--duration", type=click.FloatRange(min=5), default=60.0, show_default=True,
               help="Seconds of the fault phase (workload + nemesis).")  # fmt: skip
-@click.option("--faults", default=FAULT_KINDS, show_default=True,
-              help=f"Comma-separated fault kinds, of {ALL_FAULT_KINDS}.")  # fmt: skip
+@click.option("--faults", default=None,
+              help=f"Comma-separated fault kinds, of {ALL_FAULT_KINDS} [default: {FAULT_KINDS}; with "
+                   "--kafka-brokers, kafka-broker in place of broker].")  # fmt: skip
 @click.option("--observers", type=int_range(0, 4), default=None,
               help="Nodes started as observers besides the voters [default: 1 with membership, else 0].")  # fmt: skip
 @click.option("--clients", type=int_range(1, 64), default=8, show_default=True)
 @click.option("--seed", type=SEED, default=None, help="Seed of the fault plan and workload (default: random).")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Where report.json, report.html, timeline.png, history.jsonl and the nodes' data go.")  # fmt: skip
-@click.option("--brokers", type=int_range(3, 100), default=6, show_default=True)
+@click.option("--brokers", type=int_range(3, 100), default=6, show_default=True, help="Simulated brokers.")
+@click.option("--kafka-brokers", type=int_range(0, 9), default=0, show_default=True,
+              help="Real Apache Kafka brokers (the pinned release, `make kafka`) instead of the simulated ones: "
+                   "a produce/consume workload through them joins the run, and each one's metadata is checked "
+                   "against the committed log (0: the simulated fleet).")  # fmt: skip
 @click.option("--snapshot-interval-records", type=int_range(1), default=1000, show_default=True)
 @click.option("--convergence-timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="Seconds allowed after the heal for every node to catch up.")  # fmt: skip
@@ -38,12 +44,13 @@ ALL_FAULT_KINDS = f"{FAULT_KINDS},membership"
 def chaos(
     nodes: str,
     duration: float,
-    faults: str,
+    faults: str | None,
     observers: int | None,
     clients: int,
     seed: int | None,
     report_dir: Path,
     brokers: int,
+    kafka_brokers: int,
     snapshot_interval_records: int,
     convergence_timeout: float,
     spark: bool,
@@ -57,12 +64,18 @@ def chaos(
     Exits 0 when every check passes and 1 on any violation.
     """
     from raftmeta.chaos.cluster import ClusterConfig
-    from raftmeta.chaos.nemesis import parse_families
+    from raftmeta.chaos.nemesis import check_broker_families, default_families, parse_families
     from raftmeta.chaos.report import write_report
     from raftmeta.chaos.runner import ChaosConfig, default_observers, run_chaos
 
+    if kafka_brokers and kafka_brokers < 3:
+        raise usage_error(f"--kafka-brokers must be 0 or between 3 and 9 (replication factor 3), got {kafka_brokers}",
+                          "--kafka-brokers")  # fmt: skip
+    if kafka_brokers and (unsafe_ack_before_commit or unsafe_skip_fsync):
+        raise usage_error("the test-only unsafe flags run with the simulated brokers only", "--kafka-brokers")
     try:
-        families = tuple(parse_families(faults))
+        families = default_families(kafka_brokers) if faults is None else tuple(parse_families(faults))
+        check_broker_families(families, kafka_brokers)
     except ValueError as exc:
         raise usage_error(str(exc), "--faults") from exc
     chosen_seed = seed if seed is not None else random.randrange(1 << 31)
@@ -75,6 +88,7 @@ def chaos(
             nodes=int(nodes),
             observers=default_observers(families) if observers is None else observers,
             brokers=brokers,
+            kafka_brokers=kafka_brokers,
             snapshot_interval_records=snapshot_interval_records,
             unsafe_ack_before_commit=unsafe_ack_before_commit,
             unsafe_skip_fsync=unsafe_skip_fsync,
@@ -134,6 +148,24 @@ def _print_summary(document: dict[str, object], paths: dict[str, Path]) -> None:
         f"  longest without an ok op {document['longest_unavailable_ms']} ms; "
         f"converged {document['converged_ms']} ms after the heal"
     )
+    kafka = document["kafka"]
+    if isinstance(kafka, dict):
+        data = kafka["data"]
+        if data:
+            click.echo(
+                f"  Kafka data: sent {data['sent']}  acknowledged {data['acknowledged']}  failed {data['failed']}  "
+                f"in the log {data['in_log']}  received by the group {data['group_received']}"
+            )
+        for broker in kafka["brokers"]:
+            converged = broker["converged_ms"]
+            click.echo(
+                f"  Kafka broker {broker['broker_id']}: metadata "
+                + (
+                    f"converged to the committed image in {converged} ms"
+                    if converged is not None
+                    else "DID NOT converge"
+                )
+            )
     violations = document["violations"]
     assert isinstance(violations, list)
     for violation in violations:

@@ -6,8 +6,10 @@ through a Kafka admin client on the nodes' Kafka listeners (docs/kafka-protocol.
 broker and watches leadership move (seed 002), recovers it and watches the cluster heal (the ISRs
 regrow, preferred leaders come back), shows the topics and the quorum, then
 retires broker 8 by moving every replica off it (a reassignment plan, executed), replays all
-three nodes' logs with Spark and prints the report's path. Every step prints the
-command it runs, so a newcomer can repeat any of them by hand. The quorum is always stopped.
+three nodes' logs with Spark and prints the report's path. Then real Apache Kafka brokers on a
+quorum of their own carry messages through a broker's crash and restart, and Spark verifies that
+quorum's log too (:mod:`raftmeta.cli.demo_brokers`). Every step prints the
+command it runs, so a newcomer can repeat any of them by hand. The quorums are always stopped.
 """
 
 from __future__ import annotations
@@ -16,35 +18,18 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from raftmeta.cli.common import EXIT_FAILED
+from raftmeta.cli.demo_brokers import kafka_brokers_tour
+from raftmeta.cli.demo_brokers import stop as stop_brokers_tour
+from raftmeta.cli.demo_steps import StepFailed, run, wait_for
 from raftmeta.local.python_command import python_command, raftmeta_command
 
 SESSION_TIMEOUT_MS = 4000
-
-
-class StepFailed(Exception):
-    pass
-
-
-def run(title: str, *argv: str, expect_failure: bool = False, capture: bool = False) -> str:
-    click.secho(f"\n== {title}", bold=True)
-    click.secho(f"$ raftmeta {' '.join(argv)}", fg="cyan")
-    result = subprocess.run(raftmeta_command(*argv), text=True, capture_output=capture, check=False)
-    if capture:
-        click.echo(result.stdout, nl=False)
-        if result.stderr:
-            click.echo(result.stderr, nl=False, err=True)
-    failed = result.returncode != 0
-    if failed and not expect_failure:
-        raise StepFailed(f"`raftmeta {' '.join(argv)}` exited with {result.returncode}")
-    if expect_failure and not failed:
-        raise StepFailed(f"`raftmeta {' '.join(argv)}` was expected to be rejected but succeeded")
-    return result.stdout if capture else ""
+KAFKA_TOUR_DIR = "kafka"  # the real brokers' quorum, inside the demo's data dir
 
 
 KAFKA_SNIPPET = """\
@@ -54,34 +39,18 @@ futures = admin.create_topics([NewTopic("clicks", 4, 3, config={{"retention.ms":
 print({{name: future.result() or "created" for name, future in futures.items()}})"""
 
 
-def kafka_client_step(servers: str, via: list[str]) -> None:
-    """Create one topic with a real Kafka admin client (confluent-kafka, a dev dependency) through
-    the nodes' Kafka listeners; skipped, saying so, where the client is not installed."""
+def kafka_client_step(servers: str) -> None:
+    """Create one topic with a real Kafka admin client (confluent-kafka) through the nodes' Kafka
+    listeners."""
     click.secho("\n== Create a topic with a Kafka admin client (confluent-kafka), through the nodes' Kafka listeners",
                 bold=True)  # fmt: skip
     snippet = KAFKA_SNIPPET.format(servers=servers)
     click.secho(f"$ python -c '{snippet}'", fg="cyan")
-    try:
-        import confluent_kafka  # noqa: F401
-    except ImportError:
-        click.echo("   confluent-kafka is not installed (pip install confluent-kafka); step skipped")
-        run("... so the same topic through gRPC", "topics", "create", *via,
-            "--topic", "clicks", "--partitions", "4", "--replication-factor", "3")  # fmt: skip
-        return
     result = subprocess.run(python_command("-c", snippet), text=True, capture_output=True, check=False)
     click.echo(result.stdout, nl=False)
     if result.returncode != 0:
         click.echo(result.stderr, nl=False, err=True)
         raise StepFailed("the Kafka admin client could not create 'clicks'")
-
-
-def _wait_for(ready: Callable[[], bool], timeout_s: float, failure: str, every_s: float = 1.0) -> None:
-    """Until ``ready()``, checked every ``every_s``; StepFailed(``failure``) after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if time.monotonic() > deadline:
-            raise StepFailed(failure)
-        time.sleep(every_s)
 
 
 def _healed(via: list[str], broker: str) -> bool:
@@ -119,7 +88,8 @@ def _reassigned(via: list[str], plan: Path) -> bool:
 @click.option("--keep", is_flag=True, help="Keep the quorum running at the end (stop it with `raftmeta quorum down`).")
 def demo(data_dir: Path, keep: bool) -> None:
     """Run a 3-node quorum, create topics, break a broker, change the voters, and verify every log
-    with Spark."""
+    with Spark; then produce and consume through real Kafka brokers on a quorum, crash one of them,
+    and verify that log too."""
     if data_dir.exists():
         shutil.rmtree(data_dir)
     report_dir = data_dir / "report"
@@ -148,7 +118,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         run("Create a topic inside broker pool 'fast' (seed 003's resource isolation)",
             "topics", "create", *via, "--topic", "latency-critical", "--partitions", "3", "--replication-factor", "3",
             "--broker-pool", "fast")  # fmt: skip
-        kafka_client_step(kafka_servers, via)
+        kafka_client_step(kafka_servers)
         run("The Kafka client's topic, as raftmeta's own client sees it", "topics", "describe", *via,
             "--topic", "clicks")  # fmt: skip
         run("An invalid request is refused, naming the field and the rule (and nothing is written)",
@@ -173,7 +143,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         click.echo(
             "   with the default 300 s, or `raftmeta leader-election --election-type preferred` to do it now) ..."
         )
-        _wait_for(lambda: _healed(via, victim), 60,
+        wait_for(lambda: _healed(via, victim), 60,
                   f"broker {victim} did not rejoin its ISRs and lead orders-0 again within 60 s")  # fmt: skip
         run("Brokers after the recovery", "brokers", "list", *via)
         run(f"Healed without an operator: full ISRs again, and broker {victim} leads orders-0 again",
@@ -186,7 +156,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         click.echo("   rack spread for balance (the 'rack spread violations' row)")
         run("Execute the plan: new replicas catch up through their brokers' heartbeats, then the old ones leave",
             "reassign", "execute", *via, "--plan", str(plan), "--throttle-moves", "6")  # fmt: skip
-        _wait_for(lambda: _reassigned(via, plan), 60, "the reassignment did not complete within 60 s")
+        wait_for(lambda: _reassigned(via, plan), 60, "the reassignment did not complete within 60 s")
         run("Every move is complete", "reassign", "verify", *via, "--plan", str(plan))
         run("No replica is left on broker 8", "topics", "describe", *via, "--topic", "orders")
         run("The quorum as its leader sees it (kafka-metadata-quorum describe)", "quorum", "status", *via)
@@ -196,7 +166,7 @@ def demo(data_dir: Path, keep: bool) -> None:
             "quorum", "remove-controller", "--data-dir", str(data_dir), "--controller-id", "1")  # fmt: skip
         click.echo("   waiting for node 1 to find the new leader: it resigned, and looks for the leader as an")
         click.echo("   observer once its election timeout has passed (as KRaft does) ...")
-        _wait_for(lambda: _observing(via, 1), 30,
+        wait_for(lambda: _observing(via, 1), 30,
                   "node 1 did not fetch from the new leader as an observer within 30 s", every_s=0.5)  # fmt: skip
         run("Voters 2, 3 and 4 now; node 1 observes", "quorum", "status", *via, "--status")
         run("The quorum still commits: create a topic", "topics", "create", *via,
@@ -204,6 +174,7 @@ def demo(data_dir: Path, keep: bool) -> None:
         run("Stop the quorum (its logs stay on disk)", "quorum", "down", "--data-dir", str(data_dir))
         run("Replay every node's log with Spark and verify them", "verify", "--data-dir", str(data_dir),
             "--report-dir", str(report_dir))  # fmt: skip
+        kafka_brokers_tour(data_dir / KAFKA_TOUR_DIR)
     except StepFailed as exc:
         click.secho(f"\ndemo failed: {exc}", fg="red", err=True)
         logs = data_dir / "logs"
@@ -214,6 +185,11 @@ def demo(data_dir: Path, keep: bool) -> None:
         if not keep and (data_dir / "quorum.json").exists():
             subprocess.run(raftmeta_command("quorum", "down", "--data-dir", str(data_dir)),
                            capture_output=True, check=False)  # fmt: skip
+        if not keep:
+            stop_brokers_tour(data_dir / KAFKA_TOUR_DIR)
     click.secho(f"\nDemo finished in {time.monotonic() - started:.0f} s.", bold=True)
     click.echo(f"Report: {(report_dir / 'report.html').resolve()}")
+    click.echo(
+        f"The Kafka brokers' quorum's report: {(data_dir / KAFKA_TOUR_DIR / 'report' / 'report.html').resolve()}"
+    )
     click.echo(f"Inspect a node's log: raftmeta log dump --data-dir {data_dir / 'node-1'}")

@@ -1,12 +1,14 @@
 """Ask a running Kafka node, over the Kafka protocol, what the launcher waits on.
 
-Two questions, each one request on a fresh connection (readiness polls run rarely; a connection
+Three questions, each one request on a fresh connection (readiness polls run rarely; a connection
 pool would outlive the JVM it talks to): DescribeQuorum to a KRaft controller (who leads, in which
 epoch, with which voters and how far each has fetched: what ``kafka-metadata-quorum describe
 --status/--replication`` prints; only the leader answers it, the others say
 NOT_LEADER_OR_FOLLOWER) and
 DescribeCluster to a broker (the brokers it knows as registered and unfenced: Kafka leaves fenced
-brokers out of the answer unless asked to include them, KIP-1073). Requests and responses are
+brokers out of the answer unless asked to include them, KIP-1073) and Metadata to a broker (every
+topic's partitions as that broker's own metadata image has them: leader, leader epoch, replicas,
+ISR). Requests and responses are
 kio's entities, generated from Kafka's own message schemas, the same ones the project's Kafka
 listener speaks. A JVM is not started for this: a tool run costs seconds of class loading.
 """
@@ -22,6 +24,8 @@ from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
 from kio.schema.describe_cluster.v0.response import DescribeClusterResponse
 from kio.schema.describe_quorum.v1.request import DescribeQuorumRequest, PartitionData, TopicData
 from kio.schema.describe_quorum.v1.response import DescribeQuorumResponse, ReplicaState
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
@@ -101,6 +105,40 @@ def unfenced_brokers(address: str, timeout_s: float) -> frozenset[int]:
     if response.error_code.value != 0:
         raise ProbeError(f"{address}: DescribeCluster answered {response.error_code.name}")
     return frozenset(int(b.broker_id) for b in response.brokers)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """One partition as a broker's Metadata answer has it (-1: no leader)."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]  # sorted: the ISR's order carries no meaning
+
+
+def topic_partitions(address: str, timeout_s: float) -> dict[str, tuple[PartitionView, ...]]:
+    """Metadata v12 for every topic (internal ones included), no auto-creation, to the broker at
+    ``address``: topic name -> its partitions in partition order, from that broker's own metadata
+    image (a broker answers Metadata locally, never asking the controller). A topic the broker
+    answers with an error is left out; ProbeError when it does not answer."""
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    response = _round_trip(address, request, MetadataResponse, timeout_s)
+    topics: dict[str, tuple[PartitionView, ...]] = {}
+    for topic in response.topics:
+        if topic.error_code.value != 0 or topic.name is None:
+            continue
+        partitions = sorted(topic.partitions, key=lambda p: int(p.partition_index))
+        topics[str(topic.name)] = tuple(
+            PartitionView(
+                int(p.leader_id),
+                int(p.leader_epoch),
+                tuple(int(r) for r in p.replica_nodes),
+                tuple(sorted(int(r) for r in p.isr_nodes)),
+            )
+            for p in partitions
+        )
+    return topics
 
 
 def _round_trip(address: str, request: Any, response_type: type[Any], timeout_s: float) -> Any:
