@@ -64,6 +64,11 @@ def test_the_real_quorums_logs_pass(quorum: Path) -> None:
     assert (figures["replica_skew"], figures["leader_skew"], figures["rack_spread_violations"]) == (1.0, 1.0, 0)
     assert (figures["leaderless_partitions"], figures["fenced_brokers"]) == (3, 3)
     assert figures["isr_size_counts"] == {"0/3": 3}
+    assert (figures["offline_partitions"], figures["under_min_isr_partitions"]) == (3, 3)
+    assert result.health["verdict"] == "FAILED"
+    assert [(p["topic"], p["partition"], p["why"]) for p in result.health["unhealthy_partitions"]["listed"]] == [
+        ("t1", n, ["offline", "under_min_isr", "under_replicated"]) for n in range(3)
+    ]
     details = {c.name: c.detail for c in result.checks}
     assert details["logs-agree"] == "110 batches held by two or more nodes, all identical"
     # The log ends with t1's ISR emptied by the brokers' shutdown and its ELR holding broker 2
