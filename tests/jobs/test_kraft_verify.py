@@ -132,6 +132,8 @@ def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) ->
     assert passed.exit_code == 0, passed.output
     document = json.loads(passed.stdout)
     assert (document["format"], document["passed"]) == ("kafka", True)
+    # Consistent, and unhealthy: the brokers' shutdown left t1 without a leader.
+    assert document["health"]["verdict"] == "FAILED"
     segment = segment_of(quorum, 3001)
     data = segment.read_bytes()
     last = list(iter_batches(data))[-1][0]
@@ -146,6 +148,8 @@ def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) ->
     failed_run = runner.invoke(cli, ["verify", "--reader", "python", "--data-dir", str(quorum)])
     assert failed_run.exit_code == 1
     assert "controller 3001" in failed_run.output
+    assert "health FAILED; 3 partitions offline (no leader)" in failed_run.output
+    assert "t1-2  leader -1  replicas [0, 1, 2]  isr []" in failed_run.output  # the rest may wrap
     refused = runner.invoke(
         cli, ["verify", "--reader", "python", "--data-dir", str(quorum), "--report-dir", str(quorum / "out")]
     )
