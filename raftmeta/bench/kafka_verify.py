@@ -8,11 +8,15 @@ registrations, then per topic a TopicRecord and its PartitionRecords (what a cre
 (Kafka names each by its base offset), so the JVM reader has a split per segment. Every run must
 pass. Per path, the median over ``--repeats`` runs of the wall time and of the records read per
 second (every node's records: each path reads every node's log); the Spark session is started
-before the timed runs and its start-up reported apart (``spark_start_s``).
+before the timed runs and its start-up reported apart (``spark_start_s``). Per master, ``profile``
+says where the JVM path's CPU goes once warm: one more verify and the JVM reader alone (every row
+into Spark's no-op sink), each with the driver JVM's CPU seconds from /proc; ``read_share_of_cpu``
+is the reader's share. The load average at the start and end says how much of the machine the run had.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ from typing import Any
 import click
 
 from raftmeta.bench.kafka_format import REPLICATION_FACTOR, TIMESTAMP_MS, _replicas, _topic_id
+from raftmeta.bench.replay import jvm_pid, process_tree_cpu_seconds
 from raftmeta.bench.results import machine, median, scratch_dir, write_result
 from raftmeta.cli.common import emit_json, output_option
 from raftmeta.records.kafka.batch import encode_batch
@@ -68,6 +73,18 @@ def kafka_quorum(root: Path, records: int, nodes: int, brokers: int, segment_rec
     return offset
 
 
+def _read_only(spark: Any, quorum: Path) -> None:
+    """Every row of every node's log through the JVM reader, cut as the verify cuts it, and dropped."""
+    from raftmeta.jobs.kafka_log_rows import read_log_rows
+    from raftmeta.jobs.kraft_spark import log_bytes
+    from raftmeta.jobs.kraft_verify import find_kraft_logs
+    from raftmeta.jobs.verify import split_bytes_for
+
+    log_dirs = [str(p) for p in find_kraft_logs(quorum)]
+    rows = read_log_rows(spark, log_dirs, "jvm", split_bytes=split_bytes_for(spark, log_bytes(log_dirs)))
+    rows.write.format("noop").mode("overwrite").save()
+
+
 def _timed(action: Any) -> tuple[float, Any]:
     started = time.perf_counter()
     result = action()
@@ -105,6 +122,7 @@ def command(
 
     jars = reader_jars()  # fails naming `make jvm-reader` before any work
     paths: dict[str, Any] = {}
+    load_start = round(os.getloadavg()[0], 2)
     with scratch_dir(work_dir, "kafka-verify") as root:
         quorum = root / "quorum"
         per_node = kafka_quorum(quorum, records, nodes, brokers, segment_records)
@@ -119,6 +137,14 @@ def command(
                 seconds.append(took)
             return {"seconds": round(median(seconds), 2), "records_per_s": round(total / median(seconds))}
 
+        def jvm_cpu(spark: Any, action: Any) -> tuple[float, float]:
+            """(seconds, CPU seconds of the driver JVM) of one run of ``action``."""
+            pid = jvm_pid(spark)
+            before = process_tree_cpu_seconds(pid)[0] if pid is not None else -1.0
+            took, _ = _timed(action)
+            after = process_tree_cpu_seconds(pid)[0] if pid is not None else -1.0
+            return took, (after - before if before >= 0 and after >= 0 else -1.0)
+
         paths["python"] = runs(lambda: verify_kraft(quorum))
         for master in masters.split(","):
             started = time.perf_counter()
@@ -127,9 +153,22 @@ def command(
             )
             spark_start = time.perf_counter() - started
             try:
+                timed = runs(lambda spark=spark: verify_kraft_spark(spark, quorum, "jvm"))
+                # Where the JVM path's CPU goes, once warm: one more verify, then the JVM reader alone
+                # (every node's rows, every column, into Spark's no-op sink: reading, Kafka's decoding
+                # and the rows, without the checks).
+                verify_s, verify_cpu = jvm_cpu(spark, lambda spark=spark: verify_kraft_spark(spark, quorum, "jvm"))
+                read_s, read_cpu = jvm_cpu(spark, lambda spark=spark: _read_only(spark, quorum))
                 paths[f"jvm {master}"] = {
-                    **runs(lambda spark=spark: verify_kraft_spark(spark, quorum, "jvm")),
+                    **timed,
                     "spark_start_s": round(spark_start, 1),
+                    "profile": {
+                        "verify_s": round(verify_s, 2),
+                        "verify_jvm_cpu_s": round(verify_cpu, 1),
+                        "read_only_s": round(read_s, 2),
+                        "read_only_jvm_cpu_s": round(read_cpu, 1),
+                        "read_share_of_cpu": round(read_cpu / verify_cpu, 3) if verify_cpu > 0 else None,
+                    },
                 }
             finally:
                 spark.stop()
@@ -140,6 +179,8 @@ def command(
         "paths": paths,
         "ratio_to_python": {name: round(p["records_per_s"] / baseline, 2) for name, p in paths.items()},
         "params": {"nodes": nodes, "brokers": brokers, "segment_records": segment_records, "repeats": repeats},
+        # The machine may be shared: how much of it the run had.
+        "load_average": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
         "machine": machine(),
     }
     write_result(document, out_path)

@@ -236,7 +236,7 @@ def baseline_in_child(data_dir: Path, nodes: int) -> tuple[float, float]:
 
 def jvm_peak_rss_mb(spark: Any) -> float:
     """Peak resident memory of the Spark driver JVM (VmHWM), from /proc."""
-    pid = _jvm_pid(spark)
+    pid = jvm_pid(spark)
     peak = rss_bytes(pid)["hwm"] if pid is not None else 0
     return peak / (1 << 20) if peak else -1.0
 
@@ -274,7 +274,7 @@ def process_tree_cpu_seconds(root_pid: int) -> tuple[float, float]:
     return stats[root_pid][1], descendants
 
 
-def _jvm_pid(spark: Any) -> int | None:
+def jvm_pid(spark: Any) -> int | None:
     # py4j exposes no public handle on the JVM process it started.
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     return None if proc is None else int(proc.pid)
@@ -291,7 +291,7 @@ def _timed_verify(
     CPU seconds; with ``figures``, updates it with the verify's figures."""
     from raftmeta.jobs.verify import run_verify
 
-    pid = _jvm_pid(spark)
+    pid = jvm_pid(spark)
     before = process_tree_cpu_seconds(pid) if pid is not None else (-1.0, -1.0)
     started = time.perf_counter()
     # The store only when asked: the same harness then also times a tree from before the digest store.

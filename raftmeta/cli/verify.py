@@ -194,6 +194,7 @@ def _verify_kraft(
             f"{f['rack_spread_violations']}  under-replicated {f['under_replicated_partitions']}  leaderless "
             f"{f['leaderless_partitions']}  fenced brokers {f['fenced_brokers']}"
         )
+        _print_health(console, result.health)
     if not result.passed:
         raise SystemExit(EXIT_FAILED)
 
@@ -215,8 +216,6 @@ def _print_checks(title: str, passed: bool, checks: Iterable[Any]) -> Console:
 
 
 def _print_summary(result: object, paths: dict[str, Path]) -> None:
-    from raftmeta.jobs.checks import EXAMPLES_MAX
-    from raftmeta.jobs.unhealthy import REASONS
     from raftmeta.jobs.verify import VerifyResult
 
     assert isinstance(result, VerifyResult)
@@ -226,7 +225,16 @@ def _print_summary(result: object, paths: dict[str, Path]) -> None:
         f"records {f['records']}  nodes {f['nodes']}  topics {f['topics']}  partitions {f['partitions']}  "
         f"brokers {f['brokers']}  replica skew {f['replica_skew']}  leader skew {f['leader_skew']}"
     )
-    health = result.health
+    _print_health(console, result.health)
+    if "html" in paths:
+        console.print(f"report: {paths['html']}")
+
+
+def _print_health(console: Console, health: dict[str, Any]) -> None:
+    """The health verdict with its reasons, and the first unhealthy partitions named."""
+    from raftmeta.jobs.checks import EXAMPLES_MAX
+    from raftmeta.jobs.unhealthy import REASONS
+
     color = {"HEALTHY": "green", "WARN": "yellow"}.get(health["verdict"], "red")
     console.print(f"health [{color}]{health['verdict']}[/]" + "".join(f"; {r}" for r in health["reasons"]))
     for p in health["unhealthy_partitions"]["listed"][:EXAMPLES_MAX]:
@@ -238,5 +246,3 @@ def _print_summary(result: object, paths: dict[str, Path]) -> None:
     shown = min(EXAMPLES_MAX, len(health["unhealthy_partitions"]["listed"]))
     if health["unhealthy_partitions"]["total"] > shown:
         console.print(f"  and {health['unhealthy_partitions']['total'] - shown:,} more")
-    if "html" in paths:
-        console.print(f"report: {paths['html']}")

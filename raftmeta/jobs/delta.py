@@ -25,7 +25,6 @@ only the records after the verified point are decoded and checked, in the driver
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,7 @@ from raftmeta.jobs import layout
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
 from raftmeta.jobs.columns import projected_schema, record_rows
 from raftmeta.jobs.health import CHECK_NAME as HEALTH_CHECK
-from raftmeta.jobs.health import FLAGS, HealthResult, describe_stuck, health_ok_detail
+from raftmeta.jobs.health import FLAGS, HealthResult, describe_stuck, health_ok_detail, plain_config_int
 from raftmeta.jobs.partition_rules import PartitionState, advance, broken_rules, entries, rack_view, stuck
 from raftmeta.jobs.state import (
     BROKEN,
@@ -120,13 +119,6 @@ class Unprovable(Exception):
     """A new record whose effect the stored state does not hold enough to derive."""
 
 
-# What Spark's cast of a config value to int (the full replay's ``topic_min_isr``) and Python's
-# int() read alike: other spellings (spaces, a sign, a fraction, a number past int32) are left to
-# the full replay rather than to two parsers' corner cases.
-_PLAIN_INT = re.compile(r"-?[0-9]{1,10}")
-_INT32 = range(-(2**31), 2**31)
-
-
 def fold_brokers(brokers: Brokers, rows: list[dict[str, Any]]) -> Brokers:
     """The broker facts after the new records (``rows``, in offset order), as the full replay's
     ``state._brokers`` derives them from the whole log: the first registration; the pool of the
@@ -174,8 +166,9 @@ def fold_min_isr(min_isr: dict[str, int], rows: list[dict[str, Any]], names: set
             name, value = r["config_resource"], r["config_value"]
             if value is None:
                 out.pop(name, None)
-            elif _PLAIN_INT.fullmatch(value) and int(value) in _INT32:
-                out[name] = int(value)
+            elif (number := plain_config_int(value)) is not None:
+                # Other spellings are left to the full replay rather than to two parsers' corner cases.
+                out[name] = number
             else:
                 raise Unprovable(f"a {MIN_INSYNC_REPLICAS} config at offset {r['offset']} of value {value!r}")
     return out

@@ -17,6 +17,7 @@ and the ISR-size figure share one aggregation over the final state (one pass ove
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ FLAGS = (
 CONFIG_COLUMNS = ("offset", "record_type", "config_resource", "config_name", "config_value", "crc_ok")
 TOPIC_COLUMNS = ("offset", "record_type", "topic_name", "crc_ok")
 CHECK_NAME = "isr-full-when-replicas-live"
+# A config value both Spark's cast and Python's int() read alike (plain_config_int).
+PLAIN_INT = re.compile(r"-?[0-9]{1,10}")
+INT32 = range(-(2**31), 2**31)
 # The report's figures, by flag (under_replicated_partitions was the ISR-size count before: same key).
 FIGURES = {
     "under_replicated": "under_replicated_partitions",
@@ -135,12 +139,38 @@ def topic_min_isr(topics: DataFrame, configs: DataFrame) -> DataFrame:
     )
 
 
-def with_health(final: DataFrame, live_brokers: Collection[int], min_isr: DataFrame) -> DataFrame:
-    """``final`` with its ``min_isr`` and the health flags (``FLAGS``) of every partition."""
+def plain_config_int(value: str | None) -> int | None:
+    """A config value as an int when it is a plain decimal in the 32-bit range, else None. Kafka's
+    ConfigDef validates ``min.insync.replicas`` before the controller writes it; other spellings
+    (spaces, a sign, a fraction, a number past int32) are read by no one rather than by two parsers
+    (Python's ``int`` and Spark's cast) that disagree on them. :func:`plain_config_int_column` is
+    its Spark twin."""
+    if value is None or not PLAIN_INT.fullmatch(value) or int(value) not in INT32:
+        return None
+    return int(value)
+
+
+def plain_config_int_column(value: Column) -> Column:
+    """:func:`plain_config_int` as a Spark column expression (null where it gives None)."""
+    from pyspark.sql import functions as F
+
+    wide = F.when(value.rlike(f"^{PLAIN_INT.pattern}$"), value.try_cast("long"))
+    return F.when(wide.between(INT32.start, INT32.stop - 1), wide.cast("int"))
+
+
+def with_health(
+    final: DataFrame,
+    live_brokers: Collection[int],
+    min_isr: DataFrame,
+    default_min_isr: int = DEFAULT_MIN_INSYNC_REPLICAS,
+) -> DataFrame:
+    """``final`` with its ``min_isr`` and the health flags (``FLAGS``) of every partition; a topic
+    without a row in ``min_isr`` takes ``default_min_isr`` (a KRaft log's cluster-wide default,
+    else Kafka's)."""
     from pyspark.sql import functions as F
 
     joined = final.join(F.broadcast(min_isr), "topic_name", "left").withColumn(
-        "min_isr", F.coalesce(F.col("min_isr"), F.lit(DEFAULT_MIN_INSYNC_REPLICAS))
+        "min_isr", F.coalesce(F.col("min_isr"), F.lit(default_min_isr))
     )
     return joined.select("*", *health_columns(live_brokers))
 

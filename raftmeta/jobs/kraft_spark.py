@@ -14,7 +14,8 @@ problem, per node, per broker or topic, at most EXAMPLES_MAX examples) reach the
   the snapshot's offset, a join.
 
 The placement balance figures of the live partitions at the end (replicas, preferred and current
-leaders per broker, rack spread, ISR sizes) are counted in the same job that checks the states,
+leaders per broker, rack spread, ISR sizes) and their health flags (each topic at its
+``min.insync.replicas``: its own config, else the cluster's default) are counted in the same job that checks the states,
 by :mod:`raftmeta.jobs.state`'s own aggregation (``_counts``), and spread in the driver by
 :func:`raftmeta.jobs.kraft_verify.balance_figures`, the driver-side path's function, over a row
 per broker and kind.
@@ -26,11 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from raftmeta.api.health import DEFAULT_MIN_INSYNC_REPLICAS, MIN_INSYNC_REPLICAS
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
+from raftmeta.jobs.health import newest_topics, plain_config_int_column, topic_min_isr
 from raftmeta.jobs.kafka_log_rows import DAMAGE_RECORD, DAMAGE_TRUNCATED, LOG_FILE_SUFFIXES, Reader, read_log_rows
-from raftmeta.jobs.kraft_verify import KraftVerifyResult, balance_figures, find_kraft_logs
+from raftmeta.jobs.kraft_verify import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    KraftVerifyResult,
+    balance_figures,
+    find_kraft_logs,
+)
 from raftmeta.jobs.partition_rules import ISR_EMPTY
 from raftmeta.jobs.state import BROKEN, PARTITION, TOPIC, _brokers, _carry, _counts, _violation_rules
+from raftmeta.jobs.unhealthy import Unhealthy, health_verdict, needs_listing, unhealthy_partitions
 from raftmeta.jobs.verify import split_bytes_for
 from raftmeta.storage.datadir import LOG_DIR_NAME
 from raftmeta.storage.segment import parse_log_file_name
@@ -50,6 +60,7 @@ KINDS = {
     "FenceBrokerRecord": "fence_broker",
     "UnfenceBrokerRecord": "unfence_broker",
     "BrokerRegistrationChangeRecord": "broker_change",
+    "ConfigRecord": "config",
 }
 NO_LEADER_CHANGE = -2
 VOTER_RECORDS = ("VotersRecord", "LeaderChangeMessage")
@@ -75,7 +86,7 @@ def verify_kraft_spark(spark: SparkSession, data_dir: Path, reader: Reader) -> K
     if not log_dirs:
         raise ValueError(f"{data_dir} holds no metadata log directory ({LOG_DIR_NAME}) in Kafka's format")
     # Every core busy however the log is cut into segments (a KRaft segment grows to 1 GiB).
-    rows = read_log_rows(spark, log_dirs, reader, split_bytes=split_bytes_for(spark, _log_bytes(log_dirs)))
+    rows = read_log_rows(spark, log_dirs, reader, split_bytes=split_bytes_for(spark, log_bytes(log_dirs)))
     batches = _batches(rows.where(F.col("file").endswith(".log"))).cache()
     try:
         spans, voters = _spans_and_voters(batches, log_dirs)
@@ -101,7 +112,7 @@ def verify_kraft_spark(spark: SparkSession, data_dir: Path, reader: Reader) -> K
     )
     replay = _replay(log.where(F.col("record_type").isin(*KINDS))).cache()
     try:
-        states_check, counts = _partition_states(replay, longest)
+        states_check, counts, health = _partition_states(replay, longest)
         checks.append(states_check)
         checks.append(_snapshots_match_log(spark, replay, spans, longest, reader))
     finally:
@@ -114,10 +125,10 @@ def verify_kraft_spark(spark: SparkSession, data_dir: Path, reader: Reader) -> K
         "reader": reader,
         **counts,
     }
-    return KraftVerifyResult(checks, figures)
+    return KraftVerifyResult(checks, figures, health)
 
 
-def _log_bytes(log_dirs: list[str]) -> int:
+def log_bytes(log_dirs: list[str]) -> int:
     """The bytes of the segments and snapshots the verify reads."""
     return sum(p.stat().st_size for d in log_dirs for p in Path(d).iterdir() if p.name.endswith(LOG_FILE_SUFFIXES))
 
@@ -326,6 +337,11 @@ def _replay(records: DataFrame) -> DataFrame:
         .otherwise(F.col("elr")).alias("elr"),
         "leader_epoch", "partition_epoch", "broker_id", "rack", "fenced",
         F.lit(None).cast("string").alias("pool"), F.lit(True).alias("crc_ok"),
+        # A config as health.topic_min_isr reads it (a topic's, by name), its value read as the
+        # driver's path reads it (plain_config_int), and the resource the cluster default is of.
+        F.when(F.col("config_resource_type") == TOPIC_RESOURCE, F.col("config_resource_name")).alias("config_resource"),
+        "config_resource_type", "config_resource_name", "config_name",
+        plain_config_int_column(F.col("config_value")).cast("string").alias("config_value"),
     )  # fmt: skip
     is_partition = F.col("record_type").isin("partition", "partition_change")
     created = (F.col("record_type") == "partition").cast("int")
@@ -365,11 +381,33 @@ def _light(replay: DataFrame) -> DataFrame:
     return brokers.select("offset", kind.alias("record_type"), "broker_id", "rack", "pool", "fenced", "crc_ok")
 
 
-def _partition_states(replay: DataFrame, longest: NodeSpan) -> tuple[Check, dict[str, Any]]:
+def _min_isr(replay: DataFrame) -> tuple[DataFrame, int]:
+    """Each topic's ``min.insync.replicas`` where it sets one -- (topic_name, min_isr), by
+    :func:`raftmeta.jobs.health.topic_min_isr`'s rule -- and the cluster's default for the others
+    (the newest cluster-level ConfigRecord's, resource type 4 without a name; Kafka's when there is
+    none or it was deleted): what the driver's path (``KafkaReplay.min_isr_of``) gives."""
+    from pyspark.sql import functions as F
+
+    configs = replay.where((F.col("record_type") == "config") & (F.col("config_name") == MIN_INSYNC_REPLICAS))
+    topics = topic_min_isr(newest_topics(replay), configs)
+    cluster = (
+        configs.where((F.col("config_resource_type") == BROKER_RESOURCE) & (F.col("config_resource_name") == ""))
+        .orderBy(F.col("offset").desc())
+        .select("config_value")
+        .first()
+    )
+    default = DEFAULT_MIN_INSYNC_REPLICAS if cluster is None or cluster[0] is None else int(cluster[0])
+    return topics, default
+
+
+def _partition_states(replay: DataFrame, longest: NodeSpan) -> tuple[Check, dict[str, Any], dict[str, Any]]:
     """``partition-states-valid`` and the figures of the live partitions at the end of the log --
-    topics, partitions and the balance figures (:func:`raftmeta.jobs.kraft_verify.balance_figures`)
-    -- in one job over the states: :func:`raftmeta.jobs.state._counts`, the per-broker entries
-    of raftmeta's own replay, summed per (kind, broker), a row per broker and kind to the driver."""
+    topics, partitions, the balance figures and the health flags' counts
+    (:func:`raftmeta.jobs.kraft_verify.balance_figures`) -- in one job over the states:
+    :func:`raftmeta.jobs.state._counts`, the per-broker entries of raftmeta's own replay, summed
+    per (kind, broker), a row per broker and kind to the driver; then the health verdict, and the
+    unhealthy partitions named (a query over the final states, run only when the counts say some
+    partition is unhealthy)."""
     from pyspark.sql import Observation, Window
     from pyspark.sql import functions as F
 
@@ -413,10 +451,11 @@ def _partition_states(replay: DataFrame, longest: NodeSpan) -> tuple[Check, dict
         live.alias("live"),
         (live & (F.col("partition_id") == F.col("first_partition_id"))).alias("first_live_of_topic"),
     ).observe(observed, F.count(F.lit(1)).alias("states"))
-    # The health flags _counts also counts are not among this path's figures (nor the driver's),
-    # so every topic takes Kafka's default min.insync.replicas there.
-    no_min_isr = replay.sparkSession.createDataFrame([], "topic_name string, min_isr int")
-    counts = {(r["kind"], r["broker"], r["extra"]): r["count"] for r in _counts(flagged, brokers, no_min_isr).collect()}
+    min_isr, default_min_isr = _min_isr(replay)
+    counts = {
+        (r["kind"], r["broker"], r["extra"]): r["count"]
+        for r in _counts(flagged, brokers, min_isr, default_min_isr).collect()
+    }
     orphans = replay.where("record_type = 'partition_change' and generation = 0")
     problems: list[str] = [
         f"{names.get(r['topic_id'], r['topic_id'])}-{r['partition_id']} at offset {r['offset']}: "
@@ -443,7 +482,16 @@ def _partition_states(replay: DataFrame, longest: NodeSpan) -> tuple[Check, dict
         else f"{figures['states']} partition states along {longest.name}'s log, offsets "
         f"{longest.first_offset}..{longest.next_offset - 1}"
     )
-    return Check("partition-states-valid", not problems, detail), figures
+    unhealthy = Unhealthy(0, [])
+    if needs_listing(figures):
+        final = checked.where(live).select(
+            "topic_name", "partition_id", "replicas", "isr", F.coalesce("leader", F.lit(-1)).alias("leader"),
+            "adding_replicas",
+        )  # fmt: skip
+        by_name = {r["topic_name"]: int(r["min_isr"]) for r in min_isr.collect()}
+        unhealthy = unhealthy_partitions(final, brokers.live, by_name, brokers.unfenced(), default_min_isr)
+    health = {**health_verdict(figures), "unhealthy_partitions": unhealthy.to_json()}
+    return Check("partition-states-valid", not problems, detail), figures, health
 
 
 def topic_names(replay: DataFrame) -> dict[str, str]:

@@ -35,10 +35,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raftmeta.api.health import DEFAULT_MIN_INSYNC_REPLICAS
+from raftmeta.api.health import DEFAULT_MIN_INSYNC_REPLICAS, classify
 from raftmeta.jobs.checks import Check, listed
-from raftmeta.jobs.partition_rules import ISR_EMPTY, PartitionState, advance, broken_rules, entries, rack_view
-from raftmeta.jobs.state import Brokers, balance_of, isr_sizes_of
+from raftmeta.jobs.health import FIGURES, FLAGS, plain_config_int
+from raftmeta.jobs.partition_rules import (
+    ISR_EMPTY,
+    PartitionState,
+    advance,
+    broken_rules,
+    entries,
+    rack_spread_short,
+    rack_view,
+)
+from raftmeta.jobs.state import HEALTH, Brokers, balance_of, isr_sizes_of
+from raftmeta.jobs.unhealthy import Unhealthy, health_verdict, needs_listing, ranked, reasons_of
 from raftmeta.records.kafka.frames import ControlRecord, LogRecord, MetadataRecord
 from raftmeta.records.kafka.message import Struct
 from raftmeta.records.kafka.schemas import KRAFT_VOTERS, LEADER_CHANGE
@@ -83,6 +93,9 @@ class NodeLog:
 class KraftVerifyResult:
     checks: list[Check]
     figures: dict[str, Any]
+    # The health verdict of the cluster at the end of the log and its unhealthy partitions named
+    # (raftmeta.jobs.unhealthy), beside the checks' verdict, as raftmeta's own verify gives it.
+    health: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -95,6 +108,7 @@ class KraftVerifyResult:
             "passed": self.passed,
             "checks": [c.to_json() for c in self.checks],
             "figures": self.figures,
+            "health": self.health,
         }
 
 
@@ -332,6 +346,9 @@ class KafkaReplay:
             self._min_isr(data)
         elif record.name == "TopicRecord":
             self.names[str(data["TopicId"])] = str(data["Name"])
+            # A config counts from its topic's newest TopicRecord on (health.topic_min_isr's rule;
+            # Kafka drops a topic's configs with the topic, and writes a new one's after its record).
+            self.topic_min_isr.pop(str(data["Name"]), None)
         elif record.name == "RemoveTopicRecord":
             removed = str(data["TopicId"])
             self.states = {key: state for key, state in self.states.items() if key[0] != removed}
@@ -352,28 +369,68 @@ class KafkaReplay:
             self.brokers.live[broker] = (known[0], known[1], fenced)  # type: ignore[index]
 
     def _min_isr(self, data: Struct) -> None:
-        """min.insync.replicas of a topic (resource type 2) or the cluster's default (type 4, no name)."""
-        value = data["Value"]
+        """min.insync.replicas of a topic (resource type 2) or the cluster's default (type 4, no
+        name): the newest record's value; a deleted one -- or one no plain integer, which Kafka's
+        ConfigDef never lets through (:func:`raftmeta.jobs.health.plain_config_int`) -- means the
+        next level's: the cluster's default for a topic, Kafka's default for the cluster."""
+        value = plain_config_int(None if data["Value"] is None else str(data["Value"]))
         if data["ResourceType"] == TOPIC_RESOURCE:
             if value is None:
                 self.topic_min_isr.pop(str(data["ResourceName"]), None)
             else:
-                self.topic_min_isr[str(data["ResourceName"])] = int(str(value))
+                self.topic_min_isr[str(data["ResourceName"])] = value
         elif data["ResourceType"] == BROKER_RESOURCE and data["ResourceName"] == "":
-            self.default_min_isr = DEFAULT_MIN_INSYNC_REPLICAS if value is None else int(str(value))
+            self.default_min_isr = DEFAULT_MIN_INSYNC_REPLICAS if value is None else value
+
+    def min_isr_of(self, topic_name: str | None) -> int:
+        """The ``min.insync.replicas`` a topic of this name has at this point of the log."""
+        if topic_name is None:
+            return self.default_min_isr
+        return self.topic_min_isr.get(topic_name, self.default_min_isr)
 
     def balance(self) -> dict[str, Any]:
         """Placement balance of the live partitions at the end: the entries of
         :func:`raftmeta.jobs.partition_rules.entries`, summed as the Spark job sums them, turned
         into figures by :func:`balance_figures`."""
         counts: dict[tuple[int, int, int], int] = defaultdict(int)
-        min_isr = {name: self.topic_min_isr.get(name, self.default_min_isr) for name in self.names.values()}
+        min_isr = {name: self.min_isr_of(name) for name in self.names.values()}
         racks = rack_view(self.brokers)
         unfenced = self.brokers.unfenced()
         for (topic, _), state in self.states.items():
             for entry in entries(state, self.names.get(topic), self.brokers, min_isr, unfenced, racks):
                 counts[entry] += 1
         return balance_figures(counts, self.brokers)
+
+    def unhealthy(self) -> Unhealthy:
+        """The live partitions at the end that are offline, led by a broker that is not live,
+        under min ISR, under-replicated or short of rack spread, named and ranked as
+        :func:`raftmeta.jobs.unhealthy.unhealthy_partitions` ranks them in Spark."""
+        live = self.brokers.unfenced()
+        racks = rack_view(self.brokers)
+        found = []
+        for (topic, partition), state in self.states.items():
+            name = self.names.get(topic)
+            replicas, isr = state.replicas or [], state.isr or []
+            leader = -1 if state.leader is None else state.leader
+            minimum = self.min_isr_of(name)
+            health = classify(replicas, isr, leader, live, minimum, state.adding_replicas or ())
+            why = reasons_of(
+                {
+                    "offline": health.offline,
+                    "leader_not_live": health.unavailable and not health.offline,
+                    "under_min_isr": health.under_min_isr,
+                    "under_replicated": health.under_replicated,
+                    "rack_spread_short": rack_spread_short(replicas, racks),
+                }
+            )
+            if why:
+                found.append(
+                    {
+                        "topic": name, "partition": partition, "leader": leader, "replicas": list(replicas),
+                        "isr": list(isr), "min_isr": minimum, "why": why,
+                    }
+                )  # fmt: skip
+        return ranked(found)
 
     def where(self, key: tuple[str, int]) -> str:
         return f"{self.names.get(key[0], key[0])}-{key[1]}"
@@ -401,7 +458,7 @@ def balance_figures(counts: Mapping[tuple[int, int, int], int], brokers: Brokers
     in Spark, :meth:`KafkaReplay.balance` in the driver): replicas, preferred and current leaders per
     broker and their skews by placement's own ``Spread`` over every registered broker (and every
     broker a partition names), leaderless partitions, rack spread violations, ISR sizes,
-    under-replicated partitions (ISR smaller than the replicas) and fenced brokers."""
+    fenced brokers, and the health flags' counts (:data:`raftmeta.jobs.health.FIGURES`)."""
     from placement.metrics import Spread
 
     balance = balance_of(dict(counts))
@@ -425,15 +482,21 @@ def balance_figures(counts: Mapping[tuple[int, int, int], int], brokers: Brokers
         "preferred_leaders_per_broker": {str(b): n for b, n in preferred.items()},
         "leaders_per_broker": {str(b): n for b, n in leaders.items()},
         "isr_size_counts": {f"{isr}/{rf}": n for (isr, rf), n in sorted(isr_sizes.items())},
-        "under_replicated_partitions": sum(n for (isr, rf), n in isr_sizes.items() if isr < rf),
         "fenced_brokers": sum(1 for _, _, fenced in brokers.live.values() if fenced),
+        # Kafka's health rules (raftmeta.api.health), each topic at its min.insync.replicas, as
+        # raftmeta's own verify counts them: under_replicated_partitions leaves replicas being added
+        # by a reassignment out of the factor, as kafka-topics.sh does.
+        **{FIGURES[flag]: counts.get((HEALTH + i, -1, -1), 0) for i, flag in enumerate(FLAGS)},
     }
 
 
-def replay_partition_states(records: Sequence[tuple[int, LogRecord]]) -> tuple[list[str], dict[str, Any]]:
+def replay_partition_states(
+    records: Sequence[tuple[int, LogRecord]],
+) -> tuple[list[str], dict[str, Any], KafkaReplay]:
     """Every partition state along ``records`` (offset, record) checked with the rules; the
-    violations (naming topic, partition and offset) and the figures of what was replayed: counts,
-    and the balance of the live partitions at the end (:meth:`KafkaReplay.balance`)."""
+    violations (naming topic, partition and offset), the figures of what was replayed: counts,
+    and the balance of the live partitions at the end (:meth:`KafkaReplay.balance`), and the
+    replay at the end."""
     replay = KafkaReplay()
     problems = [problem for offset, record in records for problem in replay.apply(offset, record)]
     figures: dict[str, Any] = {
@@ -443,7 +506,7 @@ def replay_partition_states(records: Sequence[tuple[int, LogRecord]]) -> tuple[l
         "brokers": len(replay.brokers.live),
         **replay.balance(),
     }
-    return problems, figures
+    return problems, figures, replay
 
 
 # What a snapshot's partition must equal the log's partition in (its creation's replication
@@ -508,7 +571,7 @@ def verify_kraft(data_dir: Path) -> KraftVerifyResult:
     complete = [n for n in nodes if n.first_offset == 0] or nodes
     longest = max(complete, key=lambda n: n.next_offset)
     records = [pair for entry in longest.batches if entry.found.crc_ok for pair in entry.found.records or ()]
-    problems, counts = replay_partition_states(records)
+    problems, counts, replay = replay_partition_states(records)
     detail = (
         listed(problems)
         if problems
@@ -524,4 +587,5 @@ def verify_kraft(data_dir: Path) -> KraftVerifyResult:
         "records": len(records),
         **counts,
     }
-    return KraftVerifyResult(checks, figures)
+    unhealthy = replay.unhealthy() if needs_listing(figures) else Unhealthy(0, [])
+    return KraftVerifyResult(checks, figures, {**health_verdict(figures), "unhealthy_partitions": unhealthy.to_json()})

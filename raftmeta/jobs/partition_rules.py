@@ -15,7 +15,7 @@ not fire, and a missing list is empty.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +162,14 @@ def rack_view(brokers: Brokers) -> RackView:
     return {b: rack for b, (rack, _, _) in brokers.live.items()}, len({rack for rack, _, _ in brokers.live.values()})
 
 
+def rack_spread_short(replicas: Sequence[int], racks: RackView) -> bool:
+    """Whether ``replicas`` span fewer racks than they could (``state.rack_spread_short``'s rule).
+    An unknown broker and a broker without a rack both count as the one "no rack" value, as
+    Spark's array_distinct over the rack map's nulls does."""
+    rack_of, rack_count = racks
+    return len({rack_of.get(b) for b in replicas}) < min(len(replicas), rack_count)
+
+
 def entries(
     state: PartitionState,
     topic_name: str | None,
@@ -179,13 +187,10 @@ def entries(
     leader = -1 if state.leader is None else state.leader
     if live_brokers is None:
         live_brokers = brokers.unfenced()
-    rack_of, rack_count = racks if racks is not None else rack_view(brokers)
     out: list[Entry] = [(PARTITION, -1, -1)]
     if leader < 0:
         out.append((LEADERLESS, -1, -1))
-    # An unknown broker and a broker without a rack both count as the one "no rack" value, as
-    # Spark's array_distinct over the rack map's nulls does.
-    if len({rack_of.get(b) for b in replicas}) < min(len(replicas), rack_count):
+    if rack_spread_short(replicas, racks if racks is not None else rack_view(brokers)):
         out.append((RACK_SPREAD, -1, -1))
     if replicas:
         out.append((PREFERRED, replicas[0], -1))
@@ -221,6 +226,7 @@ __all__ = [
     "advance",
     "broken_rules",
     "entries",
+    "rack_spread_short",
     "rack_view",
     "stuck",
 ]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from raftmeta.api.health import DEFAULT_MIN_INSYNC_REPLICAS
 from raftmeta.jobs.checks import EXAMPLES_MAX, Check, listed
 from raftmeta.jobs.datasource import SOURCE_NAME
 from raftmeta.jobs.health import (
@@ -363,7 +364,9 @@ def _states(records: DataFrame, brokers: Brokers) -> DataFrame:
     )  # fmt: skip
 
 
-def _counts(states: DataFrame, brokers: Brokers, min_isr: DataFrame) -> DataFrame:
+def _counts(
+    states: DataFrame, brokers: Brokers, min_isr: DataFrame, default_min_isr: int = DEFAULT_MIN_INSYNC_REPLICAS
+) -> DataFrame:
     """Rows of (kind, broker, extra, count): every count the checks and figures need, the health
     of the final state's partitions included, bounded by the number of brokers.
 
@@ -373,13 +376,14 @@ def _counts(states: DataFrame, brokers: Brokers, min_isr: DataFrame) -> DataFram
     then computed once per group, weighted by its size, rather than once per partition. The health
     flags are computed here, on the same rows, because the final state is not kept: a second job
     over ``ClusterState.final`` would decode and sort the whole log again (it did, and took as long
-    as this one). ``min_isr``: (topic_name, min_isr) of the topics that set it."""
+    as this one). ``min_isr``: (topic_name, min_isr) of the topics that set it; the others take
+    ``default_min_isr``."""
     from pyspark.sql import functions as F
 
     live = F.col("live")
     empty = F.array().cast("array<int>")
     live_brokers = brokers.unfenced()
-    flagged = with_health(states, live_brokers, min_isr)
+    flagged = with_health(states, live_brokers, min_isr, default_min_isr)
     groups = flagged.groupBy(
         live.alias("live"),
         F.when(live, F.coalesce(F.col("replicas"), empty)).alias("replicas"),

@@ -12,9 +12,11 @@ driver, the worst first. The query runs only when the counts already say somethi
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from raftmeta.api.health import DEFAULT_MIN_INSYNC_REPLICAS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -56,11 +58,13 @@ def unhealthy_partitions(
     brokers: Mapping[int, tuple[str | None, str | None, bool]],
     min_isr: Mapping[str, int],
     live_brokers: Collection[int],
+    default_min_isr: int = DEFAULT_MIN_INSYNC_REPLICAS,
 ) -> Unhealthy:
     """Every live partition that is offline, led by a broker that is not live, under min ISR,
     under-replicated or short of rack spread, worst first then by topic and partition
     (``brokers``: registered broker -> (rack, pool, fenced); ``min_isr``: topic -> its
-    ``min.insync.replicas`` where set)."""
+    ``min.insync.replicas`` where set, ``default_min_isr`` elsewhere). :func:`ranked` is the
+    driver-side twin of its order and limit."""
     from pyspark.sql import functions as F
 
     from raftmeta.jobs.health import with_health
@@ -69,7 +73,7 @@ def unhealthy_partitions(
     spark = final.sparkSession
     minimums = spark.createDataFrame(sorted(min_isr.items()), "topic_name string, min_isr int")
     partitions = final.select("topic_name", "partition_id", "replicas", "isr", "leader", "adding_replicas")
-    flagged = with_health(partitions, live_brokers, minimums).select(
+    flagged = with_health(partitions, live_brokers, minimums, default_min_isr).select(
         "*",
         rack_spread_short(F.coalesce("replicas", F.array().cast("array<int>")), brokers).alias("rack_spread_short"),
         # Kafka's "unavailable" less the offline ones: a leader the controller has fenced or lost.
@@ -97,6 +101,22 @@ def unhealthy_partitions(
         for r in rows[:LISTED_MAX]
     ]
     return Unhealthy(total, listed)
+
+
+def reasons_of(flags: Mapping[str, bool]) -> list[str]:
+    """The reasons (keys of ``REASONS``) among ``flags``, worst first."""
+    return [reason for reason in REASONS if flags.get(reason)]
+
+
+def ranked(partitions: Iterable[dict[str, Any]]) -> Unhealthy:
+    """Unhealthy partitions picked in the driver (each in the listed shape, ``why`` from
+    :func:`reasons_of`), in :func:`unhealthy_partitions`' order: worst first, then by topic
+    (none first, as Spark orders nulls) and partition; at most ``LISTED_MAX`` listed."""
+    worst = {reason: i for i, reason in enumerate(REASONS)}
+    order = sorted(
+        partitions, key=lambda p: (worst[p["why"][0]], p["topic"] is not None, p["topic"] or "", p["partition"])
+    )
+    return Unhealthy(len(order), order[:LISTED_MAX])
 
 
 def needs_listing(figures: Mapping[str, Any]) -> bool:

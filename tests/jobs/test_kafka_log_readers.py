@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from raftmeta.jobs.kafka_log_jar import reader_jar
+from raftmeta.jobs.kafka_log_rows import COLUMN_NAMES, read_log_rows
 from raftmeta.records.kafka.batch import batch_size, encode_batch, iter_batches
 from raftmeta.records.kafka.frames import metadata_record, new_batch
 from tests.jobs.kafka_log_compare import rows_both_ways
@@ -89,3 +91,14 @@ def test_fields_a_records_version_lacks_read_the_same_both_ways(spark: SparkSess
         ("PartitionRecord", 0, None, [0, 1]),
         ("PartitionChangeRecord", 0, None, [0]),
     ]
+
+
+def test_a_query_gets_only_its_columns_from_the_reader(spark: SparkSession, quorum: Path) -> None:  # noqa: F811
+    """Spark pushes the columns a query reads into the JVM reader's scan (the scan's output is
+    those columns alone), so that the others are never put in its rows."""
+    reader_jar()
+    rows = read_log_rows(spark, log_dirs(quorum), "jvm").select("offset", "record_type")
+    plan = rows._jdf.queryExecution().executedPlan().toString()  # py4j: the plan has no public handle
+    scan = next(line for line in plan.splitlines() if "BatchScan" in line)
+    assert "offset" in scan and "record_type" in scan, scan
+    assert not any(f"{name}#" in scan for name in COLUMN_NAMES if name not in ("offset", "record_type")), scan

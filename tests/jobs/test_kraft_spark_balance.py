@@ -90,8 +90,11 @@ def test_the_balance_in_spark_sql_equals_the_driver_replays(spark: SparkSession,
     assert (figures["partitions"], figures["topics"], figures["brokers"]) == (5, 2, 6)
     assert (figures["leaderless_partitions"], figures["rack_spread_violations"]) == (1, 2)
     assert figures["isr_size_counts"] == {"1/3": 1, "2/3": 1, "3/3": 2, "3/4": 1}
-    assert (figures["under_replicated_partitions"], figures["fenced_brokers"]) == (3, 1)
+    # Kafka's rule (kafka-topics.sh): the replica being added is out of the factor, so the
+    # reassignment in flight (ISR 3 of replicas 0-3) is not under-replicated.
+    assert (figures["under_replicated_partitions"], figures["fenced_brokers"]) == (2, 1)
     for reader in ("jvm", "python"):
         result = verify_kraft_spark(spark, quorum, reader)
         assert result.passed, result.checks
         assert {k: v for k, v in result.figures.items() if k != "reader"} == figures, reader
+        assert result.health == expected.health, reader

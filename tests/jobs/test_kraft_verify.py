@@ -64,6 +64,11 @@ def test_the_real_quorums_logs_pass(quorum: Path) -> None:
     assert (figures["replica_skew"], figures["leader_skew"], figures["rack_spread_violations"]) == (1.0, 1.0, 0)
     assert (figures["leaderless_partitions"], figures["fenced_brokers"]) == (3, 3)
     assert figures["isr_size_counts"] == {"0/3": 3}
+    assert (figures["offline_partitions"], figures["under_min_isr_partitions"]) == (3, 3)
+    assert result.health["verdict"] == "FAILED"
+    assert [(p["topic"], p["partition"], p["why"]) for p in result.health["unhealthy_partitions"]["listed"]] == [
+        ("t1", n, ["offline", "under_min_isr", "under_replicated"]) for n in range(3)
+    ]
     details = {c.name: c.detail for c in result.checks}
     assert details["logs-agree"] == "110 batches held by two or more nodes, all identical"
     # The log ends with t1's ISR emptied by the brokers' shutdown and its ELR holding broker 2
@@ -127,6 +132,8 @@ def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) ->
     assert passed.exit_code == 0, passed.output
     document = json.loads(passed.stdout)
     assert (document["format"], document["passed"]) == ("kafka", True)
+    # Consistent, and unhealthy: the brokers' shutdown left t1 without a leader.
+    assert document["health"]["verdict"] == "FAILED"
     segment = segment_of(quorum, 3001)
     data = segment.read_bytes()
     last = list(iter_batches(data))[-1][0]
@@ -141,6 +148,8 @@ def test_verify_reads_a_kraft_quorum_dir_and_exits_1_on_failure(quorum: Path) ->
     failed_run = runner.invoke(cli, ["verify", "--reader", "python", "--data-dir", str(quorum)])
     assert failed_run.exit_code == 1
     assert "controller 3001" in failed_run.output
+    assert "health FAILED; 3 partitions offline (no leader)" in failed_run.output
+    assert "t1-2  leader -1  replicas [0, 1, 2]  isr []" in failed_run.output  # the rest may wrap
     refused = runner.invoke(
         cli, ["verify", "--reader", "python", "--data-dir", str(quorum), "--report-dir", str(quorum / "out")]
     )

@@ -1,5 +1,6 @@
 """``verify --reader jvm|python`` of a KRaft quorum's logs in Spark SQL (raftmeta/jobs/kraft_spark.py)
-gives the checks -- names, verdicts and details -- of the driver-side verify
+gives the checks -- names, verdicts and details -- and the health (its figures, verdict and
+unhealthy partitions named) of the driver-side verify
 (raftmeta/jobs/kraft_verify.py), through either reader, on the committed real log on three
 controllers intact and doctored: a flipped byte, a dropped batch, a state breaking invariant 7, a
 batch that differs only in its leader epoch, a torn tail."""
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from raftmeta.jobs.health import FIGURES
 from raftmeta.jobs.kafka_log_jar import reader_jar
 from raftmeta.jobs.kraft_spark import verify_kraft_spark
 from raftmeta.jobs.kraft_verify import verify_kraft
@@ -86,6 +88,9 @@ def test_the_spark_checks_equal_the_driver_checks(spark: SparkSession, quorum: P
         assert [(c.name, c.passed, c.detail) for c in result.checks] == want, reader
         same = ("nodes", "controllers", "batches", "records", "states", "topics", "partitions", "brokers")
         assert {k: result.figures[k] for k in same} == {k: expected.figures[k] for k in same}, reader
+        health = tuple(FIGURES.values())
+        assert {k: result.figures[k] for k in health} == {k: expected.figures[k] for k in health}, reader
+        assert result.health == expected.health, reader
     assert expected.passed == (doctoring in ("intact", "torn tail"))
 
 

@@ -1,30 +1,18 @@
 package dev.raftmeta.spark.kafkalog;
 
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.Paths;
-import java.util.ArrayList;
 import java.util.EnumSet;
-import java.util.List;
 import java.util.Set;
-import java.util.stream.Stream;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.TableCapability;
-import org.apache.spark.sql.connector.read.Batch;
-import org.apache.spark.sql.connector.read.InputPartition;
-import org.apache.spark.sql.connector.read.PartitionReaderFactory;
-import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The table, its scan and its batch: one input partition per segment or snapshot file, or per
- * byte range of a file larger than the split size ({@link SplitPlanner}).
+ * The table: its schema, and a new scan ({@link KafkaLogScan}) for every query, which keeps the
+ * columns that query reads (one DataFrame's queries share one table, each its own columns).
  */
-final class KafkaLogTable implements SupportsRead, ScanBuilder, Scan, Batch {
+final class KafkaLogTable implements SupportsRead {
   private final String[] logDirs;
   private final Set<String> onlyFiles; // null: every segment and snapshot
   private final long splitBytes; // 0: one input partition per file
@@ -53,65 +41,6 @@ final class KafkaLogTable implements SupportsRead, ScanBuilder, Scan, Batch {
 
   @Override
   public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-    return this;
-  }
-
-  @Override
-  public Scan build() {
-    return this;
-  }
-
-  @Override
-  public StructType readSchema() {
-    return LogRows.SCHEMA;
-  }
-
-  @Override
-  public Batch toBatch() {
-    return this;
-  }
-
-  /**
-   * Every segment and snapshot of every directory, in name order (the offset order Kafka's file
-   * names give), each with the node id its directory's meta.properties names, and cut into byte
-   * ranges when larger than the split size. A directory that cannot be listed fails the job by
-   * name: a missing node must not read as an empty one.
-   */
-  @Override
-  public InputPartition[] planInputPartitions() {
-    List<InputPartition> splits = new ArrayList<>();
-    for (String raw : logDirs) {
-      String logDir = raw.strip();
-      Path dir = Paths.get(logDir);
-      Integer node = NodeIds.of(dir);
-      List<String> names;
-      try (Stream<Path> files = Files.list(dir)) {
-        names =
-            files
-                .map(p -> p.getFileName().toString())
-                .filter(n -> n.endsWith(".log") || n.endsWith(".checkpoint"))
-                .filter(n -> onlyFiles == null || onlyFiles.contains(n))
-                .sorted()
-                .toList();
-      } catch (IOException e) {
-        throw new UncheckedIOException("cannot list the metadata log directory " + logDir, e);
-      }
-      for (String name : names) {
-        Path file = dir.resolve(name);
-        long size;
-        try {
-          size = Files.size(file);
-        } catch (IOException e) {
-          throw new UncheckedIOException("cannot read " + file, e);
-        }
-        splits.addAll(SplitPlanner.plan(node, logDir, file, size, splitBytes));
-      }
-    }
-    return splits.toArray(new InputPartition[0]);
-  }
-
-  @Override
-  public PartitionReaderFactory createReaderFactory() {
-    return new LogFileReaderFactory();
+    return new KafkaLogScan(logDirs, onlyFiles, splitBytes);
   }
 }

@@ -14,9 +14,18 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 
-/** Reads one split's bytes (a whole file, or its byte range) and yields its rows ({@link LogWalk}). */
+/**
+ * Reads one split's bytes (a whole file, or its byte range) and yields its rows ({@link LogWalk}),
+ * of the columns asked for.
+ */
 final class LogFileReaderFactory implements PartitionReaderFactory {
   private static final long serialVersionUID = 1L;
+
+  private final int[] columns; // of LogRows.SCHEMA, in the order the rows give them
+
+  LogFileReaderFactory(int[] columns) {
+    this.columns = columns;
+  }
 
   @Override
   public PartitionReader<InternalRow> createReader(InputPartition partition) {
@@ -28,7 +37,7 @@ final class LogFileReaderFactory implements PartitionReaderFactory {
     } catch (IOException e) {
       throw new UncheckedIOException("cannot read " + file, e);
     }
-    Iterator<InternalRow> rows = new LogWalk(split, data).iterator();
+    Iterator<InternalRow> rows = new LogWalk(split, data, columns).iterator();
     return new PartitionReader<>() {
       private InternalRow current;
 

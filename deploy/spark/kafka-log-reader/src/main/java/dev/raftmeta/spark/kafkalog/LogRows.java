@@ -70,6 +70,26 @@ final class LogRows {
     return DataTypes.createStructField(name, type, true);
   }
 
+  /** The indices in {@link #SCHEMA} of {@code columns}' fields, in their order. */
+  static int[] indices(StructType columns) {
+    int[] indices = new int[columns.size()];
+    for (int i = 0; i < indices.length; i++) {
+      indices[i] = SCHEMA.fieldIndex(columns.fields()[i].name());
+    }
+    return indices;
+  }
+
+  /** Whether the rows of {@code columns} (indices in {@link #SCHEMA}) hold {@code column}. */
+  static boolean reads(int[] columns, String column) {
+    int wanted = SCHEMA.fieldIndex(column);
+    for (int index : columns) {
+      if (index == wanted) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** One row under construction: columns by name, Spark's internal values inside. */
   static final class Row {
     private final Object[] values = new Object[SCHEMA.size()];
@@ -85,8 +105,16 @@ final class LogRows {
       return row;
     }
 
-    InternalRow build() {
-      return new GenericInternalRow(values);
+    /** The row of {@code columns} (indices in {@link #SCHEMA}, in the order Spark reads them). */
+    InternalRow build(int[] columns) {
+      if (columns.length == values.length) {
+        return new GenericInternalRow(values); // every column, in SCHEMA's order: nothing pruned
+      }
+      Object[] kept = new Object[columns.length];
+      for (int i = 0; i < columns.length; i++) {
+        kept[i] = values[columns[i]];
+      }
+      return new GenericInternalRow(kept);
     }
 
     private static Object internal(Object value) {

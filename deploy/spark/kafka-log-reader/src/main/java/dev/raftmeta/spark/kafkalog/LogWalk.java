@@ -30,11 +30,18 @@ final class LogWalk implements Iterable<InternalRow> {
 
   private final LogFileSplit split;
   private final ByteBuffer data;
+  private final int[] columns;
+  private final boolean digests;
 
-  /** {@code data}: the split's bytes, which start at byte {@code split.start()} of the file. */
-  LogWalk(LogFileSplit split, byte[] data) {
+  /**
+   * {@code data}: the split's bytes, which start at byte {@code split.start()} of the file;
+   * {@code columns}: the indices in {@link LogRows#SCHEMA} of the columns each row gives.
+   */
+  LogWalk(LogFileSplit split, byte[] data, int[] columns) {
     this.split = split;
     this.data = ByteBuffer.wrap(data);
+    this.columns = columns;
+    this.digests = LogRows.reads(columns, "batch_digest");
   }
 
   @Override
@@ -70,22 +77,25 @@ final class LogWalk implements Iterable<InternalRow> {
         row.set("base_offset", frame.baseOffset);
         if (frame.damage != null) {
           stopped = true;
-          return List.of(row.set("damage", frame.damage).build());
+          return List.of(row.set("damage", frame.damage).build(columns));
         }
         RecordBatch batch = frame.batch;
         row.set("last_offset", batch.lastOffset())
             .set("partition_leader_epoch", batch.partitionLeaderEpoch())
             .set("control", batch.isControlBatch())
-            .set("crc_ok", batch.isValid())
-            .set("batch_digest", digest(BatchFrame.bytes(data, position, frame.size)));
+            .set("crc_ok", batch.isValid());
+        if (digests) {
+          row.set("batch_digest", digest(BatchFrame.bytes(data, position, frame.size)));
+        }
         position += frame.size;
-        return recordRows(row, batch.isControlBatch(), frame.records);
+        return recordRows(row, batch.isControlBatch(), frame.records, columns);
       }
     };
   }
 
   /** A row per record, or one row naming the first record that does not decode. */
-  private static List<InternalRow> recordRows(LogRows.Row batchRow, boolean control, List<Record> records) {
+  private static List<InternalRow> recordRows(
+      LogRows.Row batchRow, boolean control, List<Record> records, int[] columns) {
     List<InternalRow> rows = new ArrayList<>(records.size());
     for (int index = 0; index < records.size(); index++) {
       Record record = records.get(index);
@@ -98,9 +108,9 @@ final class LogWalk implements Iterable<InternalRow> {
         }
       } catch (RuntimeException e) {
         LogRows.Row damaged = batchRow.copy().set("offset", record.offset()).set("damage", LogRows.DAMAGE_RECORD);
-        return List.of(damaged.build());
+        return List.of(damaged.build(columns));
       }
-      rows.add(row.build());
+      rows.add(row.build(columns));
     }
     return rows;
   }
