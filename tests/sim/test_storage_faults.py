@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from raftmeta.raft import Entry, QuorumStateData
+from raftmeta.raft import VOTE_FENCED, Entry, QuorumStateData
 from raftmeta.raft.repair import damage_of
 from raftmeta.records.codec import encode_batch
-from raftmeta.sim import FAULT_KINDS, run_one, run_seeds
+from raftmeta.sim import FAULT_KINDS, Simulation, draw_params, run_one, run_seeds
 from raftmeta.sim.disk import SimDisk
 from raftmeta.sim.disk_faults import LOG_FAULTS, STORAGE_FAULTS, damaged_slots, inject
 from raftmeta.sim.rng import SeededRandom
@@ -119,3 +119,28 @@ def test_election_state_is_lost_on_one_voter_at_a_time_also_when_a_log_is_wholly
     result = run_one(104184, steps=3000, voters=None, kinds=frozenset(FAULT_KINDS))
     assert result.violation is None, result.violation
     assert result.faults.get("lose_state", 0) > 0
+
+
+def test_a_running_voter_whose_fence_closed_only_in_memory_counts_as_fenced() -> None:
+    """A voter that closed its vote fence in memory (every other voter told it its epoch) but
+    whose quorum-state on disk still says fenced -- the closing write not durable yet, its disk
+    slow -- fences again if it crashes now: no other voter may lose its election state meanwhile."""
+    sim = Simulation(draw_params(1, voters=2, allowed_faults=frozenset({"lose_state", "storage"})))
+    for node in sim.nodes.values():
+        sim._start(node)
+    first, second = sim.nodes.values()
+    assert second.core is not None and not second.core.vote_fenced
+    second.disk.quorum_state = QuorumStateData(2, first.node_id, VOTE_FENCED)
+    assert sim._state_lost_elsewhere(first)
+    second.disk.quorum_state = QuorumStateData(2, first.node_id, first.node_id)  # the write landed
+    assert not sim._state_lost_elsewhere(first)
+
+
+@pytest.mark.sim
+def test_election_state_is_lost_on_one_voter_at_a_time_also_while_a_fence_closes() -> None:
+    """Seed 130840 of the plane soak: of two voters, one restarted behind the vote fence, closed
+    it on the leader's answer and crashed before that write was durable; the leader lost its
+    quorum-state meanwhile. Both restarted fenced, each answering the other UNKNOWN_LEADER_EPOCH
+    (no witness), and no leader was elected after healing (liveness)."""
+    result = run_one(130840, steps=STEPS, voters=None, kinds=frozenset(FAULT_KINDS), plane=True)
+    assert result.violation is None, result.violation
