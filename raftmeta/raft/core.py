@@ -1873,7 +1873,7 @@ class RaftCore:
             round_.in_flight = -2
             return
         if ANSWER_IN_SNAPSHOT in answers.values():
-            self._become_resigned(now_ms, self._ranked_successors(state))
+            self._hand_over_to_a_snapshot_holder(now_ms, state, round_)
             return
         holders = 1 + sum(1 for peer, answer in answers.items() if peer in self.voters and answer == ANSWER_DAMAGED)
         if holders > len(self.voters) // 2:
@@ -1891,6 +1891,36 @@ class RaftCore:
             round_.base_offset,
             f"damaged batch at {round_.base_offset} (epoch {round_.epoch}) that no other voter holds",
         )
+
+    def _hand_over_to_a_snapshot_holder(self, now_ms: int, state: LeaderState, round_: RepairRound) -> None:
+        """A peer holds our damaged slot in its snapshot: resign so that this node, following a
+        leader whose log starts above the damage, gets that snapshot -- once a voter holding the
+        snapshot can win the election. Resigning while every such voter needs our vote and is
+        behind our log end (Raft's up-to-date check refuses it), this node wins again, appends
+        another leader batch and resigns again, for ever (seed 130294 of the plane soak: two
+        voters). Then we lead on, replicating to it (our hw stays below the damage), and look
+        again after a pause. Resign at once when none could get our whole log (a damaged batch
+        of ours at or past its end: we cannot serve it) or only observers hold the snapshot."""
+        holders = [
+            peer for peer, answer in round_.answers.items() if answer == ANSWER_IN_SNAPSHOT and peer in state.replicas
+        ]
+        winners = [peer for peer in holders if self._could_win(state, peer)]
+        catching_up = [peer for peer in holders if all(b < state.replicas[peer].end_offset for b in self.damaged)]
+        if not winners and catching_up:
+            round_.deadline_ms = now_ms + self.config.request_timeout_ms
+            round_.in_flight = -2  # a pause before looking again, not a request
+            return
+        ranked = self._ranked_successors(state)
+        self._become_resigned(now_ms, (*winners, *(v for v in ranked if v not in winners)))
+
+    def _could_win(self, state: LeaderState, peer: int) -> bool:
+        """Whether the votes ``peer`` would get (Raft's up-to-date check, by the fetch offsets we
+        know: every fetcher's log is a prefix of ours up to there) make a majority, ours included."""
+        end = state.replicas[peer].end_offset
+        granting = 1 + sum(1 for v, r in state.replicas.items() if v != peer and r.end_offset <= end)
+        if end >= self.log.end_offset:
+            granting += 1  # ours
+        return granting > len(self.voters) // 2
 
     # -- FetchSnapshot ----------------------------------------------------------------------------------
     def _handle_fetch_snapshot_request(

@@ -1153,18 +1153,20 @@ class Simulation:
     def _state_lost_elsewhere(self, node: SimNode) -> bool:
         """Whether another node is behind the vote fence, or will be when it restarts. A fenced
         node is no witness for another (its epoch may be below one it persisted), so election
-        state is lost on one node at a time, as the fence needs every other voter."""
+        state is lost on one node at a time, as the fence needs every other voter. A running node
+        counts by its disk too: one that closed its fence in memory fences again if it crashes
+        before that write is durable (seed 130840 of the plane soak: both voters of two fenced,
+        each waiting for the other's epoch)."""
         for other in self.nodes.values():
             if other is node:
                 continue
-            if other.core is not None:
-                if other.core.vote_fenced:
-                    return True
-            elif other.disk.quorum_state is None and (
+            if other.core is not None and other.core.vote_fenced:
+                return True
+            if other.disk.quorum_state is None and (
                 other.disk.quorum_state_lost or other.disk.durable or other.disk.snapshot is not None
             ):
                 return True  # a log wholly in its snapshot fences too
-            elif other.disk.quorum_state is not None and other.disk.quorum_state.voted_id == VOTE_FENCED:
+            if other.disk.quorum_state is not None and other.disk.quorum_state.voted_id == VOTE_FENCED:
                 return True  # fences again at its restart
         return False
 

@@ -393,3 +393,41 @@ def test_asked_for_an_offset_inside_its_slot_across_an_epoch_change_a_peer_says_
     with pytest.raises(UnrepairableEntryError, match=r"offset 2 .*node 3: holds it damaged"):
         net.advance(20_000)
     assert net.cores[1].log.entries()[: len(kept)] == kept and repairs(net, 1) == []
+
+
+def test_a_leader_whose_damage_only_a_peers_snapshot_covers_hands_over_once_that_peer_can_win() -> None:
+    """Seed 130294 of the plane soak: two voters, the leader's batch at 1 damaged, the other voter
+    holding it only in a snapshot and its log ending behind the leader's (no epoch-2 batch). The
+    leader resigned as soon as the peer said "in a snapshot", before the peer had its epoch-2 batch:
+    the leader then refused the peer every vote (its log is longer), won again, appended one more
+    leader batch and resigned again, for ever. It now replicates its log to such a peer first and
+    resigns once the peer can win (here: once it holds all of the leader's log); following it, the
+    damaged node installs the snapshot and keeps its intact log above."""
+    logs = {1: with_damage(make_log([1] * 7 + [2]), 1), 2: make_log([1] * 7)}
+    # One batch a Fetch: the peer is still a batch behind when its answer about the damage
+    # arrives, as it was in the seed.
+    net = Net(
+        [1, 2], logs=logs, damaged={1: [1]}, quorum_states=dict.fromkeys((1, 2), QuorumStateData(2)), fetch_max_bytes=1
+    )
+    old = net.cores[2]
+    net.cores[2] = RaftCore(
+        old.config,
+        old._random,
+        net.now,
+        quorum_state=QuorumStateData(2),
+        entries=make_log([1] * 7),
+        snapshot=SnapshotImage(5, 1, b""),
+        high_watermark=5,
+    )
+    net.drive(2)
+    assert net.elect() == 1  # only node 1 holds the epoch-2 batch
+    net.advance(10_000)
+    leader = net.leader()
+    assert leader == 2, "the peer whose snapshot covers the damage leads"
+    damaged_node = net.cores[1]
+    assert damaged_node.damaged == set()
+    assert damaged_node.log.start_offset == 5
+    installs = [r for r in net.readies[1] if r.install_snapshot is not None]
+    assert installs and installs[0].install_keeps_log, "node 1 keeps its intact log above the snapshot"
+    assert net.cores[2].high_watermark > 8, "the new leader commits its own epoch with node 1"
+    assert net.cores[2].log.entries()[:3] == logs[1][5:8], "the old leader's epoch-2 batch reached node 2"

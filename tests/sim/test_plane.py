@@ -54,7 +54,7 @@ def test_plane_seed_budget_finds_no_violation(voters: int) -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("seed", [5542, 100494, 100023, 100915])
+@pytest.mark.parametrize("seed", [5542, 100494, 100023, 100915, 130294])
 def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     """Seed 5542 (of a 600-seed run): a leader deposed without knowing it refused a
     CreatePartitions from its stale image, after the topic was created elsewhere. Refusals now
@@ -70,7 +70,11 @@ def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     acknowledged a batch, crashed, and its disk rotted a run of batches into one damaged range;
     the majority-persisted check counted its copy only at the batch's own base offset and found
     2 of 4 holders. A voter's copy inside a damaged range of the batch's epoch counts, as a
-    damaged single batch's always did (``SimDisk.durably_holds``)."""
+    damaged single batch's always did (``SimDisk.durably_holds``). Seed 130294 (of the soak from
+    130000): of two voters, the leader's damaged batch was in the other's snapshot only; the leader
+    resigned before that voter had its log's end, refused it every vote and won again, 34 epochs
+    without a commit. It now resigns once such a voter can win the election
+    (``RaftCore._hand_over_to_a_snapshot_holder``)."""
     summary = run_seeds([seed], steps=STEPS, voters=None, kinds=ALL, plane=True)  # the seed picks, as it did
     assert summary.violations == [], summary.violations
     assert summary.checks.get("10-linearizable-history", 0) > 0, summary.checks

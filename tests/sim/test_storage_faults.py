@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftmeta.raft import Entry, QuorumStateData
+from raftmeta.raft import VOTE_FENCED, Entry, QuorumStateData
 from raftmeta.raft.repair import damage_of
 from raftmeta.records.codec import encode_batch
 from raftmeta.sim import FAULT_KINDS, run_one, run_seeds
@@ -158,3 +158,28 @@ def test_damage_across_an_epoch_change_is_repaired_from_the_leader_without_loss(
         across += result.faults.get("storage_across_epochs", 0)
         repaired += result.faults.get("storage_repaired", 0)
     assert across >= 20 and repaired >= across
+
+
+def test_a_running_voter_whose_fence_closed_only_in_memory_counts_as_fenced() -> None:
+    """A voter that closed its vote fence in memory (every other voter told it its epoch) but
+    whose quorum-state on disk still says fenced -- the closing write not durable yet, its disk
+    slow -- fences again if it crashes now: no other voter may lose its election state meanwhile."""
+    sim = Simulation(draw_params(1, voters=2, allowed_faults=frozenset({"lose_state", "storage"})))
+    for node in sim.nodes.values():
+        sim._start(node)
+    first, second = sim.nodes.values()
+    assert second.core is not None and not second.core.vote_fenced
+    second.disk.quorum_state = QuorumStateData(2, first.node_id, VOTE_FENCED)
+    assert sim._state_lost_elsewhere(first)
+    second.disk.quorum_state = QuorumStateData(2, first.node_id, first.node_id)  # the write landed
+    assert not sim._state_lost_elsewhere(first)
+
+
+@pytest.mark.sim
+def test_election_state_is_lost_on_one_voter_at_a_time_also_while_a_fence_closes() -> None:
+    """Seed 130840 of the plane soak: of two voters, one restarted behind the vote fence, closed
+    it on the leader's answer and crashed before that write was durable; the leader lost its
+    quorum-state meanwhile. Both restarted fenced, each answering the other UNKNOWN_LEADER_EPOCH
+    (no witness), and no leader was elected after healing (liveness)."""
+    result = run_one(130840, steps=STEPS, voters=None, kinds=frozenset(FAULT_KINDS), plane=True)
+    assert result.violation is None, result.violation
