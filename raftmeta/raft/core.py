@@ -425,11 +425,12 @@ class RaftCore:
 
     def read_index(self, now_ms: int) -> int:
         """Start a linearizable read (etcd's ReadIndex, over KRaft's pull replication); returns its
-        id. A later Ready's ``reads`` lists ``(id, index)`` once (1) a majority of voters, this leader
-        counted, sent a Fetch in this epoch *after* the read started -- proof that no other leader
-        had been elected by then -- and (2) the high watermark reached ``index``, the commit point
-        when the read started (at least this leader's first batch, so it includes everything any
-        earlier leader committed). Raises NotLeaderError (also while resigned).
+        id. A later Ready's ``reads`` lists ``(id, index)`` once (1) a majority of voters (this leader
+        counted while it is one: not once it removed itself) sent a Fetch in this epoch *after* the
+        read started -- proof that no other leader had been elected by then -- and (2) the high
+        watermark reached ``index``, the commit point when the read started (at least this
+        leader's first batch, so it includes everything any earlier leader committed). Raises
+        NotLeaderError (also while resigned).
 
         How (1) is proved without a clock: the leader raises its read barrier, answers every parked
         Fetch at once (each answer carries the barrier), and counts a voter once one of its Fetches
@@ -454,9 +455,13 @@ class RaftCore:
         if not reads:
             return
         majority = len(self.voters) // 2 + 1
+        # A leader that removed itself (the change not committed yet) is no voter of the set in
+        # force: as for the high watermark and check quorum (Kafka's LeaderState), only the set's
+        # members count -- the remaining voters alone may have elected another leader already.
+        own = 1 if self.is_voter else 0
         for read in reads:
             if not read.confirmed:
-                echoed = 1 + sum(1 for r in state.replicas.values() if r.read_barrier >= read.barrier)
+                echoed = own + sum(1 for r in state.replicas.values() if r.read_barrier >= read.barrier)
                 read.confirmed = echoed >= majority or self._faults.stale_reads
         released = 0
         while released < len(reads) and reads[released].confirmed and reads[released].index <= self.high_watermark:

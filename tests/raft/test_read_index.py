@@ -156,3 +156,39 @@ def test_the_planted_stale_fetch_bug_lets_a_deposed_leader_read_stale() -> None:
     interleaving (docs/consensus.md, "What the simulator does not reach"); this test is its check."""
     net, leader, read_id = _deposed_leader_given_a_stale_echo(Faults(accept_stale_fetch=True))
     assert read_id in [r for r, _ in reads_of(net, leader)]
+
+
+REMOVED_LEADER_MISSES = b"committed by the voter left after the leader removed itself"
+
+
+def test_a_leader_that_removed_itself_does_not_count_itself_toward_a_read() -> None:
+    """Simulator seed 100942: the leader of voters {1, 2} removes itself (RemoveRaftVoter); the
+    other voter fetches the change, whose set {other} is in force at once, and is then cut off
+    before the leader sees it acknowledged. Alone a majority of its set, the other voter elects
+    itself and commits a write. The removed leader, its check quorum not run out, still leads:
+    a read it confirmed by its own echo alone would miss that write. It waits for the remaining
+    voter's echo (which never comes) and gives the read up when it resigns."""
+    net = Net([1, 2])
+    leader = net.elect()
+    net.advance(500)
+    other = next(n for n in net.cores if n != leader)
+    core = net.cores[leader]
+    change = core.remove_voter(net.now, leader)
+    net.drive(leader)  # the other voter's parked Fetch is answered with the change
+    while net.cores[other].log_end_offset < change.next_offset:
+        net.deliver_one()
+    net.isolate(leader)
+    assert net.cores[other].voters == (other,) and core.voters == (other,)
+    assert core.high_watermark <= change.base_offset, "the change is not committed"
+    while net.cores[other].role is not Role.LEADER:
+        net.advance(10)
+    net.cores[other].propose(net.now, [REMOVED_LEADER_MISSES])
+    net.advance(20)
+    assert net.cores[other].high_watermark == net.cores[other].log_end_offset
+    assert core.role is Role.LEADER, "its check quorum has not run out yet"
+    read_id = core.read_index(net.now)
+    net.drive(leader)
+    assert read_id not in [r for r, _ in reads_of(net, leader)], "confirmed without the remaining voter"
+    net.advance(10_000)
+    assert net.cores[leader].role is not Role.LEADER
+    assert read_id not in [r for r, _ in reads_of(net, leader)]
