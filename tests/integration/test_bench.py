@@ -56,8 +56,10 @@ def check_round(node: dict[str, Any], floor: dict[str, Any], ratios: dict[str, A
     assert floor["raft_ops_per_s"] > 0 and floor["raft_clients"] == 4 and floor["raft_errors"] == {}
     assert 0 < floor["raft_p50_ms"] <= floor["raft_p99_ms"] and floor["raft_p50_ms_loaded"] > 0
     assert 0 < floor["raft_leader_cpu_ms_per_op"] <= floor["raft_cpu_ms_per_op"]
-    # The floor leader's own proposal-to-commit time, beside the node leader's.
-    assert 0 < floor["raft_append_to_commit_ms"] < floor["raft_p50_ms_loaded"]
+    # The floor leader's own proposal-to-commit time, beside the node leader's. It is a mean and
+    # the clients' p50 a median: on a loaded machine the tail puts the mean above it (8.9 > 7.0 ms
+    # at load 20), so the two are not ordered here.
+    assert floor["raft_append_to_commit_ms"] > 0
     assert ratios["ops_per_s_vs_raft"] == round(node["ops_per_s"] / floor["raft_ops_per_s"], 3)
     assert ratios["p50_vs_raft_p50"] == round(node["latency_ms"]["p50"] / floor["raft_p50_ms_loaded"], 3)
     assert ratios["node_cpu_per_op_vs_raft"] > 0
