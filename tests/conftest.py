@@ -17,10 +17,21 @@ configure_logging("warning", "console")
 KAFKA_TESTS = "tests/kraft/"
 
 
+# The directories of the longest tests, longest first (``make test``'s slowest-test lists): Spark
+# jobs (over half of the first phase's worker time), the seeded simulations, real quorums.
+LONGEST_FIRST = (KAFKA_TESTS, "tests/jobs/", "tests/sim/", "tests/integration/")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The Kafka tests first (a stable sort): under ``loadscope`` their one scope, the longest,
-    starts at once on one worker while the other takes the chaos runs."""
-    items.sort(key=lambda item: not item.nodeid.startswith(KAFKA_TESTS))
+    """The longest tests first (a stable sort, so a module's tests stay together): the workers
+    start on them and end on short ones, rather than one worker finishing a Spark job alone. Under
+    ``loadscope`` the Kafka tests' one scope, the longest, starts at once on one worker while the
+    other takes the chaos runs."""
+
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, called only where it runs
