@@ -111,10 +111,10 @@ class SimNode:
     skewed_until: int = -NEVER
     # The core's next deadline on the node's own clock (``deadline`` is its simulated time).
     node_deadline: int = NEVER
-    # The read-index proof: the smallest voter set the core had in force since its last Ready was
-    # taken (a read may begin and be released between two looks at the core: while a Ready is
+    # The read-index proof: the voter sets the core had in force since its last Ready was taken
+    # (a read may begin and be released between two looks at the core: while a Ready is
     # performed, say, as committed batches are applied).
-    smallest_voters: tuple[int, ...] = ()
+    voter_sets: tuple[tuple[int, ...], ...] = ()
     # The node task waits for a quorum-state write and handles nothing else meanwhile: the
     # events that reach it wait here, in order.
     persisting: bool = False
@@ -266,10 +266,10 @@ class Simulation:
         self._storage_faulted = False
         # The read-index proof, checked from the network's side: (leader, epoch, voter) -> the
         # highest read barrier a Fetch of that epoch delivered to the leader echoed; (node,
-        # incarnation, read id) -> the epoch and barrier of a read seen waiting, and the smallest
-        # voter set in force while it waited (the core may have confirmed it under any of them).
+        # incarnation, read id) -> the epoch and barrier of a read seen waiting, and the voter sets
+        # in force while it waited (the core may have confirmed it under any of them).
         self.echoed: dict[tuple[int, int, int], int] = {}
-        self.reads_begun: dict[tuple[int, int, int], tuple[int, int, tuple[int, ...]]] = {}
+        self.reads_begun: dict[tuple[int, int, int], tuple[int, int, tuple[tuple[int, ...], ...]]] = {}
         # The first read released without the proof: the run goes on (so that the clients'
         # history shows what it answered, with its timeline) and fails at the end.
         self.unproven_read: InvariantViolation | None = None
@@ -338,7 +338,7 @@ class Simulation:
         node.persisting = False
         node.deferred.clear()
         node.last_ready_seq = 0
-        node.smallest_voters = node.core.voters
+        node.voter_sets = (node.core.voters,)
         node.last_hw = node.core.high_watermark
         node.hw_checkpoint_ms = -NEVER
         node.pending.clear()
@@ -428,21 +428,18 @@ class Simulation:
         # quorum-state write, perhaps, by which time the voter set may have changed).
         for read_id, _index in ready.reads:
             self._check_read_index_proof(node, core, read_id)
-        node.smallest_voters = core.voters
+        node.voter_sets = (core.voters,)
         self._perform(node, core, ready)
         node.node_deadline = self._deadline_after(node, node_deadline)
         self._arm_timer(node)
-        if len(core.voters) < len(node.smallest_voters):
-            node.smallest_voters = core.voters
+        node.voter_sets = _with_set(node.voter_sets, core.voters)
         reads = core.pending_read_barriers()
         if reads:
             for read_id, barrier in reads.items():
                 key = (node.node_id, node.incarnation, read_id)
                 begun = self.reads_begun.get(key)
-                smallest = node.smallest_voters
-                if begun is not None and len(begun[2]) < len(smallest):
-                    smallest = begun[2]
-                self.reads_begun[key] = (core.epoch, barrier, smallest)
+                sets = node.voter_sets if begun is None else _with_sets(begun[2], node.voter_sets)
+                self.reads_begun[key] = (core.epoch, barrier, sets)
         hw = core.high_watermark
         if hw != node.last_hw:
             self.checker.checks["5-hw-monotonic"] += 1
@@ -630,25 +627,26 @@ class Simulation:
             # Begun and released in one step: only a leader counting itself alone can do that.
             if core.role is not Role.LEADER:
                 return
-            begun = (core.epoch, core.read_barrier, core.voters)
-        epoch, barrier, smallest = begun
-        for seen in (node.smallest_voters, core.voters):
-            if seen and len(seen) < len(smallest):
-                smallest = seen
-        # The voter set may change while the read waits: hold it to the smallest set's majority,
-        # counting echoes from the voters of that set and of the current one.
-        voters = set(smallest) | set(core.voters)
-        majority = min(len(smallest), len(core.voters)) // 2 + 1
-        echoes = sum(1 for v in voters if v != node.node_id and self.echoed.get((node.node_id, epoch, v), 0) >= barrier)
-        # The leader vouches for itself only as a member of the sets judged: one that removed
-        # itself is no voter, and the voters left may have elected another leader (seed 100942).
-        own = 1 if node.node_id in smallest and node.node_id in core.voters else 0
+            begun = (core.epoch, core.read_barrier, (core.voters,))
+        epoch, barrier, sets = begun
+        # The voter set may change while the read waits, and the core may have confirmed it under
+        # any set it had meanwhile -- before a change it appended later, even in the same drive
+        # (seed 140280: confirmed by 3 of 5, then the leader's own removal). Any one of them will
+        # do: one change at a time, so a majority of one set meets every majority of the next.
+        sets = _with_sets(_with_sets(sets, node.voter_sets), (core.voters,))
+        echoing = {
+            v
+            for v in set().union(*sets)
+            if v != node.node_id and self.echoed.get((node.node_id, epoch, v), 0) >= barrier
+        }
         self.checker.checks["read-index-proof"] = self.checker.checks.get("read-index-proof", 0) + 1
-        if own + echoes < majority and self.unproven_read is None:
+        if not read_proven(node.node_id, sets, echoing) and self.unproven_read is None:
             self.unproven_read = InvariantViolation(
                 "read-index-proof",
                 f"node {node.node_id} released read {read_id} of epoch {epoch} (barrier {barrier}) at {self.now}, "
-                f"echoed in Fetches of that epoch by {echoes} of the other voters {sorted(voters - {node.node_id})}",
+                f"echoed in Fetches of that epoch by {len(echoing)} of the other voters "
+                f"{sorted(set().union(*sets) - {node.node_id})}: a majority of none of the voter sets "
+                f"{[sorted(voters) for voters in sets]} it waited under",
             )
             self._trace(f"VIOLATION (at the end of the run) {self.unproven_read}")
 
@@ -1470,3 +1468,26 @@ def describe_message(envelope: Envelope) -> str:
             extra = f" snapshot={m.snapshot_id.end_offset}"
         return f"{name} err={m.error_code} e={m.leader_epoch} hw={m.high_watermark} bytes={len(m.records)}{extra}"
     return f"{name} e={getattr(m, 'leader_epoch', getattr(m, 'replica_epoch', '?'))}"
+
+
+def _with_set(sets: tuple[tuple[int, ...], ...], voters: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """``sets`` with ``voters`` added unless it is there already (in the order seen)."""
+    return sets if voters in sets else (*sets, voters)
+
+
+def _with_sets(sets: tuple[tuple[int, ...], ...], more: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+    for voters in more:
+        sets = _with_set(sets, voters)
+    return sets
+
+
+def read_proven(leader: int, voter_sets: tuple[tuple[int, ...], ...], echoing: set[int]) -> bool:
+    """Whether a majority of one of ``voter_sets`` (those in force at ``leader`` while its read
+    waited) vouches for the read: the set's members in ``echoing`` (their Fetches of the leader's
+    epoch echoed the read's barrier), and the leader itself only as a member (one that removed
+    itself is no voter, and the voters left may have elected another leader: seed 100942). Each
+    set is judged on its own: an echo counts only toward a set its sender is in."""
+    return any(
+        (1 if leader in voters else 0) + sum(1 for v in voters if v != leader and v in echoing) >= len(voters) // 2 + 1
+        for voters in voter_sets
+    )

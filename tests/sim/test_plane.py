@@ -54,15 +54,15 @@ def test_plane_seed_budget_finds_no_violation(voters: int) -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("seed", [5542, 100494, 100023, 100915, 130294, 100942])
+@pytest.mark.parametrize("seed", [5542, 100494, 100023, 100915, 130294, 100942, 140280])
 def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     """Seed 5542 (of a 600-seed run): a leader deposed without knowing it refused a
     CreatePartitions from its stale image, after the topic was created elsewhere. Refusals now
     wait for a read-index round, as reads do. Seed 100494 (of the first plane soak): the
     read-index proof check judged a read by the voter set after an AddRaftVoter that the same
     leader appended just after releasing it (a single voter, whose own count was a majority):
-    the check now holds a read to the smallest voter set in force since the core last handed
-    out a Ready. Seed 100023 (of a plane soak with storage faults): all five brokers restarted
+    the check now judges a read also by the voter sets in force since the core last handed out
+    a Ready. Seed 100023 (of a plane soak with storage faults): all five brokers restarted
     during the faults and could register again only once their old sessions ran out after the
     heal; fencing and unfencing them in turns of 8 partitions and 3 changes over 883 partitions
     took ~1,200 commits, past the liveness budget. The plane's turn budget now grows with the
@@ -80,7 +80,12 @@ def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     leading in its own mind, confirmed reads by its own echo and missed a create acknowledged by the
     new one (``9-linearizable-reads``). A leader that removed itself no longer counts itself toward
     a read (``RaftCore._maybe_release_reads``), and the read-index proof check no longer counts it
-    either (it reports that seed's first such read, before the fix)."""
+    either (it reports that seed's first such read, before the fix). Seed 140280 (of a 10,000-seed
+    soak, 5 voters): the leader confirmed a read by its own echo and those of two voters (3 of 5),
+    released it, and in the same drive appended its own removal (a RemoveRaftVoter it held); the
+    proof check judged the read by the set of 4 without the leader and found 2 echoes. The check
+    now judges a read by each voter set the leader was seen to have while it waited, and passes
+    it if the echoes are a majority of any of them (the leader counted only in a set it is in)."""
     summary = run_seeds([seed], steps=STEPS, voters=None, kinds=ALL, plane=True)  # the seed picks, as it did
     assert summary.violations == [], summary.violations
     assert summary.checks.get("10-linearizable-history", 0) > 0, summary.checks
