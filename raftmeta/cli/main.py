@@ -52,7 +52,8 @@ COMMAND_HELP: dict[str, str] = {
     "configs": "Describe or alter topic configs (kafka-configs.sh).",
     "chaos": "Run real nodes behind fault-injecting proxies under a concurrent workload, inject faults from a seed, "
     "heal, and check convergence, the client history and (with Spark) every log.",
-    "demo": "Run a 3-node quorum, create topics, break a broker, change the voters, and verify every log with Spark.",
+    "demo": "Run a 3-node quorum, create topics, break a broker, change the voters, and verify every log with Spark; "
+    "then produce and consume through real Kafka brokers on a quorum, crash one of them, and verify that log too.",
     "fuzz": "Send fuzzed requests to every ControllerService method of a real local quorum, and feed random and "
     "damaged batches to the batch decoder, segment recovery and segment reads, and damaged Kafka requests to the "
     "Kafka listeners of a second quorum (docs/kafka-protocol.md).",
