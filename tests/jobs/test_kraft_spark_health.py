@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from raftmeta.jobs.kafka_log_jar import reader_jar
 from raftmeta.jobs.kraft_spark import verify_kraft_spark
 from raftmeta.jobs.kraft_verify import BROKER_RESOURCE, TOPIC_RESOURCE, verify_kraft
-from raftmeta.records.kafka.batch import encode_batch
-from raftmeta.records.kafka.frames import LogRecord, metadata_record, new_batch
+from raftmeta.records.kafka.frames import LogRecord, metadata_record
 from raftmeta.records.kafka.schema import Uuid
+from tests.jobs.kraft_quorums import write_kraft_quorum
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,23 +90,9 @@ BATCHES: list[list[LogRecord]] = [
 ]
 
 
-def _quorum(root: Path) -> Path:
-    data = b""
-    offset = 0
-    for records in BATCHES:
-        data += encode_batch(new_batch(offset, 1, records, 1_800_000_000_000))
-        offset += len(records)
-    for node in (1, 2, 3):
-        log_dir = root / f"controller-{node}" / "data" / "__cluster_metadata-0"
-        log_dir.mkdir(parents=True)
-        (log_dir.parent / "meta.properties").write_text(f"node.id={node}\nversion=1\ncluster.id=c\n")
-        (log_dir / "00000000000000000000.log").write_bytes(data)
-    return root
-
-
 def test_min_isr_and_the_health_verdict_are_the_same_through_spark_sql(spark: SparkSession, tmp_path: Path) -> None:
     reader_jar()  # fails naming `make jvm-reader` when the reader is not built
-    quorum = _quorum(tmp_path)
+    quorum = write_kraft_quorum(tmp_path, BATCHES)
     expected = verify_kraft(quorum)
     assert expected.passed, expected.checks
     figures = expected.figures
