@@ -1172,10 +1172,12 @@ class Simulation:
         return False
 
     def _may_remove_voter(self) -> bool:
-        """With storage faults, never down to one voter: a damaged copy needs another to repair from.
-        (The smallest voter set any running node holds, a leader among them: its log has every
-        committed change.)"""
-        if "storage" not in self.params.faults:
+        """With faults that damage a disk (``DAMAGING``: storage, and flush_race's lost write), never
+        down to one voter: a damaged copy needs another to repair from, and a lone voter's lost
+        write would be the only copy of a committed batch (plane seeds 143518 and 143766: a removal
+        answered while flush_race had the leader cut off, then its write lost). (The smallest voter
+        set any running node holds, a leader among them: its log has every committed change.)"""
+        if not self.params.faults & DAMAGING:
             return True
         running = [n.core for n in self.nodes.values() if n.core is not None]
         if not any(core.role is Role.LEADER for core in running):

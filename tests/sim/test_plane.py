@@ -54,7 +54,7 @@ def test_plane_seed_budget_finds_no_violation(voters: int) -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("seed", [5542, 100494, 100023, 100915, 130294, 100942, 140280])
+@pytest.mark.parametrize("seed", [5542, 100494, 100023, 100915, 130294, 100942, 140280, 143518, 143766])
 def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     """Seed 5542 (of a 600-seed run): a leader deposed without knowing it refused a
     CreatePartitions from its stale image, after the topic was created elsewhere. Refusals now
@@ -85,7 +85,12 @@ def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     released it, and in the same drive appended its own removal (a RemoveRaftVoter it held); the
     proof check judged the read by the set of 4 without the leader and found 2 echoes. The check
     now judges a read by each voter set the leader was seen to have while it waited, and passes
-    it if the echoes are a majority of any of them (the leader counted only in a set it is in)."""
+    it if the echoes are a majority of any of them (the leader counted only in a set it is in).
+    Seeds 143518 and 143766 (the same soak, the fault model's): the operator removed the only other
+    voter while flush_race had the leader cut off; alone a majority, the leader committed its tail,
+    and flush_race then lost its write, the only copy of committed batches (a liveness stall, and
+    a leader elected without the batch). Removals down to one voter now wait whenever a fault kind
+    damages disks, flush_race's lost write included (``Simulation._may_remove_voter``)."""
     summary = run_seeds([seed], steps=STEPS, voters=None, kinds=ALL, plane=True)  # the seed picks, as it did
     assert summary.violations == [], summary.violations
     assert summary.checks.get("10-linearizable-history", 0) > 0, summary.checks
