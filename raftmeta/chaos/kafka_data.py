@@ -53,6 +53,7 @@ class Produced:
     acknowledged: dict[str, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
     failed: dict[str, str] = field(default_factory=dict)  # value -> error
     sent: int = 0
+    queue_full: int = 0  # produce calls refused by librdkafka's full local queue (retried, not sent)
     fatal_errors: list[str] = field(default_factory=list)
 
 
@@ -151,7 +152,10 @@ class KafkaDataWorkload:
                 with self._lock:
                     self.produced.sent = sequence
             except BufferError:
-                pass  # the local queue is full while the brokers are away: delivery reports drain it
+                # The local queue is full while the brokers are away: the same value is produced
+                # again after the poll below drains delivery reports; counted, so the report shows it.
+                with self._lock:
+                    self.produced.queue_full += 1
             self._producer.poll(PRODUCE_INTERVAL_S)
 
     # -- consuming -------------------------------------------------------------------------------
@@ -269,6 +273,7 @@ class KafkaDataWorkload:
             figures = {
                 "topic": DATA_TOPIC,
                 "sent": self.produced.sent,
+                "producer_queue_full": self.produced.queue_full,
                 "acknowledged": len(acknowledged),
                 "failed": len(self.produced.failed),
                 "unreported_at_end": unreported,
