@@ -126,7 +126,7 @@ def node(
     """Run one quorum node (voter) in the foreground."""
     from dataclasses import replace
 
-    from raftmeta.raft import CommittedTruncationError, UnrepairableEntryError
+    from raftmeta.raft import CommittedTruncationError, UnrecoverableStateError, UnrepairableEntryError
     from raftmeta.server.app import run, serve
     from raftmeta.server.config import NodeConfig, parse_initial_controllers, parse_voters
     from raftmeta.storage.errors import StorageError
@@ -227,7 +227,7 @@ def node(
         config = replace(config, segment_bytes=segment_bytes)
     try:
         run(serve(config))
-    except (StorageError, CommittedTruncationError, UnrepairableEntryError) as exc:
+    except (StorageError, CommittedTruncationError, UnrecoverableStateError, UnrepairableEntryError) as exc:
         raise CheckFailed(str(exc)) from exc
     except OSError as exc:
         raise CheckFailed(f"node {node_id}: {exc}") from exc

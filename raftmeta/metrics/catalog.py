@@ -195,7 +195,8 @@ RAFT: tuple[MetricSpec, ...] = (
         "gauge",
         "batches",
         "Batches of this node's log found damaged and not repaired yet (a damaged range of several batches"
-        " counts once); it vouches for nothing from the first on.",
+        " counts once, and so does a damaged snapshot with no fallback until the leader's is installed);"
+        " it vouches for nothing from the first on.",
         (),
         "",
     ),

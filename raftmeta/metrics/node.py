@@ -180,7 +180,8 @@ def raft_view(qc: QuorumController) -> RaftView:
         active_controller=qc.is_leader and qc.active,
         applied_offset=controller.committed_offset,
         image=controller.committed_image,
-        damaged_batches=len(core.damaged),
+        # A damaged newest snapshot with no fallback counts as one: the state below the log.
+        damaged_batches=len(core.damaged) + (1 if core.state_missing else 0),
         repairs=core.repairs,
     )
 

@@ -85,6 +85,7 @@ from raftmeta.raft.types import (
     Role,
     SnapshotImage,
     SoftState,
+    UnrecoverableStateError,
     UnrepairableEntryError,
 )
 
@@ -109,6 +110,7 @@ __all__ = [
     "Role",
     "SnapshotImage",
     "SoftState",
+    "UnrecoverableStateError",
     "UnrepairableEntryError",
     "Validation",
     "ValidationResult",

@@ -65,6 +65,9 @@ class Faults:
     # when a truncation after the fsync started removed part of what it covered and later appends,
     # not yet flushed, filled those offsets again (on_log_flushed's cap).
     flush_covers_later_truncation: bool = False
+    # Without the state below the log, wait for a leader for ever even when every other voter says
+    # none can be elected (a majority of the voters without it): the stop the quorum owes is lost.
+    wait_without_state: bool = False
 
     @property
     def any(self) -> bool:

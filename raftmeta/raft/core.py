@@ -44,6 +44,7 @@ from raftmeta.raft.state import (
     UnattachedState,
     check_transition,
 )
+from raftmeta.raft.state_probe import StateProbe
 from raftmeta.raft.types import (
     NO_LEADER,
     NO_VOTE,
@@ -58,6 +59,7 @@ from raftmeta.raft.types import (
     Role,
     SnapshotImage,
     SoftState,
+    UnrecoverableStateError,
     UnrepairableEntryError,
 )
 from raftmeta.raft.voters import (
@@ -142,6 +144,10 @@ class RaftCore:
         start = (snapshot.end_offset, snapshot.epoch) if snapshot else missing_snapshot or (0, 0)
         # No state below the log (a damaged snapshot with no fallback): see the docstring.
         self.state_missing = snapshot is None and missing_snapshot is not None
+        # Without that state: the round asking the other voters whether one can still lead.
+        self._state_probe = StateProbe()
+        # Since when the rounds have found a majority of the voters without it, some not heard from.
+        self._no_leader_since: int | None = None
         # Batches below the snapshot may still be on disk (retention): the snapshot covers them.
         kept = [e for e in entries if e.base_offset >= start[0]]
         self.log = LogView(start[0], start[1], kept)
@@ -915,6 +921,8 @@ class RaftCore:
 
     def _become_follower(self, now_ms: int, epoch: int, leader_id: int, *, heard_from_leader: bool = True) -> None:
         old = self.state
+        self._state_probe = StateProbe()  # a leader: what the voters said without one is stale
+        self._no_leader_since = None
         voted = old.voted_id if epoch == old.epoch else NO_VOTE
         new = self._follower_state(now_ms, epoch, leader_id, voted)
         new.last_fetch_ok_ms = now_ms if heard_from_leader else -NEVER
@@ -943,6 +951,8 @@ class RaftCore:
             # could not tell a fetcher where an epoch ends inside it (Validation.DIVERGING), nor
             # which peer's copy is its own. Stay, and look again after another timeout.
             later = now_ms + self._election_timeout()
+            if self.state_missing and self.node_id in self.voters:
+                self._probe_state(now_ms)
             if isinstance(old, FollowerState):
                 old.fetch_deadline_ms = later
                 old.leader_alive = False  # its pre-vote goes to whoever stands instead
@@ -1338,17 +1348,33 @@ class RaftCore:
         if request.replica_id < 0 or request.replica_id == self.node_id:
             self._reply(envelope, self._fetch_error(INVALID_REQUEST))
             return
+        current = self.state
+        # Without the state below our log, a leader is ours only once it answered us: a restarted
+        # former leader (resigned, or without its state too) asks from the same epoch.
+        heard = isinstance(current, FollowerState) and current.leader_alive and current.last_fetch_ok_ms > -NEVER
+        from_our_leader = (
+            isinstance(current, FollowerState)
+            and request.replica_id == current.leader_id
+            and request.replica_epoch == current.epoch
+            and (heard or not self.state_missing)
+        )
+        if self.state_missing and not from_our_leader:
+            # Without the state below our log: tell the asker so (the error and our log's start as
+            # snapshot_id, the leader we follow if it answers us), so that a voter in the same state
+            # can tell when no leader can ever be elected (state_probe.py). Behind the vote fence
+            # with its error: our epoch is no witness for a fenced asker.
+            response = self._fetch_error(UNKNOWN_EPOCH if self._fence is not None else CORRUPT)
+            response.leader_id = current.leader_id if heard else NO_LEADER
+            response.snapshot_id.end_offset = self.log.start_offset
+            response.snapshot_id.epoch = self.log.start_epoch
+            self._reply(envelope, response)
+            return
         if self._fence is not None:
             # Behind the vote fence this node's epoch may be below one it persisted before: it is
             # no witness for another fenced node, and no leader (it cannot stand).
             self._reply(envelope, self._fetch_error(UNKNOWN_EPOCH))
             return
-        current = self.state
-        if (
-            isinstance(current, FollowerState)
-            and request.replica_id == current.leader_id
-            and request.replica_epoch == current.epoch
-        ):
+        if from_our_leader:
             # Our own leader never fetches: it asks for a copy of a batch of its log it found damaged.
             self._answer_repair_request(envelope, request)
             return
@@ -1560,6 +1586,10 @@ class RaftCore:
         state.in_flight_deadline_ms = now_ms + config.fetch_max_wait_ms + config.request_timeout_ms
 
     def _handle_fetch_response(self, now_ms: int, envelope: Envelope, response: raft_pb2.FetchResponse) -> None:
+        probed = self._state_probe.asked.pop(envelope.correlation_id, None)
+        if probed is not None:
+            self._state_probe.record(probed, response)
+            self._judge_state_round(now_ms)
         voter = self._fence_probes.pop(envelope.correlation_id, None)
         if voter is not None and self._fence is not None and response.error_code != UNKNOWN_EPOCH:
             # Its epoch now, asked after our restart. A voter behind its own fence answers
@@ -1700,6 +1730,41 @@ class RaftCore:
             return False
         self._append(now_ms, entry)
         return True
+
+    # -- no state below the log (a damaged snapshot with no fallback) ------------------------------
+    def _probe_state(self, now_ms: int) -> None:
+        """Ask every other voter, in a new round, whether it lacks the state below its log too;
+        stop once none can lead (state_probe.py)."""
+        probe = self._state_probe
+        if probe.verdict(self.node_id, self.voters) is None:
+            self._no_leader_since = None  # the last round found a leader possible
+        probe.new_round()
+        for voter in self.voters:
+            if voter != self.node_id:
+                probe.asked[self._send(voter, self._fetch_request(0))] = voter
+        self._judge_state_round(now_ms)
+
+    def _judge_state_round(self, now_ms: int) -> None:
+        """Stop when no leader can be elected: at once when every other voter answered; with some
+        silent (stopped, or cut off), once that has held for two fetch timeouts -- longer than a
+        leader among them stays in office without a majority's fetches (check quorum, 1.5 of them)."""
+        found = self._state_probe.verdict(self.node_id, self.voters)
+        if found is None or self._faults.wait_without_state:
+            return
+        if found.silent:
+            if self._no_leader_since is None:
+                self._no_leader_since = now_ms
+            if now_ms - self._no_leader_since < 2 * self.config.fetch_timeout_ms:
+                return
+        raise UnrecoverableStateError(
+            self.node_id,
+            self.state.epoch,
+            self.log.start_offset,
+            self.log.start_epoch,
+            found.missing,
+            found.holding,
+            found.silent,
+        )
 
     # -- the vote fence (a lost election state) ----------------------------------------------------
     def _probe_fence(self, now_ms: int) -> int:
@@ -1849,6 +1914,8 @@ class RaftCore:
             round_.answers[envelope.source] = ANSWER_DAMAGED  # it sent a copy that is not intact
         elif response.error_code == NONE and response.HasField("snapshot_id"):
             round_.answers[envelope.source] = ANSWER_IN_SNAPSHOT
+        elif response.HasField("snapshot_id"):
+            pass  # it lacks the state below its log (and follows no leader of ours): no answer yet
         elif response.error_code == CORRUPT:
             round_.answers[envelope.source] = ANSWER_DAMAGED
         elif response.error_code == ABSENT:
@@ -2033,4 +2100,5 @@ class RaftCore:
         self.applied_offset = image.end_offset
         if self.state_missing:
             self.state_missing = False
+            self._state_probe = StateProbe()
             self._emit_committed()  # our kept batches up to the high watermark apply on top of it

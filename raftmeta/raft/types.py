@@ -147,6 +147,45 @@ class UnrepairableEntryError(Exception):
         self.epoch = epoch
 
 
+class UnrecoverableStateError(Exception):
+    """This node holds no state below its log (its newest snapshot damaged with no fallback) and
+    neither do enough other voters -- a majority with it -- that no leader can ever be elected to
+    send it one: a node without that state grants no vote and stands in no election (docs/storage.md,
+    "A damaged snapshot with no fallback"), and none of them follows a leader. The node stops
+    rather than wait for ever; its files are left as they are."""
+
+    def __init__(
+        self,
+        node_id: int,
+        epoch: int,
+        end_offset: int,
+        snapshot_epoch: int,
+        missing: list[int],
+        holding: list[int],
+        silent: list[int],
+    ) -> None:
+        others = [v for v in missing if v != node_id]
+        lacking = ", ".join(f"node {v}" for v in others) or "no other voter"
+        where = f"the state below offset {end_offset} is on no voter that answered"
+        if holding:
+            where = f"voters {', '.join(map(str, holding))} hold it but cannot be elected without the others' votes"
+        if silent:
+            where += f" (voters {', '.join(map(str, silent))} not heard from)"
+        super().__init__(
+            f"node {node_id} (epoch {epoch}) holds no state below offset {end_offset} (snapshot epoch "
+            f"{snapshot_epoch}: its snapshot damaged with no fallback), nor does {lacking}; {where}, so no "
+            f"leader can be elected to send it: stopping, the files are left as they are (restore a voter's "
+            f"snapshot file; docs/storage.md, Damaged disk)"
+        )
+        self.node_id = node_id
+        self.epoch = epoch
+        self.end_offset = end_offset
+        self.snapshot_epoch = snapshot_epoch
+        self.missing = missing
+        self.holding = holding
+        self.silent = silent
+
+
 class NotLeaderError(Exception):
     """A proposal reached a node that is not the leader (or a leader that is resigning)."""
 

@@ -46,6 +46,7 @@ from raftmeta.raft import (
     Ready,
     Role,
     SnapshotImage,
+    UnrecoverableStateError,
     UnrepairableEntryError,
 )
 from raftmeta.raft.perform import Step, plan
@@ -152,6 +153,18 @@ class Node:
                 "stopping: a damaged batch no other voter holds intact",
                 offset=exc.base_offset,
                 batch_epoch=exc.epoch,
+                reason=str(exc),
+            )
+            raise
+        except UnrecoverableStateError as exc:
+            self.log.error(
+                "stopping: no leader can be elected to send the state below the log",
+                epoch=exc.epoch,
+                log_start_offset=exc.end_offset,
+                snapshot_epoch=exc.snapshot_epoch,
+                log_end_offset=self.core.log_end_offset,
+                voters_without_state=exc.missing,
+                voters_with_state=exc.holding,
                 reason=str(exc),
             )
             raise

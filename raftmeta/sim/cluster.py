@@ -31,6 +31,7 @@ from raftmeta.raft import (
     Role,
     SnapshotImage,
     SoftState,
+    UnrecoverableStateError,
     UnrepairableEntryError,
 )
 from raftmeta.raft.core import VoterChangeError
@@ -201,6 +202,9 @@ class RunResult:
     checks: dict[str, int] = field(default_factory=dict)
     # The whole plane: the client history the linearizability checker refused, if it did.
     history_failure: HistoryFailure | None = None
+    # A node stopped loudly on damage the quorum cannot repair, which the run injected on purpose
+    # (``Simulation.unrecoverable_injected``): the stop is the expected end, not a violation.
+    stopped: str | None = None
 
 
 class Simulation:
@@ -240,6 +244,9 @@ class Simulation:
         self.voters = tuple(range(1, params.voters + 1))
         self.observers = tuple(range(params.voters + 1, params.voters + 1 + params.observers))
         self.node_ids = self.voters + self.observers
+        # Set by a fault the quorum cannot repair (a test's: no drawn fault is one): a node's
+        # UnrecoverableStateError then ends the run as ``RunResult.stopped``.
+        self.unrecoverable_injected = False
         self.core_faults = core_faults or Faults()
         self.nodes = {n: SimNode(n, SimDisk()) for n in self.node_ids}
         self.checker = Checker()
@@ -320,6 +327,7 @@ class Simulation:
             quorum_state=disk.quorum_state,
             entries=list(disk.entries),
             snapshot=disk.snapshot,
+            missing_snapshot=disk.missing_snapshot,
             # The durable state only, as the real node restarts: log, snapshot, quorum-state file
             # and the (lagging) high-watermark checkpoint.
             high_watermark=disk.hw_checkpoint,
@@ -1317,6 +1325,15 @@ class Simulation:
             # Only repairable damage is injected (disk_faults): stopping is a failure to repair.
             result.violation = InvariantViolation("liveness", str(error))
             self._trace(f"VIOLATION {result.violation}")
+        except UnrecoverableStateError as error:
+            # The stop the quorum owes when no leader can be elected to send the state below the
+            # log: expected only where the run injected that (a majority of snapshots lost at once).
+            if self.unrecoverable_injected:
+                result.stopped = str(error)
+                self._trace(f"STOPPED {error}")
+            else:
+                result.violation = InvariantViolation("liveness", str(error))
+                self._trace(f"VIOLATION {result.violation}")
         except AssertionError as error:
             result.violation = InvariantViolation("assertion", str(error) or repr(error))
             self._trace(f"VIOLATION assertion {error}")

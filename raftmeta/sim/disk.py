@@ -38,6 +38,7 @@ class SimDisk:
         "durable",
         "entries",
         "hw_checkpoint",
+        "missing_snapshot",
         "pending",
         "quorum_state",
         "quorum_state_lost",
@@ -59,6 +60,9 @@ class SimDisk:
         # Damaged slots across an epoch change (disk_faults.zero_across_epochs): base offset -> the
         # highest epoch their offsets may be of, as the real storage reports them (damage.py).
         self.spans: dict[int, int] = {}
+        # (end offset, epoch) of a damaged newest snapshot with no fallback (disk_faults.lose_snapshot):
+        # the log starts there, the state below it is on no file of this disk until an install.
+        self.missing_snapshot: tuple[int, int] | None = None
 
     @property
     def end_offset(self) -> int:
@@ -147,6 +151,7 @@ class SimDisk:
     def install(self, image: SnapshotImage) -> None:
         """A snapshot fetched from the leader replaces the whole log (durable on return)."""
         self.snapshot = image
+        self.missing_snapshot = None
         self.entries = []
         self.durable = []
         self.spans = {}
@@ -156,6 +161,7 @@ class SimDisk:
     def trim(self, image: SnapshotImage, log_start_offset: int) -> None:
         """A snapshot was written: segments below the core's log start are deleted."""
         self.snapshot = image
+        self.missing_snapshot = None
         for entries in (self.entries, self.durable):
             i = bisect.bisect_left(entries, log_start_offset, key=lambda e: e.base_offset)
             del entries[:i]

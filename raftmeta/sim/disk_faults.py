@@ -151,6 +151,27 @@ def zero_across_epochs(disk: SimDisk, others: Iterable[SimDisk]) -> bool:
     return False
 
 
+def lose_snapshot(disk: SimDisk) -> bool:
+    """The newest snapshot fails its check with no fallback (at rest, after a crash): the log
+    starts at its end -- the segments below it are gone too, as when taking it deleted them, and
+    so is any older snapshot. The node sets it aside and starts without the state below its log
+    (docs/storage.md, "A damaged snapshot with no fallback"), its slot the end offset and epoch
+    the file name still says. False if the disk has no snapshot. Not among the drawn faults:
+    damaged on a majority of the voters at once, no leader can be elected to send one, and the
+    nodes must stop (tests/sim/test_storage_faults.py injects it so)."""
+    snapshot = disk.snapshot
+    if snapshot is None:
+        return False
+    assert not disk.pending, "at rest: nothing unflushed"
+    end = snapshot.end_offset
+    disk.durable = [e for e in disk.durable if e.base_offset >= end]
+    disk.entries = list(disk.durable)
+    disk.spans = {b: e for b, e in disk.spans.items() if b >= end}
+    disk.missing_snapshot = (end, snapshot.epoch)
+    disk.snapshot = None
+    return True
+
+
 def lose_write(disk: SimDisk, base_offset: int) -> bool:
     """A ``lost_write`` of the durable batch at ``base_offset`` (raftmeta.sim.flush_race picks
     it); False if there is none there, or it is the last durable batch."""

@@ -5,7 +5,9 @@ fetches from offset 0, so the leader answers with its snapshot, and keeps its ow
 
 from __future__ import annotations
 
-from raftmeta.raft import RaftCore, Role, SnapshotImage
+import pytest
+
+from raftmeta.raft import Faults, RaftCore, Role, SnapshotImage, UnrecoverableStateError
 from raftmeta.v1 import raft_pb2
 from tests.raft.harness import Net
 
@@ -32,7 +34,8 @@ def restart_without_state(net: Net, node: int, end: int) -> RaftCore:
     """Restart ``node`` with its log from ``end`` on and its snapshot there missing."""
     old = net.cores[node]
     before = old.log.entry_before(end)
-    assert before is not None
+    epoch = before.epoch if before is not None else old.log.start_epoch  # a leader's log starts there
+    assert before is not None or old.log.start_offset == end
     core = RaftCore(
         old.config,
         old._random,
@@ -41,7 +44,7 @@ def restart_without_state(net: Net, node: int, end: int) -> RaftCore:
         entries=[e for e in old.log.entries() if e.base_offset >= end],
         high_watermark=old.high_watermark,
         first_correlation_id=1 << 32,
-        missing_snapshot=(end, before.epoch),
+        missing_snapshot=(end, epoch),
     )
     net.cores[node] = core
     net.committed[node] = []
@@ -90,3 +93,53 @@ def test_without_its_state_it_grants_no_vote_and_stands_in_no_election() -> None
     answers = [(m.destination, m.message) for m in net.delivered[delivered_before:] if m.source == follower]
     votes = [(to, answer.vote_granted) for to, answer in answers if isinstance(answer, raft_pb2.VoteResponse)]
     assert votes and set(votes) == {(other, False)}, "asked, and refused"
+
+
+def test_every_voter_without_its_state_stops_loudly_instead_of_waiting() -> None:
+    """Every voter's snapshot damaged at once with no fallback: the state below the log is on no
+    voter and none can be elected to send it (each grants no vote, stands in no election). Each
+    asks the others, learns that they lack it too, and stops naming them."""
+    net, leader, _follower, end = snapshotted_quorum()
+    epoch = net.cores[leader].log.start_epoch
+    for node in (1, 2, 3):
+        restart_without_state(net, node, end)
+    with pytest.raises(UnrecoverableStateError) as raised:
+        net.advance(10_000)
+    error = raised.value
+    assert (error.end_offset, error.snapshot_epoch) == (end, epoch)
+    assert error.missing == [1, 2, 3] and error.holding == []
+    assert f"the state below offset {end} is on no voter that answered" in str(error)
+
+
+def test_a_majority_without_its_state_and_no_leader_stops_naming_the_voters_that_hold_it() -> None:
+    """Two of three voters without the state below their logs, the third intact but unable to win
+    their votes: no leader can ever be elected, and the stateless ones stop, naming the holder."""
+    net, leader, follower, end = snapshotted_quorum()
+    holder = next(n for n in (1, 2, 3) if n not in (leader, follower))
+    for node in (leader, follower):
+        restart_without_state(net, node, end)
+    with pytest.raises(UnrecoverableStateError) as raised:
+        net.advance(20_000)
+    assert raised.value.missing == sorted((leader, follower)) and raised.value.holding == [holder]
+    assert net.leaders() == []
+
+
+def test_a_stateless_voter_whose_leader_is_alive_installs_its_snapshot_and_never_stops() -> None:
+    """With the leader alive the round finds a leader (the other stateless voter's answer is not
+    enough): the node installs the leader's snapshot, as before."""
+    net, leader, follower, end = snapshotted_quorum()
+    other = next(n for n in (1, 2, 3) if n not in (leader, follower))
+    restarted = [restart_without_state(net, node, end) for node in (follower, other)]
+    net.advance(10_000)
+    assert [without_state(core) for core in restarted] == [False, False]
+    assert net.leaders() == [leader]
+
+
+def test_the_planted_switch_waits_for_ever_without_a_word() -> None:
+    """wait_without_state (a planted bug for the simulator): the same quorum as above waits."""
+    net, _leader, _follower, end = snapshotted_quorum()
+    for node in (1, 2, 3):
+        core = restart_without_state(net, node, end)
+        core._faults = Faults(wait_without_state=True)
+    net.advance(10_000)
+    assert net.leaders() == [] and all(without_state(net.cores[n]) for n in (1, 2, 3))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from raftmeta.raft import Entry, UnrepairableEntryError
+from raftmeta.raft import Entry, UnrecoverableStateError, UnrepairableEntryError
 from raftmeta.server.node import Node
 from tests.server.test_node_twins import WAIT_S, Cluster, create, register_broker, until
 from tests.server.twins import MemoryDisk
@@ -83,6 +83,50 @@ async def test_a_batch_no_voter_holds_intact_stops_the_node_loudly_and_cuts_noth
         assert f"holds a damaged batch at offset {kept[stopped][index].base_offset}" in str(error)
         assert cluster.disks[stopped].entries[: len(kept[stopped])] == kept[stopped], "nothing cut or overwritten"
         assert cluster.disks[stopped].damaged == {kept[stopped][index].base_offset}
+    finally:
+        for node_id in list(cluster.nodes):
+            await cluster.stop(node_id)
+
+
+@pytest.mark.asyncio
+async def test_every_voter_without_the_state_below_its_log_stops_loudly(tmp_path: Path) -> None:
+    """Every voter's newest snapshot damaged with no fallback (each log starts at its snapshot's
+    end): the damaged-entries gauge counts the missing state, and the nodes, each learning that
+    no voter can be elected to send it, stop with UnrecoverableStateError, their logs unchanged."""
+    cluster = Cluster((1, 2, 3), tmp_path, snapshot_interval_records=4)
+    try:
+        for node_id in cluster.voters:
+            await cluster.start(node_id)
+        leader = await cluster.leader()
+        await register_broker(leader, 0)
+        for name in ("a", "b", "c", "d", "e"):
+            await asyncio.wait_for(leader.submit_admin("CreateTopics", create(name)), WAIT_S)
+        end = leader.core.high_watermark
+        await until(lambda: all(n.core.high_watermark >= end for n in cluster.nodes.values()), "every node committed")
+        await until(lambda: all(d.snapshot is not None for d in cluster.disks.values()), "every node snapshotted")
+        kept: dict[int, list[Entry]] = {}
+        for node_id in cluster.voters:
+            assert await cluster.stop(node_id) is None
+            disk = cluster.disks[node_id]
+            snapshot = disk.snapshot
+            assert snapshot is not None
+            disk.missing_snapshot = (snapshot.end_offset, snapshot.epoch)
+            disk.snapshot, disk.snapshot_records = None, []
+            disk.entries = [e for e in disk.entries if e.base_offset >= snapshot.end_offset]
+            kept[node_id] = list(disk.entries)
+        for node_id in cluster.voters:
+            node = await cluster.start(node_id)
+            exposition = generate_latest(node.metrics.registry).decode()
+            assert "raftmeta_raft_damaged_batches 1.0" in exposition.splitlines(), "the missing state counts"
+
+        await until(lambda: all(r.done() for r in cluster.runners.values()), "every node stopped")
+        for node_id, runner in cluster.runners.items():
+            error = runner.exception()
+            assert isinstance(error, UnrecoverableStateError), error
+            # The first to stop heard every other voter; the next ones a majority, the rest silent.
+            assert node_id in error.missing and len(error.missing) >= 2 and error.holding == []
+            assert set(error.missing) | set(error.silent) == {1, 2, 3}
+            assert cluster.disks[node_id].entries == kept[node_id], "nothing cut or overwritten"
     finally:
         for node_id in list(cluster.nodes):
             await cluster.stop(node_id)

@@ -39,6 +39,9 @@ class MemoryDisk:
         self.installed = 0  # snapshots fetched from a leader
         # Base offsets of entries whose bytes are damaged, reported on load (a repair clears one).
         self.damaged: set[int] = set()
+        # (end offset, epoch) of a damaged newest snapshot with no fallback, reported on load until
+        # the leader's is installed (docs/storage.md, "A damaged snapshot with no fallback").
+        self.missing_snapshot: tuple[int, int] | None = None
 
     @property
     def idle(self) -> bool:
@@ -62,6 +65,7 @@ class MemoryDisk:
             log_start_offset=start,
             log_end_offset=self.end_offset,
             damaged=sorted(self.damaged),
+            missing_snapshot=self.missing_snapshot,
         )
 
     def _write(self) -> None:
@@ -82,6 +86,7 @@ class MemoryDisk:
         ]
         self.snapshot = SnapshotImage(end_offset, epoch, data)
         self.snapshot_records = records
+        self.missing_snapshot = None
         self.entries = [e for e in self.entries if e.base_offset >= end_offset] if keep_log else []
         self.installed += 1
         return records

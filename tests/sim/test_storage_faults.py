@@ -4,16 +4,25 @@ and seeded runs where the quorum repairs every damaged replica without loss (doc
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from raftmeta.raft import VOTE_FENCED, Entry, QuorumStateData
+from raftmeta.raft import VOTE_FENCED, Entry, Faults, QuorumStateData
 from raftmeta.raft.repair import damage_of
 from raftmeta.records.codec import encode_batch
 from raftmeta.sim import FAULT_KINDS, run_one, run_seeds
-from raftmeta.sim.cluster import SimNode, Simulation
+from raftmeta.sim.cluster import FAULT, RESTART, SimNode, Simulation
 from raftmeta.sim.disk import SimDisk
-from raftmeta.sim.disk_faults import LOG_FAULTS, STORAGE_FAULTS, damaged_slots, inject, zero_across_epochs
-from raftmeta.sim.params import draw_params
+from raftmeta.sim.disk_faults import (
+    LOG_FAULTS,
+    STORAGE_FAULTS,
+    damaged_slots,
+    inject,
+    lose_snapshot,
+    zero_across_epochs,
+)
+from raftmeta.sim.params import SimParams, draw_params
 from raftmeta.sim.rng import SeededRandom
 
 SEEDS = 100
@@ -183,3 +192,54 @@ def test_election_state_is_lost_on_one_voter_at_a_time_also_while_a_fence_closes
     (no witness), and no leader was elected after healing (liveness)."""
     result = run_one(130840, steps=STEPS, voters=None, kinds=frozenset(FAULT_KINDS), plane=True)
     assert result.violation is None, result.violation
+
+
+class EverySnapshotLost(Simulation):
+    """Once every voter's disk holds a snapshot, every node crashes at once and each voter's
+    snapshot is damaged with no fallback (disk_faults.lose_snapshot): the state below the logs is
+    on no voter, none can be elected to send it, and the nodes must stop loudly -- the run ends as
+    ``RunResult.stopped``, not as a liveness failure, and never passes as if nothing happened."""
+
+    def _fault(self) -> None:
+        disks = [self.nodes[v].disk for v in self.voters]
+        if self.unrecoverable_injected or any(d.snapshot is None for d in disks):
+            super()._fault()
+            return
+        for node in self.nodes.values():
+            if node.core is not None:
+                self._crash(node)
+            self._push(self.now + 1 + self.rng.next_int(self.params.downtime_max_ms), RESTART, node.node_id)
+        assert all(lose_snapshot(d) for d in disks)
+        self.unrecoverable_injected = True
+        self._trace("every voter's snapshot damaged with no fallback")
+        self._push(self.now + 1 + self.rng.next_int(2 * self.params.fault_interval_ms), FAULT, None)
+
+
+def snapshot_loss_params(seed: int) -> SimParams:
+    params = draw_params(seed, voters=3, allowed_faults=frozenset({"kill", "partition"}))
+    return dataclasses.replace(params, snapshot_every_batches=20, observers=0, left_down=0)
+
+
+@pytest.mark.sim
+def test_every_voters_snapshot_lost_at_once_stops_loudly() -> None:
+    stopped = 0
+    for seed in range(20):
+        sim = EverySnapshotLost(snapshot_loss_params(seed))
+        result = sim.run(STEPS)
+        assert result.violation is None, (seed, result.violation)
+        if sim.unrecoverable_injected:
+            assert result.stopped is not None and "no leader can be elected" in result.stopped, seed
+            stopped += 1
+    assert stopped >= 15, "most seeds snapshot on every voter before the faults end"
+
+
+@pytest.mark.sim
+def test_waiting_silently_without_the_state_is_caught_as_a_liveness_failure() -> None:
+    """The planted switch wait_without_state: the same runs wait for ever, and the liveness check
+    after healing catches every one that lost the snapshots."""
+    for seed in range(5):
+        sim = EverySnapshotLost(snapshot_loss_params(seed), core_faults=Faults(wait_without_state=True))
+        result = sim.run(STEPS)
+        if sim.unrecoverable_injected:
+            assert result.stopped is None
+            assert result.violation is not None and result.violation.invariant == "liveness", (seed, result.violation)
