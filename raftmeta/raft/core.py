@@ -26,8 +26,10 @@ from raftmeta.raft.repair import (
     ANSWER_ABSENT,
     ANSWER_DAMAGED,
     ANSWER_IN_SNAPSHOT,
+    Bridge,
     RepairRound,
     copy_fills,
+    copy_fills_back,
     damage_of,
 )
 from raftmeta.raft.state import (
@@ -373,6 +375,13 @@ class RaftCore:
         otherwise)."""
         state = self.state
         return frozenset(state.unacknowledged) if isinstance(state, ResignedState) else frozenset()
+
+    @property
+    def bridge_fetch_offset(self) -> int | None:
+        """The offset a bridge fetch under way asks from (repair.Bridge: the leader's snapshot ends
+        inside a damaged range of ours), None if there is none."""
+        state = self.state
+        return state.bridge.next_offset if isinstance(state, FollowerState) and state.bridge is not None else None
 
     @property
     def vote_fenced(self) -> bool:
@@ -1565,6 +1574,24 @@ class RaftCore:
             # (Raft's candidate of the later epoch may lack them). It follows, and acknowledges nothing.
             return
         config = self.config
+        if state.bridge is not None:
+            # The leader's batches from its snapshot's end (its log start) on, up to the end of our
+            # damaged range: committed (below its high watermark), so this fetch offset counts for nothing.
+            bridge = state.bridge
+            bridge_request = raft_pb2.FetchRequest(
+                cluster_id=config.cluster_id,
+                replica_id=self.node_id,
+                replica_epoch=state.epoch,
+                fetch_offset=bridge.next_offset,
+                last_fetched_epoch=bridge.batches[-1].epoch if bridge.batches else bridge.snapshot_epoch,
+                max_wait_ms=0,
+                max_bytes=config.fetch_max_bytes,
+                log_start_offset=self.log.start_offset,
+                replica_directory_id=config.directory_id,
+            )
+            state.in_flight = self._send(state.leader_id, bridge_request)
+            state.in_flight_deadline_ms = now_ms + config.request_timeout_ms
+            return
         if state.snapshot is not None:
             download = state.snapshot
             request: RaftMessage = raft_pb2.FetchSnapshotRequest(
@@ -1613,6 +1640,13 @@ class RaftCore:
         state.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms + state.fetch_jitter_ms
         state.leader_alive = True
         state.read_barrier = max(state.read_barrier, response.read_barrier)
+        if state.bridge is not None:
+            bridge, state.bridge = state.bridge, None
+            if not response.HasField("diverging_epoch") and not response.HasField("snapshot_id"):
+                state.bridge = self._extend_bridge(now_ms, state, bridge, response.records)
+            # Otherwise the leader's log moved on: the next fetch, from our damaged range, decides again.
+            self._maybe_send_fetch(now_ms, state)
+            return
         if response.HasField("diverging_epoch"):
             if self._faults.hw_from_old_epoch:
                 # Planted bug: take the leader's HW over our unvalidated older-epoch tail.
@@ -1625,7 +1659,10 @@ class RaftCore:
                 f"{diverging.epoch} ending at offset {diverging.end_offset}",
             )
         elif response.HasField("snapshot_id"):
-            state.snapshot = SnapshotDownload(response.snapshot_id.end_offset, response.snapshot_id.epoch)
+            end, epoch = response.snapshot_id.end_offset, response.snapshot_id.epoch
+            state.bridge = self._bridge_for(end, epoch, response.high_watermark)
+            if state.bridge is None:
+                state.snapshot = SnapshotDownload(end, epoch)
         elif self.state_missing:
             # The leader's log still reaches offset 0: it has no snapshot to send yet. Its
             # batches from 0 do not fit before our log; ask again after a back-off.
@@ -1828,6 +1865,68 @@ class RaftCore:
             self._maybe_advance_high_watermark(now_ms, state)
             self._release_parked(now_ms)
         return True
+
+    def _bridge_for(self, end: int, epoch: int, leader_high_watermark: int) -> Bridge | None:
+        """A Bridge when the leader's snapshot (``end``, ``epoch``) ends strictly inside a damaged
+        range of ours of that one epoch, the range's end committed by the leader's high watermark
+        (so the bridge fetch's offsets claim nothing uncommitted). Else None: the snapshot is
+        installed as before (in step with our log it keeps the log above it; else it resets it)."""
+        if self.state_missing:
+            return None
+        slot = self.log.entry_covering(end)
+        if (
+            slot is None
+            or slot.base_offset == end
+            or slot.base_offset not in self.damaged
+            or slot.base_offset in self.damaged_epochs
+            or slot.epoch != epoch
+            or slot.next_offset > leader_high_watermark
+        ):
+            return None
+        return Bridge(end, epoch, slot.base_offset, slot.next_offset)
+
+    def _extend_bridge(self, now_ms: int, state: FollowerState, bridge: Bridge, records: bytes) -> Bridge | None:
+        """Take the leader's answer to a bridge fetch; once the bridge reaches the range's end, put
+        it at the back of the range, last batch first. A batch that does not continue the range
+        in its epoch, or a bridge that would not fit its bytes, means the range was not these
+        batches: fetch the snapshot and install it as before. Returns the bridge still under way."""
+        slot = self.log.entry_at(bridge.range_base)
+        if slot is None or slot.next_offset != bridge.range_end or bridge.range_base not in self.damaged:
+            return None  # repaired or truncated meanwhile: the next fetch decides again
+        misfit = False
+        try:
+            for batch in iter_batches(records, verify_crc=True):
+                entry = Entry.from_batch(batch)
+                if entry.base_offset != bridge.next_offset:
+                    return bridge  # a stale answer: ask again
+                if entry.epoch != slot.epoch or entry.next_offset > bridge.range_end:
+                    misfit = True
+                    break
+                bridge.batches.append(entry)
+                if entry.next_offset == bridge.range_end:
+                    break
+        except CorruptBatchError:
+            return bridge  # a damaged copy is refused, never stored: ask again
+        if not misfit and bridge.next_offset < bridge.range_end:
+            return bridge  # more to fetch
+        fits = not misfit and sum(len(b.data) for b in bridge.batches) < len(slot.data)
+        if not fits:
+            state.snapshot = SnapshotDownload(bridge.snapshot_end, bridge.snapshot_epoch)
+            return None
+        for copy in reversed(bridge.batches):
+            back = self.log.entry_at(bridge.range_base)
+            assert back is not None and copy_fills_back(back, copy) is None, "checked above"
+            self.log.replace_back(copy)
+            self._ready.repair.append(copy)
+            self.repairs += 1
+        if any(voters_in_batch(copy.data) is not None for copy in bridge.batches):
+            self.voter_history.truncate_to(bridge.snapshot_end)
+            for entry in self.log.slice(bridge.snapshot_end, self.log.end_offset):
+                found = voters_in_batch(entry.data) if entry.base_offset not in self.damaged else None
+                if found is not None:
+                    self.voter_history.add(entry.base_offset, found)
+            self._voters_changed(now_ms)
+        return None
 
     def _in_damaged(self, offset: int) -> bool:
         """Whether ``offset`` lies in a damaged batch (at its base, or inside a damaged range)."""

@@ -197,6 +197,20 @@ class LogView:
             self._rebuild_epochs()
         return rest
 
+    def replace_back(self, entry: Entry) -> None:
+        """Put a repaired copy at the back of the damaged range that holds its base offset (its end
+        the range's, its epoch the range's: repair.copy_fills_back); the range's front stays one
+        entry, its bytes the range's first ones."""
+        i = bisect.bisect_right(self._bases, entry.base_offset) - 1
+        assert i >= 0, f"no batch holds {entry.base_offset}"
+        old = self._entries[i]
+        assert old.base_offset < entry.base_offset and old.next_offset == entry.next_offset, "the back of a range"
+        assert old.epoch == entry.epoch and len(entry.data) < len(old.data), "a repair fills its slot"
+        front = Entry(old.base_offset, old.epoch, entry.base_offset, old.data[: len(old.data) - len(entry.data)])
+        self._entries[i] = front
+        self._entries.insert(i + 1, entry)
+        self._bases.insert(i + 1, entry.base_offset)
+
     def truncate_to(self, offset: int) -> int:
         """Remove every batch that does not lie entirely below ``offset``; return the new end
         (the largest batch boundary <= offset)."""

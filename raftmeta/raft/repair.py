@@ -93,3 +93,44 @@ class RepairRound:
             return None
         self.turn += 1
         return waiting[self.turn % len(waiting)]
+
+
+def copy_fills_back(slot: Entry, copy: Entry) -> str | None:
+    """Why ``copy`` may not go at the back of the damaged range ``slot``, or None if it may: an
+    intact batch of the range's epoch that ends where the range ends and starts inside it, smaller
+    than the range's bytes. Only a range of one epoch (a slot across an epoch change says no
+    epoch for its back). The batch this node wrote there, as for the front (Log Matching); the
+    rest of the range, its front, stays damaged. For a follower whose leader's snapshot ends inside
+    the range (:class:`Bridge`)."""
+    if (
+        copy.epoch != slot.epoch
+        or copy.next_offset != slot.next_offset
+        or not slot.base_offset < copy.base_offset
+        or len(copy.data) >= len(slot.data)
+    ):
+        return (
+            f"the copy is (offset {copy.base_offset}, epoch {copy.epoch}, end {copy.next_offset}, "
+            f"{len(copy.data)} bytes), not the back of the range (offset {slot.base_offset}, epoch {slot.epoch}, "
+            f"end {slot.next_offset}, {len(slot.data)} bytes)"
+        )
+    return damage_of(copy)
+
+
+@dataclass(slots=True)
+class Bridge:
+    """A follower whose leader answered with a snapshot ending inside one of its damaged ranges of
+    one epoch (the leader's log starts there): the leader's batches from the snapshot's end to the
+    range's end, fetched before the snapshot, go at the back of the range (:func:`copy_fills_back`,
+    last first), so that the snapshot then ends at a batch boundary of this log and installs keeping
+    the intact batches after the range (Kafka's follower keeps its log above a fetched snapshot
+    unless the snapshot lies past it: KafkaMetadataLog.truncateToLatestSnapshot)."""
+
+    snapshot_end: int
+    snapshot_epoch: int
+    range_base: int
+    range_end: int
+    batches: list[Entry] = field(default_factory=list)
+
+    @property
+    def next_offset(self) -> int:
+        return self.batches[-1].next_offset if self.batches else self.snapshot_end

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from raftmeta.raft.quorum import VoteTally
-from raftmeta.raft.repair import RepairRound
+from raftmeta.raft.repair import Bridge, RepairRound
 from raftmeta.raft.types import NO_LEADER, NO_VOTE, Envelope, Role
 
 LEGAL_TRANSITIONS: dict[Role, frozenset[Role]] = {
@@ -199,6 +199,9 @@ class FollowerState(EpochState):
     # are then granted without waiting for the fetch timeout (KIP-996).
     leader_alive: bool = True
     snapshot: SnapshotDownload | None = None
+    # The leader's batches from its snapshot's end to the end of our damaged range it lies in,
+    # fetched before the snapshot (repair.Bridge).
+    bridge: Bridge | None = None
     # The leader's read barrier from its last answer: echoed in every Fetch (FetchRequest.read_barrier).
     read_barrier: int = 0
 

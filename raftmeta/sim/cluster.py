@@ -605,6 +605,8 @@ class Simulation:
         (the copies lie below it; it may cut a damaged range right after the front repaired)."""
         for entry in ready.repair:
             self.checker.on_repair(node.node_id, entry)
+            if not any(e.base_offset == entry.base_offset for e in node.disk.entries):
+                self._count("storage_bridged")  # at the back of a range a leader's snapshot ends inside
             node.disk.repair(entry)
             self._count("storage_repaired")
             self._trace(f"n{node.node_id} repair ({entry.base_offset}, {entry.epoch})")
@@ -827,6 +829,18 @@ class Simulation:
         if core is None or core.role is Role.LEADER:
             return
         self.checker.checks["3-majority-persisted"] += 1
+        if request.fetch_offset == core.bridge_fetch_offset:
+            # A bridge fetch (a leader's snapshot ends inside our damaged range: repair.Bridge) asks
+            # for batches the leader committed: its offsets must be committed already, so that
+            # counting them makes nothing commit.
+            if request.fetch_offset > self.checker.committed_end:
+                raise InvariantViolation(
+                    "3-majority-persisted",
+                    f"node {node_id} reports offset {request.fetch_offset} past its damaged batch at "
+                    f"{core.vouched_end_offset} in a bridge fetch, above the committed end "
+                    f"{self.checker.committed_end}",
+                )
+            return
         if request.fetch_offset > core.vouched_end_offset:
             raise InvariantViolation(
                 "3-majority-persisted",

@@ -111,10 +111,24 @@ class SimDisk:
         """Overwrite the damaged batch in ``entry``'s slot with ``entry`` (written and fsynced in
         place, durable on return) -- or the front of a damaged range of several batches, whose
         rest stays damaged (raftmeta/storage/damage.py). A slot across an epoch change takes a batch
-        of any epoch of its span; its rest then starts at that epoch."""
+        of any epoch of its span; its rest then starts at that epoch. A batch that starts inside a
+        damaged range and ends where it ends goes at its back, the range's front staying damaged
+        (damage.repaired_back: a leader's snapshot ends inside the range)."""
         max_epoch = self.spans.pop(entry.base_offset, None)
         for entries in (self.entries, self.durable):
             i = bisect.bisect_left(entries, entry.base_offset, key=lambda e: e.base_offset)
+            if (
+                0 < i <= len(entries)
+                and entries[i - 1].next_offset == entry.next_offset > entry.base_offset > entries[i - 1].base_offset
+                and (i == len(entries) or entries[i].base_offset != entry.base_offset)
+            ):
+                slot = entries[i - 1]
+                assert slot.epoch == entry.epoch and slot.base_offset not in self.spans, "a repair fills its slot"
+                front = Entry(
+                    slot.base_offset, slot.epoch, entry.base_offset, slot.data[: len(slot.data) - len(entry.data)]
+                )
+                entries[i - 1 : i] = [front, entry]
+                continue
             if i < len(entries) and entries[i].base_offset == entry.base_offset:
                 slot = entries[i]
                 bound = slot.epoch if max_epoch is None else max_epoch

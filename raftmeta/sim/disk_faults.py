@@ -151,6 +151,32 @@ def zero_across_epochs(disk: SimDisk, others: Iterable[SimDisk]) -> bool:
     return False
 
 
+def zero_around(disk: SimDisk, offset: int, others: Iterable[SimDisk]) -> bool:
+    """Zero the durable batch ending at ``offset`` and the one starting there into one damaged range
+    (a ``lost_segment``), so that a snapshot ending at ``offset`` -- the leader's, where its log
+    starts -- ends inside it: the follower fetches the leader's batches from there to the range's
+    end and puts them at its back before it installs the snapshot (docs/storage.md). False if there
+    is no such place: both batches of one epoch with the batches around them, above this disk's
+    snapshot, not the last batch, and neither damaged on another disk."""
+    durable = disk.durable
+    k = next((i for i, e in enumerate(durable) if e.base_offset == offset), None)
+    floor = disk.snapshot.end_offset if disk.snapshot is not None else 0
+    if k is None or k < 2 or k + 2 > len(durable) - 1 or durable[k - 2].base_offset < floor:
+        return False
+    around = durable[k - 2 : k + 2]
+    if len({e.epoch for e in around}) != 1 or any(damage_of(e) is not None for e in around):
+        return False
+    if any(
+        damage_of(e) is not None
+        for other in others
+        for b in durable[k - 1 : k + 1]
+        for e in _at(other.durable, b.base_offset)
+    ):
+        return False
+    _merge(disk, k - 1, k)
+    return True
+
+
 def lose_snapshot(disk: SimDisk) -> bool:
     """The newest snapshot fails its check with no fallback (at rest, after a crash): the log
     starts at its end -- the segments below it are gone too, as when taking it deleted them, and

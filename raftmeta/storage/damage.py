@@ -190,3 +190,24 @@ def repaired_front(
         )
     span = slot.max_epoch if slot.max_epoch is not None and slot.max_epoch > epoch else None
     return DamagedBatch(next_offset, epoch, slot.next_offset, slot.position + size, slot.size - size, slot.reason, span)
+
+
+def repaired_back(slot: DamagedBatch, base_offset: int, epoch: int, next_offset: int, size: int) -> DamagedBatch:
+    """What stays damaged of the range ``slot`` once its back is overwritten with an intact batch of
+    ``size`` bytes covering offsets [``base_offset``, ``next_offset``) in ``epoch``: the range's
+    front, up to ``base_offset``; the batch goes in its last ``size`` bytes, ending where the batch
+    after the range starts. ValueError (naming what differs) when the batch is not the range's
+    back: a range across an epoch change (no epoch is known for its back), another epoch, another
+    end, a base outside it, or a size not smaller than the range's. For a follower whose leader's
+    snapshot ends inside the range: the leader's batches from there on, last first (docs/storage.md)."""
+    if slot.max_epoch is not None or epoch != slot.epoch or next_offset != slot.next_offset:
+        raise ValueError(
+            f"the batch is (epoch {epoch}, end {next_offset}), the back of the damaged range is (epoch "
+            f"{slot.epoch}{'' if slot.max_epoch is None else f'..{slot.max_epoch}'}, end {slot.next_offset})"
+        )
+    if not slot.base_offset < base_offset or size >= slot.size:
+        raise ValueError(
+            f"the batch starts at offset {base_offset} with {size} bytes, the damaged range at offset "
+            f"{slot.base_offset} with {slot.size} bytes"
+        )
+    return DamagedBatch(slot.base_offset, slot.epoch, base_offset, slot.position, slot.size - size, slot.reason)

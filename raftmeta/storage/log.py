@@ -48,7 +48,7 @@ from raftmeta.logs import get_logger
 from raftmeta.records import codec
 from raftmeta.records.codec import LOG_OVERHEAD, Batch, BatchHeader, CorruptBatchError
 from raftmeta.records.walk import PEEK, PEEK_SIZE, IntactBatches
-from raftmeta.storage.damage import DamagedBatch, repaired_front
+from raftmeta.storage.damage import DamagedBatch, repaired_back, repaired_front
 from raftmeta.storage.epoch_index import EpochIndex
 from raftmeta.storage.errors import (
     HighWatermarkAboveLogError,
@@ -934,6 +934,12 @@ class SegmentLog:
         with self._lock:
             seg = self._segment_of(header.base_offset)
             slot = seg.damaged.get(header.base_offset)
+            holding = next(
+                (d for d in seg.damaged.values() if d.base_offset < header.base_offset < d.next_offset), None
+            )
+        if slot is None and holding is not None and header.size_bytes == len(data):
+            self._repair_back(seg, holding, header, data)
+            return
         if slot is None or header.size_bytes != len(data):
             raise InvalidAppendError(
                 f"refused repair: no damaged batch at offset {header.base_offset} in {seg.path}"
@@ -957,6 +963,25 @@ class SegmentLog:
             epoch=header.epoch,
             end_offset=header.next_offset,
             damaged_left_of_range=0 if rest is None else rest.next_offset - rest.base_offset,
+        )
+
+    def _repair_back(self, seg: Segment, slot: DamagedBatch, header: codec.BatchHeader, data: bytes) -> None:
+        """:meth:`repair_batch` for a copy at the back of a damaged range (damage.repaired_back)."""
+        try:
+            front = repaired_back(slot, header.base_offset, header.epoch, header.next_offset, len(data))
+        except ValueError as exc:
+            raise InvalidAppendError(f"refused repair in {seg.path}: {exc}") from None
+        seg.overwrite_back(slot, data, front)  # not under the lock: readers never wait for the disk
+        with self._lock:
+            seg.repaired_back(front, header.base_offset)
+        self._log.warning(
+            "damaged batch repaired from the quorum",
+            file=str(seg.path),
+            position=front.position + front.size,
+            offset=header.base_offset,
+            epoch=header.epoch,
+            end_offset=header.next_offset,
+            damaged_left_of_range=front.next_offset - front.base_offset,
         )
 
     def iter_batches(self, from_offset: int, *, upto_offset: int | None = None) -> Iterator[Batch]:

@@ -383,6 +383,22 @@ class Segment:
             self.positions.insert(i, rest.position)
             self.damaged[rest.base_offset] = rest
 
+    def overwrite_back(self, slot: DamagedBatch, data: bytes, front: DamagedBatch) -> None:
+        """Put ``data`` (an intact batch) in the last bytes of the damaged range ``slot`` and fsync,
+        ``front`` staying damaged (damage.repaired_back). A crash on the way leaves the range
+        damaged as it was, or its back intact: the next start finds either."""
+        assert front.position + front.size + len(data) == slot.position + slot.size, "a repair fills its slot"
+        pwrite_all(self.fd, data, front.position + front.size)
+        os.fsync(self.fd)
+
+    def repaired_back(self, front: DamagedBatch, base_offset: int) -> None:
+        """The index after :meth:`overwrite_back` (under the log's lock): the range is ``front`` now,
+        and the batch at ``base_offset`` starts where it ends."""
+        self.damaged[front.base_offset] = front
+        i = bisect.bisect_left(self.offsets, base_offset)
+        self.offsets.insert(i, base_offset)
+        self.positions.insert(i, front.position + front.size)
+
     def _epoch_starts_at(self, epoch: int, offset: int) -> None:
         """``epoch`` starts at ``offset``, inside a repaired slot that spanned epochs: it ends the
         epoch in force there, and an entry the scan gave ``epoch`` further on (the batch after the

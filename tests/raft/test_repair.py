@@ -431,3 +431,52 @@ def test_a_leader_whose_damage_only_a_peers_snapshot_covers_hands_over_once_that
     assert installs and installs[0].install_keeps_log, "node 1 keeps its intact log above the snapshot"
     assert net.cores[2].high_watermark > 8, "the new leader commits its own epoch with node 1"
     assert net.cores[2].log.entries()[:3] == logs[1][5:8], "the old leader's epoch-2 batch reached node 2"
+
+
+@pytest.mark.parametrize("fetch_max_bytes", [1, 1 << 20])
+def test_a_snapshot_ending_inside_a_damaged_range_keeps_the_intact_batches_after_it(fetch_max_bytes: int) -> None:
+    """The leader's log starts inside a follower's damaged range (its snapshot ends there). The
+    follower fetches the leader's batches from the snapshot's end to the range's end (one answer, or
+    one batch per answer), puts them at the back of the range, then installs the snapshot keeping
+    its log: the intact batches after the range are never dropped nor fetched again."""
+    net = Net([1, 2, 3], fetch_max_bytes=fetch_max_bytes)
+    leader = net.elect()
+    for i in range(8):
+        net.cores[leader].propose(net.now, [b"create-%d" % i])
+        net.drive(leader)
+        net.deliver_all()
+    net.advance(200)
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    old = net.cores[follower]
+    before = old.log.entries()
+    first, last = before[2], before[6]
+    core = net.cores[leader]
+    end = before[4].base_offset  # inside the range [first, last]
+    assert core.high_watermark > last.next_offset and core.log.entry_at(end) is not None
+    core.on_snapshot_created(net.now, SnapshotImage(end, before[3].epoch, b""))
+    assert core.log.start_offset == end
+    restarted = RaftCore(
+        old.config,
+        old._random,
+        net.now,
+        quorum_state=net.persisted.get(follower),
+        entries=zeroed_range(before, first.base_offset, last.base_offset),
+        high_watermark=old.high_watermark,
+        first_correlation_id=1 << 32,
+        damaged=[first.base_offset],
+    )
+    net.cores[follower] = restarted
+    net.committed[follower] = []
+    net.readies[follower] = []
+    net.drive(follower)
+    net.advance(1000)
+    readies = net.readies[follower]
+    installs = [r for r in readies if r.install_snapshot is not None]
+    assert len(installs) == 1 and installs[0].install_keeps_log, "the snapshot installs keeping the log"
+    assert all(r.truncate_to is None for r in readies), "nothing truncated"
+    after = [e for e in before if e.base_offset > last.base_offset]
+    appended = [e for r in readies for e in r.append]
+    assert not any(e in appended for e in after), "the intact batches after the range are not fetched again"
+    assert repairs(net, follower) == [before[6], before[5], before[4]], "the bridge, last batch first"
+    assert restarted.damaged == set() and restarted.log.start_offset == end
+    assert restarted.log.entries()[: len(before) - 4] == before[4:], "the leader's batches, byte for byte"

@@ -502,3 +502,40 @@ def test_a_damaged_range_holding_the_offset_the_log_starts_at_is_refused(tmp_pat
     with pytest.raises(LogCorruptionError, match=rf"byte {placed[6].position} .*holds offset {inside}"):
         list(node.log.iter_stored(inside))
     assert [d.base_offset for d in node.log.damaged_batches()] == [placed[6].base_offset], "nothing changed"
+
+
+def test_a_damaged_range_is_repaired_from_its_back_for_a_snapshot_that_ends_inside_it(tmp_path: Path) -> None:
+    """A leader's snapshot ends inside a follower's damaged range: the leader's batches from there
+    to the range's end go at the range's back, last first, each in the last bytes still damaged
+    (the batches were this node's, so they fit exactly); the range's front stays damaged, and the
+    log can start where the snapshot ends -- a crash on the way included."""
+    data_dir = tmp_path / "node-1"
+    placed = build_node(data_dir, 30, high_watermark=42)
+    first, last = placed[5], placed[8]  # epoch 1, as the batches around it
+    original, damaged = zero(placed, 5, 8)
+    copies = [original[p.position : p.position + p.size] for p in placed[5:9]]
+    node = open_reporting(data_dir)
+    for wrong in (copies[2], original[placed[11].position : placed[11].position + placed[11].size]):
+        with pytest.raises(InvalidAppendError, match="refused repair"):
+            node.log.repair_batch(wrong)  # not the back: it ends inside the range / past it
+    assert first.path.read_bytes() == damaged, "nothing written"
+    node.log.repair_batch(copies[3])
+    (front,) = node.log.damaged_batches()
+    assert (front.base_offset, front.next_offset, front.position) == (
+        first.base_offset,
+        last.base_offset,
+        first.position,
+    )
+    simulate_crash(node.log)  # the back is repaired on disk; the next start finds the front
+    node = open_reporting(data_dir)
+    assert [(d.base_offset, d.next_offset) for d in node.log.damaged_batches()] == [
+        (first.base_offset, last.base_offset)
+    ]
+    node.log.repair_batch(copies[2])
+    (front,) = node.log.damaged_batches()
+    assert (front.base_offset, front.next_offset) == (first.base_offset, placed[7].base_offset)
+    data = first.path.read_bytes()
+    assert data[placed[7].position :] == original[placed[7].position :], "in place, byte for byte"
+    assert data[: placed[7].position] == damaged[: placed[7].position], "the front stays as it was"
+    got = [(b.base_offset, b.damage is None) for b in node.log.iter_stored(placed[7].base_offset)]
+    assert got == [(p.base_offset, True) for p in placed[7:]], "the log can start at the snapshot's end"
