@@ -164,6 +164,12 @@ def alive(pid: int | None) -> bool:
     return True
 
 
+def exit_code(pid: int) -> int | None:
+    """The exit code of a process :func:`spawn` started, None while it runs (or if it is not ours)."""
+    child = _children.get(pid)
+    return None if child is None else child.poll()
+
+
 def spawn(argv: list[str], log_path: Path) -> int:
     """Start ``argv`` in a session of its own (a signal to the caller's group does not reach it),
     stdout and stderr appended to ``log_path``; return its pid. The child is remembered, so

@@ -102,3 +102,62 @@ def test_a_damaged_snapshot_with_no_fallback_is_set_aside_and_replaced_by_the_le
     installed_at = names.index(INSTALLED)
     assert VOTE_RECORDED_EVENT not in names[:installed_at], "no vote before the state was back"
     all_acknowledged_and_identical(quorum, acknowledged)
+
+
+STOPPED = "stopping: no leader can be elected to send the state below the log"
+
+
+def test_every_voters_snapshot_damaged_with_no_fallback_stops_every_node_loudly(
+    snapshotting: local_quorum.LocalQuorum,
+) -> None:
+    """Every voter's newest snapshot gets a flipped bit while its log no longer reaches an older one:
+    the state below the logs is on no voter, and none can be elected to send it (a node without it
+    grants no vote). Each node, told so by the others, logs why and exits with code 1, its damaged
+    snapshot kept and its log unchanged -- it does not wait for ever."""
+    quorum = snapshotting
+    acknowledged: list[str] = []
+    with SyncControllerClient(quorum.bootstrap_server, retry=RetryPolicy(deadline_s=20)) as client:
+
+        def every_node_snapshotted_past_offset_0() -> bool:
+            acknowledged.append(f"t{len(acknowledged)}")
+            assert create(client, acknowledged[-1]).error_code == errors_pb2.NONE
+            return all(snapshot_files(n) != [] and FIRST_SEGMENT not in segment_files(n) for n in quorum.nodes)
+
+        wait_until(every_node_snapshotted_past_offset_0, timeout_s=120, what="every node deleting its first segment")
+    newest: dict[int, Path] = {}
+    ends: dict[int, int] = {}
+    segments: dict[int, dict[str, bytes]] = {}
+    for node in quorum.nodes:
+        stop(quorum, node.id)
+    for node in quorum.nodes:
+        directory = log_dir(Path(node.data_dir))
+        newest[node.id] = sorted(directory.glob("*.checkpoint"))[-1]
+        first_base = int(min(segment_files(node)).removesuffix(".log"))
+        end = parse_snapshot_name(newest[node.id].name)
+        assert end is not None and end.offset >= first_base, "the log reaches the newest snapshot"
+        ends[node.id] = end.offset
+        older = [parse_snapshot_name(p.name) for p in directory.glob("*.checkpoint") if p != newest[node.id]]
+        assert all(s is not None and s.offset < first_base for s in older), "no older snapshot the log reaches"
+        damaged = bytearray(newest[node.id].read_bytes())
+        damaged[len(damaged) // 2] ^= 0x10  # a flipped bit inside its records
+        newest[node.id].write_bytes(damaged)
+        segments[node.id] = {p.name: p.read_bytes() for p in directory.glob("*.log")}
+    pids = {node.id: local_quorum.restart(quorum, node.id).pid for node in quorum.nodes}
+
+    wait_until(
+        lambda: all(not local_quorum.alive(pid) for pid in pids.values()),
+        timeout_s=120,
+        what="every node stopping",
+    )
+    for node in quorum.nodes:
+        assert local_quorum.exit_code(pids[node.id]) == 1, f"node {node.id} exits non-zero"
+        events = events_from_the_set_aside(node)
+        stopped = [e for e in events if e["event"] == STOPPED]
+        assert len(stopped) == 1, f"node {node.id} says why it stops"
+        assert stopped[0]["node_id"] == node.id and node.id in stopped[0]["voters_without_state"]
+        assert stopped[0]["log_start_offset"] == ends[node.id]
+        assert VOTE_RECORDED_EVENT not in [e["event"] for e in events], "no vote without the state"
+        kept = newest[node.id].with_name(newest[node.id].name + ".corrupt")
+        assert kept.exists(), "the damaged snapshot is kept, never deleted"
+        directory = log_dir(Path(node.data_dir))
+        assert {p.name: p.read_bytes() for p in directory.glob("*.log")} == segments[node.id], "the log unchanged"

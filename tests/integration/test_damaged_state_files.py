@@ -85,11 +85,15 @@ def test_a_damaged_quorum_state_is_set_aside_and_the_node_never_votes_twice_in_a
     all_acknowledged_and_identical(quorum, acknowledged)
 
 
+# A flipped bit (its checksum fails) and a truncated file: every kind of file of a single replica
+# gets a flipped bit on real processes (segments: test_damaged_log.py; snapshots:
+# test_damaged_snapshot.py; quorum-state: above).
+@pytest.mark.parametrize("kind", ["truncated", "bit-flip"])
 def test_a_damaged_high_watermark_checkpoint_is_set_aside_and_rewritten(
-    quorum: local_quorum.LocalQuorum, client: SyncControllerClient
+    quorum: local_quorum.LocalQuorum, client: SyncControllerClient, kind: str
 ) -> None:
     acknowledged = create_checkpointed(quorum, client)
-    follower, damaged = damaged_and_restarted(quorum, client, HIGH_WATERMARK_CHECKPOINT, "truncated")
+    follower, damaged = damaged_and_restarted(quorum, client, HIGH_WATERMARK_CHECKPOINT, kind)
     acknowledged.append(f"after-{HIGH_WATERMARK_CHECKPOINT}")
     data_dir = Path(quorum.node(follower).data_dir)
     assert (data_dir / "high-watermark-checkpoint.corrupt").read_bytes() == damaged, "kept, never deleted"
