@@ -21,7 +21,9 @@ Families and variants:
   them: each must repair its batch from the quorum with no operator. Or damage each one's
   ``quorum-state`` or high-watermark checkpoint (a flipped bit, a truncated or zeroed file,
   :mod:`raftmeta.chaos.state_damage`): each must set the file aside and rejoin with no operator,
-  never voting twice in an epoch.
+  never voting twice in an epoch. Or, when a fault plan names the ``snapshot`` variant (not drawn),
+  flip a bit of each one's newest snapshot (:mod:`raftmeta.chaos.snapshot_damage`): each must set
+  it aside and recover its state from an older snapshot and its log, or from its leader.
 - ``broker``: stop one or two simulated brokers' heartbeats past the session timeout (they are
   fenced, partition leaders move), then resume them (unfenced, leaderless partitions recover).
 - ``kafka-broker`` (with real Kafka brokers, ``--kafka-brokers``, in place of ``broker``): SIGKILL
@@ -56,6 +58,7 @@ from raftmeta.chaos.events import Timeline, wall_ms
 from raftmeta.chaos.membership import Outcome, VoterChange, VoterRequest
 from raftmeta.chaos.monitor import QuorumMonitor
 from raftmeta.chaos.proxy import Link
+from raftmeta.chaos.snapshot_damage import SNAPSHOT_VARIANT, SnapshotDamage, damage_newest_snapshot
 from raftmeta.chaos.state_damage import (
     DAMAGE_KINDS,
     STATE_FILES,
@@ -190,6 +193,7 @@ class Nemesis:
         self.voter_requests: list[VoterRequest] = []  # every AddRaftVoter / RemoveRaftVoter attempt
         self.disk_damage: list[DiskDamage] = []  # every committed batch the storage faults damaged
         self.state_damage: list[StateFileDamage] = []  # every state file the storage faults damaged
+        self.snapshot_damage: list[SnapshotDamage] = []  # every snapshot the storage faults damaged
         self._voter_client: ControllerClient | None = None
         self._stop = asyncio.Event()  # run()'s: set when the fault phase ends
 
@@ -296,6 +300,14 @@ class Nemesis:
             await self.cluster.wait_dead(node)
             if step.variant in STATE_FILES:
                 done.append(await self._damage_state_file(node, step.variant))
+                continue
+            if step.variant == SNAPSHOT_VARIANT:
+                snapshot = await asyncio.to_thread(damage_newest_snapshot, node, self.cluster.node_dir(node), self.rng)
+                if snapshot is None:
+                    done.append(f"node {node} has no snapshot yet")
+                    continue
+                self.snapshot_damage.append(snapshot)
+                done.append(snapshot.describe())
                 continue
             damage = await asyncio.to_thread(
                 damage_committed_batch, node, self.cluster.node_dir(node), step.variant, self.rng, avoid

@@ -39,6 +39,7 @@ from raftmeta.chaos.nemesis import (
     plan_faults,
 )
 from raftmeta.chaos.rules import check_rules
+from raftmeta.chaos.snapshot_damage import SnapshotDamage, unnoticed_snapshots
 from raftmeta.chaos.state_damage import StateFileDamage, double_votes, unnoticed, votes_recorded
 from raftmeta.chaos.tape import CommittedTape
 from raftmeta.chaos.voter_log import check_voters, committed_voter_records, read_node_voters
@@ -289,6 +290,9 @@ async def _run(config: ChaosConfig, echo: Callable[[str], None] | None) -> Chaos
         checks.extend(_state_file_checks(nemesis.state_damage, node_logs))
         figures["storage_faults"] = [d.to_json() for d in nemesis.disk_damage]
         figures["state_file_faults"] = [d.to_json() for d in nemesis.state_damage]
+        if nemesis.snapshot_damage:
+            checks.append(_snapshot_check(nemesis.snapshot_damage, node_logs))
+            figures["snapshot_faults"] = [d.to_json() for d in nemesis.snapshot_damage]
     figures["log_tracebacks"] = _tracebacks(data_dir / "logs")
     figures["exercised"] = _exercised(data_dir / "logs")
     ops = history.ops
@@ -578,6 +582,19 @@ def _state_file_checks(damages: list[StateFileDamage], texts: dict[int, str]) ->
             else f"{votes_recorded(texts)} votes recorded by the nodes, never two candidates in one epoch",
         ),
     ]
+
+
+def _snapshot_check(damages: list[SnapshotDamage], texts: dict[int, str]) -> Check:
+    """``snapshots-recovered``: every damaged snapshot was set aside by its node's next start (the
+    run's other checks hold it to rejoining and losing nothing)."""
+    missing = unnoticed_snapshots(damages, texts)
+    return Check(
+        "snapshots-recovered",
+        not missing,
+        "not noticed on start: " + "; ".join(missing[:10])
+        if missing
+        else f"{len(damages)} damaged snapshots, each set aside by its node's next start with no operator",
+    )
 
 
 def _tracebacks(logs: Path) -> dict[str, int]:
