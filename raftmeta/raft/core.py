@@ -1364,6 +1364,7 @@ class RaftCore:
         is_voter = replica_id in state.replicas and self._is_voter_key(replica_id, request.replica_directory_id)
         replica = state.replicas[replica_id] if is_voter else state.observers.setdefault(replica_id, ReplicaState())
         replica.directory_id = bytes(request.replica_directory_id)
+        previous_fetch_ms = replica.last_fetch_ms
         replica.last_fetch_ms = now_ms
         replica.acknowledged = True
         if is_voter and request.read_barrier > replica.read_barrier:
@@ -1387,8 +1388,10 @@ class RaftCore:
             self._reply(envelope, response)
             return
         replica.end_offset = request.fetch_offset
-        if request.fetch_offset >= replica.end_at_last_answer:
+        if request.fetch_offset >= self.log.end_offset:
             replica.last_caught_up_ms = now_ms
+        elif 0 < replica.end_at_last_answer <= request.fetch_offset:
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, previous_fetch_ms)
         replica.end_at_last_answer = self.log.end_offset
         if is_voter:
             self._maybe_advance_high_watermark(now_ms, state)
