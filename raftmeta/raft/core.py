@@ -29,6 +29,8 @@ from raftmeta.raft.repair import (
     RepairRound,
     copy_fills,
     damage_of,
+    damaged_on_a_majority,
+    may_be_committed,
 )
 from raftmeta.raft.state import (
     ElectionState,
@@ -1814,8 +1816,10 @@ class RaftCore:
             round_ = state.repair = RepairRound(base, slot.epoch)
         if round_.in_flight != -1 and now_ms < round_.deadline_ms:
             return round_.deadline_ms
-        # Observers hold copies too (after voter changes they may be the only other ones).
-        peers = [v for v in self.voters if v != self.node_id] + sorted(state.observers)
+        # Every member of a voter set that can have committed the slot, then the observers (after
+        # voter changes they may be the only other copies).
+        members = sorted({v for voters in self._sets_since(base) for v in voters} - {self.node_id})
+        peers = members + sorted(set(state.observers) - set(members))
         peer = round_.next_peer(peers)
         if peer is None:
             self._repair_impossible(now_ms, state, round_)
@@ -1862,17 +1866,21 @@ class RaftCore:
     def _repair_impossible(self, now_ms: int, state: LeaderState, round_: RepairRound) -> None:
         """Every peer answered and none holds the slot intact.
 
+        The voter sets that can have committed the slot are the one in force when it was written
+        and each later change in the log, committed or not (``VoterHistory.since``): the latest
+        alone may have removed its holders (plane seeds 148266 and 148820).
+
         * One holds it in a snapshot: resign; as a follower of a leader whose log starts above the
           damage, this node gets that snapshot (it replaces the damaged log below its end).
-        * This node and the voters that hold it damaged are a majority: it may be committed on
-          those copies alone, and none is intact: stop, loudly, changing nothing.
-        * Fewer hold it, below the high watermark: it is committed, so a majority of some voter
-          set held it -- its other copies are on nodes that left the voters or are not heard from
-          yet. Ask again later; never drop a committed batch.
-        * Fewer hold it, above the high watermark: with the voters of a commit, a majority would
-          hold it; it is not committed. Drop it and everything after it (no other voter holds
-          those either: Log Matching) and resign, so that a leader serves only what it holds
-          intact."""
+        * This node and the voters that hold it damaged are a majority of one of those sets: it
+          may be committed on those copies alone, and none is intact: stop, loudly, changing
+          nothing.
+        * Below the high watermark, or some set has a majority of members that may hold it (not
+          answered "absent"): it is, or may be, committed -- its other copies are on nodes not
+          heard from yet. Ask again later; never drop a committed batch.
+        * Otherwise no set that can have committed it has a majority holding it: it is not
+          committed. Drop it and everything after it (no other voter holds those either: Log
+          Matching) and resign, so that a leader serves only what it holds intact."""
         answers = round_.answers
         if not answers:
             # Nobody to ask yet (a single voter whose observers have not fetched since it started):
@@ -1883,12 +1891,14 @@ class RaftCore:
         if ANSWER_IN_SNAPSHOT in answers.values():
             self._hand_over_to_a_snapshot_holder(now_ms, state, round_)
             return
-        holders = 1 + sum(1 for peer, answer in answers.items() if peer in self.voters and answer == ANSWER_DAMAGED)
-        if holders > len(self.voters) // 2:
+        voter_sets = self._sets_since(round_.base_offset)
+        if damaged_on_a_majority(self.node_id, voter_sets, answers):
             raise UnrepairableEntryError(
                 self.node_id, round_.base_offset, round_.epoch, self.high_watermark, dict(answers)
             )
-        if round_.base_offset < max(self.high_watermark, self._committed_floor):
+        if round_.base_offset < max(self.high_watermark, self._committed_floor) or may_be_committed(
+            self.node_id, voter_sets, answers
+        ):
             round_.answers = {}
             round_.deadline_ms = now_ms + self.config.request_timeout_ms
             round_.in_flight = -2  # a pause before the next round, not a request
@@ -1899,6 +1909,10 @@ class RaftCore:
             round_.base_offset,
             f"damaged batch at {round_.base_offset} (epoch {round_.epoch}) that no other voter holds",
         )
+
+    def _sets_since(self, offset: int) -> list[frozenset[int]]:
+        """The voter sets (ids) that can have committed the batch at ``offset`` (``VoterHistory.since``)."""
+        return [frozenset(voters.ids) for voters in self.voter_history.since(offset)]
 
     def _hand_over_to_a_snapshot_holder(self, now_ms: int, state: LeaderState, round_: RepairRound) -> None:
         """A peer holds our damaged slot in its snapshot: resign so that this node, following a
