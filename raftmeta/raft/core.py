@@ -30,7 +30,6 @@ from raftmeta.raft.repair import (
     copy_fills,
     damage_of,
     damaged_on_a_majority,
-    may_be_committed,
 )
 from raftmeta.raft.state import (
     ElectionState,
@@ -1866,21 +1865,23 @@ class RaftCore:
     def _repair_impossible(self, now_ms: int, state: LeaderState, round_: RepairRound) -> None:
         """Every peer answered and none holds the slot intact.
 
-        The voter sets that can have committed the slot are the one in force when it was written
-        and each later change in the log, committed or not (``VoterHistory.since``): the latest
-        alone may have removed its holders (plane seeds 148266 and 148820).
+        Every member of each voter set that can have committed the slot has answered: the set in
+        force when it was written and each later change in the log, committed or not
+        (``VoterHistory.since``; the latest alone may have removed its holders, plane seeds 148266
+        and 148820).
 
         * One holds it in a snapshot: resign; as a follower of a leader whose log starts above the
           damage, this node gets that snapshot (it replaces the damaged log below its end).
         * This node and the voters that hold it damaged are a majority of one of those sets: it
           may be committed on those copies alone, and none is intact: stop, loudly, changing
           nothing.
-        * Below the high watermark, or some set has a majority of members that may hold it (not
-          answered "absent"): it is, or may be, committed -- its other copies are on nodes not
-          heard from yet. Ask again later; never drop a committed batch.
-        * Otherwise no set that can have committed it has a majority holding it: it is not
-          committed. Drop it and everything after it (no other voter holds those either: Log
-          Matching) and resign, so that a leader serves only what it holds intact."""
+        * Fewer hold it, below the high watermark: it is committed, so a majority of some voter
+          set held it -- its other copies are on nodes that left the voters or are not heard from
+          yet. Ask again later; never drop a committed batch.
+        * Fewer hold it, above the high watermark: with the voters of a commit, a majority of one
+          of those sets would hold it; it is not committed. Drop it and everything after it (no
+          other voter holds those either: Log Matching) and resign, so that a leader serves only
+          what it holds intact."""
         answers = round_.answers
         if not answers:
             # Nobody to ask yet (a single voter whose observers have not fetched since it started):
@@ -1896,9 +1897,7 @@ class RaftCore:
             raise UnrepairableEntryError(
                 self.node_id, round_.base_offset, round_.epoch, self.high_watermark, dict(answers)
             )
-        if round_.base_offset < max(self.high_watermark, self._committed_floor) or may_be_committed(
-            self.node_id, voter_sets, answers
-        ):
+        if round_.base_offset < max(self.high_watermark, self._committed_floor):
             round_.answers = {}
             round_.deadline_ms = now_ms + self.config.request_timeout_ms
             round_.in_flight = -2  # a pause before the next round, not a request
