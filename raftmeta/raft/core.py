@@ -31,6 +31,7 @@ from raftmeta.raft.repair import (
     copy_fills,
     copy_fills_back,
     damage_of,
+    damaged_on_a_majority,
 )
 from raftmeta.raft.state import (
     ElectionState,
@@ -1399,6 +1400,7 @@ class RaftCore:
         is_voter = replica_id in state.replicas and self._is_voter_key(replica_id, request.replica_directory_id)
         replica = state.replicas[replica_id] if is_voter else state.observers.setdefault(replica_id, ReplicaState())
         replica.directory_id = bytes(request.replica_directory_id)
+        previous_fetch_ms = replica.last_fetch_ms
         replica.last_fetch_ms = now_ms
         replica.acknowledged = True
         if is_voter and request.read_barrier > replica.read_barrier:
@@ -1422,8 +1424,10 @@ class RaftCore:
             self._reply(envelope, response)
             return
         replica.end_offset = request.fetch_offset
-        if request.fetch_offset >= replica.end_at_last_answer:
+        if request.fetch_offset >= self.log.end_offset:
             replica.last_caught_up_ms = now_ms
+        elif 0 < replica.end_at_last_answer <= request.fetch_offset:
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, previous_fetch_ms)
         replica.end_at_last_answer = self.log.end_offset
         if is_voter:
             self._maybe_advance_high_watermark(now_ms, state)
@@ -1975,8 +1979,10 @@ class RaftCore:
             round_ = state.repair = RepairRound(base, slot.epoch)
         if round_.in_flight != -1 and now_ms < round_.deadline_ms:
             return round_.deadline_ms
-        # Observers hold copies too (after voter changes they may be the only other ones).
-        peers = [v for v in self.voters if v != self.node_id] + sorted(state.observers)
+        # Every member of a voter set that can have committed the slot, then the observers (after
+        # voter changes they may be the only other copies).
+        members = sorted({v for voters in self._sets_since(base) for v in voters} - {self.node_id})
+        peers = members + sorted(set(state.observers) - set(members))
         peer = round_.next_peer(peers)
         if peer is None:
             self._repair_impossible(now_ms, state, round_)
@@ -2025,17 +2031,23 @@ class RaftCore:
     def _repair_impossible(self, now_ms: int, state: LeaderState, round_: RepairRound) -> None:
         """Every peer answered and none holds the slot intact.
 
+        Every member of each voter set that can have committed the slot has answered: the set in
+        force when it was written and each later change in the log, committed or not
+        (``VoterHistory.since``; the latest alone may have removed its holders, plane seeds 148266
+        and 148820).
+
         * One holds it in a snapshot: resign; as a follower of a leader whose log starts above the
           damage, this node gets that snapshot (it replaces the damaged log below its end).
-        * This node and the voters that hold it damaged are a majority: it may be committed on
-          those copies alone, and none is intact: stop, loudly, changing nothing.
+        * This node and the voters that hold it damaged are a majority of one of those sets: it
+          may be committed on those copies alone, and none is intact: stop, loudly, changing
+          nothing.
         * Fewer hold it, below the high watermark: it is committed, so a majority of some voter
           set held it -- its other copies are on nodes that left the voters or are not heard from
           yet. Ask again later; never drop a committed batch.
-        * Fewer hold it, above the high watermark: with the voters of a commit, a majority would
-          hold it; it is not committed. Drop it and everything after it (no other voter holds
-          those either: Log Matching) and resign, so that a leader serves only what it holds
-          intact."""
+        * Fewer hold it, above the high watermark: with the voters of a commit, a majority of one
+          of those sets would hold it; it is not committed. Drop it and everything after it (no
+          other voter holds those either: Log Matching) and resign, so that a leader serves only
+          what it holds intact."""
         answers = round_.answers
         if not answers:
             # Nobody to ask yet (a single voter whose observers have not fetched since it started):
@@ -2046,8 +2058,8 @@ class RaftCore:
         if ANSWER_IN_SNAPSHOT in answers.values():
             self._hand_over_to_a_snapshot_holder(now_ms, state, round_)
             return
-        holders = 1 + sum(1 for peer, answer in answers.items() if peer in self.voters and answer == ANSWER_DAMAGED)
-        if holders > len(self.voters) // 2:
+        voter_sets = self._sets_since(round_.base_offset)
+        if damaged_on_a_majority(self.node_id, voter_sets, answers):
             raise UnrepairableEntryError(
                 self.node_id, round_.base_offset, round_.epoch, self.high_watermark, dict(answers)
             )
@@ -2062,6 +2074,10 @@ class RaftCore:
             round_.base_offset,
             f"damaged batch at {round_.base_offset} (epoch {round_.epoch}) that no other voter holds",
         )
+
+    def _sets_since(self, offset: int) -> list[frozenset[int]]:
+        """The voter sets (ids) that can have committed the batch at ``offset`` (``VoterHistory.since``)."""
+        return [frozenset(voters.ids) for voters in self.voter_history.since(offset)]
 
     def _hand_over_to_a_snapshot_holder(self, now_ms: int, state: LeaderState, round_: RepairRound) -> None:
         """A peer holds our damaged slot in its snapshot: resign so that this node, following a

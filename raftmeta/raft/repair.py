@@ -134,3 +134,19 @@ class Bridge:
     @property
     def next_offset(self) -> int:
         return self.batches[-1].next_offset if self.batches else self.snapshot_end
+
+
+def damaged_on_a_majority(node_id: int, voter_sets: list[frozenset[int]], answers: dict[int, str]) -> bool:
+    """Whether this node and the peers that hold a damaged slot damaged are a majority of one of
+    ``voter_sets``: the sets that can have committed it (``VoterHistory.since`` the slot: the set in
+    force when it was written, and each later change of the log, committed or not). A commit may
+    then rest on those copies alone, none intact.
+
+    Judging by the latest set alone is not enough: a later change may have removed the holders
+    (plane seeds 148266 and 148820: a batch committed by voters {1, 2, 3} on two of them, then an
+    uncommitted removal in the log of the one that held it damaged, which, leading the set of two,
+    asked only the other member of that set and dropped the committed batch)."""
+    return any(
+        sum(1 for v in voters if v == node_id or answers.get(v) == ANSWER_DAMAGED) > len(voters) // 2
+        for voters in voter_sets
+    )

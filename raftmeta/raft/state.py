@@ -109,10 +109,13 @@ class ReplicaState:
     acknowledged: bool = False
     # The highest read barrier its Fetches echoed: it followed us after we raised that barrier.
     read_barrier: int = 0
-    # Kafka's lastCaughtUpTimestamp: the last Fetch whose offset reached our log end offset as it
-    # was when we answered its previous Fetch (-1: never); that end offset.
+    # Kafka's lastCaughtUpTimestamp (LeaderState.ReplicaState.updateFollowerState): a Fetch at our
+    # log end offset makes it now; one that reached our log end offset as it was when we answered
+    # its previous Fetch makes it that previous Fetch's time (-1: never). ``end_at_last_answer`` is
+    # that end offset (-1: no Fetch answered yet in this epoch -- the first Fetch proves only what
+    # it reaches now, or a replica far behind would count as caught up).
     last_caught_up_ms: int = -1
-    end_at_last_answer: int = 0
+    end_at_last_answer: int = -1
     # The directory id its last Fetch carried (KIP-853's replica key; empty: not sent).
     directory_id: bytes = b""
 

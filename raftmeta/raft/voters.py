@@ -190,6 +190,13 @@ class VoterHistory:
         i = bisect.bisect_left(self._offsets, offset)
         return self._sets[i - 1] if i > 0 else self.base
 
+    def since(self, offset: int) -> list[VoterSet]:
+        """The set in force for a log that ends at ``offset`` and every set a later change of the
+        log made: each voter set a leader holding the batch at ``offset`` can have counted toward
+        its commit."""
+        i = bisect.bisect_left(self._offsets, offset)
+        return [self.at(offset), *self._sets[i:]]
+
     def add(self, offset: int, voters: VoterSet) -> None:
         assert not self._offsets or offset > self._offsets[-1], f"voter change at {offset} out of order"
         self._offsets.append(offset)

@@ -11,7 +11,9 @@ import pytest
 from raftmeta.raft import Entry, QuorumStateData, RaftCore, Role, SnapshotImage, UnrepairableEntryError
 from raftmeta.raft.config import Faults
 from raftmeta.raft.repair import copy_fills, damage_of
-from raftmeta.v1 import raft_pb2
+from raftmeta.raft.voters import VoterSet
+from raftmeta.records.codec import encode_batch
+from raftmeta.v1 import raft_pb2, records_pb2
 from tests.raft.harness import Net, make_log
 
 
@@ -480,3 +482,29 @@ def test_a_snapshot_ending_inside_a_damaged_range_keeps_the_intact_batches_after
     assert repairs(net, follower) == [before[6], before[5], before[4]], "the bridge, last batch first"
     assert restarted.damaged == set() and restarted.log.start_offset == end
     assert restarted.log.entries()[: len(before) - 4] == before[4:], "the leader's batches, byte for byte"
+
+
+def test_a_damaged_batch_is_judged_by_the_voter_set_in_force_when_it_was_written_not_only_the_latest() -> None:
+    """Plane seeds 148266 and 148820 by hand. Voters {1, 2, 3}: batches 1 and 2 committed on nodes
+    1 and 3, then node 1 took a change removing node 3 (uncommitted: node 2 never fetched). Node 1
+    restarts with batch 1 damaged and leads the set {1, 2} its log now ends in; node 2 does not
+    hold batch 1. Judged by {1, 2} alone it looked uncommitted and node 1 dropped two committed
+    batches. It is judged by every set that can have committed it -- {1, 2, 3} as well -- so node 1
+    waits for node 3 and repairs the batch from its copy."""
+    removal = records_pb2.MetadataRecord(voters=VoterSet.of_ids([1, 2]).to_record()).SerializeToString()
+    committed = make_log([1, 1, 1])
+    change = Entry(3, 1, 4, encode_batch(3, 1, [removal], 0, control=True))
+    logs = {1: with_damage([*committed, change], 1), 2: committed[:1], 3: committed}
+    net = Net([1, 2, 3], logs=logs, damaged={1: [1]}, quorum_states=dict.fromkeys((1, 2, 3), QuorumStateData(2)))
+    assert net.cores[1].voters == (1, 2)
+    net.down.add(3)
+    net.advance(5_000)  # node 1 wins with node 2's vote; node 2 answers that it lacks batch 1
+    leader = net.cores[1]
+    assert [(e.base_offset, e.epoch) for e in leader.log.entries()[:3]] == [(0, 1), (1, 1), (2, 1)], (
+        "a batch committed by {1, 2, 3} was dropped"
+    )
+    assert net.leader() == 1 and leader.damaged == {1} and repairs(net, 1) == []
+    net.down.clear()
+    net.advance(5_000)
+    assert net.cores[1].damaged == set() and repairs(net, 1) == [committed[1]]
+    assert [e.base_offset for e in net.cores[1].log.entries()[:4]] == [0, 1, 2, 3]

@@ -256,3 +256,41 @@ def test_a_voter_that_moved_gets_its_new_listener_recorded() -> None:
     with pytest.raises(VoterChangeError) as unknown:
         core.update_voter(net.now, VoterNode(9))
     assert unknown.value.code == errors_pb2.VOTER_NOT_FOUND
+
+
+def test_an_observers_first_fetch_of_an_epoch_counts_as_caught_up_only_at_the_log_end() -> None:
+    """Kafka's lastCaughtUpTimestamp (LeaderState.ReplicaState.updateFollowerState): a Fetch is
+    caught up if it reaches the leader's log end now, or the end the leader had when it answered
+    the previous Fetch -- and a first Fetch has no previous one. Counting a far-behind observer's
+    first Fetch of the epoch as caught up let the plane simulator add a voter thousands of offsets
+    behind to a one-voter quorum, which then committed nothing until it caught up (plane seed
+    148767, liveness)."""
+    net, leader = caught_up_net()
+    core = net.cores[leader]
+    for value in (b"a", b"b", b"c"):
+        core.propose(net.now, [value])
+    settle(net)
+    end = core.log.end_offset
+    assert end > 3
+
+    def fetch(offset: int, last_epoch: int, correlation_id: int) -> None:
+        request = raft_pb2.FetchRequest(
+            cluster_id="t",
+            replica_id=9,
+            replica_epoch=core.epoch,
+            fetch_offset=offset,
+            last_fetched_epoch=last_epoch,
+            max_bytes=1,
+            max_wait_ms=0,
+        )
+        core.step(net.now, Envelope(9, leader, correlation_id, request))
+        core.take_ready()
+
+    fetch(0, 0, 1)  # node 9's first Fetch: from the start of a log of `end` offsets
+    with pytest.raises(VoterChangeError) as far_behind:
+        core.add_voter(net.now, VoterNode(9))
+    assert far_behind.value.code == errors_pb2.REQUEST_TIMED_OUT and "caught-up observer" in far_behind.value.message
+    last = core.log.entries()[-1]
+    fetch(end, last.epoch, 2)  # now at the leader's log end
+    core.add_voter(net.now, VoterNode(9))
+    assert 9 in core.voters

@@ -54,7 +54,9 @@ def test_plane_seed_budget_finds_no_violation(voters: int) -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("seed", [5542, 100494, 100023, 100915, 130294, 100942, 140280, 143518, 143766])
+@pytest.mark.parametrize(
+    "seed", [5542, 100494, 100023, 100915, 130294, 100942, 140280, 143518, 143766, 148767, 148266, 148820]
+)
 def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     """Seed 5542 (of a 600-seed run): a leader deposed without knowing it refused a
     CreatePartitions from its stale image, after the topic was created elsewhere. Refusals now
@@ -90,7 +92,17 @@ def test_seeds_that_once_found_a_violation_stay_clean(seed: int) -> None:
     voter while flush_race had the leader cut off; alone a majority, the leader committed its tail,
     and flush_race then lost its write, the only copy of committed batches (a liveness stall, and
     a leader elected without the batch). Removals down to one voter now wait whenever a fault kind
-    damages disks, flush_race's lost write included (``Simulation._may_remove_voter``)."""
+    damages disks, flush_race's lost write included (``Simulation._may_remove_voter``). Seed
+    148767 (the same soak, one voter and an observer): the leader counted the observer's first Fetch
+    of its epoch, 7,763 offsets behind, as caught up, so AddRaftVoter took it in; the two-voter
+    quorum then committed nothing while it caught up (``liveness``). As in Kafka, a first Fetch is
+    caught up only at the leader's log end (``RaftCore._handle_fetch_request``). Seeds 148266 and
+    148820 (the same soak, ``3-leader-completeness``): batches committed by voters {1, 2, 3} on two
+    of them; then one of those two took a change removing the other holder (uncommitted), lost its
+    high-watermark checkpoint and had the batches damaged; leading the set of two its log ended
+    in, it asked only the other member, which lacked them, and dropped them as uncommitted. A
+    damaged batch is now judged by every voter set that can have committed it, the set in force
+    when it was written included, and its members are asked (``RaftCore._repair_impossible``)."""
     summary = run_seeds([seed], steps=STEPS, voters=None, kinds=ALL, plane=True)  # the seed picks, as it did
     assert summary.violations == [], summary.violations
     assert summary.checks.get("10-linearizable-history", 0) > 0, summary.checks

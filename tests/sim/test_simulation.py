@@ -54,9 +54,11 @@ def test_ci_seed_budget_finds_no_violation(voters: int) -> None:
     # Every invariant was checked, many times (a check that never runs cannot fail).
     assert set(summary.checks) == set(INVARIANTS)
     # Voter changes are drawn in about half the seeds (params.draw_params); each run makes several,
-    # fewer where a figure8 scenario holds the other injected faults (140 with 5 voters).
+    # fewer where a figure8 scenario holds the other injected faults, and an addition waits for an
+    # observer the leader counts as caught up as Kafka does (96 with 5 voters, 108 before a first
+    # Fetch of an epoch stopped counting: plane seed 148767).
     voter_checks = summary.checks.pop("voters-one-change-at-a-time")
-    assert voter_checks > CI_SEEDS // 3, voter_checks
+    assert voter_checks > CI_SEEDS // 4, voter_checks
     assert min(summary.checks.values()) > CI_SEEDS, summary.checks
 
 
