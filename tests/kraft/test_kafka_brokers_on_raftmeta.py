@@ -36,8 +36,8 @@ from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.local import quorum as local_quorum
 from raftmeta.local.python_command import raftmeta_command
-from raftmeta.storage.meta_properties import read_meta_properties
 from raftmeta.v1 import controller_pb2
+from tests.kraft.directories import committed_directories, directory_ids, refused_assignments
 
 pytestmark = [pytest.mark.kraft, pytest.mark.timeout(600)]
 BROKERS = 3
@@ -200,37 +200,12 @@ def _data_flows(plane: dict[str, Any], count: int, suffix: str) -> None:
 
 
 def _broker_directories(data_dir: Path) -> dict[int, str]:
-    """Each broker's log directory id (its ``meta.properties``), in Kafka's form."""
+    """Each broker's log directory id, in Kafka's form (the launcher gives each broker one)."""
     found = {}
     for broker in _brokers(data_dir).brokers:
-        meta = read_meta_properties(Path(broker.node_dir) / "data")
-        assert meta is not None and meta.directory_id, f"broker {broker.node_id} has no directory id"
-        found[broker.node_id] = uuid_to_str(meta.directory_id)
+        (directory,) = directory_ids(broker)
+        found[broker.node_id] = directory
     return found
-
-
-def _committed_directories(plane: dict[str, Any], high_watermark: int) -> dict[tuple[str, int], list[str]]:
-    """Every partition's directories as the committed log below ``high_watermark`` leaves them,
-    read from a voter's segments by ``raftmeta log dump`` (the records as raftmeta maps them)."""
-    node_dir = plane["nodes"][0]["data_dir"]
-    assert not list(Path(node_dir).rglob("*.checkpoint")), "no snapshot: the segments hold every record"
-    dump = subprocess.run(
-        raftmeta_command("log", "dump", "--data-dir", node_dir, "--output", "json"),
-        capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S, check=False,
-    )  # fmt: skip
-    assert dump.returncode == 0, dump.stderr[-4000:]
-    directories: dict[tuple[str, int], list[str]] = {}
-    for batch in json.loads(dump.stdout)["batches"]:
-        for record in batch.get("records", []):
-            if record["offset"] >= high_watermark or record.get("type") not in ("partition", "partition_change"):
-                continue
-            fields = record["fields"]
-            key = (fields["topic_id"], fields.get("partition_id", 0))
-            if record["type"] == "partition":
-                directories[key] = fields["directories"]
-            elif "directories" in fields:
-                directories[key] = fields["directories"]["ids"]
-    return directories
 
 
 def test_every_replica_is_committed_in_its_brokers_log_directory(plane: dict[str, Any]) -> None:
@@ -246,7 +221,7 @@ def test_every_replica_is_committed_in_its_brokers_log_directory(plane: dict[str
     with SyncControllerClient(plane["bootstrap_server"], retry=RetryPolicy(deadline_s=30)) as client:
         described = client.describe_topics(names)
         high_watermark = client.describe_quorum().high_watermark
-    committed = _committed_directories(plane, high_watermark)
+    committed = committed_directories(plane["nodes"][0]["data_dir"], high_watermark)
     checked = 0
     for topic in described.topics:
         assert topic.error_code == 0, topic
@@ -434,23 +409,10 @@ def test_the_brokers_fetch_as_observers_and_a_stopped_one_gets_its_controlled_sh
     assert "shut down completed" in log
 
 
-# What a 4.4 broker's AssignmentsManager logs when its controller refuses AssignReplicasToDirs
-# (KIP-858) or a partition of it: it retries forever, every retry a line.
-ASSIGNMENT_FAILURES = ("assignments failed; global error", "handleResponse: error assigning")
-
-
 def test_no_broker_was_refused_a_directory_assignment(plane: dict[str, Any]) -> None:
     """Over the whole module -- topics created, brokers killed and restarted, controllers killed
     and paused -- no broker's AssignmentsManager was refused an assignment (an UnsupportedVersion
     of the api, or an error per partition): raftmeta serves AssignReplicasToDirs (73) and places
     new replicas in their brokers' directories. Last in the module, so its logs are the longest."""
-    failures = []
-    for broker in _brokers(Path(plane["data_dir"])).brokers:
-        for path in sorted(Path(broker.node_dir).glob("server.log*")):
-            failures += [
-                f"{path.name}: {line}"
-                for line in path.read_text(errors="replace").splitlines()
-                if any(failure in line for failure in ASSIGNMENT_FAILURES) and "Disconnected" not in line
-                and "Timeout" not in line
-            ]  # fmt: skip
+    failures = [line for broker in _brokers(Path(plane["data_dir"])).brokers for line in refused_assignments(broker)]
     assert not failures, "\n".join(failures[:10])
