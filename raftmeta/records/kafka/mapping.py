@@ -173,6 +173,8 @@ def kafka_partition(p: records_pb2.PartitionRecord) -> fast.KafkaPartition:
 
 def _directories(ids: Sequence[bytes], where: str) -> tuple[bytes, ...]:
     """Log directory ids (KIP-858), each a Kafka Uuid."""
+    if not ids:
+        return ()  # most partitions (every replica MIGRATING): no per-call generator
     return tuple(_uuid(raw, f"{where}[{i}]") for i, raw in enumerate(ids))
 
 
