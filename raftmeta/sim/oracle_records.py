@@ -133,7 +133,22 @@ class CommittedLogRules:
         self.brokers = {b.id: _Broker(b.epoch, b.fenced) for b in image.brokers.values()}
         self.topics = {
             topic.topic_id: _Topic(
-                topic.name, topic.topic_id, [_Partition(*part) for part in topic.partitions], dict(topic.configs)
+                topic.name,
+                topic.topic_id,
+                # The image's state but the directories (KIP-858), which no rule here judges.
+                [
+                    _Partition(
+                        p.replicas,
+                        p.isr,
+                        p.leader,
+                        p.leader_epoch,
+                        p.partition_epoch,
+                        p.removing_replicas,
+                        p.adding_replicas,
+                    )
+                    for p in topic.partitions
+                ],
+                dict(topic.configs),
             )
             for _, topic in image.topics.iter_items()
         }
