@@ -397,8 +397,10 @@ class CommittedLogRules:
                         f"{at} still holds removed topic {name!r} ({id_text(topic_id)}): {', '.join(left)}",
                     )
                 continue
+            # No directories (KIP-858): the simulated brokers register no log directory, so every
+            # replica's is MIGRATING, which a partition keeps as none.
             mine = [
-                (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.removing, p.adding)
+                (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.removing, p.adding, ())
                 for p in topic.partitions
             ]
             theirs = [tuple(p) for p in shown.partitions] if shown is not None else None
