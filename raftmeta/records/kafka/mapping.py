@@ -157,6 +157,7 @@ def _endpoints(endpoints: Sequence[records_pb2.BrokerEndpoint], where: str) -> t
 
 def kafka_partition(p: records_pb2.PartitionRecord) -> fast.KafkaPartition:
     """A PartitionRecord's Kafka fields (the fast path's input)."""
+    directories = p.directories
     return fast.KafkaPartition(
         _uuid(p.topic_id, "PartitionRecord.topic_id"),
         p.partition_id,
@@ -167,7 +168,8 @@ def kafka_partition(p: records_pb2.PartitionRecord) -> fast.KafkaPartition:
         p.leader,
         p.leader_epoch,
         p.partition_epoch,
-        _directories(p.directories, "PartitionRecord.directories"),
+        # Most partitions have none (every replica MIGRATING): no call for them, this is per record.
+        _directories(directories, "PartitionRecord.directories") if directories else (),
     )
 
 
