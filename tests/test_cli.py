@@ -75,6 +75,25 @@ def test_records_decode_roundtrip() -> None:
     assert document["record"]["topic"]["topic_id"] == "AAAAAAAAAAAAAAAAAAAAAQ"
 
 
+def test_records_decode_shows_log_directories_in_kafkas_form() -> None:
+    """KIP-858's directory ids (a partition's, a change's, a broker's) as Kafka's tools show them."""
+    one, two = b"\x00" * 15 + b"\x65", b"\x01" * 16
+    change = records_pb2.PartitionChangeRecord(directories=records_pb2.DirectoryList(ids=[one, two]))
+    records = {
+        "partition": records_pb2.MetadataRecord(partition=records_pb2.PartitionRecord(directories=[one, two])),
+        "partition_change": records_pb2.MetadataRecord(partition_change=change),
+        "register_broker": records_pb2.MetadataRecord(register_broker=records_pb2.RegisterBrokerRecord(log_dirs=[one])),
+    }
+    shown = {}
+    for kind, record in records.items():
+        result = CliRunner().invoke(cli, ["records", "decode", record.SerializeToString().hex(), "-o", "json"])
+        assert result.exit_code == 0, result.output
+        shown[kind] = json.loads(result.output)["record"][kind]
+    assert shown["partition"]["directories"] == ["AAAAAAAAAAAAAAAAAAAAZQ", "AQEBAQEBAQEBAQEBAQEBAQ"]
+    assert shown["partition_change"]["directories"] == {"ids": ["AAAAAAAAAAAAAAAAAAAAZQ", "AQEBAQEBAQEBAQEBAQEBAQ"]}
+    assert shown["register_broker"]["log_dirs"] == ["AAAAAAAAAAAAAAAAAAAAZQ"]
+
+
 def test_records_decode_bad_input_exits_2_and_names_the_argument() -> None:
     result = CliRunner().invoke(cli, ["records", "decode", "zz-not-hex"])
     assert result.exit_code == 2

@@ -21,6 +21,7 @@ from tests.test_cli_quorum_bootstrap import started
         (["--kafka-brokers", "3", "--brokers", "3"], "--brokers can't be used with --kafka-brokers"),
         (["--kafka-brokers", "3", "--tls"], "--tls can't be used with --kafka-brokers"),
         (["--kafka-brokers", "2", "--racks", "3"], "--racks (3) must be between 1 and --kafka-brokers (2)"),
+        (["--kafka-broker-log-dirs", "2"], "--kafka-broker-log-dirs needs --kafka-brokers"),
     ],
 )
 def test_conflicting_flags_are_refused_before_anything_starts(tmp_path: Path, flags: list[str], named: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from raftmeta.cli.main import cli
-from raftmeta.kraft.cluster import CLUSTER_FILE, KraftCluster, KraftNode, check_shape, port_taken
+from raftmeta.kraft.cluster import CLUSTER_FILE, KraftCluster, KraftNode, broker_log_dirs, check_shape, port_taken
 from raftmeta.kraft.node_config import (
     JvmSettings,
     broker_properties,
@@ -63,6 +63,16 @@ def test_a_broker_on_static_voters_names_them_and_no_bootstrap_servers(tmp_path:
     assert "controller.quorum.bootstrap.servers" not in properties
     with pytest.raises(ValueError, match="static voters or bootstrap controllers, not both"):
         broker_properties(100, "127.0.0.1:9092", "rack-a", CONTROLLERS, tmp_path, 3, static_voters=voters)
+
+
+def test_a_jbod_broker_has_its_log_directories_the_first_holding_the_metadata_log(tmp_path: Path) -> None:
+    directories = broker_log_dirs(tmp_path, 3)
+    assert directories == [tmp_path / "data", tmp_path / "data-1", tmp_path / "data-2"]
+    properties = broker_properties(100, "127.0.0.1:9092", "rack-a", CONTROLLERS, directories, 3)
+    assert properties["log.dirs"] == ",".join(str(d) for d in directories)
+    assert broker_log_dirs(tmp_path, 1) == [tmp_path / "data"]
+    with pytest.raises(ValueError, match="at least one log directory, got 0"):
+        broker_log_dirs(tmp_path, 0)
 
 
 def test_properties_files_refuse_what_they_cannot_hold() -> None:

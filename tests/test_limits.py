@@ -164,6 +164,38 @@ CASES: list[tuple[str, grpc.StatusCode, str, Build]] = [
         "len(endpoints)",
         lambda n: register(endpoints=[pb.BrokerEndpointInfo(name=f"L{i}", host="h", port=1) for i in range(n)]),
     ),
+    (
+        "LOG_DIRS_PER_BROKER_MAX",
+        EXHAUSTED,
+        "len(log_dirs)",
+        lambda n: register(log_dirs=[i.to_bytes(16, "big") for i in range(1000, 1000 + n)]),
+    ),
+    (
+        "LOG_DIRS_PER_BROKER_MAX",
+        EXHAUSTED,
+        "len(directories)",
+        lambda n: (
+            "AssignReplicasToDirs",
+            pb.AssignReplicasToDirsRequest(
+                directories=[pb.AssignReplicasDirectory(id=i.to_bytes(16, "big")) for i in range(1000, 1000 + n)]
+            ),
+        ),
+    ),
+    (
+        "PARTITIONS_PER_REQUEST_MAX",
+        EXHAUSTED,
+        "partitions in the request",
+        lambda n: (
+            "AssignReplicasToDirs",
+            pb.AssignReplicasToDirsRequest(
+                directories=[
+                    pb.AssignReplicasDirectory(
+                        id=bytes(15) + b"\x64", topics=[pb.AssignReplicasTopic(partitions=list(range(n)))]
+                    )
+                ]
+            ),
+        ),
+    ),
     # -- lengths: INVALID_ARGUMENT -------------------------------------------------------------------
     ("REQUEST_ID_CHARS_MAX", INVALID, "len(request_id)", lambda n: create(topic(), request_id="r" * n)),
     (

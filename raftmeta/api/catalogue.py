@@ -152,6 +152,11 @@ ALTER_PARTITION: Final = Rpc(
     "AlterPartition", C.AlterPartitionRequest, C.AlterPartitionResponse, CONTROLLER, True, Retry.UNSAFE,
     ("error_code", "topics.partitions.error_code"), (56,), limits=limits.alter_partition_limits,
 )  # fmt: skip
+ASSIGN_REPLICAS_TO_DIRS: Final = Rpc(
+    "AssignReplicasToDirs", C.AssignReplicasToDirsRequest, C.AssignReplicasToDirsResponse, CONTROLLER, True,
+    Retry.UNSAFE, ("error_code", "directories.topics.partitions.error_code"), (73,),
+    limits=limits.assign_replicas_to_dirs_limits,
+)  # fmt: skip
 DESCRIBE_QUORUM: Final = Rpc(
     "DescribeQuorum", C.DescribeQuorumRequest, C.DescribeQuorumResponse, NODE, False, Retry.READ, (), (55,),
 )  # fmt: skip
@@ -186,6 +191,7 @@ RPCS: Final[dict[str, Rpc[Any, Any]]] = {
         UNREGISTER_BROKER,
         ALLOCATE_PRODUCER_IDS,
         ALTER_PARTITION,
+        ASSIGN_REPLICAS_TO_DIRS,
         DESCRIBE_QUORUM,
         ADD_RAFT_VOTER,
         REMOVE_RAFT_VOTER,
@@ -230,6 +236,7 @@ KAFKA_APIS: Final[dict[int, KafkaApi]] = {
         KafkaApi(62, "BrokerRegistration", 0, 4),  # brokers
         KafkaApi(63, "BrokerHeartbeat", 0, 2),  # brokers
         KafkaApi(67, "AllocateProducerIds", 0, 0),  # brokers, for idempotent producers
+        KafkaApi(73, "AssignReplicasToDirs", 0, 0),  # brokers: which log directory holds each replica
         KafkaApi(75, "DescribeTopicPartitions", 0, 0),
         KafkaApi(80, "AddRaftVoter", 0, 0),
         KafkaApi(81, "RemoveRaftVoter", 0, 0),

@@ -90,6 +90,9 @@ LISTENER_NAME_CHARS_MAX: Final = 255
 HOST_CHARS_MAX: Final = 253
 CLUSTER_ID_CHARS_MAX: Final = 255
 ENDPOINTS_PER_BROKER_MAX: Final = 16
+# Log directories a broker registers (KIP-858) and names in one AssignReplicasToDirs: a JBOD
+# broker has one per disk (Kafka sets no cap).
+LOG_DIRS_PER_BROKER_MAX: Final = 256
 
 # -- RaftService requests (raftmeta.server.guards) ---------------------------------------------------
 # The largest epoch a peer may name. Epochs are int32 and a node at epoch E starts its next

@@ -139,6 +139,7 @@ def register_broker_limits(request: controller_pb2.RegisterBrokerRequest) -> Ite
     for i, endpoint in enumerate(request.endpoints):
         yield _too_long(f"endpoints[{i}].name", endpoint.name, "LISTENER_NAME_CHARS_MAX")
         yield _too_long(f"endpoints[{i}].host", endpoint.host, "HOST_CHARS_MAX")
+    yield _too_many("len(log_dirs)", len(request.log_dirs), "LOG_DIRS_PER_BROKER_MAX")
 
 
 def broker_heartbeat_limits(request: controller_pb2.BrokerHeartbeatRequest) -> Iterator[LimitViolation | None]:
@@ -157,6 +158,19 @@ def alter_partition_limits(request: controller_pb2.AlterPartitionRequest) -> Ite
             field = f"len(topics[{i}].partitions[{j}].new_isr_with_epochs)"
             yield _too_many(field, len(partition.new_isr_with_epochs), "REPLICAS_PER_PARTITION_MAX")
         total += len(topic.partitions)
+    yield _too_many("partitions in the request", total, "PARTITIONS_PER_REQUEST_MAX")
+
+
+def assign_replicas_to_dirs_limits(
+    request: controller_pb2.AssignReplicasToDirsRequest,
+) -> Iterator[LimitViolation | None]:
+    yield _too_many("len(directories)", len(request.directories), "LOG_DIRS_PER_BROKER_MAX")
+    topics = 0
+    total = 0
+    for directory in request.directories:
+        topics += len(directory.topics)
+        total += sum(len(topic.partitions) for topic in directory.topics)
+    yield _too_many("topics in the request", topics, "TOPICS_PER_REQUEST_MAX")
     yield _too_many("partitions in the request", total, "PARTITIONS_PER_REQUEST_MAX")
 
 

@@ -105,7 +105,7 @@ def raftmeta_log(topics: int, partitions: int, brokers: int) -> bytes:
         states = []
         for partition in range(partitions):
             replicas = _replicas(partition, brokers)
-            states.append((replicas, replicas, replicas[0], 0, 0, (), ()))
+            states.append((replicas, replicas, replicas[0], 0, 0, (), (), ()))
         raw += encoder.new_records(topic_id, 0, states)
         out.append(codec.encode_batch(offset, 1, raw, TIMESTAMP_MS))
         offset += len(raw)

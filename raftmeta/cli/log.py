@@ -57,7 +57,9 @@ from raftmeta.storage.segment import parse_log_file_name
 from raftmeta.storage.snapshot import SnapshotStore, parse_snapshot_name, read_snapshot
 
 # Kafka Uuids among the records' fields: shown in Kafka's form (raftmeta.api.ids).
-UUID_FIELDS = frozenset({"topic_id", "incarnation_id", "directory_id"})
+UUID_FIELDS = frozenset({"topic_id", "incarnation_id", "directory_id", "directories", "log_dirs"})
+# Messages whose every bytes field is a list of uuids (a PartitionChangeRecord's directories).
+UUID_LIST_MESSAGES = frozenset({"raftmeta.v1.DirectoryList"})
 
 
 @click.group()
@@ -100,7 +102,8 @@ def _field_value(field: Any, value: Any) -> Any:
         described = field.enum_type.values_by_number.get(value)
         return described.name if described is not None else value
     if isinstance(value, bytes):
-        return uuid_to_str(value) if field.name in UUID_FIELDS and len(value) == UUID_BYTES else value.hex()
+        is_uuid = field.name in UUID_FIELDS or field.containing_type.full_name in UUID_LIST_MESSAGES
+        return uuid_to_str(value) if is_uuid and len(value) == UUID_BYTES else value.hex()
     return value
 
 

@@ -66,6 +66,14 @@ def quorum() -> None:
     help="Real Apache Kafka brokers (ids from 100, in --racks racks) on the nodes' Kafka listeners "
     "(turns --kafka on; needs Java and `make kafka`). Not with --brokers.",
 )
+@click.option(
+    "--kafka-broker-log-dirs",
+    type=int_range(1, 16),
+    default=1,
+    show_default=True,
+    help="Log directories of each real Kafka broker (JBOD): with several, each new replica waits for "
+    "its broker to say which holds it (AssignReplicasToDirs, KIP-858).",
+)
 @click.option("--detach", is_flag=True, help="Return once a leader is elected (and brokers registered).")
 @click.option("--print-bootstrap-server", is_flag=True,
               help="Print only the bootstrap server on stdout (the rest goes to stderr), for B=$(raftmeta quorum up "
@@ -87,6 +95,7 @@ def up(
     tls: bool,
     kafka: bool,
     kafka_brokers: int,
+    kafka_broker_log_dirs: int,
     detach: bool,
     print_bootstrap_server: bool,
     output: str,
@@ -102,6 +111,8 @@ def up(
         raise FlagConflict("--brokers", "--kafka-brokers", "a quorum runs simulated or real brokers, not both")
     if kafka_brokers and tls:
         raise FlagConflict("--tls", "--kafka-brokers", "the real brokers speak plaintext to the Kafka listeners")
+    if kafka_broker_log_dirs != 1 and not kafka_brokers:
+        raise usage_error("--kafka-broker-log-dirs needs --kafka-brokers", "--kafka-broker-log-dirs")
     if kafka_brokers and not 1 <= racks <= kafka_brokers:
         raise usage_error(f"--racks ({racks}) must be between 1 and --kafka-brokers ({kafka_brokers})", "--racks")
     parse_pools(pools)  # the fleet process parses them again; a bad one is a usage error here, not there
@@ -128,6 +139,7 @@ def up(
             kafka=kafka,
             fleet_args=fleet_args,
             kafka_brokers=kafka_brokers,
+            kafka_broker_log_dirs=kafka_broker_log_dirs,
         )
     except (RuntimeError, TimeoutError, ValueError) as exc:
         raise CheckFailed(str(exc)) from exc

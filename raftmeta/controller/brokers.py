@@ -38,6 +38,7 @@ from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 from placement.rng import RandomSource
+from raftmeta.controller.directories import registration_problem
 from raftmeta.controller.elections import fence_steps, unfence_steps, unregister_steps
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
@@ -88,22 +89,27 @@ def register_broker(
     existing = image.brokers.get(request.broker_id)
     if existing is not None:
         if existing.incarnation_id == request.incarnation_id:
-            same = (existing.rack, existing.pool, existing.endpoints) == (
+            same = (existing.rack, existing.pool, existing.endpoints, existing.log_dirs) == (
                 rack,
                 pool,
                 tuple((e.name, e.host, e.port) for e in endpoints),
+                tuple(request.log_dirs),
             )
             if not same:
                 return _register_error(
                     errors_pb2.INVALID_REQUEST,
                     f"Broker {request.broker_id} is already registered with this incarnation id but different "
-                    "rack, pool or endpoints; a changed broker must register with a new incarnation id.",
+                    "rack, pool, endpoints or log directories; a changed broker must register with a new "
+                    "incarnation id.",
                 )
             return ControllerResult((), controller_pb2.RegisterBrokerResponse(broker_epoch=existing.epoch))
         if not existing.fenced or existing.id in live_sessions:
             return _register_error(
                 errors_pb2.DUPLICATE_BROKER_REGISTRATION, "Another broker is registered with that broker id."
             )
+    problem = registration_problem(image, request.broker_id, request.log_dirs)
+    if problem is not None:
+        return _register_error(errors_pb2.INVALID_REGISTRATION, problem)
     epoch = next_broker_epoch(image)
     record = records_pb2.RegisterBrokerRecord(
         broker_id=request.broker_id,
@@ -113,6 +119,7 @@ def register_broker(
         pool=pool,
         endpoints=endpoints,
         fenced=True,
+        log_dirs=request.log_dirs,
     )
     return ControllerResult(
         (records_pb2.MetadataRecord(register_broker=record),),

@@ -62,7 +62,7 @@ from google.protobuf.message import Message
 from placement.rng import RandomSource
 from raftmeta.api.catalogue import RPCS, Served
 from raftmeta.api.limits import REQUEST_ID_CHARS_MAX as REQUEST_ID_MAX
-from raftmeta.controller import brokers, isr, producer_ids, reassign, topic_configs, topics
+from raftmeta.controller import assign_dirs, brokers, isr, producer_ids, reassign, topic_configs, topics
 from raftmeta.controller.changes import (
     AUTO_LEADER_REBALANCE,
     BOOTSTRAP_RECORDS,
@@ -120,6 +120,7 @@ HANDLERS: dict[str, Handler] = {
     "BrokerHeartbeat": brokers.broker_heartbeat,
     "UnregisterBroker": brokers.unregister_broker,
     "AlterPartition": isr.alter_partition,
+    "AssignReplicasToDirs": assign_dirs.assign_replicas_to_dirs,
     "AllocateProducerIds": producer_ids.allocate_producer_ids,
     "DescribeTopics": topics.describe_topics,
     "ListPartitionReassignments": reassign.list_partition_reassignments,

@@ -25,6 +25,8 @@ from google.protobuf.message import DecodeError
 
 from raftmeta.api.ids import id_text
 from raftmeta.api.limits import REQUEST_ID_CHARS_MAX
+from raftmeta.controller.directories import UUID_BYTES as DIRECTORY_ID_BYTES
+from raftmeta.controller.directories import normalized
 from raftmeta.controller.encoded import EncodedPartitions, encoded_partitions
 from raftmeta.controller.errors import ReplayError
 from raftmeta.controller.image import (
@@ -255,6 +257,7 @@ class ImageBuilder:
                 partition_epoch = rec.partition_epoch
                 removing = rec.removing_replicas
                 adding = rec.adding_replicas
+                directories = rec.directories
                 part = new_tuple(
                     PartitionRegistration,
                     (
@@ -265,6 +268,9 @@ class ImageBuilder:
                         partition_epoch,
                         tuple(removing[:]) if removing else (),
                         tuple(adding[:]) if adding else (),
+                        _directories(directories[:], len(replicas), f"PartitionRecord {draft.name}-{pid}")
+                        if directories
+                        else (),
                     ),
                 )
                 if not (
@@ -471,7 +477,7 @@ class ImageBuilder:
         # value is checked once, in order of first use, so a bad one is reported at the
         # first partition that has it, as replay would.
         for part in {id(p): p for p in parts}.values():
-            replicas, isr, leader, leader_epoch, partition_epoch, removing, adding = part
+            replicas, isr, leader, leader_epoch, partition_epoch, removing, adding, _ = part
             # As in replay_all: a replica list is checked once per builder, then interned.
             distinct = replicas in interned
             if not distinct:
@@ -515,14 +521,29 @@ class ImageBuilder:
                 f"(leader {prev.leader_epoch}, partition {prev.partition_epoch}); expected "
                 f"(leader {expected_leader_epoch}, partition {prev.partition_epoch + 1})"
             )
+        replicas = tuple(rec.replicas.ids) if rec.HasField("replicas") else prev.replicas
+        # Kafka's PartitionRegistration.merge: absent directories are the partition's own, which
+        # must then still fit its replica list unless every one is MIGRATING (then a list of
+        # MIGRATING as long as the new replica list, which raftmeta keeps as ()).
+        directories = (
+            _directories(rec.directories.ids, len(replicas), f"PartitionChangeRecord {draft.name}-{pid}")
+            if rec.HasField("directories")
+            else prev.directories
+        )
+        if directories and len(directories) != len(replicas):
+            raise ReplayError(
+                f"PartitionChangeRecord {draft.name}-{pid}: replicas {list(replicas)} changed without directories "
+                f"while the partition keeps {len(directories)} (Kafka's InvalidReplicaDirectoriesException)"
+            )
         part = PartitionRegistration(
-            tuple(rec.replicas.ids) if rec.HasField("replicas") else prev.replicas,
+            replicas,
             tuple(rec.isr.ids) if rec.HasField("isr") else prev.isr,
             leader,
             rec.leader_epoch,
             rec.partition_epoch,
             tuple(rec.removing_replicas.ids) if rec.HasField("removing_replicas") else prev.removing_replicas,
             tuple(rec.adding_replicas.ids) if rec.HasField("adding_replicas") else prev.adding_replicas,
+            directories,
         )
         _check_partition(part, draft.name, pid, "PartitionChangeRecord")
         draft.partitions[pid] = part
@@ -576,6 +597,7 @@ class ImageBuilder:
             rec.pool if rec.HasField("pool") else None,
             rec.fenced,
             tuple(Endpoint(e.name, e.host, e.port) for e in rec.endpoints),
+            tuple(rec.log_dirs),
         )
 
     def _registered(self, broker_id: int, epoch: int, what: str) -> BrokerRegistration:
@@ -732,11 +754,26 @@ def _partition_state(tail: bytes) -> PartitionRegistration | None:
         if isr == replicas:
             isr = replicas
         if _state_ok(replicas, set(replicas), isr, leader, leader_epoch, partition_epoch):
-            state = _new_tuple(PartitionRegistration, (replicas, isr, leader, leader_epoch, partition_epoch, (), ()))
+            state = _new_tuple(
+                PartitionRegistration, (replicas, isr, leader, leader_epoch, partition_epoch, (), (), ())
+            )
     if len(_PARTITION_STATES) >= SHARED_STATES_MAX:
         _PARTITION_STATES.clear()
     _PARTITION_STATES[tail] = state
     return state
+
+
+def _directories(ids: Sequence[bytes], replica_count: int, what: str) -> tuple[bytes, ...]:
+    """A record's directories as a partition keeps them (every one MIGRATING: ()), checked as
+    Kafka's ``checkDirectories``: one 16-byte id per replica (an empty list is all MIGRATING)."""
+    for directory in ids:
+        if len(directory) != DIRECTORY_ID_BYTES:
+            raise ReplayError(f"{what}: a directory id is 16 bytes, got {len(directory)}")
+    if ids and len(ids) != replica_count:
+        raise ReplayError(
+            f"{what}: {len(ids)} directories for {replica_count} replicas (Kafka's InvalidReplicaDirectoriesException)"
+        )
+    return normalized(ids)
 
 
 def _ignore(_builder: ImageBuilder, _record: Any) -> None:

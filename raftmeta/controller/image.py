@@ -44,6 +44,8 @@ class BrokerRegistration(NamedTuple):
     pool: str | None
     fenced: bool
     endpoints: tuple[Endpoint, ...] = ()
+    # The broker's online log directories (16-byte uuids, KIP-858); () when it named none.
+    log_dirs: tuple[bytes, ...] = ()
 
 
 class PartitionRegistration(NamedTuple):
@@ -54,6 +56,9 @@ class PartitionRegistration(NamedTuple):
     partition_epoch: int
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # Each replica's log directory, in replica order (KIP-858); () when every one is Kafka's
+    # MIGRATING (raftmeta/controller/directories.py).
+    directories: tuple[bytes, ...] = ()
 
     @property
     def preferred_leader(self) -> int:

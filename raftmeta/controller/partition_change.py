@@ -24,6 +24,10 @@ expressed as a *target* (ISR, replicas, election type) and turned into at most o
   so, the same record sets replicas = target (replicas - removing), drops the removing replicas
   from the ISR (which then follows the new replica order) and clears adding/removing; a removed
   leader is then no longer valid, so the election picks the first in-sync target replica.
+- **Directories** (KIP-858, Kafka's ``setAssignmentChanges``): each target replica keeps its
+  directory (or the one :meth:`PartitionChangeBuilder.set_directory` gives it); a replica new to
+  the partition gets its broker's default directory (``default_dir``, see directories.py). The
+  record carries the list when it differs from the partition's.
 """
 
 from __future__ import annotations
@@ -31,8 +35,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 
+from raftmeta.controller.directories import MIGRATING, normalized, replica_directories
 from raftmeta.controller.image import NO_LEADER, PartitionRegistration
 from raftmeta.v1 import records_pb2
+
+
+def _no_default_dir(broker: int) -> bytes:
+    # Kafka's builder fails the same way: only a change that adds replicas needs a default
+    # directory, and its caller must say where new replicas go.
+    raise RuntimeError(f"replica {broker} is new to the partition, and no default directory provider was given")
 
 
 class Election(enum.Enum):
@@ -50,6 +61,7 @@ class PartitionChangeBuilder:
         is_acceptable_leader: Callable[[int], bool],
         *,
         election: Election = Election.ONLINE,
+        default_dir: Callable[[int], bytes] = _no_default_dir,
     ) -> None:
         self.partition = partition
         self.topic_id = topic_id
@@ -60,6 +72,10 @@ class PartitionChangeBuilder:
         self.target_replicas: tuple[int, ...] = partition.replicas
         self.target_adding: tuple[int, ...] = partition.adding_replicas
         self.target_removing: tuple[int, ...] = partition.removing_replicas
+        self.default_dir = default_dir
+        self.target_directories: dict[int, bytes] = dict(
+            zip(partition.replicas, replica_directories(partition), strict=True)
+        )
 
     def set_target_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
         self.target_isr = tuple(isr)
@@ -75,6 +91,11 @@ class PartitionChangeBuilder:
 
     def set_target_removing(self, removing: Sequence[int]) -> PartitionChangeBuilder:
         self.target_removing = tuple(removing)
+        return self
+
+    def set_directory(self, broker: int, directory: bytes) -> PartitionChangeBuilder:
+        """The replica on ``broker`` lives in ``directory`` (AssignReplicasToDirs)."""
+        self.target_directories[broker] = directory
         return self
 
     def set_election(self, election: Election) -> PartitionChangeBuilder:
@@ -150,6 +171,16 @@ class PartitionChangeBuilder:
             change.isr.ids.extend(new_isr)
         if self.target_replicas != part.replicas:
             change.replicas.ids.extend(self.target_replicas)
+        directories = normalized(
+            self.target_directories[b] if b in self.target_directories else self.default_dir(b)
+            for b in self.target_replicas
+        )
+        # Compared as kept (all MIGRATING = ()): a replica list that changes while every
+        # directory stays MIGRATING needs no list, as Kafka's merge reads an absent one.
+        directories_changed = directories != part.directories
+        if directories_changed:
+            change.directories.SetInParent()
+            change.directories.ids.extend(directories or (MIGRATING,) * len(self.target_replicas))
         # Present-but-empty lists are meaningful: they end a reassignment.
         adding_changed = self.target_adding != part.adding_replicas
         removing_changed = self.target_removing != part.removing_replicas
@@ -165,6 +196,7 @@ class PartitionChangeBuilder:
             or self.target_replicas != part.replicas
             or adding_changed
             or removing_changed
+            or directories_changed
         ):
             return None
         change.leader_epoch = part.leader_epoch + (1 if change.HasField("leader") else 0)

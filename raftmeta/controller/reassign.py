@@ -47,10 +47,12 @@ Rules (per partition, Kafka's error codes; an item with an error writes nothing)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 
 from placement.rng import RandomSource
 from raftmeta.controller import placement_bridge
+from raftmeta.controller.directories import default_dir
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import PartitionChangeBuilder
@@ -247,7 +249,10 @@ def _change(
             f"Changing the reassignment of {name}:{pid} would leave it without an in-sync replica (ISR "
             f"{list(part.isr)}); cancel it or wait for the ISR to recover.",
         )
-    builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced)
+    # The adding replicas start in their brokers' default directories (Kafka's PartitionAssignment).
+    builder = PartitionChangeBuilder(
+        part, topic.topic_id, pid, image.is_unfenced, default_dir=functools.partial(default_dir, image)
+    )
     builder.set_target_replicas(replicas).set_target_isr(isr).set_target_adding(adding).set_target_removing(removing)
     return builder.build()
 

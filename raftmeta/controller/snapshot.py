@@ -127,6 +127,7 @@ def _cluster_records(image: MetadataImage) -> list[records_pb2.MetadataRecord]:
                         records_pb2.BrokerEndpoint(name=e.name, host=e.host, port=e.port) for e in broker.endpoints
                     ],
                     fenced=broker.fenced,
+                    log_dirs=broker.log_dirs,
                 )
             )
         )
@@ -169,6 +170,8 @@ def _topic_records(topic: TopicImage, *, with_partitions: bool = True) -> list[r
         partition.leader = part.leader
         partition.leader_epoch = part.leader_epoch
         partition.partition_epoch = part.partition_epoch
+        if part.directories:
+            partition.directories.extend(part.directories)
         out.append(record)
     return out
 

@@ -23,6 +23,7 @@ from raftmeta.api.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
 from raftmeta.controller.delta import SHARED_STATES_MAX, NewTopic
+from raftmeta.controller.directories import any_log_dirs, new_directories
 from raftmeta.controller.errors import ApiError, RequestError
 from raftmeta.controller.image import NO_LEADER, TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.names import (
@@ -261,7 +262,7 @@ def create_topics(
             continue
         replicas, configs = outcome
         created[unify_collision_chars(topic.name)] = topic.name
-        partitions, tails = _new_partitions(replicas, None if all_live else live)
+        partitions, tails = _new_partitions(replicas, None if all_live else live, image)
         if balanced:
             _add_load(request_load, partitions)
         result.num_partitions = len(replicas)
@@ -294,15 +295,19 @@ def create_topics(
 
 
 def _new_partitions(
-    replicas: list[list[int]], live: Set[int] | None
+    replicas: list[list[int]], live: Set[int] | None, image: MetadataImage | None = None
 ) -> tuple[tuple[PartitionRegistration, ...], list[bytes]]:
     """New partitions (epochs 0, ISR = the live replicas, the first of them leads), as replaying
     their PartitionRecords makes them, and the tail of each one's PartitionRecord (its fields
     after the partition id: ``PartitionEncoder.tail``); ``live`` None means every replica is
     live. Partitions with the same replica list share one value and one tail: in a create, and
-    across creates when every broker is live (``live`` None; see _ALL_LIVE)."""
+    across creates when every broker is live (``live`` None; see _ALL_LIVE) and no broker named
+    log directories. With ``image`` and brokers that named log directories, each replica gets
+    its broker's default directory (Kafka's PartitionAssignment: directories.py), which depends
+    on the registrations: those states are shared within the create only."""
+    with_dirs = image is not None and any_log_dirs(image)
     shared: dict[tuple[int, ...], tuple[PartitionRegistration, bytes]] = {}
-    table = _ALL_LIVE if live is None else shared
+    table = _ALL_LIVE if live is None and not with_dirs else shared
     if live is None and len(table) + len(replicas) > SHARED_STATES_MAX:
         table.clear()
     made: list[PartitionRegistration] = []
@@ -319,7 +324,8 @@ def _new_partitions(
                 isr = tuple([b for b in key if b in live])
                 if isr == key:
                     isr = key
-            part = _new_tuple(PartitionRegistration, (key, isr, isr[0], 0, 0, (), ()))
+            directories = new_directories(image, key) if with_dirs and image is not None else ()
+            part = _new_tuple(PartitionRegistration, (key, isr, isr[0], 0, 0, (), (), directories))
             entry = table[key] = (part, _ENCODER.tail(part))
         append(entry[0])
         append_tail(entry[1])
@@ -520,7 +526,7 @@ def _grow_one(
             return ApiError(
                 errors_pb2.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {ALL_FENCED}"
             )
-    return _ENCODER.records(topic.topic_id, current, _new_partitions(replicas, live_set)[1])
+    return _ENCODER.records(topic.topic_id, current, _new_partitions(replicas, live_set, image)[1])
 
 
 # ---- DeleteTopics --------------------------------------------------------------------------------

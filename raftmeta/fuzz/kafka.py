@@ -95,6 +95,10 @@ SAMPLE_REQUESTS: Final[dict[int, dict[str, Any]]] = {
     63: {"broker_id": 1, "broker_epoch": 10, "current_metadata_offset": 42, "want_fence": False,
          "want_shut_down": False, "offline_log_dirs": [], "cordoned_log_dirs": []},
     67: {"broker_id": 1, "broker_epoch": 10},
+    73: {"broker_id": 1, "broker_epoch": 10,
+         "directories": [{"id_": uuid.UUID(int=0x5678 << 64), "topics": [
+             {"topic_id": uuid.UUID(int=0x00112233445566778899AABBCCDDEEFF),
+              "partitions": [{"partition_index": 0}, {"partition_index": 1}]}]}]},
     75: {"topics": [{"name": "orders"}], "response_partition_limit": 2000, "cursor": None},
     80: {"cluster_id": None, "timeout": 30000, "voter_id": 4, "voter_directory_id": uuid.UUID(int=7),
          "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9094}]},

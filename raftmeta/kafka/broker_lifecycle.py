@@ -7,13 +7,15 @@ came in by. This module only translates fields and refuses what the gRPC request
 with the error KRaft's ClusterControlManager gives:
 
 - ``is_migrating_zk_broker``: BROKER_ID_NOT_REGISTERED (KRaft 4 registers no ZooKeeper broker);
-- ``log_dirs`` empty (always before v2), holding a reserved directory id (the zero uuid and the ids below 100
-  that Kafka keeps for itself, DirectoryId.reserved) or one id twice: INVALID_REGISTRATION.
+- ``log_dirs`` empty (always before v2): INVALID_REGISTRATION (the gRPC RegisterBroker allows
+  none, for raftmeta's simulated brokers; a Kafka broker always has one). The controller checks
+  the directories themselves (reserved, twice, another broker's: raftmeta/controller/directories.py)
+  and keeps them in the broker's RegisterBrokerRecord.
 
 What raftmeta's registration does not keep (its RegisterBrokerRecord has no place for it): the
-listeners' security protocols, the features and their ranges, the log directories and
-``previous_broker_epoch``; nor does a heartbeat's ``offline_log_dirs`` (v1) or
-``cordoned_log_dirs`` (v2) change anything. docs/kafka-protocol.md lists the differences.
+listeners' security protocols, the features and their ranges and ``previous_broker_epoch``; nor
+does a heartbeat's ``offline_log_dirs`` (v1) or ``cordoned_log_dirs`` (v2) change anything.
+docs/kafka-protocol.md lists the differences.
 
 A heartbeat carries ``current_metadata_offset``: the controller unfences a fenced broker once it
 reaches the offset of the broker's committed registration and answers ``is_caught_up``, as KRaft
@@ -32,15 +34,7 @@ from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
 from raftmeta.v1 import controller_pb2, errors_pb2
 
-# Kafka's DirectoryId.reserved: ids whose most significant 64 bits are 0 and least below 100
-# (UNASSIGNED, LOST, MIGRATING and room for more).
-RESERVED_DIRECTORY_IDS_BELOW: Final = 100
-
-
-def _reserved_directory(directory: uuid.UUID | None) -> bool:
-    return directory is None or (
-        directory.int >> 64 == 0 and directory.int & (2**64 - 1) < RESERVED_DIRECTORY_IDS_BELOW
-    )
+ZERO_DIRECTORY: Final = bytes(16)  # kio's null uuid: the zero uuid, reserved (the controller refuses it)
 
 
 def registration_refusal(body: Any) -> int | None:
@@ -49,8 +43,7 @@ def registration_refusal(body: Any) -> int | None:
         return int(errors_pb2.BROKER_ID_NOT_REGISTERED)
     # Before v2 a registration has no log directories: KRaft 4's metadata versions all assign
     # partitions to directories, so it refuses those as it refuses an empty list.
-    log_dirs = tuple(getattr(body, "log_dirs", ()))
-    if not log_dirs or any(_reserved_directory(d) for d in log_dirs) or len(set(log_dirs)) != len(log_dirs):
+    if not tuple(getattr(body, "log_dirs", ())):
         return int(ErrorCode.invalid_registration.value)
     return None
 
@@ -66,6 +59,7 @@ def registration_request(body: Any) -> controller_pb2.RegisterBrokerRequest:
             controller_pb2.BrokerEndpointInfo(name=listener.name, host=listener.host, port=int(listener.port))
             for listener in body.listeners
         ],
+        log_dirs=[ZERO_DIRECTORY if d is None else d.bytes for d in getattr(body, "log_dirs", ())],
     )
     if body.rack is not None:
         request.rack = body.rack

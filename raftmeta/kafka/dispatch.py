@@ -9,6 +9,7 @@ from kio.index import load_response_schema
 
 from raftmeta.kafka import (
     alter_partition,
+    assign_dirs,
     broker_lifecycle,
     cluster,
     configs,
@@ -50,6 +51,7 @@ HANDLERS: Final[dict[int, Handler]] = {
     62: broker_lifecycle.broker_registration,
     63: broker_lifecycle.broker_heartbeat,
     67: producer_ids.allocate_producer_ids,
+    73: assign_dirs.assign_replicas_to_dirs,
     75: topics.describe_topic_partitions,
     80: voters.add_raft_voter,
     81: voters.remove_raft_voter,

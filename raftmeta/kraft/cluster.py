@@ -217,13 +217,15 @@ class KraftCluster:
         broker_config: Mapping[str, str] | None = None,
         jvm: JvmSettings | None = None,
         ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+        log_dirs: int = 1,
     ) -> KraftCluster:
         """Brokers alone, on a controller quorum that is not Kafka's (raftmeta's, whose voters'
         Kafka listeners are ``voters``: id -> host:port): ids from ``first_broker_id``, racks named
         as raftmeta's fleet names them, storage formatted for ``cluster_id``; the brokers take the
         voters as ``controller.quorum.voters`` (node_config.broker_properties says why). Returns
         once every broker is registered and unfenced; on a failure stops what it started and
-        raises :class:`KraftNodeError`."""
+        raises :class:`KraftNodeError`. ``log_dirs``: each broker's log directories (JBOD,
+        KIP-858; :func:`broker_log_dirs`)."""
         check_shape(1, brokers, racks)
         data_dir = data_dir.absolute()
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -235,7 +237,14 @@ class KraftCluster:
         cluster = cls(cluster_id, data_dir, [], ready_timeout_s)
         try:
             cluster._start_brokers(
-                brokers, racks, [], broker_config, jvm or JvmSettings(), first_id=first_broker_id, voters=voters
+                brokers,
+                racks,
+                [],
+                broker_config,
+                jvm or JvmSettings(),
+                first_id=first_broker_id,
+                voters=voters,
+                log_dirs=log_dirs,
             )
         except BaseException:
             cluster.stop()
@@ -252,6 +261,7 @@ class KraftCluster:
         *,
         first_id: int = 0,
         voters: Mapping[int, str] | None = None,
+        log_dirs: int = 1,
     ) -> None:
         """Format and start the brokers (ids from ``first_id``) on free ports; return once all
         are ready. They find the quorum through ``controller_addresses`` (its bootstrap servers)
@@ -264,8 +274,9 @@ class KraftCluster:
             address = f"{HOST}:{port}"
             rack = rack_name((broker_id - first_id) % racks)
             node_dir = self.data_dir / f"broker-{broker_id}"
+            directories = broker_log_dirs(node_dir, log_dirs)
             properties = broker_properties(
-                broker_id, address, rack, controller_addresses, node_dir / "data", count, config, static_voters=voters
+                broker_id, address, rack, controller_addresses, directories, count, config, static_voters=voters
             )
             return _write_node(broker_id, "broker", address, rack, node_dir, properties, settings)
 
@@ -515,6 +526,14 @@ class KraftCluster:
         if not alive(node.pid):
             raise ProcessLookupError(f"{node.role} {node_id} (pid {node.pid}) is not running")
         return node
+
+
+def broker_log_dirs(node_dir: Path, count: int) -> list[Path]:
+    """A broker's ``count`` log directories: ``data`` (which also holds the metadata log), then
+    ``data-1``, ``data-2`` ... Kafka's storage tool formats each one (its own directory id)."""
+    if count < 1:
+        raise ValueError(f"a broker needs at least one log directory, got {count}")
+    return [node_dir / "data", *(node_dir / f"data-{i}" for i in range(1, count))]
 
 
 def check_shape(controllers: int, brokers: int, racks: int) -> None:

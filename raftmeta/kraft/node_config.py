@@ -113,7 +113,7 @@ def broker_properties(
     address: str,
     rack: str,
     bootstrap_controllers: Sequence[str],
-    log_dir: Path,
+    log_dir: Path | Sequence[Path],
     brokers: int,
     overrides: Mapping[str, str] | None = None,
     *,
@@ -143,7 +143,8 @@ def broker_properties(
         "inter.broker.listener.name": BROKER_LISTENER,
         "controller.listener.names": CONTROLLER_LISTENER,
         "listener.security.protocol.map": f"{CONTROLLER_LISTENER}:PLAINTEXT,{BROKER_LISTENER}:PLAINTEXT",
-        "log.dirs": str(log_dir),
+        # Several (JBOD, KIP-858): each replica in one of them, the metadata log in the first.
+        "log.dirs": str(log_dir) if isinstance(log_dir, Path) else ",".join(str(d) for d in log_dir),
         "offsets.topic.replication.factor": replicas,
         "transaction.state.log.replication.factor": replicas,
         "transaction.state.log.min.isr": min_isr,

@@ -200,13 +200,15 @@ def up(
     timeout_s: float = 30.0,
     fleet_args: list[str] | None = None,
     kafka_brokers: int = 0,
+    kafka_broker_log_dirs: int = 1,
 ) -> LocalQuorum:
     """Start ``nodes`` voter processes, ``observers`` more (ids after the voters': they replicate
     and can be made voters with ``quorum add-controller``), a simulated broker fleet (``brokers``)
     or ``kafka_brokers`` real Apache Kafka brokers (ids from :data:`KAFKA_BROKER_FIRST_ID`, in
     ``racks`` racks, on the nodes' Kafka listeners, which ``kafka_brokers`` turns on); return once
-    a leader is elected and the brokers have registered (the real ones unfenced). ``tls``: mutual
-    TLS everywhere, with certificates in DIR/tls."""
+    a leader is elected and the brokers have registered (the real ones unfenced), each real one
+    with ``kafka_broker_log_dirs`` log directories (JBOD). ``tls``: mutual TLS everywhere, with
+    certificates in DIR/tls."""
     if kafka_brokers and brokers:
         raise ValueError("--brokers and --kafka-brokers: a quorum runs simulated or real brokers, not both")
     if kafka_brokers and tls:
@@ -305,14 +307,19 @@ def up(
         quorum.save()
         wait_for_brokers(quorum, brokers, timeout_s)
     if kafka_brokers:
-        start_kafka_brokers(quorum, kafka_brokers, racks, {i: kafka_addresses[i] for i in voters})
+        start_kafka_brokers(
+            quorum, kafka_brokers, racks, {i: kafka_addresses[i] for i in voters}, log_dirs=kafka_broker_log_dirs
+        )
     return quorum
 
 
-def start_kafka_brokers(quorum: LocalQuorum, count: int, racks: int, voters: dict[int, str]) -> None:
+def start_kafka_brokers(
+    quorum: LocalQuorum, count: int, racks: int, voters: dict[int, str], *, log_dirs: int = 1
+) -> None:
     """Format and start ``count`` real Kafka brokers on the voters' Kafka listeners (``voters``:
-    id -> host:port), in DIR/kafka-brokers, with raftmeta's cluster id; return once each is
-    registered and unfenced. Every process of the quorum is stopped if they cannot start."""
+    id -> host:port), in DIR/kafka-brokers, with raftmeta's cluster id and ``log_dirs`` log
+    directories each; return once each is registered and unfenced. Every process of the quorum
+    is stopped if they cannot start."""
     from raftmeta.kraft.cluster import KraftCluster  # the JVM launcher: only for real brokers
 
     directory = Path(quorum.data_dir) / KAFKA_BROKERS_DIR
@@ -326,6 +333,7 @@ def start_kafka_brokers(quorum: LocalQuorum, count: int, racks: int, voters: dic
             brokers=count,
             racks=racks,
             first_broker_id=KAFKA_BROKER_FIRST_ID,
+            log_dirs=log_dirs,
         )
     except BaseException:
         down(quorum)

@@ -30,8 +30,11 @@ from google.protobuf.message import DecodeError
 
 from raftmeta.v1 import records_pb2
 
-# (replicas, isr, leader, leader_epoch, partition_epoch, removing_replicas, adding_replicas)
-PartitionState: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], int, int, int, tuple[int, ...], tuple[int, ...]]
+# (replicas, isr, leader, leader_epoch, partition_epoch, removing_replicas, adding_replicas, directories):
+# the controller's PartitionRegistration (directories: one 16-byte id per replica, or none)
+PartitionState: TypeAlias = tuple[
+    tuple[int, ...], tuple[int, ...], int, int, int, tuple[int, ...], tuple[int, ...], tuple[bytes, ...]
+]
 # (replicas, isr, leader, leader_epoch, partition_epoch) of a partition not being reassigned
 NewPartitionState: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], int, int, int]
 
@@ -47,6 +50,7 @@ _ADDING = 0x32  # = 6, packed
 _LEADER = b"\x38"  # = 7
 _LEADER_EPOCH = b"\x40"  # = 8
 _PARTITION_EPOCH = b"\x48"  # = 9
+_DIRECTORY = b"\x52\x10"  # = 10, one length-delimited 16-byte entry per directory (bytes are never packed)
 
 
 def varint(value: int) -> bytes:
@@ -99,7 +103,7 @@ class PartitionEncoder:
         """The fields of ``part``'s PartitionRecord after ``partition_id``: everything its state
         says. Partitions in equal states have equal tails."""
         parts = []
-        replicas, isr, leader, leader_epoch, partition_epoch, removing, adding = part
+        replicas, isr, leader, leader_epoch, partition_epoch, removing, adding, directories = part
         if replicas:
             replicas_field = self._field(_REPLICAS, replicas)
             parts.append(replicas_field)
@@ -118,6 +122,8 @@ class PartitionEncoder:
             parts.append(_LEADER_EPOCH + _int(leader_epoch))
         if partition_epoch:
             parts.append(_PARTITION_EPOCH + _int(partition_epoch))
+        for directory in directories:
+            parts.append(_DIRECTORY + directory)  # 16 bytes each (the mapping refuses any other size)
         return b"".join(parts)
 
     def record(self, topic_prefix: bytes, partition_id: int, part: PartitionState) -> bytes:
@@ -266,6 +272,7 @@ def read_partition_state_by_protobuf(tail: bytes) -> NewPartitionState | None:
         or parsed.partition_id
         or parsed.removing_replicas
         or parsed.adding_replicas
+        or parsed.directories  # a state this reader does not hold: the general path reads it
         or parsed.SerializeToString() != tail
     ):
         return None

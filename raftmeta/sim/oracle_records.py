@@ -133,7 +133,22 @@ class CommittedLogRules:
         self.brokers = {b.id: _Broker(b.epoch, b.fenced) for b in image.brokers.values()}
         self.topics = {
             topic.topic_id: _Topic(
-                topic.name, topic.topic_id, [_Partition(*part) for part in topic.partitions], dict(topic.configs)
+                topic.name,
+                topic.topic_id,
+                # The image's state but the directories (KIP-858), which no rule here judges.
+                [
+                    _Partition(
+                        p.replicas,
+                        p.isr,
+                        p.leader,
+                        p.leader_epoch,
+                        p.partition_epoch,
+                        p.removing_replicas,
+                        p.adding_replicas,
+                    )
+                    for p in topic.partitions
+                ],
+                dict(topic.configs),
             )
             for _, topic in image.topics.iter_items()
         }
@@ -382,8 +397,10 @@ class CommittedLogRules:
                         f"{at} still holds removed topic {name!r} ({id_text(topic_id)}): {', '.join(left)}",
                     )
                 continue
+            # No directories (KIP-858): the simulated brokers register no log directory, so every
+            # replica's is MIGRATING, which a partition keeps as none.
             mine = [
-                (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.removing, p.adding)
+                (p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.removing, p.adding, ())
                 for p in topic.partitions
             ]
             theirs = [tuple(p) for p in shown.partitions] if shown is not None else None

@@ -713,6 +713,7 @@ class RegisterBrokerRequest(_message.Message):
     POOL_FIELD_NUMBER: _builtins.int
     ENDPOINTS_FIELD_NUMBER: _builtins.int
     CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    LOG_DIRS_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     incarnation_id: _builtins.bytes
     """16-byte uuid chosen by the broker process at start; a new one means a new incarnation."""
@@ -722,6 +723,13 @@ class RegisterBrokerRequest(_message.Message):
     """The broker's view of the cluster id; must match, if set."""
     @_builtins.property
     def endpoints(self) -> _containers.RepeatedCompositeFieldContainer[Global___BrokerEndpointInfo]: ...
+    @_builtins.property
+    def log_dirs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The broker's online log directories (16-byte uuids, KIP-858), as a Kafka broker's
+        BrokerRegistration LogDirs: none reserved (the first 100 uuids), none twice, none another
+        registered broker's (INVALID_REGISTRATION). Empty for a broker without log directories.
+        """
+
     def __init__(
         self,
         *,
@@ -731,10 +739,11 @@ class RegisterBrokerRequest(_message.Message):
         pool: _builtins.str | None = ...,
         endpoints: _abc.Iterable[Global___BrokerEndpointInfo] | None = ...,
         cluster_id: _builtins.str = ...,
+        log_dirs: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "pool", b"pool", "rack", b"rack"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "broker_id", b"broker_id", "cluster_id", b"cluster_id", "endpoints", b"endpoints", "incarnation_id", b"incarnation_id", "pool", b"pool", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "broker_id", b"broker_id", "cluster_id", b"cluster_id", "endpoints", b"endpoints", "incarnation_id", b"incarnation_id", "log_dirs", b"log_dirs", "pool", b"pool", "rack", b"rack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__pool: _TypeAlias = _typing.Literal["pool"]  # noqa: Y015
     _WhichOneofArgType__pool: _TypeAlias = _typing.Literal["_pool", b"_pool"]  # noqa: Y015
@@ -1203,6 +1212,185 @@ class AlterPartitionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AlterPartitionResponse: _TypeAlias = AlterPartitionResponse  # noqa: Y015
+
+@_typing.final
+class AssignReplicasToDirsRequest(_message.Message):
+    """Kafka's AssignReplicasToDirs (KIP-858): a broker says which of its log directories holds each
+    of its replicas. Per partition the controller writes a PartitionChangeRecord putting the
+    directory at the broker's place in the partition's replica list (none when it is already there).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    DIRECTORIES_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    broker_epoch: _builtins.int
+    @_builtins.property
+    def directories(self) -> _containers.RepeatedCompositeFieldContainer[Global___AssignReplicasDirectory]: ...
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+        directories: _abc.Iterable[Global___AssignReplicasDirectory] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "directories", b"directories"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignReplicasToDirsRequest: _TypeAlias = AssignReplicasToDirsRequest  # noqa: Y015
+
+@_typing.final
+class AssignReplicasDirectory(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    id: _builtins.bytes
+    """16-byte log directory uuid."""
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AssignReplicasTopic]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.bytes = ...,
+        topics: _abc.Iterable[Global___AssignReplicasTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignReplicasDirectory: _TypeAlias = AssignReplicasDirectory  # noqa: Y015
+
+@_typing.final
+class AssignReplicasTopic(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    topic_id: _builtins.bytes
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        topic_id: _builtins.bytes = ...,
+        partitions: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic_id", b"topic_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignReplicasTopic: _TypeAlias = AssignReplicasTopic  # noqa: Y015
+
+@_typing.final
+class AssignReplicasToDirsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    DIRECTORIES_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """Request-level: STALE_BROKER_EPOCH (the sender's broker epoch is not its registered one),
+    BROKER_ID_NOT_REGISTERED.
+    """
+    error_message: _builtins.str
+    @_builtins.property
+    def directories(self) -> _containers.RepeatedCompositeFieldContainer[Global___AssignReplicasDirectoryResult]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        directories: _abc.Iterable[Global___AssignReplicasDirectoryResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["directories", b"directories", "error_code", b"error_code", "error_message", b"error_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignReplicasToDirsResponse: _TypeAlias = AssignReplicasToDirsResponse  # noqa: Y015
+
+@_typing.final
+class AssignReplicasDirectoryResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    id: _builtins.bytes
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___AssignReplicasTopicResult]: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.bytes = ...,
+        topics: _abc.Iterable[Global___AssignReplicasTopicResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignReplicasDirectoryResult: _TypeAlias = AssignReplicasDirectoryResult  # noqa: Y015
+
+@_typing.final
+class AssignReplicasTopicResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    topic_id: _builtins.bytes
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AssignReplicasPartitionResult]: ...
+    def __init__(
+        self,
+        *,
+        topic_id: _builtins.bytes = ...,
+        partitions: _abc.Iterable[Global___AssignReplicasPartitionResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions", "topic_id", b"topic_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignReplicasTopicResult: _TypeAlias = AssignReplicasTopicResult  # noqa: Y015
+
+@_typing.final
+class AssignReplicasPartitionResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_INDEX_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    partition_index: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (the broker is no replica)."""
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        partition_index: _builtins.int = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "partition_index", b"partition_index"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignReplicasPartitionResult: _TypeAlias = AssignReplicasPartitionResult  # noqa: Y015
 
 @_typing.final
 class DescribeClusterRequest(_message.Message):

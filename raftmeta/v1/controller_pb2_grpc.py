@@ -79,6 +79,11 @@ class ControllerServiceStub:
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
                 response_deserializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
                 _registered_method=True)
+        self.AssignReplicasToDirs = channel.unary_unary(
+                '/raftmeta.v1.ControllerService/AssignReplicasToDirs',
+                request_serializer=raftmeta_dot_v1_dot_controller__pb2.AssignReplicasToDirsRequest.SerializeToString,
+                response_deserializer=raftmeta_dot_v1_dot_controller__pb2.AssignReplicasToDirsResponse.FromString,
+                _registered_method=True)
         self.DescribeCluster = channel.unary_unary(
                 '/raftmeta.v1.ControllerService/DescribeCluster',
                 request_serializer=raftmeta_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
@@ -183,6 +188,12 @@ class ControllerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AlterPartition(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AssignReplicasToDirs(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -295,6 +306,11 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.AlterPartition,
                     request_deserializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionRequest.FromString,
                     response_serializer=raftmeta_dot_v1_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
+            ),
+            'AssignReplicasToDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AssignReplicasToDirs,
+                    request_deserializer=raftmeta_dot_v1_dot_controller__pb2.AssignReplicasToDirsRequest.FromString,
+                    response_serializer=raftmeta_dot_v1_dot_controller__pb2.AssignReplicasToDirsResponse.SerializeToString,
             ),
             'DescribeCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeCluster,
@@ -590,6 +606,33 @@ class ControllerService:
             '/raftmeta.v1.ControllerService/AlterPartition',
             raftmeta_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
             raftmeta_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AssignReplicasToDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftmeta.v1.ControllerService/AssignReplicasToDirs',
+            raftmeta_dot_v1_dot_controller__pb2.AssignReplicasToDirsRequest.SerializeToString,
+            raftmeta_dot_v1_dot_controller__pb2.AssignReplicasToDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

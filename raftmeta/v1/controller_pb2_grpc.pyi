@@ -52,6 +52,7 @@ class ControllerServiceStub:
     UnregisterBroker: _grpc.UnaryUnaryMultiCallable[_controller_pb2.UnregisterBrokerRequest, _controller_pb2.UnregisterBrokerResponse]
     AllocateProducerIds: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AllocateProducerIdsRequest, _controller_pb2.AllocateProducerIdsResponse]
     AlterPartition: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionRequest, _controller_pb2.AlterPartitionResponse]
+    AssignReplicasToDirs: _grpc.UnaryUnaryMultiCallable[_controller_pb2.AssignReplicasToDirsRequest, _controller_pb2.AssignReplicasToDirsResponse]
     DescribeCluster: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeClusterRequest, _controller_pb2.DescribeClusterResponse]
     DescribeQuorum: _grpc.UnaryUnaryMultiCallable[_controller_pb2.DescribeQuorumRequest, _controller_pb2.DescribeQuorumResponse]
     ElectLeaders: _grpc.UnaryUnaryMultiCallable[_controller_pb2.ElectLeadersRequest, _controller_pb2.ElectLeadersResponse]
@@ -75,6 +76,7 @@ class ControllerServiceAsyncStub(ControllerServiceStub):
     UnregisterBroker: _aio.UnaryUnaryMultiCallable[_controller_pb2.UnregisterBrokerRequest, _controller_pb2.UnregisterBrokerResponse]  # type: ignore[assignment]
     AllocateProducerIds: _aio.UnaryUnaryMultiCallable[_controller_pb2.AllocateProducerIdsRequest, _controller_pb2.AllocateProducerIdsResponse]  # type: ignore[assignment]
     AlterPartition: _aio.UnaryUnaryMultiCallable[_controller_pb2.AlterPartitionRequest, _controller_pb2.AlterPartitionResponse]  # type: ignore[assignment]
+    AssignReplicasToDirs: _aio.UnaryUnaryMultiCallable[_controller_pb2.AssignReplicasToDirsRequest, _controller_pb2.AssignReplicasToDirsResponse]  # type: ignore[assignment]
     DescribeCluster: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeClusterRequest, _controller_pb2.DescribeClusterResponse]  # type: ignore[assignment]
     DescribeQuorum: _aio.UnaryUnaryMultiCallable[_controller_pb2.DescribeQuorumRequest, _controller_pb2.DescribeQuorumResponse]  # type: ignore[assignment]
     ElectLeaders: _aio.UnaryUnaryMultiCallable[_controller_pb2.ElectLeadersRequest, _controller_pb2.ElectLeadersResponse]  # type: ignore[assignment]
@@ -149,6 +151,13 @@ class ControllerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _controller_pb2.AlterPartitionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_controller_pb2.AlterPartitionResponse, _abc.Awaitable[_controller_pb2.AlterPartitionResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AssignReplicasToDirs(
+        self,
+        request: _controller_pb2.AssignReplicasToDirsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_controller_pb2.AssignReplicasToDirsResponse, _abc.Awaitable[_controller_pb2.AssignReplicasToDirsResponse]]: ...
 
     @_abc_1.abstractmethod
     def DescribeCluster(

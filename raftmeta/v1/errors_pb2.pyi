@@ -83,6 +83,10 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     """
     NEW_LEADER_ELECTED: _ErrorCode.ValueType  # 108
     """AlterPartition: the change completed a reassignment and moved leadership off the requester."""
+    INVALID_REGISTRATION: _ErrorCode.ValueType  # 119
+    """BrokerRegistration: a log directory id that is reserved, named twice, or registered by
+    another broker (Kafka's InvalidRegistrationException).
+    """
     INVALID_VOTER_KEY: _ErrorCode.ValueType  # 125
     """Vote: the receiver is not the replica (id and directory id) the candidate's voter set names."""
     DUPLICATE_VOTER: _ErrorCode.ValueType  # 126
@@ -147,6 +151,10 @@ epoch is not the registered one.
 """
 NEW_LEADER_ELECTED: ErrorCode.ValueType  # 108
 """AlterPartition: the change completed a reassignment and moved leadership off the requester."""
+INVALID_REGISTRATION: ErrorCode.ValueType  # 119
+"""BrokerRegistration: a log directory id that is reserved, named twice, or registered by
+another broker (Kafka's InvalidRegistrationException).
+"""
 INVALID_VOTER_KEY: ErrorCode.ValueType  # 125
 """Vote: the receiver is not the replica (id and directory id) the candidate's voter set names."""
 DUPLICATE_VOTER: ErrorCode.ValueType  # 126

@@ -98,6 +98,7 @@ class PartitionRecord(_message.Message):
     LEADER_FIELD_NUMBER: _builtins.int
     LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     PARTITION_EPOCH_FIELD_NUMBER: _builtins.int
+    DIRECTORIES_FIELD_NUMBER: _builtins.int
     topic_id: _builtins.bytes
     partition_id: _builtins.int
     leader: _builtins.int
@@ -120,6 +121,13 @@ class PartitionRecord(_message.Message):
 
     @_builtins.property
     def adding_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def directories(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The log directory (16-byte uuid) of each replica, in replica order (KIP-858; Kafka's
+        PartitionRecord.Directories). Empty: every replica's directory is Kafka's MIGRATING (the
+        all-zero uuid), as Kafka reads an empty list; never written that way otherwise.
+        """
+
     def __init__(
         self,
         *,
@@ -132,10 +140,11 @@ class PartitionRecord(_message.Message):
         leader: _builtins.int = ...,
         leader_epoch: _builtins.int = ...,
         partition_epoch: _builtins.int = ...,
+        directories: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "partition_epoch", b"partition_epoch", "partition_id", b"partition_id", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic_id", b"topic_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adding_replicas", b"adding_replicas", "directories", b"directories", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "partition_epoch", b"partition_epoch", "partition_id", b"partition_id", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic_id", b"topic_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -179,6 +188,7 @@ class PartitionChangeRecord(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     PARTITION_EPOCH_FIELD_NUMBER: _builtins.int
     UNCLEAN_ELECTION_FIELD_NUMBER: _builtins.int
+    DIRECTORIES_FIELD_NUMBER: _builtins.int
     topic_id: _builtins.bytes
     partition_id: _builtins.int
     leader: _builtins.int
@@ -199,6 +209,12 @@ class PartitionChangeRecord(_message.Message):
     def removing_replicas(self) -> Global___BrokerIdList: ...
     @_builtins.property
     def adding_replicas(self) -> Global___BrokerIdList: ...
+    @_builtins.property
+    def directories(self) -> Global___DirectoryList:
+        """The replicas' log directories after this change, in replica order (KIP-858). Absent =
+        unchanged (or, with new replicas, all MIGRATING, as Kafka's PartitionRegistration.merge reads it).
+        """
+
     def __init__(
         self,
         *,
@@ -212,13 +228,16 @@ class PartitionChangeRecord(_message.Message):
         leader_epoch: _builtins.int = ...,
         partition_epoch: _builtins.int = ...,
         unclean_election: _builtins.bool = ...,
+        directories: Global___DirectoryList | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_adding_replicas", b"_adding_replicas", "_isr", b"_isr", "_leader", b"_leader", "_removing_replicas", b"_removing_replicas", "_replicas", b"_replicas", "adding_replicas", b"adding_replicas", "isr", b"isr", "leader", b"leader", "removing_replicas", b"removing_replicas", "replicas", b"replicas"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_adding_replicas", b"_adding_replicas", "_directories", b"_directories", "_isr", b"_isr", "_leader", b"_leader", "_removing_replicas", b"_removing_replicas", "_replicas", b"_replicas", "adding_replicas", b"adding_replicas", "directories", b"directories", "isr", b"isr", "leader", b"leader", "removing_replicas", b"removing_replicas", "replicas", b"replicas"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_adding_replicas", b"_adding_replicas", "_isr", b"_isr", "_leader", b"_leader", "_removing_replicas", b"_removing_replicas", "_replicas", b"_replicas", "adding_replicas", b"adding_replicas", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "partition_epoch", b"partition_epoch", "partition_id", b"partition_id", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic_id", b"topic_id", "unclean_election", b"unclean_election"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_adding_replicas", b"_adding_replicas", "_directories", b"_directories", "_isr", b"_isr", "_leader", b"_leader", "_removing_replicas", b"_removing_replicas", "_replicas", b"_replicas", "adding_replicas", b"adding_replicas", "directories", b"directories", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "partition_epoch", b"partition_epoch", "partition_id", b"partition_id", "removing_replicas", b"removing_replicas", "replicas", b"replicas", "topic_id", b"topic_id", "unclean_election", b"unclean_election"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__adding_replicas: _TypeAlias = _typing.Literal["adding_replicas"]  # noqa: Y015
     _WhichOneofArgType__adding_replicas: _TypeAlias = _typing.Literal["_adding_replicas", b"_adding_replicas"]  # noqa: Y015
+    _WhichOneofReturnType__directories: _TypeAlias = _typing.Literal["directories"]  # noqa: Y015
+    _WhichOneofArgType__directories: _TypeAlias = _typing.Literal["_directories", b"_directories"]  # noqa: Y015
     _WhichOneofReturnType__isr: _TypeAlias = _typing.Literal["isr"]  # noqa: Y015
     _WhichOneofArgType__isr: _TypeAlias = _typing.Literal["_isr", b"_isr"]  # noqa: Y015
     _WhichOneofReturnType__leader: _TypeAlias = _typing.Literal["leader"]  # noqa: Y015
@@ -230,6 +249,8 @@ class PartitionChangeRecord(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__adding_replicas) -> _WhichOneofReturnType__adding_replicas | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__directories) -> _WhichOneofReturnType__directories | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__isr) -> _WhichOneofReturnType__isr | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__leader) -> _WhichOneofReturnType__leader | None: ...
@@ -239,6 +260,28 @@ class PartitionChangeRecord(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__replicas) -> _WhichOneofReturnType__replicas | None: ...
 
 Global___PartitionChangeRecord: _TypeAlias = PartitionChangeRecord  # noqa: Y015
+
+@_typing.final
+class DirectoryList(_message.Message):
+    """A list of log directory ids (16-byte uuids) whose presence is meaningful (absent = "unchanged")."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    def __init__(
+        self,
+        *,
+        ids: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DirectoryList: _TypeAlias = DirectoryList  # noqa: Y015
 
 @_typing.final
 class RemoveTopicRecord(_message.Message):
@@ -298,6 +341,7 @@ class RegisterBrokerRecord(_message.Message):
     POOL_FIELD_NUMBER: _builtins.int
     ENDPOINTS_FIELD_NUMBER: _builtins.int
     FENCED_FIELD_NUMBER: _builtins.int
+    LOG_DIRS_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     incarnation_id: _builtins.bytes
     """16-byte uuid per broker process start; a re-registration with the same one is idempotent."""
@@ -314,6 +358,13 @@ class RegisterBrokerRecord(_message.Message):
     """Brokers register fenced and are unfenced by their first heartbeat."""
     @_builtins.property
     def endpoints(self) -> _containers.RepeatedCompositeFieldContainer[Global___BrokerEndpoint]: ...
+    @_builtins.property
+    def log_dirs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The broker's online log directories (16-byte uuids; Kafka's RegisterBrokerRecord.LogDirs,
+        KIP-858). Empty: the broker named none (raftmeta's simulated brokers), and every replica
+        placed on it gets Kafka's MIGRATING directory.
+        """
+
     def __init__(
         self,
         *,
@@ -324,10 +375,11 @@ class RegisterBrokerRecord(_message.Message):
         pool: _builtins.str | None = ...,
         endpoints: _abc.Iterable[Global___BrokerEndpoint] | None = ...,
         fenced: _builtins.bool = ...,
+        log_dirs: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "pool", b"pool", "rack", b"rack"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "endpoints", b"endpoints", "fenced", b"fenced", "incarnation_id", b"incarnation_id", "pool", b"pool", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pool", b"_pool", "_rack", b"_rack", "broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "endpoints", b"endpoints", "fenced", b"fenced", "incarnation_id", b"incarnation_id", "log_dirs", b"log_dirs", "pool", b"pool", "rack", b"rack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__pool: _TypeAlias = _typing.Literal["pool"]  # noqa: Y015
     _WhichOneofArgType__pool: _TypeAlias = _typing.Literal["_pool", b"_pool"]  # noqa: Y015

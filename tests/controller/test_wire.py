@@ -24,6 +24,7 @@ from tests.controller.helpers import Context
 INT32 = st.integers(-(2**31), 2**31 - 1)
 SMALL = st.integers(-2, 20_000)  # around the one- and two-byte varint boundaries
 IDS = st.lists(st.one_of(SMALL, INT32), max_size=5).map(tuple)
+DIRECTORIES = st.lists(st.binary(min_size=16, max_size=16), max_size=4).map(tuple)  # 16-byte ids (KIP-858)
 
 
 def protobuf_bytes(topic_id: bytes, pid: int, part: PartitionRegistration) -> bytes:
@@ -38,6 +39,7 @@ def protobuf_bytes(topic_id: bytes, pid: int, part: PartitionRegistration) -> by
             leader=part.leader,
             leader_epoch=part.leader_epoch,
             partition_epoch=part.partition_epoch,
+            directories=part.directories,
         )
     ).SerializeToString()
 
@@ -52,6 +54,7 @@ def protobuf_bytes(topic_id: bytes, pid: int, part: PartitionRegistration) -> by
     epochs=st.tuples(st.one_of(SMALL, INT32), st.one_of(SMALL, INT32)),
     removing=IDS,
     adding=IDS,
+    directories=DIRECTORIES,
 )
 def test_a_partition_encodes_exactly_as_protobuf_does(
     topic_id: bytes,
@@ -62,8 +65,9 @@ def test_a_partition_encodes_exactly_as_protobuf_does(
     epochs: tuple[int, int],
     removing: tuple[int, ...],
     adding: tuple[int, ...],
+    directories: tuple[bytes, ...],
 ) -> None:
-    part = PartitionRegistration(replicas, isr, leader, epochs[0], epochs[1], removing, adding)
+    part = PartitionRegistration(replicas, isr, leader, epochs[0], epochs[1], removing, adding, directories)
     encoder = PartitionEncoder()
     expected = protobuf_bytes(topic_id, pid, part)
     assert encoder.record(encoder.topic_prefix(topic_id), pid, part) == expected
@@ -143,6 +147,7 @@ def test_snapshot_encoder_drops_topics_that_are_gone() -> None:
             partition_epoch=SMALL,
             removing_replicas=IDS,
             adding_replicas=IDS,
+            directories=DIRECTORIES,
         ),
         min_size=1,
         max_size=4,
@@ -216,6 +221,14 @@ def test_reading_a_partition_state_by_hand_equals_protobuf(tail: bytes) -> None:
     """The byte-by-byte reader of replay's fast path is a copy for speed of the protobuf one: the
     same state, or None, for any bytes."""
     assert read_partition_state(tail) == read_partition_state_by_protobuf(tail)
+
+
+def test_a_state_with_directories_is_left_to_the_general_path() -> None:
+    """The fast readers return a state without directories: one whose record holds them (a
+    real broker's replicas, KIP-858) must not come back from them with its directories dropped."""
+    part = PartitionRegistration((1, 2), (1, 2), 1, 0, 0, (), (), (b"\x11" * 16, b"\x22" * 16))
+    assert read_partition_state(state_tail(part)) is None
+    assert read_partition_state_by_protobuf(state_tail(part)) is None
 
 
 def test_the_hand_reader_takes_the_common_shapes_itself(monkeypatch: pytest.MonkeyPatch) -> None:

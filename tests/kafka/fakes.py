@@ -129,6 +129,23 @@ def full_admin() -> FakeAdmin:
                 for t in r.topics
             ]
         ),
+        "AssignReplicasToDirs": lambda r: controller_pb2.AssignReplicasToDirsResponse(
+            directories=[
+                controller_pb2.AssignReplicasDirectoryResult(
+                    id=d.id,
+                    topics=[
+                        controller_pb2.AssignReplicasTopicResult(
+                            topic_id=t.topic_id,
+                            partitions=[
+                                controller_pb2.AssignReplicasPartitionResult(partition_index=p) for p in t.partitions
+                            ],
+                        )
+                        for t in d.topics
+                    ],
+                )
+                for d in r.directories
+            ]
+        ),
         "RemoveRaftVoter": lambda r: controller_pb2.RemoveRaftVoterResponse(
             error_code=errors_pb2.VOTER_NOT_FOUND, error_message="no voter 4"
         ),

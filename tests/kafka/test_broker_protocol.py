@@ -50,9 +50,6 @@ def test_registration_without_a_rack_has_none() -> None:
     [
         ({"is_migrating_zk_broker": True}, 4),
         ({"log_dirs": []}, 4),
-        ({"log_dirs": [uuid.UUID(int=1)]}, 4),  # UNASSIGNED: reserved
-        ({"log_dirs": [uuid.UUID(int=99)]}, 4),  # the last reserved id
-        ({"log_dirs": [DIRECTORY, DIRECTORY]}, 4),
         ({}, 1),  # before v2: no log directories at all
     ],
 )
@@ -69,6 +66,69 @@ def test_registrations_kraft_refuses_never_reach_the_controller(changes: dict[st
 def test_the_lowest_unreserved_directory_id_is_accepted() -> None:
     admin = full_admin()
     assert ask(admin, 62, 4, _registration(log_dirs=[uuid.UUID(int=100)])).error_code == ErrorCode.none
+
+
+def test_the_registrations_log_directories_go_to_the_controller() -> None:
+    """Reserved, repeated or another broker's directories are the controller's to refuse
+    (raftmeta.controller.directories; tests/controller/test_directories.py): it keeps them."""
+    admin = full_admin()
+    ask(admin, 62, 4, _registration(log_dirs=[DIRECTORY, uuid.UUID(int=1)]))
+    assert list(admin.sent(0).log_dirs) == [DIRECTORY.bytes, uuid.UUID(int=1).bytes]
+
+
+def test_a_registration_the_controller_refuses_answers_its_code() -> None:
+    admin = FakeAdmin()
+    admin.answers["RegisterBroker"] = lambda r: controller_pb2.RegisterBrokerResponse(
+        error_code=errors_pb2.INVALID_REGISTRATION, error_message="Reserved directory ID in request"
+    )
+    response = ask(admin, 62, 4, _registration(log_dirs=[uuid.UUID(int=1)]))
+    assert (response.error_code, response.broker_epoch) == (ErrorCode.invalid_registration, -1)
+
+
+def test_assign_replicas_to_dirs_becomes_the_controllers_and_answers_per_partition() -> None:
+    admin = full_admin()
+    admin.answers["AssignReplicasToDirs"] = lambda r: controller_pb2.AssignReplicasToDirsResponse(
+        directories=[
+            controller_pb2.AssignReplicasDirectoryResult(
+                id=r.directories[0].id,
+                topics=[
+                    controller_pb2.AssignReplicasTopicResult(
+                        topic_id=TOPIC_ID.bytes,
+                        partitions=[
+                            controller_pb2.AssignReplicasPartitionResult(partition_index=0),
+                            controller_pb2.AssignReplicasPartitionResult(
+                                partition_index=1, error_code=errors_pb2.NOT_LEADER_OR_FOLLOWER, error_message="no"
+                            ),
+                        ],
+                    )
+                ],
+            )
+        ]
+    )
+    response = ask(admin, 73, 0, REQUESTS[73])
+    sent = admin.sent(0)
+    assert (sent.broker_id, sent.broker_epoch) == (1, 10)
+    assert [(bytes(d.id), [(bytes(t.topic_id), list(t.partitions)) for t in d.topics]) for d in sent.directories] == [
+        (DIRECTORY.bytes, [(TOPIC_ID.bytes, [0, 1])])
+    ]
+    assert response.error_code == ErrorCode.none
+    (directory,) = response.directories
+    assert directory.id_ == DIRECTORY
+    (topic,) = directory.topics
+    assert topic.topic_id == TOPIC_ID
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [
+        (0, ErrorCode.none),
+        (1, ErrorCode.not_leader_or_follower),
+    ]
+
+
+def test_a_stale_assign_replicas_to_dirs_answers_the_top_level_code_only() -> None:
+    admin = FakeAdmin()
+    admin.answers["AssignReplicasToDirs"] = lambda r: controller_pb2.AssignReplicasToDirsResponse(
+        error_code=errors_pb2.STALE_BROKER_EPOCH, error_message="Expected broker epoch 11, but got broker epoch 10"
+    )
+    response = ask(admin, 73, 0, REQUESTS[73])
+    assert (response.error_code, response.directories) == (ErrorCode.stale_broker_epoch, ())
 
 
 def test_a_refused_registration_has_no_epoch() -> None:

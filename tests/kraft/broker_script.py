@@ -1,5 +1,5 @@
 """The broker-protocol golden script: one sequence of BrokerRegistration, BrokerHeartbeat,
-CreateTopics and AlterPartition requests a broker (or a partition leader) sends its controller,
+CreateTopics, AlterPartition and AssignReplicasToDirs requests a broker (or a partition leader) sends its controller,
 run against a real KRaft controller and against raftmeta's Kafka listener.
 
 Each step's answer becomes a flat view (field -> value) with what legitimately differs between
@@ -68,9 +68,7 @@ class Script:
     # -- the requests ---------------------------------------------------------------------------
 
     async def register(self, step: str, broker_id: int, incarnation: int, **changes: Any) -> Any:
-        broker = SimulatedBroker(
-            broker_id, "rack-golden", uuid.UUID(int=incarnation), uuid.UUID(int=(broker_id << 64) | 0x1000)
-        )
+        broker = SimulatedBroker(broker_id, "rack-golden", uuid.UUID(int=incarnation), directory_of(broker_id))
         values = {**registration(broker, self.cluster_id, self.features), **changes}
         response = await self.call(step, 62, 4, values)
         if int(response.error_code.value) == 0:
@@ -195,14 +193,44 @@ async def isr_changes(script: Script) -> None:
     await s.alter("expand to a fenced broker", [B1, B2], partition_epoch=3)
 
 
+def directory_of(broker_id: int) -> uuid.UUID:
+    """The log directory :meth:`Script.register` registers ``broker_id`` with."""
+    return uuid.UUID(int=(broker_id << 64) | 0x1000)
+
+
+async def directory_assignments(script: Script) -> None:
+    """AssignReplicasToDirs (KIP-858) from B1, a replica of the script's partition: its own
+    directory (where the controller already placed it: its only one), the same again, a stale
+    broker epoch, a broker never registered, an unknown topic id and an unknown partition."""
+    s = script
+
+    async def assign(step: str, topics: list[dict[str, Any]], **changes: Any) -> Any:
+        values = {
+            "broker_id": changes.get("broker_id", B1),
+            "broker_epoch": changes.get("broker_epoch", s.broker_epochs[B1]),
+            "directories": [{"id_": directory_of(B1), "topics": topics}],
+        }
+        return await s.call(step, 73, 0, values)
+
+    partition_0 = [{"topic_id": s.topic_id, "partitions": [{"partition_index": 0}]}]
+    await assign("assign B1's replica to its directory", partition_0)
+    await assign("assign B1's replica to its directory again", partition_0)
+    await assign("assign with a stale broker epoch", partition_0, broker_epoch=s.broker_epochs[B1] + STALE)
+    await assign("assign from a broker never registered", partition_0, broker_id=NOT_REGISTERED, broker_epoch=1)
+    unknown = [
+        {"topic_id": UNKNOWN_TOPIC_ID, "partitions": [{"partition_index": 0}, {"partition_index": 1}]},
+        {"topic_id": s.topic_id, "partitions": [{"partition_index": 5}, {"partition_index": 0}]},
+    ]
+    await assign("assign an unknown topic id and an unknown partition", unknown)
+
+
 async def known_differences(script: Script) -> None:
     """The steps where raftmeta answers otherwise on purpose (last: the brokers they register on
     one side only are used by nothing after them)."""
     s = script
     await s.heartbeat("heartbeat B1, want_shut_down, leading the partition", B1, want_shut_down=True)
     await s.register("register B3 without features", B3, 7, features=[])
-    b1_directory = uuid.UUID(int=(B1 << 64) | 0x1000)
-    await s.register("register B4 with B1's log directory", B4, 8, log_dirs=[b1_directory])
+    await s.register("register B4 with B1's log directory", B4, 8, log_dirs=[directory_of(B1)])
 
 
 async def cleanup(script: Script) -> None:

@@ -68,13 +68,6 @@ KNOWN: tuple[KnownDifference, ...] = (
         "register B3 without features",
         ("error_code", "broker_epoch"),
     ),
-    KnownDifference(
-        "no log directories",
-        "raftmeta's registration keeps no log directories, so it cannot see one registered by two "
-        "brokers; KRaft refuses the second (INVALID_REGISTRATION)",
-        "register B4 with B1's log directory",
-        ("error_code", "broker_epoch"),
-    ),
 )
 
 
@@ -127,6 +120,7 @@ async def _run(address: str, cluster_id: str, features: Any, shared: bool) -> li
         try:
             await broker_script.lifecycle(run)
             await broker_script.isr_changes(run)
+            await broker_script.directory_assignments(run)
             await broker_script.known_differences(run)
         finally:
             if shared:

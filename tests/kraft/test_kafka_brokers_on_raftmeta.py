@@ -31,11 +31,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from raftmeta.api.ids import uuid_to_str
 from raftmeta.client import ClientError, RetryPolicy, SyncControllerClient
 from raftmeta.kraft.cluster import KraftCluster
 from raftmeta.local import quorum as local_quorum
 from raftmeta.local.python_command import raftmeta_command
 from raftmeta.v1 import controller_pb2
+from tests.kraft.directories import committed_directories, directory_ids, refused_assignments
 
 pytestmark = [pytest.mark.kraft, pytest.mark.timeout(600)]
 BROKERS = 3
@@ -195,6 +197,41 @@ def _data_flows(plane: dict[str, Any], count: int, suffix: str) -> None:
     missing = sorted(acknowledged - set(seen))
     assert not duplicated and not missing, f"duplicated {duplicated[:5]}, missing {missing[:5]} of {2 * count}"
     assert set(seen) == acknowledged
+
+
+def _broker_directories(data_dir: Path) -> dict[int, str]:
+    """Each broker's log directory id, in Kafka's form (the launcher gives each broker one)."""
+    found = {}
+    for broker in _brokers(data_dir).brokers:
+        (directory,) = directory_ids(broker)
+        found[broker.node_id] = directory
+    return found
+
+
+def test_every_replica_is_committed_in_its_brokers_log_directory(plane: dict[str, Any]) -> None:
+    """KIP-858: each broker registered its log directory (one each, as the launcher gives them),
+    and a new replica starts in its broker's directory, as Kafka's controller places it
+    (``defaultDir``): the committed log names the broker's real directory id for every replica,
+    of topics created through raftmeta's client and Kafka's AdminClient and of the brokers' own
+    ``__consumer_offsets`` -- none left in Kafka's MIGRATING state."""
+    _data_flows(plane, 10, "directories")
+    by_broker = _broker_directories(Path(plane["data_dir"]))
+    assert len(set(by_broker.values())) == BROKERS
+    names = ["striped-directories", "admin-directories", "__consumer_offsets"]
+    with SyncControllerClient(plane["bootstrap_server"], retry=RetryPolicy(deadline_s=30)) as client:
+        described = client.describe_topics(names)
+        high_watermark = client.describe_quorum().high_watermark
+    committed = committed_directories(plane["nodes"][0]["data_dir"], high_watermark)
+    checked = 0
+    for topic in described.topics:
+        assert topic.error_code == 0, topic
+        for partition in topic.partitions:
+            expected = [by_broker[b] for b in partition.replicas]
+            assert committed.get((uuid_to_str(topic.topic_id), partition.partition)) == expected, (
+                f"{topic.name}-{partition.partition}: replicas {list(partition.replicas)}"
+            )
+            checked += 1
+    assert checked == 2 * PARTITIONS + len(next(t for t in described.topics if t.name == names[2]).partitions)
 
 
 def test_messages_flow_through_real_brokers_exactly_once(plane: dict[str, Any]) -> None:
@@ -370,3 +407,12 @@ def test_the_brokers_fetch_as_observers_and_a_stopped_one_gets_its_controlled_sh
     log = brokers.node(stopped).log.read_text()
     assert "The controller has asked us to exit controlled shutdown" in log
     assert "shut down completed" in log
+
+
+def test_no_broker_was_refused_a_directory_assignment(plane: dict[str, Any]) -> None:
+    """Over the whole module -- topics created, brokers killed and restarted, controllers killed
+    and paused -- no broker's AssignmentsManager was refused an assignment (an UnsupportedVersion
+    of the api, or an error per partition): raftmeta serves AssignReplicasToDirs (73) and places
+    new replicas in their brokers' directories. Last in the module, so its logs are the longest."""
+    failures = [line for broker in _brokers(Path(plane["data_dir"])).brokers for line in refused_assignments(broker)]
+    assert not failures, "\n".join(failures[:10])

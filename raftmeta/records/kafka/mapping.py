@@ -7,7 +7,7 @@ records in Kafka's format"), so a raftmeta batch and its Kafka form hold the sam
 raftmeta (records.proto)          Kafka 4.4 (metadata.version :data:`METADATA_VERSION`)
 ================================  =================================================================
 TopicRecord                       TopicRecord v0 (+ broker pool, tagged)
-PartitionRecord                   PartitionRecord v2 (no directories: Kafka reads "migrating")
+PartitionRecord                   PartitionRecord v2 (directories: none when all are "migrating")
 PartitionChangeRecord             PartitionChangeRecord v2 (+ both epochs, unclean election, tagged)
 RemoveTopicRecord                 RemoveTopicRecord v0
 RegisterBrokerRecord              RegisterBrokerRecord v4 (+ broker pool, tagged)
@@ -157,6 +157,7 @@ def _endpoints(endpoints: Sequence[records_pb2.BrokerEndpoint], where: str) -> t
 
 def kafka_partition(p: records_pb2.PartitionRecord) -> fast.KafkaPartition:
     """A PartitionRecord's Kafka fields (the fast path's input)."""
+    directories = p.directories
     return fast.KafkaPartition(
         _uuid(p.topic_id, "PartitionRecord.topic_id"),
         p.partition_id,
@@ -167,7 +168,16 @@ def kafka_partition(p: records_pb2.PartitionRecord) -> fast.KafkaPartition:
         p.leader,
         p.leader_epoch,
         p.partition_epoch,
+        # Most partitions have none (every replica MIGRATING): no call for them, this is per record.
+        _directories(directories, "PartitionRecord.directories") if directories else (),
     )
+
+
+def _directories(ids: Sequence[bytes], where: str) -> tuple[bytes, ...]:
+    """Log directory ids (KIP-858), each a Kafka Uuid."""
+    if not ids:
+        return ()  # most partitions (every replica MIGRATING): no per-call generator
+    return tuple(_uuid(raw, f"{where}[{i}]") for i, raw in enumerate(ids))
 
 
 def kafka_partition_change(c: records_pb2.PartitionChangeRecord) -> fast.KafkaPartitionChange:
@@ -183,6 +193,9 @@ def kafka_partition_change(c: records_pb2.PartitionChangeRecord) -> fast.KafkaPa
         replicas=tuple(c.replicas.ids) if c.HasField("replicas") else None,
         removing_replicas=tuple(c.removing_replicas.ids) if c.HasField("removing_replicas") else None,
         adding_replicas=tuple(c.adding_replicas.ids) if c.HasField("adding_replicas") else None,
+        directories=(
+            _directories(c.directories.ids, "PartitionChangeRecord.directories") if c.HasField("directories") else None
+        ),
         raftmeta_leader_epoch=c.leader_epoch,
         raftmeta_partition_epoch=c.partition_epoch,
         raftmeta_unclean_election=c.unclean_election,
@@ -206,6 +219,7 @@ def to_kafka_record(record: records_pb2.MetadataRecord) -> LogRecord:
             Leader=p.leader,
             LeaderEpoch=p.leader_epoch,
             PartitionEpoch=p.partition_epoch,
+            Directories=tuple(Uuid(d) for d in p.directories),
         )
     if kind == "partition_change":
         c = kafka_partition_change(record.partition_change)
@@ -219,6 +233,7 @@ def to_kafka_record(record: records_pb2.MetadataRecord) -> LogRecord:
             Replicas=c.replicas,
             RemovingReplicas=c.removing_replicas,
             AddingReplicas=c.adding_replicas,
+            Directories=None if c.directories is None else tuple(Uuid(d) for d in c.directories),
             RaftmetaLeaderEpoch=c.raftmeta_leader_epoch,
             RaftmetaPartitionEpoch=c.raftmeta_partition_epoch,
             RaftmetaUncleanElection=c.raftmeta_unclean_election,
@@ -248,6 +263,7 @@ def to_kafka_record(record: records_pb2.MetadataRecord) -> LogRecord:
             EndPoints=_endpoints(b.endpoints, "RegisterBrokerRecord"),
             Rack=b.rack if b.HasField("rack") else None,
             Fenced=b.fenced,
+            LogDirs=tuple(Uuid(d) for d in _directories(b.log_dirs, "RegisterBrokerRecord.log_dirs")),
             RaftmetaBrokerPool=b.pool if b.HasField("pool") else None,
         )
     if kind == "unregister_broker":
@@ -426,6 +442,17 @@ class _Fields:
         assert value is None or isinstance(value, tuple)
         return value
 
+    def uuids(self, name: str) -> tuple[bytes, ...]:
+        value = self.optional_uuids(name)
+        return () if value is None else value
+
+    def optional_uuids(self, name: str) -> tuple[bytes, ...] | None:
+        value = self.values[name]
+        if value is None:
+            return None
+        assert isinstance(value, tuple)
+        return tuple(item.raw for item in value)
+
     def structs(self, name: str) -> tuple[_Fields, ...]:
         value = self.values[name]
         assert isinstance(value, tuple)
@@ -459,6 +486,7 @@ def from_kafka_record(record: LogRecord) -> records_pb2.MetadataRecord:
                 leader=d.integer("Leader"),
                 leader_epoch=d.integer("LeaderEpoch"),
                 partition_epoch=d.integer("PartitionEpoch"),
+                directories=d.uuids("Directories"),
             )
         )
     elif key == _PARTITION_CHANGE:
@@ -470,6 +498,7 @@ def from_kafka_record(record: LogRecord) -> records_pb2.MetadataRecord:
             replicas=d.optional_ids("Replicas"),
             removing_replicas=d.optional_ids("RemovingReplicas"),
             adding_replicas=d.optional_ids("AddingReplicas"),
+            directories=d.optional_uuids("Directories"),
             raftmeta_leader_epoch=d.integer("RaftmetaLeaderEpoch"),
             raftmeta_partition_epoch=d.integer("RaftmetaPartitionEpoch"),
             raftmeta_unclean_election=bool(d.values["RaftmetaUncleanElection"]),
@@ -497,6 +526,7 @@ def from_kafka_record(record: LogRecord) -> records_pb2.MetadataRecord:
         for e in d.structs("EndPoints"):
             b.endpoints.add(name=e.text("Name"), host=e.text("Host"), port=e.integer("Port"))
         b.fenced = bool(d.values["Fenced"])
+        b.log_dirs.extend(d.uuids("LogDirs"))
     elif key == _UNREGISTER_BROKER:
         out.unregister_broker.broker_id = d.integer("BrokerId")
         out.unregister_broker.broker_epoch = d.integer("BrokerEpoch")
@@ -567,6 +597,9 @@ def _fill_change(out: records_pb2.PartitionChangeRecord, c: fast.KafkaPartitionC
         out.removing_replicas.ids.extend(c.removing_replicas)
     if c.adding_replicas is not None:
         out.adding_replicas.ids.extend(c.adding_replicas)
+    if c.directories is not None:
+        out.directories.SetInParent()
+        out.directories.ids.extend(c.directories)
     out.leader_epoch = c.raftmeta_leader_epoch
     out.partition_epoch = c.raftmeta_partition_epoch
     out.unclean_election = c.raftmeta_unclean_election
@@ -658,6 +691,7 @@ def from_kafka_value_bytes(control: bool, key: bytes | None, value: bytes | None
                     partition.partition_epoch,
                     partition.removing_replicas,
                     partition.adding_replicas,
+                    partition.directories,
                 )
                 if len(_WIRE_BY_KAFKA_TAIL) >= fast.TAIL_CACHE_MAX:
                     _WIRE_BY_KAFKA_TAIL.clear()
@@ -691,6 +725,7 @@ def _partition_record(p: fast.KafkaPartition) -> records_pb2.MetadataRecord:
             leader=p.leader,
             leader_epoch=p.leader_epoch,
             partition_epoch=p.partition_epoch,
+            directories=p.directories,
         )
     )
 

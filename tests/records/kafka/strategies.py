@@ -16,6 +16,7 @@ UUID = st.binary(min_size=16, max_size=16)
 TEXT = st.text(max_size=12)
 IDS = st.lists(st.integers(0, (1 << 31) - 1), max_size=6)
 PORT = st.integers(0, 65535)
+DIRECTORIES = st.lists(UUID, max_size=4)  # KIP-858 log directory ids
 
 
 @st.composite
@@ -31,6 +32,7 @@ def partition(draw: st.DrawFn) -> records_pb2.MetadataRecord:
             leader=draw(BROKER),
             leader_epoch=draw(INT32),
             partition_epoch=draw(INT32),
+            directories=draw(DIRECTORIES),
         )
     )
 
@@ -50,6 +52,9 @@ def partition_change(draw: st.DrawFn) -> records_pb2.MetadataRecord:
         if draw(st.booleans()):
             getattr(change, name).ids.extend(draw(IDS))
             getattr(change, name).SetInParent()
+    if draw(st.booleans()):
+        change.directories.SetInParent()
+        change.directories.ids.extend(draw(DIRECTORIES))
     return records_pb2.MetadataRecord(partition_change=change)
 
 
@@ -74,6 +79,7 @@ def register_broker(draw: st.DrawFn) -> records_pb2.MetadataRecord:
             )
             for _ in range(draw(st.integers(0, 3)))
         ],
+        log_dirs=draw(DIRECTORIES),
     )
     if draw(st.booleans()):
         record.rack = draw(TEXT)
