@@ -28,22 +28,24 @@ def with_damage(log: list[Entry], *offsets: int) -> list[Entry]:
     return [damaged(e) if e.base_offset in offsets else e for e in log]
 
 
-def restart(net: Net, node: int, damage: list[int]) -> RaftCore:
-    """Restart ``node`` from its own log with the batches at ``damage`` rotten on its disk."""
+def restart(net: Net, node: int, damage: list[int], entries: list[Entry] | None = None) -> RaftCore:
+    """Restart ``node`` with the batches at ``damage`` rotten on its disk: its own log with those
+    batches damaged, or ``entries`` as its disk holds them (a zeroed range, say). What it applied
+    and readied before the restart is forgotten, as a new process forgets it."""
     old = net.cores[node]
-    entries = with_damage(old.log.entries(), *damage)
     core = RaftCore(
         old.config,
         old._random,
         net.now,
         quorum_state=net.persisted.get(node),
-        entries=entries,
+        entries=with_damage(old.log.entries(), *damage) if entries is None else entries,
         high_watermark=old.high_watermark,
         first_correlation_id=1 << 32,
         damaged=damage,
     )
     net.cores[node] = core
     net.committed[node] = []
+    net.readies[node] = []
     net.drive(node)
     return core
 
@@ -228,19 +230,7 @@ def test_a_follower_repairs_a_damaged_range_batch_by_batch_from_the_leaders_answ
     old = net.cores[follower]
     before = old.log.entries()
     first, last = before[2], before[4]
-    core = RaftCore(
-        old.config,
-        old._random,
-        net.now,
-        quorum_state=net.persisted.get(follower),
-        entries=zeroed_range(before, first.base_offset, last.base_offset),
-        high_watermark=old.high_watermark,
-        first_correlation_id=1 << 32,
-        damaged=[first.base_offset],
-    )
-    net.cores[follower] = core
-    net.committed[follower] = []
-    net.drive(follower)
+    core = restart(net, follower, [first.base_offset], zeroed_range(before, first.base_offset, last.base_offset))
     assert core.vouched_end_offset == first.base_offset
     assert all(e.next_offset <= first.base_offset for e in net.committed[follower]), "nothing applied from it on"
     net.advance(300)
@@ -457,20 +447,7 @@ def test_a_snapshot_ending_inside_a_damaged_range_keeps_the_intact_batches_after
     assert core.high_watermark > last.next_offset and core.log.entry_at(end) is not None
     core.on_snapshot_created(net.now, SnapshotImage(end, before[3].epoch, b""))
     assert core.log.start_offset == end
-    restarted = RaftCore(
-        old.config,
-        old._random,
-        net.now,
-        quorum_state=net.persisted.get(follower),
-        entries=zeroed_range(before, first.base_offset, last.base_offset),
-        high_watermark=old.high_watermark,
-        first_correlation_id=1 << 32,
-        damaged=[first.base_offset],
-    )
-    net.cores[follower] = restarted
-    net.committed[follower] = []
-    net.readies[follower] = []
-    net.drive(follower)
+    restarted = restart(net, follower, [first.base_offset], zeroed_range(before, first.base_offset, last.base_offset))
     net.advance(1000)
     readies = net.readies[follower]
     installs = [r for r in readies if r.install_snapshot is not None]
