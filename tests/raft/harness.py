@@ -155,5 +155,16 @@ class Net:
             waited += 50
         return self.leader()
 
+    def elect_and_commit(self, creates: int) -> int:
+        """Elect a leader and commit ``creates`` batches of one record each, one at a time, on every
+        voter (the high watermark reaches the followers too); returns the leader."""
+        leader = self.elect()
+        for i in range(creates):
+            self.cores[leader].propose(self.now, [b"create-%d" % i])
+            self.drive(leader)
+            self.deliver_all()
+        self.advance(200)
+        return leader
+
     def epochs_of(self, node: int) -> list[int]:
         return [e.epoch for e in self.cores[node].log.entries()]

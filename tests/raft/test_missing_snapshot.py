@@ -16,12 +16,7 @@ def snapshotted_quorum() -> tuple[Net, int, int, int]:
     """Three voters, six creates committed; the leader snapshots at the fifth batch. Returns the
     net, the leader, a follower and the snapshot's end offset."""
     net = Net([1, 2, 3])
-    leader = net.elect()
-    for i in range(6):
-        net.cores[leader].propose(net.now, [b"create-%d" % i])
-        net.drive(leader)
-        net.deliver_all()
-    net.advance(200)
+    leader = net.elect_and_commit(6)
     core = net.cores[leader]
     end = core.log.entries()[4].base_offset
     before = core.log.entry_before(end)

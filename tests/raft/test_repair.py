@@ -73,12 +73,7 @@ def test_a_copy_fills_a_slot_only_intact_and_with_the_slots_offset_epoch_and_end
 # -- a follower ---------------------------------------------------------------------------------------
 def test_a_follower_fetches_from_its_damaged_batch_and_repairs_it_from_the_leaders_answer() -> None:
     net = Net([1, 2, 3])
-    leader = net.elect()
-    for i in range(4):
-        net.cores[leader].propose(net.now, [b"create-%d" % i])
-        net.drive(leader)
-        net.deliver_all()
-    net.advance(200)
+    leader = net.elect_and_commit(4)
     follower = next(n for n in (1, 2, 3) if n != leader)
     before = net.cores[follower].log.entries()
     target = before[2]
@@ -175,12 +170,7 @@ def test_a_single_voter_asks_its_observer_and_stops_when_that_copy_is_damaged_to
 
 def test_a_damaged_batch_the_leader_holds_only_in_its_snapshot_installs_it_and_keeps_the_log_above() -> None:
     net = Net([1, 2, 3])
-    leader = net.elect()
-    for i in range(6):
-        net.cores[leader].propose(net.now, [b"create-%d" % i])
-        net.drive(leader)
-        net.deliver_all()
-    net.advance(200)
+    leader = net.elect_and_commit(6)
     core = net.cores[leader]
     end = core.log.entries()[4].base_offset
     before = core.log.entry_before(end)
@@ -220,12 +210,7 @@ def test_a_copy_fills_the_front_of_a_damaged_range_of_its_epoch_only() -> None:
 
 def test_a_follower_repairs_a_damaged_range_batch_by_batch_from_the_leaders_answers() -> None:
     net = Net([1, 2, 3], fetch_max_bytes=1)  # one batch per answer: the range takes several
-    leader = net.elect()
-    for i in range(6):
-        net.cores[leader].propose(net.now, [b"create-%d" % i])
-        net.drive(leader)
-        net.deliver_all()
-    net.advance(200)
+    leader = net.elect_and_commit(6)
     follower = next(n for n in (1, 2, 3) if n != leader)
     old = net.cores[follower]
     before = old.log.entries()
@@ -432,12 +417,7 @@ def test_a_snapshot_ending_inside_a_damaged_range_keeps_the_intact_batches_after
     one batch per answer), puts them at the back of the range, then installs the snapshot keeping
     its log: the intact batches after the range are never dropped nor fetched again."""
     net = Net([1, 2, 3], fetch_max_bytes=fetch_max_bytes)
-    leader = net.elect()
-    for i in range(8):
-        net.cores[leader].propose(net.now, [b"create-%d" % i])
-        net.drive(leader)
-        net.deliver_all()
-    net.advance(200)
+    leader = net.elect_and_commit(8)
     follower = next(n for n in (1, 2, 3) if n != leader)
     old = net.cores[follower]
     before = old.log.entries()
