@@ -24,9 +24,9 @@ from __future__ import annotations
 import functools
 
 from placement.rng import RandomSource
-from raftmeta.api.ids import id_text
+from raftmeta.api.ids import UUID_BYTES, id_text
 from raftmeta.controller.brokers import check_broker_epoch
-from raftmeta.controller.directories import LOST, MIGRATING, UNASSIGNED, UUID_BYTES, default_dir
+from raftmeta.controller.directories import LOST, MIGRATING, UNASSIGNED, default_dir
 from raftmeta.controller.elections import unclean_enabled
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import BrokerRegistration, MetadataImage, TopicImage

@@ -23,9 +23,8 @@ from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
-from raftmeta.api.ids import id_text
+from raftmeta.api.ids import UUID_BYTES, id_text
 from raftmeta.api.limits import REQUEST_ID_CHARS_MAX
-from raftmeta.controller.directories import UUID_BYTES as DIRECTORY_ID_BYTES
 from raftmeta.controller.directories import normalized
 from raftmeta.controller.encoded import EncodedPartitions, encoded_partitions
 from raftmeta.controller.errors import ReplayError
@@ -767,7 +766,7 @@ def _directories(ids: Sequence[bytes], replica_count: int, what: str) -> tuple[b
     """A record's directories as a partition keeps them (every one MIGRATING: ()), checked as
     Kafka's ``checkDirectories``: one 16-byte id per replica (an empty list is all MIGRATING)."""
     for directory in ids:
-        if len(directory) != DIRECTORY_ID_BYTES:
+        if len(directory) != UUID_BYTES:
             raise ReplayError(f"{what}: a directory id is 16 bytes, got {len(directory)}")
     if ids and len(ids) != replica_count:
         raise ReplayError(

@@ -25,13 +25,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from raftmeta.api.ids import id_text
+from raftmeta.api.ids import UUID_BYTES, id_text
 from raftmeta.controller.image import MetadataImage, PartitionRegistration
 
-UUID_BYTES: Final = 16
-MIGRATING: Final = bytes(16)
-UNASSIGNED: Final = bytes(15) + b"\x01"
-LOST: Final = bytes(15) + b"\x02"
+MIGRATING: Final = bytes(UUID_BYTES)
+UNASSIGNED: Final = bytes(UUID_BYTES - 1) + b"\x01"
+LOST: Final = bytes(UUID_BYTES - 1) + b"\x02"
 # Kafka's DirectoryId.reserved: the first 100 uuids are never a real directory's.
 RESERVED_BELOW: Final = 100
 

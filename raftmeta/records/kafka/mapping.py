@@ -174,9 +174,8 @@ def kafka_partition(p: records_pb2.PartitionRecord) -> fast.KafkaPartition:
 
 
 def _directories(ids: Sequence[bytes], where: str) -> tuple[bytes, ...]:
-    """Log directory ids (KIP-858), each a Kafka Uuid."""
-    if not ids:
-        return ()  # most partitions (every replica MIGRATING): no per-call generator
+    """Log directory ids (KIP-858), each a Kafka Uuid. Most partitions have none (every replica
+    MIGRATING): the per-record caller skips the call for them."""
     return tuple(_uuid(raw, f"{where}[{i}]") for i, raw in enumerate(ids))
 
 
