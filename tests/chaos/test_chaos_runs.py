@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from raftmeta.chaos.cluster import ClusterConfig
 from raftmeta.chaos.nemesis import DEFAULT_FAMILIES, FaultStep
 from raftmeta.chaos.report import write_report
-from raftmeta.chaos.runner import ChaosConfig, run_chaos
+from raftmeta.chaos.runner import ChaosConfig, ChaosResult, run_chaos
 from raftmeta.cli.main import cli
 
 pytestmark = pytest.mark.chaos
@@ -154,6 +154,29 @@ def test_checker_catches_acks_before_commit(tmp_path: Path) -> None:
     assert document["lost_acknowledged"] == result.lost_acknowledged
 
 
+def storage_run(
+    tmp_path: Path, seed: int, variants: tuple[str, ...], check: str, cluster: ClusterConfig | None = None
+) -> ChaosResult:
+    """A 15-second run of storage faults only, the ``variants`` in order (one per step, each held 1-2
+    s), its report written: it passes with nothing acknowledged lost, and its checks include
+    ``check`` and the agreement of every node's committed prefix."""
+    config = ChaosConfig(
+        seed=seed,
+        report_dir=tmp_path / "report",
+        duration_s=15.0,
+        families=("storage",),
+        spark=False,
+        plan=tuple(FaultStep("storage", variant, 1.0, 2.0) for variant in variants),
+        cluster=cluster or ClusterConfig(),
+    )
+    result = run_chaos(config)
+    write_report(result)
+    assert result.passed, failed(result.violations, config.report_dir)
+    assert result.lost_acknowledged == 0
+    assert {check, "committed-prefixes-agree"} <= {c.name for c in result.checks}
+    return result
+
+
 def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path: Path) -> None:
     """Committed batches damaged on stopped nodes (a flipped bit, a zeroed sector, 2-3 consecutive
     batches zeroed into one damaged range), one at a time on different nodes and offsets: every
@@ -164,27 +187,11 @@ def test_storage_faults_are_repaired_from_the_quorum_with_nothing_lost(tmp_path:
     snapshots a slow restart met a leader whose log had moved past the damage, and installed its
     snapshot instead -- correct, and chaos's full mix covers it -- which left this test nothing
     repaired in place to check under load 17-20.)"""
-    plan = (
-        FaultStep("storage", "bit-flip", 1.0, 2.0),
-        FaultStep("storage", "zeroed-sector", 1.0, 2.0),
-        FaultStep("storage", "zeroed-range", 1.0, 2.0),
-        FaultStep("storage", "zeroed-range", 1.0, 2.0),
+    variants = ("bit-flip", "zeroed-sector", "zeroed-range", "zeroed-range")
+    result = storage_run(
+        tmp_path, 11, variants, "storage-faults-repaired", ClusterConfig(snapshot_interval_records=1 << 30)
     )
-    config = ChaosConfig(
-        seed=11,
-        report_dir=tmp_path / "report",
-        duration_s=15.0,
-        families=("storage",),
-        spark=False,
-        plan=plan,
-        cluster=ClusterConfig(snapshot_interval_records=1 << 30),
-    )
-    result = run_chaos(config)
-    write_report(result)
-    assert result.passed, failed(result.violations, config.report_dir)
-    assert result.lost_acknowledged == 0
-    names = {c.name for c in result.checks}
-    assert {"storage-faults-repaired", "committed-prefixes-agree", "acknowledged-creates-committed"} <= names
+    assert "acknowledged-creates-committed" in {c.name for c in result.checks}
     # A fault finds nothing to damage only on a young log (no committed batch big enough for a
     # whole sector yet): most steps damage a batch.
     damaged = result.figures["storage_faults"]
@@ -211,21 +218,9 @@ def test_damaged_state_files_are_set_aside_and_no_node_votes_twice_in_an_epoch(t
     truncated or zeroed file): every node notices on start and rejoins with no operator, no node
     records two votes in one epoch, nothing acknowledged is lost and every node's log ends
     identical."""
-    plan = (
-        FaultStep("storage", "quorum-state", 1.0, 2.0),
-        FaultStep("storage", "high-watermark-checkpoint", 1.0, 2.0),
-        FaultStep("storage", "quorum-state", 1.0, 2.0),
-        FaultStep("storage", "high-watermark-checkpoint", 1.0, 2.0),
-    )
-    config = ChaosConfig(
-        seed=12, report_dir=tmp_path / "report", duration_s=15.0, families=("storage",), spark=False, plan=plan
-    )
-    result = run_chaos(config)
-    write_report(result)
-    assert result.passed, failed(result.violations, config.report_dir)
-    assert result.lost_acknowledged == 0
-    names = {c.name for c in result.checks}
-    assert {"state-files-recovered", "one-vote-per-epoch", "committed-prefixes-agree"} <= names
+    variants = ("quorum-state", "high-watermark-checkpoint") * 2
+    result = storage_run(tmp_path, 12, variants, "state-files-recovered")
+    assert "one-vote-per-epoch" in {c.name for c in result.checks}
     damaged = result.figures["state_file_faults"]
     assert {d["file"] for d in damaged} == {"quorum-state", "high-watermark-checkpoint"}, damaged
     (votes,) = [c.detail for c in result.checks if c.name == "one-vote-per-epoch"]
@@ -238,25 +233,9 @@ def test_damaged_snapshots_are_set_aside_and_the_nodes_rejoin_with_nothing_lost(
     seed's draws): each node sets it aside on start and rebuilds its state from an older snapshot
     and its log, or installs its leader's, with no operator; nothing acknowledged is lost and every
     node's log ends identical."""
-    plan = (
-        FaultStep("storage", "snapshot", 1.0, 2.0),
-        FaultStep("storage", "snapshot", 1.0, 2.0),
-        FaultStep("storage", "snapshot", 1.0, 2.0),
+    result = storage_run(
+        tmp_path, 13, ("snapshot",) * 3, "snapshots-recovered", ClusterConfig(snapshot_interval_records=20)
     )
-    config = ChaosConfig(
-        seed=13,
-        report_dir=tmp_path / "report",
-        duration_s=15.0,
-        families=("storage",),
-        spark=False,
-        plan=plan,
-        cluster=ClusterConfig(snapshot_interval_records=20),
-    )
-    result = run_chaos(config)
-    write_report(result)
-    assert result.passed, failed(result.violations, config.report_dir)
-    assert result.lost_acknowledged == 0
-    names = {c.name for c in result.checks}
-    assert {"snapshots-recovered", "committed-prefixes-agree", "acknowledged-creates-committed"} <= names
+    assert "acknowledged-creates-committed" in {c.name for c in result.checks}
     damaged = result.figures["snapshot_faults"]
     assert len(damaged) >= 2, damaged
