@@ -18,11 +18,11 @@ from typing import Any, Final
 
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
+from raftmeta.kafka.uuids import uuid_bytes
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 UNCHECKED_BROKER_EPOCH: Final = -1
 RECOVERED: Final = 0
-ZERO_UUID: Final = uuid.UUID(int=0)
 
 
 def _members(partition: Any) -> list[controller_pb2.BrokerIdAndEpoch]:
@@ -40,8 +40,7 @@ def alter_partition_request(body: Any) -> controller_pb2.AlterPartitionRequest:
     """AlterPartition's fields as the controller's (the zero uuid stays zero: an unknown topic)."""
     request = controller_pb2.AlterPartitionRequest(broker_id=int(body.broker_id), broker_epoch=int(body.broker_epoch))
     for topic in body.topics:
-        topic_id: uuid.UUID = topic.topic_id or ZERO_UUID
-        item = request.topics.add(topic_id=topic_id.bytes)
+        item = request.topics.add(topic_id=uuid_bytes(topic.topic_id))
         for partition in topic.partitions:
             item.partitions.add(
                 partition_index=int(partition.partition_index),

@@ -11,18 +11,12 @@ call the top-level code and no directories, as KRaft's ControllerApis answers.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Final
+from typing import Any
 
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
+from raftmeta.kafka.uuids import uuid_bytes
 from raftmeta.v1 import controller_pb2, errors_pb2
-
-ZERO_UUID: Final = uuid.UUID(int=0)
-
-
-def _raw(value: uuid.UUID | None) -> bytes:
-    """kio reads the zero uuid as None: Kafka's MIGRATING directory, or an unknown topic id."""
-    return (value or ZERO_UUID).bytes
 
 
 def assign_request(body: Any) -> controller_pb2.AssignReplicasToDirsRequest:
@@ -31,10 +25,10 @@ def assign_request(body: Any) -> controller_pb2.AssignReplicasToDirsRequest:
         broker_id=int(body.broker_id), broker_epoch=int(body.broker_epoch)
     )
     for directory in body.directories:
-        item = request.directories.add(id=_raw(directory.id_))
+        item = request.directories.add(id=uuid_bytes(directory.id_))
         for topic in directory.topics:
             item.topics.add(
-                topic_id=_raw(topic.topic_id), partitions=[int(p.partition_index) for p in topic.partitions]
+                topic_id=uuid_bytes(topic.topic_id), partitions=[int(p.partition_index) for p in topic.partitions]
             )
     return request
 

@@ -10,13 +10,13 @@ gRPC call and maps raftmeta's "milliseconds ago" to Kafka's wall-clock timestamp
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
 from raftmeta.kafka.brokers import advertised_cluster, nodes_as_brokers
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
+from raftmeta.kafka.uuids import kafka_uuid
 from raftmeta.kafka.versions import SUPPORTED
 from raftmeta.v1 import controller_pb2, errors_pb2
 
@@ -25,7 +25,6 @@ LISTENER_NAME: Final = "PLAINTEXT"
 UNSUPPORTED_VERSION: Final = 35
 # DescribeCluster's endpoint types (KIP-919): 1 asks for brokers, 2 for controllers.
 BROKER_ENDPOINT: Final = 1
-NULL_UUID = uuid.UUID(int=0)
 
 
 def api_versions_values(error_code: int = 0) -> dict[str, Any]:
@@ -68,7 +67,7 @@ def _timestamp(now_ms: int, ago_ms: int) -> int:
 def _replica(state: controller_pb2.QuorumReplicaState, now_ms: int) -> dict[str, Any]:
     return {
         "replica_id": state.replica_id,
-        "replica_directory_id": uuid.UUID(bytes=state.directory_id) if len(state.directory_id) == 16 else NULL_UUID,
+        "replica_directory_id": kafka_uuid(state.directory_id),
         "log_end_offset": state.log_end_offset,
         "last_fetch_timestamp": _timestamp(now_ms, state.last_fetch_ms_ago),
         "last_caught_up_timestamp": _timestamp(now_ms, state.last_caught_up_ms_ago),

@@ -23,6 +23,7 @@ from raftmeta.kafka.configs import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
 from raftmeta.kafka.context import ApiContext, CallRefused, call, timeout_s
 from raftmeta.kafka.framing import Request
 from raftmeta.kafka.partition_encoding import encode_brokers, encode_partitions
+from raftmeta.kafka.uuids import NULL_UUID, kafka_uuid
 from raftmeta.v1 import controller_pb2, errors_pb2
 
 # Topic configs that choose raftmeta's placement instead of configuring the topic (Kafka clients
@@ -33,7 +34,6 @@ POOL_CONFIG = "raftmeta.broker.pool"
 TOPIC_CONFIG_SOURCE = DYNAMIC_TOPIC_CONFIG
 UNKNOWN_TOPIC = errors_pb2.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_REQUEST = errors_pb2.INVALID_REQUEST
-NULL_UUID = uuid.UUID(int=0)
 STALE = controller_pb2.STALE
 LINEARIZABLE = controller_pb2.LINEARIZABLE
 
@@ -47,10 +47,6 @@ def broker_read(ctx: ApiContext) -> controller_pb2.ReadConsistency.ValueType:
     from it; a follower reads through the leader (linearizable) and stays read-your-writes for
     clients that spread their requests over the nodes (docs/kafka-protocol.md)."""
     return STALE if ctx.leads() else LINEARIZABLE
-
-
-def _uuid(raw: bytes) -> uuid.UUID:
-    return uuid.UUID(bytes=raw) if len(raw) == 16 else NULL_UUID
 
 
 def _duplicates(names: list[str]) -> set[str]:
@@ -68,7 +64,7 @@ def topic_values(topic: controller_pb2.TopicDescription, request: Request) -> di
     return {
         "error_code": int(topic.error_code),
         "name": topic.name,
-        "topic_id": _uuid(topic.topic_id),
+        "topic_id": kafka_uuid(topic.topic_id),
         "is_internal": False,
         "partitions": encode_partitions(request.api_key, request.api_version, topic) if topic.error_code == 0 else [],
         "topic_authorized_operations": -(2**31),
@@ -171,7 +167,7 @@ def _created_values(result: controller_pb2.CreatableTopicResult) -> dict[str, An
     ok = result.error_code == 0
     return {
         "name": result.name,
-        "topic_id": _uuid(result.topic_id),
+        "topic_id": kafka_uuid(result.topic_id),
         "error_code": int(result.error_code),
         "error_message": result.error_message or None,
         "topic_config_error_code": 0,
@@ -249,7 +245,7 @@ async def delete_topics(ctx: ApiContext, request: Request) -> dict[str, Any]:
     responses = [
         {
             "name": r.name or None,
-            "topic_id": _uuid(r.topic_id),
+            "topic_id": kafka_uuid(r.topic_id),
             "error_code": int(r.error_code),
             "error_message": r.error_message or None,
         }
