@@ -182,6 +182,15 @@ CASES: list[tuple[str, grpc.StatusCode, str, Build]] = [
         ),
     ),
     (
+        "LOG_DIRS_PER_BROKER_MAX",
+        EXHAUSTED,
+        "len(offline_log_dirs)",
+        lambda n: (
+            "BrokerHeartbeat",
+            pb.BrokerHeartbeatRequest(offline_log_dirs=[i.to_bytes(16, "big") for i in range(1000, 1000 + n)]),
+        ),
+    ),
+    (
         "PARTITIONS_PER_REQUEST_MAX",
         EXHAUSTED,
         "partitions in the request",

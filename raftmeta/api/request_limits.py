@@ -144,6 +144,7 @@ def register_broker_limits(request: controller_pb2.RegisterBrokerRequest) -> Ite
 
 def broker_heartbeat_limits(request: controller_pb2.BrokerHeartbeatRequest) -> Iterator[LimitViolation | None]:
     yield _too_many("len(caught_up_replicas)", len(request.caught_up_replicas), "PARTITIONS_PER_REQUEST_MAX")
+    yield _too_many("len(offline_log_dirs)", len(request.offline_log_dirs), "LOG_DIRS_PER_BROKER_MAX")
 
 
 def unregister_broker_limits(request: controller_pb2.UnregisterBrokerRequest) -> Iterator[LimitViolation | None]:

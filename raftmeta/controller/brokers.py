@@ -38,8 +38,8 @@ from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 from placement.rng import RandomSource
-from raftmeta.controller.directories import registration_problem
-from raftmeta.controller.elections import fence_steps, unfence_steps, unregister_steps
+from raftmeta.controller.directories import malformed_dir, registration_problem
+from raftmeta.controller.elections import fence_steps, offline_dirs_steps, unfence_steps, unregister_steps
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage
 from raftmeta.controller.reassign import adding_replicas_of, caught_up_records
@@ -50,7 +50,7 @@ from raftmeta.controller.result import (
     TopicIdSource,
     Work,
 )
-from raftmeta.controller.work import TurnBudget, start
+from raftmeta.controller.work import Steps, TurnBudget, start
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
 
 
@@ -197,6 +197,11 @@ def broker_heartbeat(
         response.error_code = error.code  # type: ignore[assignment]
         response.error_message = error.message
         return ControllerResult((), response)
+    malformed = malformed_dir("offline_log_dirs", request.offline_log_dirs)
+    if malformed is not None:
+        response.error_code = errors_pb2.INVALID_REQUEST
+        response.error_message = malformed
+        return ControllerResult((), response)
     response.is_caught_up = is_caught_up(request, registrations or {})
     return start(_heartbeat(image, request, response, config), response)
 
@@ -214,9 +219,10 @@ def _heartbeat(
     records: list[records_pb2.MetadataRecord] = []
     if request.want_shutdown_now:
         if not broker.fenced:
-            _, records = yield from fence_steps(image, broker.id, unclean, budget)
+            image, records = yield from fence_steps(image, broker.id, unclean, budget)
         response.is_fenced = True
         response.should_shut_down = True
+        _, records = yield from _offline_dirs(image, records, request, unclean, budget)
         return ControllerResult(tuple(records), response)
     if request.want_fence and not broker.fenced:
         image, records = yield from fence_steps(image, broker.id, unclean, budget)
@@ -228,6 +234,7 @@ def _heartbeat(
         response.is_fenced = not response.is_caught_up
     else:
         response.is_fenced = broker.fenced
+    image, records = yield from _offline_dirs(image, records, request, unclean, budget)
     if not request.want_fence and (request.caught_up_replicas or image.reassigning):
         # ``image`` is the working image the last turn began with.
         after = image.replay_all(records) if records else image
@@ -237,6 +244,21 @@ def _heartbeat(
             after = after.replay_all(caught_up)
         response.adding_replicas.extend(adding_replicas_of(after, broker.id))
     return ControllerResult(tuple(records), response)
+
+
+def _offline_dirs(
+    image: MetadataImage,
+    records: list[records_pb2.MetadataRecord],
+    request: controller_pb2.BrokerHeartbeatRequest,
+    unclean: bool,
+    budget: TurnBudget,
+) -> Steps:
+    """The heartbeat's offline log directories acted on after its fencing records, as Kafka's
+    ``processBrokerHeartbeat`` calls ``handleDirectoriesOffline`` after the broker's state change.
+    ``image``: the working image the turn began with, before ``records``."""
+    if not request.offline_log_dirs:  # the simulated fleet's heartbeats: no work at all
+        return image, records
+    return (yield from offline_dirs_steps(image, request.broker_id, request.offline_log_dirs, unclean, budget, records))
 
 
 def unregister_broker(

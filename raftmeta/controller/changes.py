@@ -61,6 +61,19 @@ def describe_changes(image: MetadataImage, cause: str, records: Sequence[records
         elif kind == "unfence_broker":
             rec_u = record.unfence_broker
             lines.append(("broker unfenced", {"broker_id": rec_u.broker_id, "broker_epoch": rec_u.broker_epoch}))
+        elif kind == "broker_log_dirs_change":
+            rec_d = record.broker_log_dirs_change
+            lines.append(
+                (
+                    "broker log directories changed",
+                    {
+                        "broker_id": rec_d.broker_id,
+                        "broker_epoch": rec_d.broker_epoch,
+                        "log_dirs": [id_text(d) for d in rec_d.log_dirs],
+                        "cause": cause,
+                    },
+                )
+            )
         elif kind == "unregister_broker":
             rec_r = record.unregister_broker
             lines.append(("broker unregistered", {"broker_id": rec_r.broker_id, "broker_epoch": rec_r.broker_epoch}))

@@ -620,6 +620,18 @@ class ImageBuilder:
         broker = self._registered(rec.broker_id, rec.broker_epoch, "UnfenceBrokerRecord")
         self._brokers_mut()[rec.broker_id] = broker._replace(fenced=False)
 
+    def _replay_broker_log_dirs_change(self, rec: records_pb2.BrokerLogDirsChangeRecord) -> None:
+        broker = self._registered(rec.broker_id, rec.broker_epoch, "BrokerLogDirsChangeRecord")
+        if not rec.log_dirs:  # Kafka replays an empty LogDirs as "unchanged"
+            return
+        for index, directory in enumerate(rec.log_dirs):
+            if len(directory) != UUID_BYTES:
+                raise ReplayError(
+                    f"BrokerLogDirsChangeRecord {rec.broker_id}: log_dirs[{index}] is {len(directory)} bytes, "
+                    f"not a {UUID_BYTES}-byte uuid"
+                )
+        self._brokers_mut()[rec.broker_id] = broker._replace(log_dirs=tuple(rec.log_dirs))
+
     # ---- configs and request ids ----------------------------------------------------------------
     def _replay_config(self, rec: records_pb2.ConfigRecord) -> None:
         value = rec.value if rec.HasField("value") else None
@@ -789,6 +801,7 @@ _DISPATCH: dict[str, Callable[[ImageBuilder, Any], None]] = {
     "unregister_broker": ImageBuilder._replay_unregister_broker,
     "fence_broker": ImageBuilder._replay_fence_broker,
     "unfence_broker": ImageBuilder._replay_unfence_broker,
+    "broker_log_dirs_change": ImageBuilder._replay_broker_log_dirs_change,
     "config": ImageBuilder._replay_config,
     "request": ImageBuilder._replay_request,
     "feature_level": ImageBuilder._replay_feature_level,

@@ -22,11 +22,11 @@ an empty list: Kafka reads an empty (or all-MIGRATING) list as MIGRATING for eve
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Final
 
 from raftmeta.api.ids import UUID_BYTES, id_text
-from raftmeta.controller.image import MetadataImage, PartitionRegistration
+from raftmeta.controller.image import BrokerRegistration, MetadataImage, PartitionRegistration
 
 MIGRATING: Final = bytes(UUID_BYTES)
 UNASSIGNED: Final = bytes(UUID_BYTES - 1) + b"\x01"
@@ -78,9 +78,9 @@ def registration_problem(image: MetadataImage, broker_id: int, log_dirs: Sequenc
     """Kafka's checks of a registration's LogDirs (``ClusterControlManager.registerBroker``), in
     its order, each the message of an INVALID_REGISTRATION; None when they pass. (Kafka also
     refuses a registration naming none; raftmeta's simulated brokers name none.)"""
-    for index, directory in enumerate(log_dirs):
-        if len(directory) != UUID_BYTES:
-            return f"log_dirs[{index}]: a directory id is a 16-byte uuid, got {len(directory)} bytes"
+    malformed = malformed_dir("log_dirs", log_dirs)
+    if malformed is not None:
+        return malformed
     if any(is_reserved(d) for d in log_dirs):
         return "Reserved directory ID in request"
     if len(set(log_dirs)) != len(log_dirs):
@@ -90,3 +90,35 @@ def registration_problem(image: MetadataImage, broker_id: int, log_dirs: Sequenc
             if other.id != broker_id and directory in other.log_dirs:
                 return f"Broker {other.id} is already registered with directory {id_text(directory)}"
     return None
+
+
+def malformed_dir(field: str, directories: Sequence[bytes]) -> str | None:
+    """The first directory id of ``directories`` (the request's ``field``) that is not a 16-byte
+    uuid, as a message naming it (Kafka's wire format cannot carry one); None when all are."""
+    for index, directory in enumerate(directories):
+        if len(directory) != UUID_BYTES:
+            return f"{field}[{index}]: a directory id is a {UUID_BYTES}-byte uuid, got {len(directory)} bytes"
+    return None
+
+
+def newly_offline(broker: BrokerRegistration, offline: Collection[bytes]) -> tuple[bytes, ...]:
+    """Kafka's ``BrokerRegistration.directoryIntersection``: the broker's registered directories
+    that ``offline`` names, in registration order. A directory it never registered (another
+    broker's, a reserved id) or already left offline is not among them."""
+    return tuple(d for d in broker.log_dirs if d in offline)
+
+
+def online_after(broker: BrokerRegistration, offline: Collection[bytes]) -> tuple[bytes, ...]:
+    """Kafka's ``BrokerRegistration.directoryDifference``: the broker's registered directories
+    that ``offline`` does not name, in registration order."""
+    return tuple(d for d in broker.log_dirs if d not in offline)
+
+
+def replica_directory(part: PartitionRegistration, broker_id: int) -> bytes | None:
+    """The directory of ``broker_id``'s replica of ``part`` (MIGRATING when the partition keeps
+    none), or None when the broker holds no replica of it."""
+    try:
+        index = part.replicas.index(broker_id)
+    except ValueError:
+        return None
+    return part.directories[index] if part.directories else MIGRATING

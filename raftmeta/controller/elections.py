@@ -12,10 +12,11 @@ bounded number of changes, so a broker in a million partitions does not hold the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from raftmeta.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, is_true
+from raftmeta.controller.directories import newly_offline, online_after, replica_directory
 from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
 from raftmeta.controller.work import UNBOUNDED, Steps, TurnBudget, Visit, complete, partition_pass
@@ -31,7 +32,7 @@ def unclean_enabled(image: MetadataImage, topic: TopicImage, default: bool) -> b
 
 def _changes(
     image: MetadataImage,
-    touches: Callable[[int, tuple[int, ...]], bool],
+    touches: Callable[[PartitionRegistration], bool],
     is_acceptable: Callable[[int], bool],
     remove_from_isr: int,
     unclean_default: bool,
@@ -51,7 +52,7 @@ def _changes(
             while pid < stop:
                 part = partitions[pid]
                 pid += 1
-                if touches(part.leader, part.isr):
+                if touches(part):
                     builder = PartitionChangeBuilder(part, topic_id, pid - 1, is_acceptable, election=election)
                     if remove_from_isr != NO_LEADER:
                         builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
@@ -67,18 +68,66 @@ def _changes(
     return partition_pass(image, visitor, budget, records)
 
 
-def leave_steps(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:
-    """Kafka's ``generateLeaderAndIsrUpdates`` with ``brokerToRemove``: the broker leaves every ISR
-    it is not the last member of and every leadership (a new leader where one is in sync, else
-    none). Fencing, controlled shutdown and unregistering all start with these records."""
+def _remove_broker(
+    image: MetadataImage,
+    broker_id: int,
+    touches: Callable[[PartitionRegistration], bool],
+    unclean_default: bool,
+    budget: TurnBudget,
+    records: Records,
+) -> Steps:
+    """Kafka's ``generateLeaderAndIsrUpdates`` with ``brokerToRemove`` on the partitions ``touches``
+    selects: the broker leaves each one's ISR (unless it is the last member) and leadership (a new
+    leader where one is in sync, else none)."""
 
     def acceptable(candidate: int) -> bool:
         return candidate != broker_id and image.is_unfenced(candidate)
 
-    def touches(leader: int, isr: tuple[int, ...]) -> bool:
-        return leader == broker_id or broker_id in isr
+    return _changes(image, touches, acceptable, broker_id, unclean_default, budget, records)
 
-    return _changes(image, touches, acceptable, broker_id, unclean_default, budget, [])
+
+def leave_steps(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:
+    """The broker leaves every ISR it is not the last member of and every leadership. Fencing,
+    controlled shutdown and unregistering all start with these records."""
+
+    def touches(part: PartitionRegistration) -> bool:
+        return part.leader == broker_id or broker_id in part.isr
+
+    return _remove_broker(image, broker_id, touches, unclean_default, budget, [])
+
+
+def offline_dirs_steps(
+    image: MetadataImage,
+    broker_id: int,
+    offline_log_dirs: Collection[bytes],
+    unclean_default: bool,
+    budget: TurnBudget,
+    records: Records,
+) -> Steps:
+    """Kafka's ``handleDirectoriesOffline``: when ``offline_log_dirs`` (a heartbeat's) names
+    directories the broker still has registered, the broker leaves the ISR and leadership of every
+    partition whose replica on it is in one of them, as a fenced broker leaves all of its, then a
+    BrokerLogDirsChangeRecord keeps its other directories. Nothing when it names none of them (a
+    broker repeats its offline directories in every heartbeat). ``image``: the working image the
+    turn began with; ``records``: the turn's records so far, which it does not show yet."""
+    broker = image.brokers[broker_id]
+    offline = newly_offline(broker, frozenset(offline_log_dirs))
+    if not offline:
+        return image, records
+    # The changes are built on the partitions as the turn's records leave them (a fence's).
+    after = image.replay_all(records) if records else image
+
+    def touches(part: PartitionRegistration) -> bool:
+        return bool(part.directories) and replica_directory(part, broker_id) in offline
+
+    last_image, records = yield from _remove_broker(after, broker_id, touches, unclean_default, budget, records)
+    if last_image is after:  # one turn: the image it began with is the one before ``records``
+        last_image = image
+    change = records_pb2.BrokerLogDirsChangeRecord(
+        broker_id=broker_id, broker_epoch=broker.epoch, log_dirs=online_after(broker, offline)
+    )
+    records.append(records_pb2.MetadataRecord(broker_log_dirs_change=change))
+    return last_image, records
 
 
 def fence_steps(image: MetadataImage, broker_id: int, unclean_default: bool, budget: TurnBudget) -> Steps:
@@ -118,8 +167,8 @@ def unfence_steps(image: MetadataImage, broker_id: int, unclean_default: bool, b
     def acceptable(candidate: int) -> bool:
         return candidate == broker_id or image.is_unfenced(candidate)
 
-    def touches(leader: int, _isr: tuple[int, ...]) -> bool:
-        return leader == NO_LEADER
+    def touches(part: PartitionRegistration) -> bool:
+        return part.leader == NO_LEADER
 
     return (yield from _changes(image, touches, acceptable, NO_LEADER, unclean_default, budget, records))
 

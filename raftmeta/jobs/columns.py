@@ -126,6 +126,7 @@ KIND_COLUMNS: dict[str, tuple[str, ...]] = {
     "unregister_broker": ("broker_id", "broker_epoch"),
     "fence_broker": ("broker_id", "broker_epoch"),
     "unfence_broker": ("broker_id", "broker_epoch"),
+    "broker_log_dirs_change": ("broker_id", "broker_epoch"),
     "config": ("config_resource", "config_name", "config_value"),
     "leader_change": ("leader", "leader_epoch", "voters"),
     "request": ("request_id",),
@@ -435,7 +436,7 @@ class RecordDecoder:
                 ("pool", r.pool if r.HasField("pool") else None),
                 ("fenced", r.fenced),
             ]
-        if kind in ("unregister_broker", "fence_broker", "unfence_broker"):
+        if kind in ("unregister_broker", "fence_broker", "unfence_broker", "broker_log_dirs_change"):
             return [("broker_id", r.broker_id), ("broker_epoch", r.broker_epoch)]
         if kind == "config":
             return [

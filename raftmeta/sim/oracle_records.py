@@ -172,7 +172,7 @@ class CommittedLogRules:
             self._remove_topic(offset, record, record.remove_topic)
         elif kind == "register_broker":
             self._register(offset, record, record.register_broker)
-        elif kind in ("fence_broker", "unfence_broker", "unregister_broker"):
+        elif kind in ("fence_broker", "unfence_broker", "unregister_broker", "broker_log_dirs_change"):
             self._broker_state(offset, record, kind, getattr(record, kind))
         elif kind == "config":
             self._config(offset, record, record.config)
@@ -327,9 +327,9 @@ class CommittedLogRules:
             raise self._break("epochs", offset, record, f"{self._broker_facts(rec.broker_id)}")
         if kind == "unregister_broker":
             del self.brokers[rec.broker_id]
-        else:
+        elif kind in ("fence_broker", "unfence_broker"):
             broker.fenced = kind == "fence_broker"
-        if kind != "unfence_broker":
+        if kind in ("fence_broker", "unregister_broker"):
             self._leads_nothing(offset, record, rec.broker_id)
         self._touched_brokers.add(rec.broker_id)
 

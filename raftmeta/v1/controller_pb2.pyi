@@ -815,6 +815,7 @@ class BrokerHeartbeatRequest(_message.Message):
     CAUGHT_UP_REPLICAS_FIELD_NUMBER: _builtins.int
     WANT_SHUTDOWN_NOW_FIELD_NUMBER: _builtins.int
     CURRENT_METADATA_OFFSET_FIELD_NUMBER: _builtins.int
+    OFFLINE_LOG_DIRS_FIELD_NUMBER: _builtins.int
     broker_id: _builtins.int
     broker_epoch: _builtins.int
     want_fence: _builtins.bool
@@ -838,6 +839,15 @@ class BrokerHeartbeatRequest(_message.Message):
         completes the move. A report for a partition the broker is not adding is ignored.
         """
 
+    @_builtins.property
+    def offline_log_dirs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Log directories (16-byte uuids) the broker reports offline (Kafka's OfflineLogDirs, KIP-858).
+        Those still among its registered directories leave its registration
+        (BrokerLogDirsChangeRecord), and every partition with its replica in one of them moves its
+        leadership and the broker's ISR membership elsewhere, as a fenced broker's; a directory it
+        never registered, or already reported, changes nothing (Kafka's directoryIntersection).
+        """
+
     def __init__(
         self,
         *,
@@ -847,10 +857,11 @@ class BrokerHeartbeatRequest(_message.Message):
         caught_up_replicas: _abc.Iterable[Global___TopicIdPartition] | None = ...,
         want_shutdown_now: _builtins.bool = ...,
         current_metadata_offset: _builtins.int | None = ...,
+        offline_log_dirs: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_current_metadata_offset", b"_current_metadata_offset", "current_metadata_offset", b"current_metadata_offset"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_metadata_offset", b"_current_metadata_offset", "broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "caught_up_replicas", b"caught_up_replicas", "current_metadata_offset", b"current_metadata_offset", "want_fence", b"want_fence", "want_shutdown_now", b"want_shutdown_now"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_current_metadata_offset", b"_current_metadata_offset", "broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "caught_up_replicas", b"caught_up_replicas", "current_metadata_offset", b"current_metadata_offset", "offline_log_dirs", b"offline_log_dirs", "want_fence", b"want_fence", "want_shutdown_now", b"want_shutdown_now"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__current_metadata_offset: _TypeAlias = _typing.Literal["current_metadata_offset"]  # noqa: Y015
     _WhichOneofArgType__current_metadata_offset: _TypeAlias = _typing.Literal["_current_metadata_offset", b"_current_metadata_offset"]  # noqa: Y015

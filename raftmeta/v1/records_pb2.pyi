@@ -459,6 +459,42 @@ class UnfenceBrokerRecord(_message.Message):
 Global___UnfenceBrokerRecord: _TypeAlias = UnfenceBrokerRecord  # noqa: Y015
 
 @_typing.final
+class BrokerLogDirsChangeRecord(_message.Message):
+    """A registered broker's log directories changed (Kafka's BrokerRegistrationChangeRecord v2 with
+    LogDirs, KIP-858): the broker reported some of them offline in a BrokerHeartbeat, and the
+    controller keeps the rest. Written after the PartitionChangeRecords that move leadership and
+    ISR membership off the replicas in the offline directories. log_dirs empty = unchanged, as
+    Kafka replays an empty LogDirs (so a broker whose every directory failed keeps its list).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    LOG_DIRS_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    broker_epoch: _builtins.int
+    """The broker's registered epoch (replay refuses any other)."""
+    @_builtins.property
+    def log_dirs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """The broker's online log directories after this change (16-byte uuids, registration order)."""
+
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+        log_dirs: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id", "log_dirs", b"log_dirs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BrokerLogDirsChangeRecord: _TypeAlias = BrokerLogDirsChangeRecord  # noqa: Y015
+
+@_typing.final
 class ConfigRecord(_message.Message):
     """Sets (value present) or deletes (value absent) one config key of a resource."""
 
@@ -818,6 +854,7 @@ class MetadataRecord(_message.Message):
     VOTERS_FIELD_NUMBER: _builtins.int
     FEATURE_LEVEL_FIELD_NUMBER: _builtins.int
     PRODUCER_IDS_FIELD_NUMBER: _builtins.int
+    BROKER_LOG_DIRS_CHANGE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def topic(self) -> Global___TopicRecord: ...
     @_builtins.property
@@ -852,6 +889,8 @@ class MetadataRecord(_message.Message):
     def feature_level(self) -> Global___FeatureLevelRecord: ...
     @_builtins.property
     def producer_ids(self) -> Global___ProducerIdsRecord: ...
+    @_builtins.property
+    def broker_log_dirs_change(self) -> Global___BrokerLogDirsChangeRecord: ...
     def __init__(
         self,
         *,
@@ -872,12 +911,13 @@ class MetadataRecord(_message.Message):
         voters: Global___VotersRecord | None = ...,
         feature_level: Global___FeatureLevelRecord | None = ...,
         producer_ids: Global___ProducerIdsRecord | None = ...,
+        broker_log_dirs_change: Global___BrokerLogDirsChangeRecord | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["broker_log_dirs_change", b"broker_log_dirs_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_log_dirs_change", b"broker_log_dirs_change", "config", b"config", "feature_level", b"feature_level", "fence_broker", b"fence_broker", "leader_change", b"leader_change", "no_op", b"no_op", "partition", b"partition", "partition_change", b"partition_change", "producer_ids", b"producer_ids", "record", b"record", "register_broker", b"register_broker", "remove_topic", b"remove_topic", "request", b"request", "snapshot_footer", b"snapshot_footer", "snapshot_header", b"snapshot_header", "topic", b"topic", "unfence_broker", b"unfence_broker", "unregister_broker", b"unregister_broker", "voters", b"voters"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "config", "leader_change", "no_op", "request", "snapshot_header", "snapshot_footer", "voters", "feature_level", "producer_ids"]  # noqa: Y015
+    _WhichOneofReturnType_record: _TypeAlias = _typing.Literal["topic", "partition", "partition_change", "remove_topic", "register_broker", "unregister_broker", "fence_broker", "unfence_broker", "config", "leader_change", "no_op", "request", "snapshot_header", "snapshot_footer", "voters", "feature_level", "producer_ids", "broker_log_dirs_change"]  # noqa: Y015
     _WhichOneofArgType_record: _TypeAlias = _typing.Literal["record", b"record"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_record) -> _WhichOneofReturnType_record | None: ...
 

@@ -52,6 +52,9 @@ def every_kind() -> list[bytes]:
         pb.MetadataRecord(fence_broker=pb.FenceBrokerRecord(broker_id=1, broker_epoch=3)),
         pb.MetadataRecord(unfence_broker=pb.UnfenceBrokerRecord(broker_id=1, broker_epoch=3)),
         pb.MetadataRecord(unregister_broker=pb.UnregisterBrokerRecord(broker_id=2, broker_epoch=4)),
+        pb.MetadataRecord(
+            broker_log_dirs_change=pb.BrokerLogDirsChangeRecord(broker_id=1, broker_epoch=3, log_dirs=[b"\x07" * 16])
+        ),
         pb.MetadataRecord(config=pb.ConfigRecord(resource_name="t", name="k", value="v")),
         pb.MetadataRecord(config=pb.ConfigRecord(resource_name="t", name="k")),
         pb.MetadataRecord(
@@ -126,7 +129,7 @@ def fields_of(kind: str, m: Any) -> dict[str, Any]:
             "broker_id": m.broker_id, "broker_epoch": m.broker_epoch, "rack": present("rack"), "pool": present("pool"),
             "fenced": m.fenced,
         }  # fmt: skip
-    if kind in ("unregister_broker", "fence_broker", "unfence_broker"):
+    if kind in ("unregister_broker", "fence_broker", "unfence_broker", "broker_log_dirs_change"):
         return {"broker_id": m.broker_id, "broker_epoch": m.broker_epoch}
     if kind == "config":
         return {"config_resource": m.resource_name, "config_name": m.name, "config_value": present("value")}

@@ -14,6 +14,7 @@ RegisterBrokerRecord              RegisterBrokerRecord v4 (+ broker pool, tagged
 UnregisterBrokerRecord            UnregisterBrokerRecord v0
 FenceBrokerRecord                 BrokerRegistrationChangeRecord v0, Fenced 1 (as 4.4 fences)
 UnfenceBrokerRecord               BrokerRegistrationChangeRecord v0, Fenced -1
+BrokerLogDirsChangeRecord         BrokerRegistrationChangeRecord v2, LogDirs (as 4.4 writes it)
 ConfigRecord                      ConfigRecord v0
 NoOpRecord                        NoOpRecord v0
 RequestRecord                     NoOpRecord v0 carrying the request's id, method, answer, digest
@@ -85,6 +86,9 @@ KRAFT_VERSION_STATIC: Final = 0
 REGISTER_BROKER_VERSION: Final = 4
 BROKER_FENCED: Final = 1  # BrokerRegistrationFencingChange.FENCE
 BROKER_UNFENCED: Final = -1  # BrokerRegistrationFencingChange.UNFENCE
+BROKER_FENCING_UNCHANGED: Final = 0  # BrokerRegistrationFencingChange.NONE
+# The version Kafka 4.4's handleDirectoriesOffline writes (the first with LogDirs).
+BROKER_LOG_DIRS_CHANGE_VERSION: Final = 2
 # A listener name that is a security protocol's name gets that protocol's id (Kafka's
 # SecurityProtocol); any other name PLAINTEXT's, as a broker's default listener map gives it.
 SECURITY_PROTOCOLS: Final = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -277,6 +281,15 @@ def to_kafka_record(record: records_pb2.MetadataRecord) -> LogRecord:
             BrokerId=change.broker_id,
             BrokerEpoch=change.broker_epoch,
             Fenced=fenced,
+        )
+    if kind == "broker_log_dirs_change":
+        dirs = record.broker_log_dirs_change
+        return _metadata(
+            "BrokerRegistrationChangeRecord",
+            BROKER_LOG_DIRS_CHANGE_VERSION,
+            BrokerId=dirs.broker_id,
+            BrokerEpoch=dirs.broker_epoch,
+            LogDirs=tuple(Uuid(d) for d in _directories(dirs.log_dirs, "BrokerLogDirsChangeRecord.log_dirs")),
         )
     if kind == "config":
         config = record.config
@@ -566,17 +579,27 @@ def from_kafka_record(record: LogRecord) -> records_pb2.MetadataRecord:
 
 
 def _fill_broker_change(out: records_pb2.MetadataRecord, version: int, d: _Fields) -> None:
-    """A BrokerRegistrationChangeRecord that only fences or unfences (what raftmeta writes)."""
+    """A BrokerRegistrationChangeRecord that only fences or unfences a broker, or (v2+) only sets
+    its log directories (what raftmeta writes)."""
     others = sorted(
         name
         for name, value in d.values.items()
-        if name not in ("BrokerId", "BrokerEpoch", "Fenced") and value not in (0, (), None)
+        if name not in ("BrokerId", "BrokerEpoch", "Fenced", "LogDirs") and value not in (0, (), None)
     )
     fenced = d.integer("Fenced")
-    if fenced not in (BROKER_FENCED, BROKER_UNFENCED) or others:
+    log_dirs = d.uuids("LogDirs") if version >= BROKER_LOG_DIRS_CHANGE_VERSION else ()
+    if fenced == BROKER_FENCING_UNCHANGED and version >= BROKER_LOG_DIRS_CHANGE_VERSION and not others:
+        # Only its directories (an empty LogDirs is Kafka's "unchanged", kept as it came).
+        change = out.broker_log_dirs_change
+        change.broker_id = d.integer("BrokerId")
+        change.broker_epoch = d.integer("BrokerEpoch")
+        change.log_dirs.extend(log_dirs)
+        return
+    if fenced not in (BROKER_FENCED, BROKER_UNFENCED) or others or log_dirs:
         raise NotRaftmetaRecordError(
-            f"BrokerRegistrationChangeRecord v{version} with Fenced {fenced} and {others or 'nothing else'} "
-            "set: raftmeta's records only fence (1) or unfence (-1) a broker"
+            f"BrokerRegistrationChangeRecord v{version} with Fenced {fenced} and "
+            f"{others or (['LogDirs'] if log_dirs else 'nothing else')} set: raftmeta's records only fence (1) "
+            "or unfence (-1) a broker, or (v2+) only set its log directories"
         )
     target = out.fence_broker if fenced == BROKER_FENCED else out.unfence_broker
     target.broker_id = d.integer("BrokerId")

@@ -169,6 +169,16 @@ BY_TYPE: dict[str, st.SearchStrategy[records_pb2.MetadataRecord]] = {
     "unregister_broker": _broker_change("unregister_broker"),
     "fence_broker": _broker_change("fence_broker"),
     "unfence_broker": _broker_change("unfence_broker"),
+    "broker_log_dirs_change": st.builds(
+        lambda broker, epoch, dirs: records_pb2.MetadataRecord(
+            broker_log_dirs_change=records_pb2.BrokerLogDirsChangeRecord(
+                broker_id=broker, broker_epoch=epoch, log_dirs=dirs
+            )
+        ),
+        INT32,
+        INT64,
+        DIRECTORIES,
+    ),
     "config": config(),
     "leader_change": leader_change(),
     "no_op": st.just(records_pb2.MetadataRecord(no_op=records_pb2.NoOpRecord())),

@@ -6,6 +6,7 @@ fields carried as unknown ones); values Kafka cannot hold are refused by name.""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -33,6 +34,7 @@ from raftmeta.records.kafka.mapping import (
     to_kafka_value,
 )
 from raftmeta.records.kafka.message import Struct
+from raftmeta.records.kafka.schema import Uuid
 from raftmeta.records.kafka.schemas import CONTROL_RECORDS, KRAFT_VERSION, METADATA_RECORDS
 from raftmeta.storage.snapshot import SnapshotId, encode_snapshot
 from raftmeta.v1 import records_pb2
@@ -48,6 +50,7 @@ KAFKA_NAMES = {
     "unregister_broker": "UnregisterBrokerRecord",
     "fence_broker": "BrokerRegistrationChangeRecord",
     "unfence_broker": "BrokerRegistrationChangeRecord",
+    "broker_log_dirs_change": "BrokerRegistrationChangeRecord",
     "config": "ConfigRecord",
     "no_op": "NoOpRecord",
     "request": "NoOpRecord",
@@ -284,3 +287,40 @@ def test_kafka_records_raftmeta_has_no_record_for_are_refused_by_name() -> None:
     record = decode_batch(encode_batch(broker_change)).records[0]
     with pytest.raises(NotRaftmetaRecordError, match="only fence"):
         from_kafka_value(False, record.key, record.value, 0)
+
+
+@pytest.mark.parametrize(
+    ("version", "fields"),
+    [
+        # Fencing and directories in one record: raftmeta writes them apart.
+        (2, {"Fenced": 1, "LogDirs": (Uuid(b"\x07" * 16),)}),
+        # Before v2 there is no LogDirs: a record that changes nothing is no raftmeta record.
+        (1, {}),
+        # KIP-1066's cordoned directories: raftmeta keeps none.
+        (3, {"LogDirs": (Uuid(b"\x07" * 16),), "CordonedLogDirs": (Uuid(b"\x08" * 16),)}),
+    ],
+)
+def test_a_registration_change_beyond_fencing_or_log_dirs_alone_is_refused(
+    version: int, fields: dict[str, Any]
+) -> None:
+    batch = new_batch(
+        0, 1, [metadata_record("BrokerRegistrationChangeRecord", version, BrokerId=1, BrokerEpoch=5, **fields)], 0
+    )
+    record = decode_batch(encode_batch(batch)).records[0]
+    with pytest.raises(NotRaftmetaRecordError, match="only fence"):
+        from_kafka_value(False, record.key, record.value, 0)
+
+
+def test_kafkas_log_dirs_change_reads_as_raftmetas() -> None:
+    """What Kafka 4.4's handleDirectoriesOffline writes: v2, the broker's id and epoch, LogDirs."""
+    remaining = b"\x07" * 16
+    batch = new_batch(
+        0,
+        1,
+        [metadata_record("BrokerRegistrationChangeRecord", 2, BrokerId=1, BrokerEpoch=5, LogDirs=(Uuid(remaining),))],
+        0,
+    )
+    record = decode_batch(encode_batch(batch)).records[0]
+    assert from_kafka_value(False, record.key, record.value, 0) == records_pb2.MetadataRecord(
+        broker_log_dirs_change=records_pb2.BrokerLogDirsChangeRecord(broker_id=1, broker_epoch=5, log_dirs=[remaining])
+    )
