@@ -14,8 +14,10 @@ with the error KRaft's ClusterControlManager gives:
 
 What raftmeta's registration does not keep (its RegisterBrokerRecord has no place for it): the
 listeners' security protocols, the features and their ranges and ``previous_broker_epoch``; nor
-does a heartbeat's ``offline_log_dirs`` (v1) or ``cordoned_log_dirs`` (v2) change anything.
-docs/kafka-protocol.md lists the differences.
+does a heartbeat's ``cordoned_log_dirs`` (v2) change anything. A heartbeat's ``offline_log_dirs``
+(v1+) goes to the controller, which moves leadership and ISR membership off the replicas in them
+and drops them from the broker's registration (raftmeta/controller/elections.py,
+``offline_dirs_steps``). docs/kafka-protocol.md lists the differences.
 
 A heartbeat carries ``current_metadata_offset``: the controller unfences a fenced broker once it
 reaches the offset of the broker's committed registration and answers ``is_caught_up``, as KRaft
@@ -26,15 +28,14 @@ does. An answer with an error keeps Kafka's defaults (``is_fenced`` true, ``is_c
 from __future__ import annotations
 
 import uuid
-from typing import Any, Final
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from raftmeta.kafka.context import ApiContext, CallRefused, call
 from raftmeta.kafka.framing import Request
+from raftmeta.kafka.uuids import uuid_bytes
 from raftmeta.v1 import controller_pb2, errors_pb2
-
-ZERO_DIRECTORY: Final = bytes(16)  # kio's null uuid: the zero uuid, reserved (the controller refuses it)
 
 
 def registration_refusal(body: Any) -> int | None:
@@ -59,7 +60,7 @@ def registration_request(body: Any) -> controller_pb2.RegisterBrokerRequest:
             controller_pb2.BrokerEndpointInfo(name=listener.name, host=listener.host, port=int(listener.port))
             for listener in body.listeners
         ],
-        log_dirs=[ZERO_DIRECTORY if d is None else d.bytes for d in getattr(body, "log_dirs", ())],
+        log_dirs=[uuid_bytes(d) for d in getattr(body, "log_dirs", ())],
     )
     if body.rack is not None:
         request.rack = body.rack
@@ -89,6 +90,8 @@ def heartbeat_request(body: Any) -> controller_pb2.BrokerHeartbeatRequest:
         want_fence=bool(body.want_fence),
         want_shutdown_now=bool(body.want_shut_down),
         current_metadata_offset=int(body.current_metadata_offset),
+        # Not in v0: none. kio's None is the zero uuid, which no broker registers (so it is ignored).
+        offline_log_dirs=[uuid_bytes(d) for d in getattr(body, "offline_log_dirs", ())],
     )
 
 

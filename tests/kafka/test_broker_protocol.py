@@ -155,6 +155,24 @@ def test_heartbeat_carries_the_offset_and_shutdown_and_answers_kafkas_fields() -
     assert (sent.want_fence, sent.want_shutdown_now) == (False, True)
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_heartbeat_passes_its_offline_log_dirs_to_the_controller(version: int) -> None:
+    """KIP-858: a broker reports its failed directories in every heartbeat from v1; the controller
+    acts on them (tests/controller/test_offline_dirs.py). kio's None is Kafka's zero uuid."""
+    admin = FakeAdmin()
+    admin.answers["BrokerHeartbeat"] = lambda r: controller_pb2.BrokerHeartbeatResponse()
+    ask(admin, 63, version, {**REQUESTS[63], "offline_log_dirs": [DIRECTORY, None]})
+    assert list(admin.sent(0).offline_log_dirs) == [DIRECTORY.bytes, bytes(16)]
+
+
+def test_a_heartbeat_before_v1_has_no_offline_log_dirs() -> None:
+    admin = FakeAdmin()
+    admin.answers["BrokerHeartbeat"] = lambda r: controller_pb2.BrokerHeartbeatResponse()
+    values = {k: v for k, v in REQUESTS[63].items() if k not in ("offline_log_dirs", "cordoned_log_dirs")}
+    ask(admin, 63, 0, values)
+    assert list(admin.sent(0).offline_log_dirs) == []
+
+
 @pytest.mark.parametrize("refused_by", ["controller", "call"])
 def test_a_refused_heartbeat_keeps_kafkas_defaults(refused_by: str) -> None:
     admin = FakeAdmin()
