@@ -26,24 +26,13 @@ import functools
 from placement.rng import RandomSource
 from raftmeta.api.ids import UUID_BYTES, id_text
 from raftmeta.controller.brokers import check_broker_epoch
-from raftmeta.controller.directories import LOST, MIGRATING, UNASSIGNED, default_dir
+from raftmeta.controller.directories import default_dir, has_online_dir, is_online_dir
 from raftmeta.controller.elections import unclean_enabled
 from raftmeta.controller.errors import ApiError
-from raftmeta.controller.image import BrokerRegistration, MetadataImage, TopicImage
+from raftmeta.controller.image import MetadataImage, TopicImage
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
 from raftmeta.controller.result import DEFAULT_CONFIG, ControllerConfig, ControllerResult, TopicIdSource
 from raftmeta.v1 import controller_pb2, errors_pb2, records_pb2
-
-
-def is_online_dir(broker: BrokerRegistration, directory: bytes) -> bool:
-    """Kafka's ``BrokerRegistration.hasOnlineDir`` (``DirectoryId.isOnline``): UNASSIGNED and
-    MIGRATING are online, LOST is not; a broker that registered no directories has every one
-    online; else the directory must be one it registered."""
-    if directory in (UNASSIGNED, MIGRATING):
-        return True
-    if directory == LOST:
-        return False
-    return not broker.log_dirs or directory in broker.log_dirs
 
 
 def assign_replicas_to_dirs(
@@ -90,7 +79,12 @@ def assign_replicas_to_dirs(
     for (topic_id, pid), dir_id in targets.items():
         part = image.topics[topic_id].partitions[pid]
         builder = PartitionChangeBuilder(
-            part, topic_id, pid, image.is_unfenced, default_dir=functools.partial(default_dir, image)
+            part,
+            topic_id,
+            pid,
+            image.is_unfenced,
+            default_dir=functools.partial(default_dir, image),
+            has_online_dir=functools.partial(has_online_dir, image),
         )
         record = builder.set_directory(broker_id, dir_id).build()
         if record is not None:
@@ -152,7 +146,9 @@ def _leave(
             if unclean_enabled(image, topic, config.unclean_leader_election_enable)
             else Election.ONLINE
         )
-        builder = PartitionChangeBuilder(part, topic_id, pid, acceptable, election=election)
+        builder = PartitionChangeBuilder(
+            part, topic_id, pid, acceptable, election=election, has_online_dir=functools.partial(has_online_dir, image)
+        )
         builder.set_target_isr([b for b in part.isr if b != broker_id])
         record = builder.build()
         if record is not None:

@@ -92,6 +92,24 @@ def registration_problem(image: MetadataImage, broker_id: int, log_dirs: Sequenc
     return None
 
 
+def is_online_dir(broker: BrokerRegistration, directory: bytes) -> bool:
+    """Kafka's ``BrokerRegistration.hasOnlineDir`` (``DirectoryId.isOnline``): UNASSIGNED and
+    MIGRATING are online, LOST is not; a broker that registered no directories has every one
+    online; else the directory must be one it registered."""
+    if directory in (UNASSIGNED, MIGRATING):
+        return True
+    if directory == LOST:
+        return False
+    return not broker.log_dirs or directory in broker.log_dirs
+
+
+def has_online_dir(image: MetadataImage, broker_id: int, directory: bytes) -> bool:
+    """Kafka's ``ClusterControlManager.hasOnlineDir``: ``broker_id`` is registered and
+    ``directory`` is one of its online ones."""
+    broker = image.brokers.get(broker_id)
+    return broker is not None and is_online_dir(broker, directory)
+
+
 def malformed_dir(field: str, directories: Sequence[bytes]) -> str | None:
     """The first directory id of ``directories`` (the request's ``field``) that is not a 16-byte
     uuid, as a message naming it (Kafka's wire format cannot carry one); None when all are."""

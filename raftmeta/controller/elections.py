@@ -12,11 +12,12 @@ bounded number of changes, so a broker in a million partitions does not hold the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from raftmeta.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, is_true
-from raftmeta.controller.directories import newly_offline, online_after, replica_directory
+from raftmeta.controller.directories import has_online_dir, newly_offline, online_after, replica_directory
 from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
 from raftmeta.controller.work import UNBOUNDED, Steps, TurnBudget, Visit, complete, partition_pass
@@ -45,6 +46,7 @@ def _changes(
     def visitor(image: MetadataImage, topic: TopicImage) -> Visit:
         election = Election.UNCLEAN if unclean_enabled(image, topic, unclean_default) else Election.ONLINE
         topic_id = topic.topic_id
+        online = functools.partial(has_online_dir, image)
 
         def visit(
             partitions: tuple[PartitionRegistration, ...], pid: int, stop: int, records: Records, full: int
@@ -53,7 +55,9 @@ def _changes(
                 part = partitions[pid]
                 pid += 1
                 if touches(part):
-                    builder = PartitionChangeBuilder(part, topic_id, pid - 1, is_acceptable, election=election)
+                    builder = PartitionChangeBuilder(
+                        part, topic_id, pid - 1, is_acceptable, election=election, has_online_dir=online
+                    )
                     if remove_from_isr != NO_LEADER:
                         builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
                     record = builder.build()
@@ -248,7 +252,12 @@ def preferred_rule(image: MetadataImage) -> PartitionRule:
             if part.leader == NO_LEADER or part.leader == part.replicas[0]:
                 return None
             return PartitionChangeBuilder(
-                part, topic.topic_id, pid, image.is_unfenced, election=Election.PREFERRED
+                part,
+                topic.topic_id,
+                pid,
+                image.is_unfenced,
+                election=Election.PREFERRED,
+                has_online_dir=functools.partial(has_online_dir, image),
             ).build()
 
         return change
@@ -268,7 +277,14 @@ def leaderless_rule(image: MetadataImage, unclean_default: bool) -> PartitionRul
         def change(pid: int, part: PartitionRegistration) -> records_pb2.MetadataRecord | None:
             if part.leader != NO_LEADER:
                 return None
-            return PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, election=election).build()
+            return PartitionChangeBuilder(
+                part,
+                topic.topic_id,
+                pid,
+                image.is_unfenced,
+                election=election,
+                has_online_dir=functools.partial(has_online_dir, image),
+            ).build()
 
         return change
 

@@ -26,12 +26,14 @@ changes would be built on the same partition state, and replay refuses the secon
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable
 
 from placement.rng import RandomSource
 from raftmeta.api.ids import id_text
 from raftmeta.controller.brokers import check_broker_epoch
+from raftmeta.controller.directories import has_online_dir
 from raftmeta.controller.elections import unclean_enabled
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage, PartitionRegistration, TopicImage
@@ -122,7 +124,14 @@ def _alter_one(
     election = (
         Election.UNCLEAN if unclean_enabled(image, topic, config.unclean_leader_election_enable) else Election.ONLINE
     )
-    builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, election=election)
+    builder = PartitionChangeBuilder(
+        part,
+        topic.topic_id,
+        pid,
+        image.is_unfenced,
+        election=election,
+        has_online_dir=functools.partial(has_online_dir, image),
+    )
     builder.set_target_isr([b.broker_id for b in data.new_isr_with_epochs])
     record = builder.build()
     if record is not None:

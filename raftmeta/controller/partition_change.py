@@ -5,7 +5,9 @@ expressed as a *target* (ISR, replicas, election type) and turned into at most o
 ``PartitionChangeRecord`` here, so the rules cannot drift apart between callers:
 
 - A **valid leader** is in the target ISR and acceptable (unfenced, and not the broker being
-  removed). ONLINE election keeps a valid current leader, else takes the first valid replica in
+  removed; and, given ``has_online_dir``, its replica's directory is one of its broker's online
+  ones: Kafka's ``LeaderAcceptor``, so a replica in a failed directory never leads, not even by an
+  unclean election). ONLINE election keeps a valid current leader, else takes the first valid replica in
   replica order. PREFERRED election takes the first replica if valid, else keeps a valid current
   leader, else the first valid replica. UNCLEAN election (the topic's or the cluster default's
   ``unclean.leader.election.enable``) is ONLINE, then, if no valid leader exists, the first
@@ -46,6 +48,19 @@ def _no_default_dir(broker: int) -> bytes:
     raise RuntimeError(f"replica {broker} is new to the partition, and no default directory provider was given")
 
 
+def _in_online_dir(
+    partition: PartitionRegistration, acceptable: Callable[[int], bool], has_online_dir: Callable[[int, bytes], bool]
+) -> Callable[[int], bool]:
+    """Kafka's ``LeaderAcceptor``: ``acceptable``, and the broker's replica of ``partition`` is in
+    one of its online directories."""
+    directories = dict(zip(partition.replicas, partition.directories, strict=True))
+
+    def accept(broker: int) -> bool:
+        return acceptable(broker) and has_online_dir(broker, directories.get(broker, MIGRATING))
+
+    return accept
+
+
 class Election(enum.Enum):
     ONLINE = "online"
     PREFERRED = "preferred"
@@ -62,11 +77,16 @@ class PartitionChangeBuilder:
         *,
         election: Election = Election.ONLINE,
         default_dir: Callable[[int], bytes] = _no_default_dir,
+        has_online_dir: Callable[[int, bytes], bool] | None = None,
     ) -> None:
         self.partition = partition
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.is_acceptable_leader = is_acceptable_leader
+        if has_online_dir is not None and partition.directories:
+            # Only a partition that keeps directories can have a replica in an offline one (every
+            # MIGRATING directory is online): the others, all of the simulated brokers', pay nothing.
+            self.is_acceptable_leader = _in_online_dir(partition, is_acceptable_leader, has_online_dir)
         self.election = election
         self.target_isr: tuple[int, ...] = partition.isr
         self.target_replicas: tuple[int, ...] = partition.replicas

@@ -52,7 +52,7 @@ from collections.abc import Iterable, Sequence
 
 from placement.rng import RandomSource
 from raftmeta.controller import placement_bridge
-from raftmeta.controller.directories import default_dir
+from raftmeta.controller.directories import default_dir, has_online_dir
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import PartitionChangeBuilder
@@ -196,7 +196,9 @@ def _cancel(
         )
     # An ONLINE election: a leader among the adding replicas gives way to the first live original
     # replica in sync; a cancel never makes an unclean choice.
-    builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced)
+    builder = PartitionChangeBuilder(
+        part, topic.topic_id, pid, image.is_unfenced, has_online_dir=functools.partial(has_online_dir, image)
+    )
     builder.set_target_replicas(replicas).set_target_isr(isr).set_target_adding(()).set_target_removing(())
     return builder.build()
 
@@ -251,7 +253,12 @@ def _change(
         )
     # The adding replicas start in their brokers' default directories (Kafka's PartitionAssignment).
     builder = PartitionChangeBuilder(
-        part, topic.topic_id, pid, image.is_unfenced, default_dir=functools.partial(default_dir, image)
+        part,
+        topic.topic_id,
+        pid,
+        image.is_unfenced,
+        default_dir=functools.partial(default_dir, image),
+        has_online_dir=functools.partial(has_online_dir, image),
     )
     builder.set_target_replicas(replicas).set_target_isr(isr).set_target_adding(adding).set_target_removing(removing)
     return builder.build()
@@ -323,7 +330,13 @@ def caught_up_records(
         part = image.partition(report.topic_id, report.partition_id)
         if part is None or broker_id not in part.adding_replicas or broker_id in part.isr or part.leader == NO_LEADER:
             continue
-        builder = PartitionChangeBuilder(part, report.topic_id, report.partition_id, image.is_unfenced)
+        builder = PartitionChangeBuilder(
+            part,
+            report.topic_id,
+            report.partition_id,
+            image.is_unfenced,
+            has_online_dir=functools.partial(has_online_dir, image),
+        )
         builder.set_target_isr((*part.isr, broker_id))  # joins at the end, as an AlterPartition would
         record = builder.build()
         if record is not None:

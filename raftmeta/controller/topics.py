@@ -10,6 +10,7 @@ nothing for that topic. Records come in a fixed order per topic: TopicRecord, it
 
 from __future__ import annotations
 
+import functools
 import heapq
 from bisect import bisect_left
 from collections.abc import Hashable, Sequence, Set
@@ -23,7 +24,7 @@ from raftmeta.api.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
 from raftmeta.controller.delta import SHARED_STATES_MAX, NewTopic
-from raftmeta.controller.directories import any_log_dirs, new_directories
+from raftmeta.controller.directories import any_log_dirs, has_online_dir, new_directories
 from raftmeta.controller.errors import ApiError, RequestError
 from raftmeta.controller.image import NO_LEADER, TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.names import (
@@ -837,7 +838,14 @@ def _elect_one(
             errors_pb2.ELECTION_NOT_NEEDED, f"Leader {part.leader} of {name}-{pid} is already the preferred leader."
         )
     election = Election.UNCLEAN if unclean else Election.PREFERRED
-    builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, election=election)
+    builder = PartitionChangeBuilder(
+        part,
+        topic.topic_id,
+        pid,
+        image.is_unfenced,
+        election=election,
+        has_online_dir=functools.partial(has_online_dir, image),
+    )
     record = builder.build()
     if record is None:
         if unclean:

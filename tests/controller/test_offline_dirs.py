@@ -18,6 +18,7 @@ from raftmeta.controller.directories import UNASSIGNED
 from raftmeta.controller.elections import fence_records, offline_dirs_steps
 from raftmeta.controller.errors import ReplayError
 from raftmeta.controller.image import MetadataImage
+from raftmeta.controller.result import ControllerConfig
 from raftmeta.controller.snapshot import image_from_records, image_to_records
 from raftmeta.controller.work import UNBOUNDED
 from raftmeta.records.decode import LazyRecords
@@ -34,11 +35,11 @@ DIR1_B1, DIR2_B1 = U("suitdzfTTdqoWcy8VqmkUg"), U("yh3acnzGSeurSTj8aIhOjw")
 DIR1_B2, DIR2_B2 = U("OmpmJ8RjQliQlEFht56DwQ"), U("w05baLpsT5Oz0LvKTKXoDw")
 
 
-def kafkas_cluster() -> tuple[Context, bytes, bytes]:
+def kafkas_cluster(config: ControllerConfig | None = None) -> tuple[Context, bytes, bytes]:
     """testHandleDirectoriesOffline's cluster: two brokers with two directories each, topics a and
     b with two partitions on both, each broker's partition 0 in its first directory and 1 in its
     second."""
-    ctx = Context()
+    ctx = Context(config)
     brokers_with_dirs(ctx, {B1: [DIR1_B1, DIR2_B1], B2: [DIR1_B2, DIR2_B2]})
     topic_a = create_manual(ctx, "a", [[B1, B2], [B1, B2]])
     topic_b = create_manual(ctx, "b", [[B1, B2], [B1, B2]])
@@ -228,3 +229,19 @@ def test_replay_refuses_a_change_it_cannot_apply(change: records_pb2.BrokerLogDi
     assert ctx.image.brokers[B1].epoch == 1
     with pytest.raises(ReplayError, match=f"^{re.escape(message)}$"):
         ctx.image.replay(records_pb2.MetadataRecord(broker_log_dirs_change=change))
+
+
+def test_a_replica_in_a_failed_directory_never_leads_not_even_uncleanly() -> None:
+    """Kafka's ``LeaderAcceptor``: a leader's replica must be in one of its broker's online
+    directories. a-0's replica on 101 is in the failed directory: with 102 fenced, an unclean
+    election has no one to pick (101 is unfenced but its copy is gone); a-1's, in the directory
+    still online, is picked."""
+    ctx, _, _ = kafkas_cluster(ControllerConfig(unclean_leader_election_enable=True))
+    ctx.replay(heartbeat(ctx, B1, [DIR1_B1]).records)
+    # a-1 led by 102 first, so that fencing 102 needs an unclean election there too.
+    ctx.replay(heartbeat(ctx, B1, [], want_fence=True).records)
+    ctx.heartbeat(B1)
+    assert (ctx.partition("a", 0).isr, ctx.partition("a", 1).isr) == ((B2,), (B2,))
+    ctx.fence(B2)
+    assert (ctx.partition("a", 0).leader, ctx.partition("a", 1).leader) == (-1, B1)
+    assert ctx.partition("a", 1).isr == (B1,)
