@@ -82,6 +82,9 @@ BATCHES: list[list[LogRecord]] = [
         _min_isr("deleted", None),  # deleted: the cluster's default again
         metadata_record("PartitionChangeRecord", 2, TopicId=STRICT, PartitionId=2, Leader=4),
         metadata_record("BrokerRegistrationChangeRecord", 2, BrokerId=4, BrokerEpoch=1, Fenced=1),
+        # A directory of broker 5 offline (KIP-858): its registration keeps the others, and its
+        # fencing is unchanged -- every reader must leave it live.
+        metadata_record("BrokerRegistrationChangeRecord", 2, BrokerId=5, BrokerEpoch=1, LogDirs=(Uuid(b"\x55" * 16),)),
         # A reassignment in flight: the replica being added counts out of the factor.
         metadata_record(
             "PartitionChangeRecord", 2, TopicId=STRICT, PartitionId=0, Replicas=(0, 2, 4, 1), AddingReplicas=(1,)
