@@ -21,12 +21,10 @@ record with its last directory (the state Kafka's records leave).
 
 from __future__ import annotations
 
-import functools
-
 from placement.rng import RandomSource
 from raftmeta.api.ids import UUID_BYTES, id_text
 from raftmeta.controller.brokers import check_broker_epoch
-from raftmeta.controller.directories import default_dir, has_online_dir, is_online_dir
+from raftmeta.controller.directories import is_online_dir
 from raftmeta.controller.elections import unclean_enabled
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage, TopicImage
@@ -83,8 +81,7 @@ def assign_replicas_to_dirs(
             topic_id,
             pid,
             image.is_unfenced,
-            default_dir=functools.partial(default_dir, image),
-            has_online_dir=functools.partial(has_online_dir, image),
+            image=image,
         )
         record = builder.set_directory(broker_id, dir_id).build()
         if record is not None:
@@ -146,9 +143,7 @@ def _leave(
             if unclean_enabled(image, topic, config.unclean_leader_election_enable)
             else Election.ONLINE
         )
-        builder = PartitionChangeBuilder(
-            part, topic_id, pid, acceptable, election=election, has_online_dir=functools.partial(has_online_dir, image)
-        )
+        builder = PartitionChangeBuilder(part, topic_id, pid, acceptable, election=election, image=image)
         builder.set_target_isr([b for b in part.isr if b != broker_id])
         record = builder.build()
         if record is not None:

@@ -12,12 +12,11 @@ bounded number of changes, so a broker in a million partitions does not hold the
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from raftmeta.controller.configs import UNCLEAN_LEADER_ELECTION_ENABLE, is_true
-from raftmeta.controller.directories import has_online_dir, newly_offline, online_after, replica_directory
+from raftmeta.controller.directories import newly_offline, online_after, replica_directory
 from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import Election, PartitionChangeBuilder
 from raftmeta.controller.work import UNBOUNDED, Steps, TurnBudget, Visit, complete, partition_pass
@@ -46,7 +45,6 @@ def _changes(
     def visitor(image: MetadataImage, topic: TopicImage) -> Visit:
         election = Election.UNCLEAN if unclean_enabled(image, topic, unclean_default) else Election.ONLINE
         topic_id = topic.topic_id
-        online = functools.partial(has_online_dir, image)
 
         def visit(
             partitions: tuple[PartitionRegistration, ...], pid: int, stop: int, records: Records, full: int
@@ -56,7 +54,7 @@ def _changes(
                 pid += 1
                 if touches(part):
                     builder = PartitionChangeBuilder(
-                        part, topic_id, pid - 1, is_acceptable, election=election, has_online_dir=online
+                        part, topic_id, pid - 1, is_acceptable, election=election, image=image
                     )
                     if remove_from_isr != NO_LEADER:
                         builder.set_target_isr([b for b in part.isr if b != remove_from_isr])
@@ -257,7 +255,7 @@ def preferred_rule(image: MetadataImage) -> PartitionRule:
                 pid,
                 image.is_unfenced,
                 election=Election.PREFERRED,
-                has_online_dir=functools.partial(has_online_dir, image),
+                image=image,
             ).build()
 
         return change
@@ -283,7 +281,7 @@ def leaderless_rule(image: MetadataImage, unclean_default: bool) -> PartitionRul
                 pid,
                 image.is_unfenced,
                 election=election,
-                has_online_dir=functools.partial(has_online_dir, image),
+                image=image,
             ).build()
 
         return change

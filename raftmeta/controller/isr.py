@@ -26,14 +26,12 @@ changes would be built on the same partition state, and replay refuses the secon
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Iterable
 
 from placement.rng import RandomSource
 from raftmeta.api.ids import id_text
 from raftmeta.controller.brokers import check_broker_epoch
-from raftmeta.controller.directories import has_online_dir
 from raftmeta.controller.elections import unclean_enabled
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import MetadataImage, PartitionRegistration, TopicImage
@@ -130,7 +128,7 @@ def _alter_one(
         pid,
         image.is_unfenced,
         election=election,
-        has_online_dir=functools.partial(has_online_dir, image),
+        image=image,
     )
     builder.set_target_isr([b.broker_id for b in data.new_isr_with_epochs])
     record = builder.build()

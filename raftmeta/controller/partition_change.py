@@ -5,7 +5,7 @@ expressed as a *target* (ISR, replicas, election type) and turned into at most o
 ``PartitionChangeRecord`` here, so the rules cannot drift apart between callers:
 
 - A **valid leader** is in the target ISR and acceptable (unfenced, and not the broker being
-  removed; and, given ``has_online_dir``, its replica's directory is one of its broker's online
+  removed; and, given the ``image``, its replica's directory is one of its broker's online
   ones: Kafka's ``LeaderAcceptor``, so a replica in a failed directory never leads, not even by an
   unclean election). ONLINE election keeps a valid current leader, else takes the first valid replica in
   replica order. PREFERRED election takes the first replica if valid, else keeps a valid current
@@ -28,17 +28,19 @@ expressed as a *target* (ISR, replicas, election type) and turned into at most o
   leader is then no longer valid, so the election picks the first in-sync target replica.
 - **Directories** (KIP-858, Kafka's ``setAssignmentChanges``): each target replica keeps its
   directory (or the one :meth:`PartitionChangeBuilder.set_directory` gives it); a replica new to
-  the partition gets its broker's default directory (``default_dir``, see directories.py). The
+  the partition gets its broker's default directory in the ``image`` (see directories.py). The
   record carries the list when it differs from the partition's.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Sequence
 
+from raftmeta.controller import directories as dirs
 from raftmeta.controller.directories import MIGRATING, normalized, replica_directories
-from raftmeta.controller.image import NO_LEADER, PartitionRegistration
+from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration
 from raftmeta.v1 import records_pb2
 
 
@@ -49,14 +51,14 @@ def _no_default_dir(broker: int) -> bytes:
 
 
 def _in_online_dir(
-    partition: PartitionRegistration, acceptable: Callable[[int], bool], has_online_dir: Callable[[int, bytes], bool]
+    partition: PartitionRegistration, acceptable: Callable[[int], bool], image: MetadataImage
 ) -> Callable[[int], bool]:
     """Kafka's ``LeaderAcceptor``: ``acceptable``, and the broker's replica of ``partition`` is in
-    one of its online directories."""
+    one of its online directories in ``image``."""
     directories = dict(zip(partition.replicas, partition.directories, strict=True))
 
     def accept(broker: int) -> bool:
-        return acceptable(broker) and has_online_dir(broker, directories.get(broker, MIGRATING))
+        return acceptable(broker) and dirs.has_online_dir(image, broker, directories.get(broker, MIGRATING))
 
     return accept
 
@@ -76,22 +78,27 @@ class PartitionChangeBuilder:
         is_acceptable_leader: Callable[[int], bool],
         *,
         election: Election = Election.ONLINE,
-        default_dir: Callable[[int], bytes] = _no_default_dir,
-        has_online_dir: Callable[[int, bytes], bool] | None = None,
+        image: MetadataImage | None = None,
+        default_dir: Callable[[int], bytes] | None = None,
     ) -> None:
+        """``image``, the image the change is judged against (every controller rule passes it), gives
+        the directory rules: a leader's replica is in an online directory, a new replica goes to its
+        broker's default one. ``default_dir`` overrides the latter (tests of the builder alone)."""
         self.partition = partition
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.is_acceptable_leader = is_acceptable_leader
-        if has_online_dir is not None and partition.directories:
+        if image is not None and partition.directories:
             # Only a partition that keeps directories can have a replica in an offline one (every
             # MIGRATING directory is online): the others, all of the simulated brokers', pay nothing.
-            self.is_acceptable_leader = _in_online_dir(partition, is_acceptable_leader, has_online_dir)
+            self.is_acceptable_leader = _in_online_dir(partition, is_acceptable_leader, image)
         self.election = election
         self.target_isr: tuple[int, ...] = partition.isr
         self.target_replicas: tuple[int, ...] = partition.replicas
         self.target_adding: tuple[int, ...] = partition.adding_replicas
         self.target_removing: tuple[int, ...] = partition.removing_replicas
+        if default_dir is None:
+            default_dir = _no_default_dir if image is None else functools.partial(dirs.default_dir, image)
         self.default_dir = default_dir
         self.target_directories: dict[int, bytes] = dict(
             zip(partition.replicas, replica_directories(partition), strict=True)

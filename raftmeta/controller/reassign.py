@@ -47,12 +47,10 @@ Rules (per partition, Kafka's error codes; an item with an error writes nothing)
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 
 from placement.rng import RandomSource
 from raftmeta.controller import placement_bridge
-from raftmeta.controller.directories import default_dir, has_online_dir
 from raftmeta.controller.errors import ApiError
 from raftmeta.controller.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.partition_change import PartitionChangeBuilder
@@ -196,9 +194,7 @@ def _cancel(
         )
     # An ONLINE election: a leader among the adding replicas gives way to the first live original
     # replica in sync; a cancel never makes an unclean choice.
-    builder = PartitionChangeBuilder(
-        part, topic.topic_id, pid, image.is_unfenced, has_online_dir=functools.partial(has_online_dir, image)
-    )
+    builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, image=image)
     builder.set_target_replicas(replicas).set_target_isr(isr).set_target_adding(()).set_target_removing(())
     return builder.build()
 
@@ -257,8 +253,7 @@ def _change(
         topic.topic_id,
         pid,
         image.is_unfenced,
-        default_dir=functools.partial(default_dir, image),
-        has_online_dir=functools.partial(has_online_dir, image),
+        image=image,
     )
     builder.set_target_replicas(replicas).set_target_isr(isr).set_target_adding(adding).set_target_removing(removing)
     return builder.build()
@@ -335,7 +330,7 @@ def caught_up_records(
             report.topic_id,
             report.partition_id,
             image.is_unfenced,
-            has_online_dir=functools.partial(has_online_dir, image),
+            image=image,
         )
         builder.set_target_isr((*part.isr, broker_id))  # joins at the end, as an AlterPartition would
         record = builder.build()

@@ -10,7 +10,6 @@ nothing for that topic. Records come in a fixed order per topic: TopicRecord, it
 
 from __future__ import annotations
 
-import functools
 import heapq
 from bisect import bisect_left
 from collections.abc import Hashable, Sequence, Set
@@ -24,7 +23,7 @@ from raftmeta.api.limits import REPLICAS_PER_PARTITION_MAX
 from raftmeta.controller import placement_bridge
 from raftmeta.controller.configs import validate_topic_configs
 from raftmeta.controller.delta import SHARED_STATES_MAX, NewTopic
-from raftmeta.controller.directories import any_log_dirs, has_online_dir, new_directories
+from raftmeta.controller.directories import any_log_dirs, new_directories
 from raftmeta.controller.errors import ApiError, RequestError
 from raftmeta.controller.image import NO_LEADER, TOPIC_RESOURCE, MetadataImage, PartitionRegistration, TopicImage
 from raftmeta.controller.names import (
@@ -844,7 +843,7 @@ def _elect_one(
         pid,
         image.is_unfenced,
         election=election,
-        has_online_dir=functools.partial(has_online_dir, image),
+        image=image,
     )
     record = builder.build()
     if record is None:
