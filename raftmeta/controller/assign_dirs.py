@@ -76,13 +76,7 @@ def assign_replicas_to_dirs(
     records: list[records_pb2.MetadataRecord] = []
     for (topic_id, pid), dir_id in targets.items():
         part = image.topics[topic_id].partitions[pid]
-        builder = PartitionChangeBuilder(
-            part,
-            topic_id,
-            pid,
-            image.is_unfenced,
-            image=image,
-        )
+        builder = PartitionChangeBuilder.in_image(image, part, topic_id, pid)
         record = builder.set_directory(broker_id, dir_id).build()
         if record is not None:
             records.append(record)

@@ -249,13 +249,8 @@ def preferred_rule(image: MetadataImage) -> PartitionRule:
         def change(pid: int, part: PartitionRegistration) -> records_pb2.MetadataRecord | None:
             if part.leader == NO_LEADER or part.leader == part.replicas[0]:
                 return None
-            return PartitionChangeBuilder(
-                part,
-                topic.topic_id,
-                pid,
-                image.is_unfenced,
-                election=Election.PREFERRED,
-                image=image,
+            return PartitionChangeBuilder.in_image(
+                image, part, topic.topic_id, pid, election=Election.PREFERRED
             ).build()
 
         return change
@@ -275,14 +270,7 @@ def leaderless_rule(image: MetadataImage, unclean_default: bool) -> PartitionRul
         def change(pid: int, part: PartitionRegistration) -> records_pb2.MetadataRecord | None:
             if part.leader != NO_LEADER:
                 return None
-            return PartitionChangeBuilder(
-                part,
-                topic.topic_id,
-                pid,
-                image.is_unfenced,
-                election=election,
-                image=image,
-            ).build()
+            return PartitionChangeBuilder.in_image(image, part, topic.topic_id, pid, election=election).build()
 
         return change
 

@@ -122,14 +122,7 @@ def _alter_one(
     election = (
         Election.UNCLEAN if unclean_enabled(image, topic, config.unclean_leader_election_enable) else Election.ONLINE
     )
-    builder = PartitionChangeBuilder(
-        part,
-        topic.topic_id,
-        pid,
-        image.is_unfenced,
-        election=election,
-        image=image,
-    )
+    builder = PartitionChangeBuilder.in_image(image, part, topic.topic_id, pid, election=election)
     builder.set_target_isr([b.broker_id for b in data.new_isr_with_epochs])
     record = builder.build()
     if record is not None:

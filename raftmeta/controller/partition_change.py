@@ -104,6 +104,21 @@ class PartitionChangeBuilder:
             zip(partition.replicas, replica_directories(partition), strict=True)
         )
 
+    @classmethod
+    def in_image(
+        cls,
+        image: MetadataImage,
+        partition: PartitionRegistration,
+        topic_id: bytes,
+        partition_id: int,
+        *,
+        election: Election = Election.ONLINE,
+    ) -> PartitionChangeBuilder:
+        """A change judged by ``image`` alone, as most controller rules make one: a leader is an
+        unfenced broker whose replica's directory is online. Rules that also exclude a broker
+        (fencing, a failed directory) pass their own ``is_acceptable_leader`` to the constructor."""
+        return cls(partition, topic_id, partition_id, image.is_unfenced, election=election, image=image)
+
     def set_target_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
         self.target_isr = tuple(isr)
         return self

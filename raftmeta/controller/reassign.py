@@ -194,7 +194,7 @@ def _cancel(
         )
     # An ONLINE election: a leader among the adding replicas gives way to the first live original
     # replica in sync; a cancel never makes an unclean choice.
-    builder = PartitionChangeBuilder(part, topic.topic_id, pid, image.is_unfenced, image=image)
+    builder = PartitionChangeBuilder.in_image(image, part, topic.topic_id, pid)
     builder.set_target_replicas(replicas).set_target_isr(isr).set_target_adding(()).set_target_removing(())
     return builder.build()
 
@@ -248,13 +248,7 @@ def _change(
             f"{list(part.isr)}); cancel it or wait for the ISR to recover.",
         )
     # The adding replicas start in their brokers' default directories (Kafka's PartitionAssignment).
-    builder = PartitionChangeBuilder(
-        part,
-        topic.topic_id,
-        pid,
-        image.is_unfenced,
-        image=image,
-    )
+    builder = PartitionChangeBuilder.in_image(image, part, topic.topic_id, pid)
     builder.set_target_replicas(replicas).set_target_isr(isr).set_target_adding(adding).set_target_removing(removing)
     return builder.build()
 
@@ -325,13 +319,7 @@ def caught_up_records(
         part = image.partition(report.topic_id, report.partition_id)
         if part is None or broker_id not in part.adding_replicas or broker_id in part.isr or part.leader == NO_LEADER:
             continue
-        builder = PartitionChangeBuilder(
-            part,
-            report.topic_id,
-            report.partition_id,
-            image.is_unfenced,
-            image=image,
-        )
+        builder = PartitionChangeBuilder.in_image(image, part, report.topic_id, report.partition_id)
         builder.set_target_isr((*part.isr, broker_id))  # joins at the end, as an AlterPartition would
         record = builder.build()
         if record is not None:

@@ -837,14 +837,7 @@ def _elect_one(
             errors_pb2.ELECTION_NOT_NEEDED, f"Leader {part.leader} of {name}-{pid} is already the preferred leader."
         )
     election = Election.UNCLEAN if unclean else Election.PREFERRED
-    builder = PartitionChangeBuilder(
-        part,
-        topic.topic_id,
-        pid,
-        image.is_unfenced,
-        election=election,
-        image=image,
-    )
+    builder = PartitionChangeBuilder.in_image(image, part, topic.topic_id, pid, election=election)
     record = builder.build()
     if record is None:
         if unclean:
